@@ -1,0 +1,174 @@
+/* cmd_platform.c — `dlsim platform`: write a SimGrid platform file for DGX-like clusters. */
+#include "cmds.h"
+#include "dl_common.h"
+#include "gpuspec.h"
+#include "platform.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Parses option `opt`'s text with `parse` into *out when given; FALSE with a message if bad. */
+static gboolean opt_value(const char *opt, const char *text, gboolean (*parse)(const char *, double *),
+                          const char *example, double *out, GError **err) {
+  if (!text) return TRUE;
+  if (!parse(text, out)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: expected e.g. %s, got '%s'", opt, example, text);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean parse_ratio(const char *text, double *out) {
+  char *end = NULL;
+  *out = g_ascii_strtod(text, &end);
+  return end != text && *end == '\0';
+}
+
+int cmd_platform(int argc, char **argv) {
+  char *preset = NULL, *gpu = NULL, *gpu_mem = NULL, *gpu_speed = NULL, *nvlink_bw = NULL,
+       *nvlink_lat = NULL, *nic_bw = NULL, *nic_lat = NULL, *switch_lat = NULL, *pcie_bw = NULL,
+       *pcie_lat = NULL, *topology = NULL, *oversub = NULL, *out = NULL;
+  int nodes = -1, gpus = -1, nics = -1, npl = -1;
+  gboolean calibrate = FALSE;
+  int status = 2;
+  char *xml = NULL;
+  GError *err = NULL;
+  GOptionEntry entries[] = {
+      {"preset", 0, 0, G_OPTION_ARG_STRING, &preset,
+       "Start from a preset: thetagpu, dgx-a100 (default), workstation, star", "NAME"},
+      {"nodes", 0, 0, G_OPTION_ARG_INT, &nodes, "Number of nodes", "N"},
+      {"gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpus, "GPUs per node (one host each)", "G"},
+      {"gpu", 0, 0, G_OPTION_ARG_STRING, &gpu,
+       "GPU model with a spec sheet (e.g. a100-40gb), or another name with --gpu-mem and "
+       "--gpu-speed",
+       "MODEL"},
+      {"gpu-mem", 0, 0, G_OPTION_ARG_STRING, &gpu_mem, "GPU memory (e.g. 40GiB)", "BYTES"},
+      {"gpu-speed", 0, 0, G_OPTION_ARG_STRING, &gpu_speed, "Host speed (e.g. 312Tf)", "FLOPS"},
+      {"nvlink-bw", 0, 0, G_OPTION_ARG_STRING, &nvlink_bw,
+       "GPU-NVSwitch bandwidth per direction (default 300GBps)", "BW"},
+      {"nvlink-lat", 0, 0, G_OPTION_ARG_STRING, &nvlink_lat,
+       "GPU-NVSwitch link latency (default 1us; GPU to GPU is twice this)", "TIME"},
+      {"nics-per-node", 0, 0, G_OPTION_ARG_INT, &nics,
+       "NICs per node: G (one per GPU), G/2 (one per GPU pair) or another divisor of G", "K"},
+      {"nic-bw", 0, 0, G_OPTION_ARG_STRING, &nic_bw, "NIC bandwidth per direction (default 25GBps)",
+       "BW"},
+      {"nic-lat", 0, 0, G_OPTION_ARG_STRING, &nic_lat, "Latency of one NIC end (default 1us)",
+       "TIME"},
+      {"pcie-bw", 0, 0, G_OPTION_ARG_STRING, &pcie_bw,
+       "GPU-PCIe switch bandwidth when GPUs share a NIC (default 25GBps)", "BW"},
+      {"pcie-lat", 0, 0, G_OPTION_ARG_STRING, &pcie_lat, "Its latency (default 0.5us)", "TIME"},
+      {"switch-lat", 0, 0, G_OPTION_ARG_STRING, &switch_lat,
+       "Latency through one leaf or spine switch (default 130ns)", "TIME"},
+      {"topology", 0, 0, G_OPTION_ARG_STRING, &topology, "rail (default), fattree or star", "T"},
+      {"oversubscription", 0, 0, G_OPTION_ARG_STRING, &oversub,
+       "Leaf downlink / uplink bandwidth ratio (default 1: non-blocking)", "R"},
+      {"nodes-per-leaf", 0, 0, G_OPTION_ARG_INT, &npl,
+       "Nodes under one leaf switch (default: all)", "N"},
+      {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write the XML there (default: stdout)", "FILE"},
+      {"calibrate", 0, 0, G_OPTION_ARG_NONE, &calibrate,
+       "Fit link figures to ping-pong measurements on this machine", NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL},
+  };
+  GOptionContext *ctx = g_option_context_new("- write a SimGrid platform file for a cluster");
+  g_option_context_set_summary(ctx,
+      "Writes a SimGrid platform (explicit graph, DijkstraCache routing): one host per GPU named\n"
+      "n<node>g<gpu>, an NVSwitch router per node, NIC links to leaf switches, leaves to a spine.\n"
+      "Bandwidths take SimGrid units (GBps = 10^9 bytes/s, Gbps = 10^9 bits/s), latencies\n"
+      "s, ms, us, ns. See platforms/README.md.");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+
+  plat_gen_params p;
+  if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
+    g_prefix_error(&err, "platform: ");
+    goto out;
+  }
+  if (argc > 1) {
+    g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "platform: unexpected argument '%s'", argv[1]);
+    goto out;
+  }
+  if (calibrate) {
+    g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "platform --calibrate is not built yet");
+    goto out;
+  }
+  if (!plat_gen_preset(preset ? preset : "dgx-a100", &p, &err)) goto out;
+  /* The preset's comment names its sources; once a figure changes it no longer describes the
+   * file (the node count aside for dgx-a100, whose comment gives no count). */
+  if (gpus >= 0 || gpu || gpu_mem || gpu_speed || nvlink_bw || nvlink_lat || nics >= 0 ||
+      nic_bw || nic_lat || pcie_bw || pcie_lat || switch_lat || topology || oversub || npl >= 0 ||
+      (nodes >= 0 && preset && strcmp(preset, "dgx-a100") != 0))
+    p.comment = "Derived from a dlsim preset with changed options; see platforms/README.md.";
+  if (nodes >= 0) p.nodes = nodes;
+  if (gpus >= 0) {
+    /* a NIC per GPU stays a NIC per GPU unless --nics-per-node says otherwise */
+    if (p.nics_per_node == p.gpus_per_node) p.nics_per_node = gpus;
+    p.gpus_per_node = gpus;
+  }
+  if (nics >= 0) p.nics_per_node = nics;
+  if (npl >= 0) p.nodes_per_leaf = npl;
+  if (gpu) {
+    p.gpu_model = gpu;
+    if (!plat_gpu_spec(gpu, &p.gpu_mem_bytes, &p.speed_flops) && (!gpu_mem || !gpu_speed)) {
+      GString *known = g_string_new(NULL);
+      for (const gs_spec *const *s = gs_all(); *s; s++)
+        g_string_append_printf(known, "%s%s", known->len ? ", " : "", (*s)->name);
+      g_set_error(&err, DL_ERROR, DL_ERR_INPUT,
+                  "--gpu: unknown model '%s' (known: %s; or give --gpu-mem and --gpu-speed)", gpu,
+                  known->str);
+      g_string_free(known, TRUE);
+      goto out;
+    }
+  }
+  if (gpu_mem && !dl_parse_bytes(gpu_mem, &p.gpu_mem_bytes)) {
+    g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "--gpu-mem: expected bytes such as 40GiB, got '%s'",
+                gpu_mem);
+    goto out;
+  }
+  if (topology && !plat_topology_parse(topology, &p.topology)) {
+    g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "--topology: expected rail, fattree or star, got '%s'",
+                topology);
+    goto out;
+  }
+  if (!opt_value("--gpu-speed", gpu_speed, plat_parse_speed, "312Tf", &p.speed_flops, &err) ||
+      !opt_value("--nvlink-bw", nvlink_bw, plat_parse_bandwidth, "300GBps", &p.nvlink_bps, &err) ||
+      !opt_value("--nvlink-lat", nvlink_lat, plat_parse_time, "1us", &p.nvlink_lat_s, &err) ||
+      !opt_value("--nic-bw", nic_bw, plat_parse_bandwidth, "25GBps", &p.nic_bps, &err) ||
+      !opt_value("--nic-lat", nic_lat, plat_parse_time, "1us", &p.nic_lat_s, &err) ||
+      !opt_value("--pcie-bw", pcie_bw, plat_parse_bandwidth, "25GBps", &p.pcie_bps, &err) ||
+      !opt_value("--pcie-lat", pcie_lat, plat_parse_time, "0.5us", &p.pcie_lat_s, &err) ||
+      !opt_value("--switch-lat", switch_lat, plat_parse_time, "130ns", &p.switch_lat_s, &err) ||
+      !opt_value("--oversubscription", oversub, parse_ratio, "2", &p.oversubscription, &err))
+    goto out;
+
+  xml = plat_generate_xml(&p, &err);
+  if (!xml) goto out;
+  if (out) {
+    if (!dl_write_file_atomic(out, xml, strlen(xml), &err)) goto out;
+  } else {
+    fputs(xml, stdout);
+    fflush(stdout);
+  }
+  status = 0;
+out:
+  if (err) {
+    fprintf(stderr, "dlsim: %s\n", err->message);
+    if (err->domain == DL_ERROR && err->code != DL_ERR_INPUT) status = 1;
+    g_error_free(err);
+  }
+  g_free(xml);
+  g_option_context_free(ctx);
+  g_free(preset);
+  g_free(gpu);
+  g_free(gpu_mem);
+  g_free(gpu_speed);
+  g_free(nvlink_bw);
+  g_free(nvlink_lat);
+  g_free(nic_bw);
+  g_free(nic_lat);
+  g_free(switch_lat);
+  g_free(pcie_bw);
+  g_free(pcie_lat);
+  g_free(topology);
+  g_free(oversub);
+  g_free(out);
+  return status;
+}

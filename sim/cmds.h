@@ -1,0 +1,12 @@
+/* cmds.h — the subcommands of `dlsim`. Each takes its own argv (argv[0] is the subcommand name),
+ * prints, and returns the process exit status: 0 success, 2 bad input (one line on stderr
+ * "dlsim: ..."), 1 a failure of the system. */
+#ifndef CMDS_H
+#define CMDS_H
+
+int cmd_run(int argc, char **argv);
+int cmd_workload(int argc, char **argv);
+int cmd_platform(int argc, char **argv);
+int cmd_coll(int argc, char **argv);
+
+#endif

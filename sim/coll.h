@@ -1,0 +1,153 @@
+/* coll.h — NCCL-like collective algorithms: names, defaults and byte counts (this header), and
+ * the algorithms themselves written on MPI point-to-point (coll_mpi.h, coll*.c).
+ *
+ * This header needs no MPI: the command-line driver uses it for --help, option checking, the
+ * default choice and the bytes each algorithm puts on the wire. The algorithm table lives here
+ * as one X-macro list, COLL_ALGO_LIST; coll.c expands it into {op, name, description, fn}.
+ *
+ * Conventions shared by every operation (as nccl-tests reports them):
+ *   `bytes` is the size of the whole buffer that the operation is about:
+ *     allreduce      send = recv = bytes, reduced element-wise
+ *     allgather      recv = bytes, each rank contributes bytes / P (its block, at offset r·bytes/P)
+ *     reducescatter  send = bytes, recv = bytes / P (rank r gets reduced block r)
+ *     alltoall       send = recv = bytes, block j of rank r's send goes to block r of rank j's recv
+ *     broadcast      root 0's send (bytes) ends up in every rank's recv
+ *     sendrecv       each rank sends bytes to rank r+1 and receives bytes from rank r-1 (mod P)
+ *   Reductions work on elements of COLL_ELEM_BYTES (float) with the caller's MPI_Op; bytes must
+ *   be a multiple of COLL_ELEM_BYTES, and of COLL_ELEM_BYTES · P for allgather, reducescatter and
+ *   alltoall (coll_round_bytes rounds down to that).
+ *
+ * Topology (coll_topo): the ranks of the communicator are grouped into nodes of
+ * ranks_per_node consecutive ranks (rank r is on node r / ranks_per_node, local rank
+ * r % ranks_per_node), which is how dlsim maps ranks to the hosts of a platform (node-major).
+ */
+#ifndef DL_COLL_H
+#define DL_COLL_H
+
+#include <stddef.h>
+
+/* Element size of reductions: float32 gradients. */
+#define COLL_ELEM_BYTES 4
+
+/* Pipelining chunk of the tree algorithms and of the ring broadcast, bytes: NCCL splits its
+ * 4 MiB channel buffer into 8 steps of 512 KiB (NCCL_STEPS, ncclParamBuffSize); each tree half
+ * (and the broadcast chain) moves in chunks of at most this size, so a chunk is forwarded while
+ * the next one is still arriving. */
+#define COLL_PIPE_CHUNK_BYTES (512 * 1024)
+
+/* X(enum, printable name, nccl-tests bus-bandwidth factor numerator kind) */
+#define COLL_OP_LIST(X)                    \
+  X(COLL_ALLREDUCE, "allreduce")           \
+  X(COLL_ALLGATHER, "allgather")           \
+  X(COLL_REDUCESCATTER, "reducescatter")   \
+  X(COLL_BROADCAST, "broadcast")           \
+  X(COLL_ALLTOALL, "alltoall")             \
+  X(COLL_SENDRECV, "sendrecv")
+
+typedef enum {
+#define COLL_X(e, name) e,
+  COLL_OP_LIST(COLL_X)
+#undef COLL_X
+  COLL_OP_COUNT
+} coll_op;
+
+/* The algorithm table: X(op, name, implementing function, description). The function names are
+ * only expanded by coll.c (MPI side). "smpi" calls the plain MPI collective, so that SMPI's own
+ * algorithm chosen with --cfg=smpi/<coll>:<name> runs; users spell it "smpi:<name>". */
+#define COLL_ALGO_LIST(X)                                                                        \
+  X(COLL_ALLREDUCE, "ring", coll_allreduce_ring,                                               \
+    "NCCL ring: reduce-scatter then all-gather around a ring, 2(P-1) steps of bytes/P")        \
+  X(COLL_ALLREDUCE, "tree", coll_allreduce_tree,                                               \
+    "NCCL double binary tree: two complementary trees, half the data each, reduce up then "    \
+    "broadcast down, pipelined in 512 KiB chunks")                                             \
+  X(COLL_ALLREDUCE, "hier", coll_allreduce_hier,                                               \
+    "hierarchical: ring reduce-scatter in the node, ring all-reduce of the shard across "      \
+    "nodes among same-local-rank GPUs, ring all-gather in the node")                           \
+  X(COLL_ALLREDUCE, "rhd", coll_allreduce_rhd,                                                 \
+    "Rabenseifner: recursive halving reduce-scatter + recursive doubling all-gather, "         \
+    "2 log2(P) steps (non-powers of two fold the extra ranks first)")                          \
+  X(COLL_ALLREDUCE, "smpi", coll_allreduce_smpi,                                               \
+    "MPI_Allreduce: SMPI's algorithm, pinned with smpi:<name> (e.g. smpi:lr)")                 \
+  X(COLL_ALLGATHER, "ring", coll_allgather_ring, "NCCL ring: P-1 steps of bytes/P")            \
+  X(COLL_ALLGATHER, "rhd", coll_allgather_bruck,                                               \
+    "Bruck: ceil(log2 P) steps, block counts doubling, any P")                                 \
+  X(COLL_ALLGATHER, "smpi", coll_allgather_smpi, "MPI_Allgather (smpi:<name>)")                \
+  X(COLL_REDUCESCATTER, "ring", coll_reducescatter_ring, "NCCL ring: P-1 steps of bytes/P")    \
+  X(COLL_REDUCESCATTER, "rhd", coll_reducescatter_rhd,                                         \
+    "recursive halving: log2(P) steps (non-powers of two fold the extra ranks first)")         \
+  X(COLL_REDUCESCATTER, "smpi", coll_reducescatter_smpi, "MPI_Reduce_scatter (smpi:<name>)")   \
+  X(COLL_BROADCAST, "ring", coll_broadcast_ring,                                               \
+    "NCCL ring: a chain from the root, pipelined in 512 KiB chunks")                           \
+  X(COLL_BROADCAST, "tree", coll_broadcast_tree,                                               \
+    "double binary tree from the root, half the data down each tree, 512 KiB chunks")          \
+  X(COLL_BROADCAST, "smpi", coll_broadcast_smpi, "MPI_Bcast (smpi:<name>)")                    \
+  X(COLL_ALLTOALL, "pairwise", coll_alltoall_pairwise,                                         \
+    "P-1 steps: at step s send to r+s and receive from r-s")                                   \
+  X(COLL_ALLTOALL, "smpi", coll_alltoall_smpi, "MPI_Alltoall (smpi:<name>)")                   \
+  X(COLL_SENDRECV, "pairwise", coll_sendrecv_pairwise,                                         \
+    "send to r+1 while receiving from r-1 (nccl-tests sendrecv)")
+
+/* One row of the table, without the function (see coll_mpi.h for coll_algo). */
+typedef struct {
+  coll_op op;              /* operation it implements */
+  const char *name;        /* name as given to --coll ("ring"...) */
+  const char *description; /* one line for --help */
+} coll_algo_info;
+
+/* Where a rank sits. Invariant: ranks are node-major (see file comment). */
+typedef struct {
+  int ranks_per_node; /* GPUs per node used by this communicator (>= 1) */
+  int n_nodes;        /* nodes spanned: ceil(P / ranks_per_node) */
+  int node;           /* this rank's node index within the communicator: rank / ranks_per_node */
+  int local_rank;     /* this rank's index within its node: rank % ranks_per_node */
+} coll_topo;
+
+/* Fills `t` for rank `rank` of `P` ranks with `ranks_per_node` (values < 1 mean 1). */
+void coll_topo_init(coll_topo *t, int rank, int P, int ranks_per_node);
+
+/* Printable name of an operation; "?" when out of range. */
+const char *coll_op_name(coll_op op);
+/* Parses a printable name; -1 when unknown. */
+int coll_op_parse(const char *name);
+
+/* Rows of the table for `op`, in table order. Stores the count in *n; returns a static array of
+ * pointers (borrowed, NULL-terminated). */
+const coll_algo_info *const *coll_list(coll_op op, int *n);
+
+/* The table row for (op, name), NULL if none. `name` may be "smpi:<algo>" (matches "smpi"). */
+const coll_algo_info *coll_info_find(coll_op op, const char *name);
+
+/* For "smpi:<algo>": the SimGrid config item that pins it, as a new string
+ * "smpi/allreduce:<algo>" (g_free), or NULL when `name` has no ":<algo>" part or `op` has no
+ * SMPI selector (sendrecv). */
+char *coll_smpi_cfg(coll_op op, const char *name);
+
+/* The algorithm NCCL would pick (NCCL 2.x tuning, simplified):
+ *   P == 1                                      -> "ring" ("pairwise" for alltoall/sendrecv)
+ *   allreduce, nodes >= 2, bytes <= 4 MiB, P >= 16 -> "tree" (latency-bound: log-depth trees)
+ *   allreduce, nodes >= 2, P / nodes >= 2          -> "hier" (NVSwitch inside, ring across)
+ *   allreduce otherwise                           -> "ring"
+ *   allgather, reducescatter, broadcast           -> "ring"
+ *   alltoall, sendrecv                            -> "pairwise"
+ * `nodes` is the number of nodes the P ranks span. Returns a static name. */
+#define COLL_TREE_MAX_BYTES (4.0 * 1024 * 1024)
+#define COLL_TREE_MIN_RANKS 16
+const char *coll_default(coll_op op, double bytes, int P, int nodes);
+
+/* Bytes sent per rank, averaged over the P ranks (total bytes on the wire / P), for one call of
+ * `algo` ("smpi..." counts as "ring"; unknown -> -1) on `bytes` (convention above).
+ * Exact formulas (n = bytes, rpn/nodes from topo, p2 = largest power of two <= P, rem = P - p2):
+ *   ring / tree allreduce 2(P-1)n/P; rhd allreduce (2 rem n + 2(p2-1) n)/P;
+ *   hier allreduce (2 nodes (rpn-1) n + 2 (nodes-1) n)/P (topo NULL: rpn = P, nodes = 1);
+ *   allgather, reducescatter (ring), alltoall, broadcast (ring, tree): (P-1)n/P;
+ *   rhd reducescatter (rem n + (p2-1) n + rem n/P)/P; sendrecv n. */
+double coll_wire_bytes(coll_op op, const char *algo, double bytes, int P, const coll_topo *topo);
+
+/* nccl-tests bus-bandwidth factor (busbw = algbw · factor): allreduce 2(P-1)/P; allgather,
+ * reducescatter, alltoall (P-1)/P; broadcast, sendrecv 1 (nccl-tests doc/PERFORMANCE.md). */
+double coll_busbw_factor(coll_op op, int P);
+
+/* Largest size <= bytes that the operation accepts for P ranks (see conventions); 0 if none. */
+size_t coll_round_bytes(coll_op op, size_t bytes, int P);
+
+#endif

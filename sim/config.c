@@ -1,0 +1,363 @@
+/* config.c — defaults, enum names and validation of a run's configuration. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dl_common.h"
+
+#define ENUM_NAMES(LIST, fn, type)                                           \
+  static const char *const fn##_names[] = {LIST(ENUM_NAME_ENTRY)};           \
+  const char *fn(type v) { return fn##_names[v]; }
+#define ENUM_NAME_ENTRY(e, s) s,
+ENUM_NAMES(CFG_MODES, cfg_mode_name, cfg_mode)
+ENUM_NAMES(CFG_SCHEDULES, cfg_schedule_name, cfg_schedule)
+ENUM_NAMES(CFG_TP_STYLES, cfg_tp_style_name, cfg_tp_style)
+
+static gboolean parse_name(const char *const *names, size_t n, const char *text, int *out) {
+  for (size_t i = 0; i < n; i++)
+    if (text && strcmp(text, names[i]) == 0) {
+      *out = (int)i;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+gboolean cfg_mode_parse(const char *text, cfg_mode *out) {
+  int v;
+  if (!parse_name(cfg_mode_name_names, G_N_ELEMENTS(cfg_mode_name_names), text, &v)) return FALSE;
+  *out = (cfg_mode)v;
+  return TRUE;
+}
+gboolean cfg_schedule_parse(const char *text, cfg_schedule *out) {
+  int v;
+  if (!parse_name(cfg_schedule_name_names, G_N_ELEMENTS(cfg_schedule_name_names), text, &v))
+    return FALSE;
+  *out = (cfg_schedule)v;
+  return TRUE;
+}
+gboolean cfg_tp_style_parse(const char *text, cfg_tp_style *out) {
+  int v;
+  if (!parse_name(cfg_tp_style_name_names, G_N_ELEMENTS(cfg_tp_style_name_names), text, &v))
+    return FALSE;
+  *out = (cfg_tp_style)v;
+  return TRUE;
+}
+
+void cfg_init(cfg_run *c) {
+  memset(c, 0, sizeof *c);
+  c->platform = g_strdup("thetagpu");
+  c->workload = g_strdup("resnet18-cifar100");
+  c->gpus = 8;
+  c->tp_style = CFG_TP_GHOLAMI;
+  c->schedule = CFG_SCHED_GPIPE;
+  c->precision = GS_FP32;
+  c->mode = CFG_MODE_SIM;
+  c->iters = 3;
+  c->bucket_bytes = 25.0 * 1024 * 1024; /* PyTorch DDP bucket_cap_mb = 25 (MiB) */
+}
+
+void cfg_release(cfg_run *c) {
+  g_free(c->platform);
+  g_free(c->workload);
+  g_free(c->coll);
+  g_free(c->kernels);
+  g_free(c->out);
+  g_free(c->trace);
+  memset(c, 0, sizeof *c);
+}
+
+gboolean cfg_grid_parse(cfg_run *c, const char *text, GError **err) {
+  if (strcmp(text, "auto") == 0) {
+    c->grid_auto = TRUE;
+    return TRUE;
+  }
+  char *end = NULL;
+  long pr = strtol(text, &end, 10);
+  if (end == text || (*end != 'x' && *end != 'X')) goto bad;
+  const char *p2 = end + 1;
+  long pc = strtol(p2, &end, 10);
+  if (end == p2 || *end || pr < 1 || pc < 1 || pr > 1 << 20 || pc > 1 << 20) goto bad;
+  c->grid_pr = (int)pr;
+  c->grid_pc = (int)pc;
+  return TRUE;
+bad:
+  g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+              "--grid: expected PrxPc with positive integers (e.g. 4x2) or 'auto', got '%s'", text);
+  return FALSE;
+}
+
+char *cfg_grid_string(const cfg_run *c) {
+  if (c->grid_pr > 0) return g_strdup_printf("%dx%d", c->grid_pr, c->grid_pc);
+  return g_strdup(c->grid_auto ? "auto" : "none");
+}
+
+gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
+  if (c->gpus < 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--gpus: expected a positive number of GPUs, got %d",
+                c->gpus);
+    return FALSE;
+  }
+  if (c->dp < 0 || c->tp < 0 || c->pp < 0 || c->ep < 0 || c->microbatches < 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--dp/--tp/--pp/--ep/--microbatches: expected positive integers");
+    return FALSE;
+  }
+  if (c->grid_pr > 0) {
+    if ((c->tp && c->tp != c->grid_pr) || (c->dp && c->dp != c->grid_pc)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--grid %dx%d: conflicts with --tp %d --dp %d (the grid is Pr=tp x Pc=dp)",
+                  c->grid_pr, c->grid_pc, c->tp, c->dp);
+      return FALSE;
+    }
+    c->tp = c->grid_pr;
+    c->dp = c->grid_pc;
+  }
+  int tp = c->tp ? c->tp : 1, pp = c->pp ? c->pp : 1;
+  if (c->grid_auto) {
+    if (c->tp || c->dp || c->pp > 1) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--grid auto: searches Pr x Pc = --gpus itself; leave out --dp/--tp/--pp");
+      return FALSE;
+    }
+  }
+  if (!c->dp) {
+    if (c->gpus % (tp * pp)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--gpus %d: not divisible by tp x pp = %d x %d; choose degrees whose product "
+                  "divides the GPU count",
+                  c->gpus, tp, pp);
+      return FALSE;
+    }
+    c->dp = c->gpus / (tp * pp);
+  }
+  c->tp = tp;
+  c->pp = pp;
+  if ((long)c->dp * c->tp * c->pp != c->gpus) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--dp %d --tp %d --pp %d: the degrees multiply to %ld, not --gpus %d", c->dp, c->tp,
+                c->pp, (long)c->dp * c->tp * c->pp, c->gpus);
+    return FALSE;
+  }
+  if (!c->ep) c->ep = 1;
+  if ((c->dp * c->tp) % c->ep) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--ep %d: must divide dp x tp = %d", c->ep,
+                c->dp * c->tp);
+    return FALSE;
+  }
+  if (!c->microbatches) c->microbatches = c->pp > 1 ? c->pp : 1;
+  if (c->batch == 0) c->batch = default_batch;
+  if (c->batch < 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--batch: expected a positive number of samples, got %ld",
+                c->batch);
+    return FALSE;
+  }
+  long shards = (long)(c->grid_auto ? 1 : c->dp) * c->microbatches;
+  if (c->batch % shards) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--batch %ld: not divisible by dp x microbatches = %d x %d; use a multiple of %ld",
+                c->batch, c->grid_auto ? 1 : c->dp, c->microbatches, shards);
+    return FALSE;
+  }
+  if (c->iters < 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--iters: expected at least 1, got %d", c->iters);
+    return FALSE;
+  }
+  if (c->bucket_bytes <= 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--bucket-mb: expected a positive size");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* ---- command-line options ------------------------------------------------------------------ */
+
+typedef struct {
+  char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
+      *coll, *kernels, *out, *trace;
+  double bucket_mb;
+  int gpus;
+  gint64 batch;
+} raw_opts;
+
+static void raw_release(raw_opts *r) {
+  g_free(r->mode);
+  g_free(r->precision);
+  g_free(r->schedule);
+  g_free(r->tp_style);
+  g_free(r->grid);
+  g_free(r->grid_layers);
+  g_free(r->domain);
+  g_free(r->platform);
+  g_free(r->workload);
+  g_free(r->coll);
+  g_free(r->kernels);
+  g_free(r->out);
+  g_free(r->trace);
+}
+
+static void set_str(char **dst, char *src) {
+  if (!src) return;
+  g_free(*dst);
+  *dst = g_strdup(src);
+}
+
+gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err) {
+  raw_opts r;
+  memset(&r, 0, sizeof r);
+  r.gpus = -1;
+  GOptionEntry entries[] = {
+      {"platform", 0, 0, G_OPTION_ARG_STRING, &r.platform,
+       "platform name under platforms/ (thetagpu) or a SimGrid XML file", "NAME|FILE"},
+      {"workload", 0, 0, G_OPTION_ARG_STRING, &r.workload,
+       "workload name under workloads/ (resnet18-cifar100) or a JSON file", "NAME|FILE"},
+      {"gpus", 0, 0, G_OPTION_ARG_INT, &r.gpus, "number of GPUs = MPI ranks (default 8)", "P"},
+      {"batch", 0, 0, G_OPTION_ARG_INT64, &r.batch,
+       "global mini-batch in samples (default: the workload's)", "B"},
+      {"dp", 0, 0, G_OPTION_ARG_INT, &c->dp, "data-parallel degree (default: what is left)", "N"},
+      {"tp", 0, 0, G_OPTION_ARG_INT, &c->tp, "tensor/model-parallel degree (Gholami's Pr)", "N"},
+      {"pp", 0, 0, G_OPTION_ARG_INT, &c->pp, "pipeline-parallel degree", "N"},
+      {"ep", 0, 0, G_OPTION_ARG_INT, &c->ep, "expert-parallel degree (divides dp x tp)", "N"},
+      {"grid", 0, 0, G_OPTION_ARG_STRING, &r.grid,
+       "Gholami's integrated grid: Pr (model) x Pc (batch), or auto to search all", "PrxPc|auto"},
+      {"grid-layers", 0, 0, G_OPTION_ARG_STRING, &r.grid_layers,
+       "with --grid: all (default), or fc (conv layers batch-parallel over all P)", "all|fc"},
+      {"domain", 0, 0, G_OPTION_ARG_STRING, &r.domain,
+       "with --grid: conv = Pr splits the image in convolution layers", "conv|none"},
+      {"tp-style", 0, 0, G_OPTION_ARG_STRING, &r.tp_style,
+       "how layers split across tp/Pr (default gholami)", "gholami|megatron"},
+      {"schedule", 0, 0, G_OPTION_ARG_STRING, &r.schedule, "pipeline schedule (default gpipe)",
+       "gpipe|1f1b"},
+      {"microbatches", 0, 0, G_OPTION_ARG_INT, &c->microbatches, "pipeline micro-batches", "M"},
+      {"precision", 0, 0, G_OPTION_ARG_STRING, &r.precision,
+       "compute precision (default fp32; fp16/bf16 = mixed precision)", "fp32|tf32|fp16|bf16"},
+      {"recompute", 0, 0, G_OPTION_ARG_NONE, &c->recompute,
+       "full activation recomputation in backward", NULL},
+      {"coll", 0, 0, G_OPTION_ARG_STRING, &r.coll,
+       "collective algorithm: ring, tree, hier, rhd (default: NCCL-like choice per call)", "NAME"},
+      {"kernels", 0, 0, G_OPTION_ARG_STRING, &r.kernels,
+       "kernel database (default: roofline from the platform GPU's spec sheet)", "NAME|FILE"},
+      {"mode", 0, 0, G_OPTION_ARG_STRING, &r.mode, "sim (default), real or analytic",
+       "sim|real|analytic"},
+      {"iters", 0, 0, G_OPTION_ARG_INT, &c->iters,
+       "iterations to run (default 3; steady state excludes the first)", "K"},
+      {"bucket-mb", 0, 0, G_OPTION_ARG_DOUBLE, &r.bucket_mb,
+       "data-parallel gradient bucket size in MiB (default 25, as PyTorch DDP)", "MB"},
+      {"out", 0, 0, G_OPTION_ARG_FILENAME, &r.out, "write the result JSON here", "FILE"},
+      {"trace", 0, 0, G_OPTION_ARG_FILENAME, &r.trace, "write a Chrome trace-event timeline",
+       "FILE"},
+      {"ignore-memory", 0, 0, G_OPTION_ARG_NONE, &c->ignore_memory,
+       "go on when the model does not fit in GPU memory (fits_in_memory: false)", NULL},
+      {"reproducible", 0, 0, G_OPTION_ARG_NONE, &c->reproducible,
+       "write host-dependent figures (simulation.wall_s) as 0, for byte-identical results", NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionContext *ctx = g_option_context_new("- predict one training configuration");
+  g_option_context_set_summary(
+      ctx, "Runs one configuration in simulation (SMPI), for real, or in closed form, and prints\n"
+           "a summary; --out writes the result JSON (see INTERFACE.md).");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  GError *e = NULL;
+  gboolean ok = FALSE;
+  if (!g_option_context_parse(ctx, argc, argv, &e)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "run: %s", e->message);
+    g_error_free(e);
+    goto out;
+  }
+  if (*argc > 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "run: unexpected argument '%s' (see dlsim run --help)",
+                (*argv)[1]);
+    goto out;
+  }
+  set_str(&c->platform, r.platform);
+  set_str(&c->workload, r.workload);
+  set_str(&c->coll, r.coll);
+  set_str(&c->kernels, r.kernels);
+  set_str(&c->out, r.out);
+  set_str(&c->trace, r.trace);
+  if (r.gpus != -1) c->gpus = r.gpus;
+  if (r.batch < 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--batch: expected a positive number of samples, got %" G_GINT64_FORMAT, r.batch);
+    goto out;
+  }
+  c->batch = (long)r.batch;
+  if (r.bucket_mb != 0) c->bucket_bytes = r.bucket_mb * 1024 * 1024;
+  if (r.mode && !cfg_mode_parse(r.mode, &c->mode)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode: expected sim, real or analytic, got '%s'",
+                r.mode);
+    goto out;
+  }
+  if (r.precision && !gs_precision_parse(r.precision, &c->precision)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--precision: expected fp32, tf32, fp16 or bf16, got '%s'", r.precision);
+    goto out;
+  }
+  if (r.schedule && !cfg_schedule_parse(r.schedule, &c->schedule)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--schedule: expected gpipe or 1f1b, got '%s'",
+                r.schedule);
+    goto out;
+  }
+  if (r.tp_style && !cfg_tp_style_parse(r.tp_style, &c->tp_style)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--tp-style: expected gholami or megatron, got '%s'",
+                r.tp_style);
+    goto out;
+  }
+  if (r.grid && !cfg_grid_parse(c, r.grid, err)) goto out;
+  if (r.grid_layers) {
+    if (strcmp(r.grid_layers, "fc") == 0) c->grid_fc_only = TRUE;
+    else if (strcmp(r.grid_layers, "all") != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--grid-layers: expected all or fc, got '%s'",
+                  r.grid_layers);
+      goto out;
+    }
+  }
+  if (r.domain) {
+    if (strcmp(r.domain, "conv") == 0) c->domain_conv = TRUE;
+    else if (strcmp(r.domain, "none") != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--domain: expected conv or none, got '%s'",
+                  r.domain);
+      goto out;
+    }
+  }
+  if ((c->grid_fc_only || c->domain_conv) && !r.grid && c->tp <= 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--grid-layers/--domain: only apply with --grid");
+    goto out;
+  }
+  ok = TRUE;
+out:
+  raw_release(&r);
+  g_option_context_free(ctx);
+  return ok;
+}
+
+char **cfg_to_args(const cfg_run *c) {
+  GPtrArray *a = g_ptr_array_new();
+#define ARG(k, ...) (g_ptr_array_add(a, g_strdup(k)), g_ptr_array_add(a, g_strdup_printf(__VA_ARGS__)))
+  ARG("--platform", "%s", c->platform);
+  ARG("--workload", "%s", c->workload);
+  ARG("--gpus", "%d", c->gpus);
+  ARG("--batch", "%ld", c->batch);
+  ARG("--dp", "%d", c->dp);
+  ARG("--tp", "%d", c->tp);
+  ARG("--pp", "%d", c->pp);
+  ARG("--ep", "%d", c->ep);
+  if (c->grid_pr > 0) ARG("--grid", "%dx%d", c->grid_pr, c->grid_pc);
+  if (c->grid_fc_only) ARG("--grid-layers", "fc");
+  if (c->domain_conv) ARG("--domain", "conv");
+  ARG("--tp-style", "%s", cfg_tp_style_name(c->tp_style));
+  ARG("--schedule", "%s", cfg_schedule_name(c->schedule));
+  ARG("--microbatches", "%d", c->microbatches);
+  ARG("--precision", "%s", gs_precision_name(c->precision));
+  if (c->coll) ARG("--coll", "%s", c->coll);
+  if (c->kernels) ARG("--kernels", "%s", c->kernels);
+  ARG("--mode", "%s", cfg_mode_name(c->mode));
+  ARG("--iters", "%d", c->iters);
+  /* bucket size in MiB, printed exactly (%.17g round-trips a double) */
+  ARG("--bucket-mb", "%.17g", c->bucket_bytes / (1024.0 * 1024.0));
+#undef ARG
+  if (c->recompute) g_ptr_array_add(a, g_strdup("--recompute"));
+  if (c->ignore_memory) g_ptr_array_add(a, g_strdup("--ignore-memory"));
+  if (c->reproducible) g_ptr_array_add(a, g_strdup("--reproducible"));
+  g_ptr_array_add(a, NULL);
+  return (char **)g_ptr_array_free(a, FALSE);
+}

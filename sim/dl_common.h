@@ -1,0 +1,49 @@
+/* dl_common.h — what every dlsim module shares: the error domain, the data directory, and
+ * name-or-path resolution for workloads, platforms and kernel databases.
+ *
+ * Errors: library code reports failures through a GError in the DL_ERROR domain and never exits.
+ * DL_ERR_INPUT means the user gave something wrong (the CLI exits with status 2 and prints the
+ * message on one line); the message names the file, JSON path or option first and says what was
+ * expected. DL_ERR_IO is a failure of the system (a file cannot be written); DL_ERR_INTERNAL a bug.
+ */
+#ifndef DL_COMMON_H
+#define DL_COMMON_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#define DL_VERSION "0.1.0"
+
+#define DL_ERROR (dl_error_quark())
+GQuark dl_error_quark(void);
+
+typedef enum {
+  DL_ERR_INPUT = 1, /* bad user input: exit status 2 */
+  DL_ERR_IO,        /* the system failed us (write, spawn): exit status 1 */
+  DL_ERR_INTERNAL,  /* a bug: exit status 1 */
+} dl_error_code;
+
+/* Root of the shipped data (workloads/, platforms/, kernels/db/): $DLSIM_DATA_DIR if set, else the
+ * source tree the binary was built from. Borrowed string, valid for the whole run. */
+const char *dl_datadir(void);
+
+/* Resolves NAME to a file: if NAME names an existing file (or contains a '/'), it is used as is;
+ * otherwise it is looked up as <datadir>/<subdir>/<NAME><ext>. Returns a newly allocated path
+ * (caller frees with g_free) or NULL with DL_ERR_INPUT naming `what` (e.g. "--workload") and the
+ * names available under <datadir>/<subdir>. */
+char *dl_resolve(const char *what, const char *subdir, const char *name, const char *ext,
+                 GError **err);
+
+/* Reads a whole file into a newly allocated NUL-terminated string (g_free). DL_ERR_INPUT if it
+ * cannot be read (a user-named file), with the path and the system's reason. */
+char *dl_read_file(const char *path, gsize *len, GError **err);
+
+/* Writes `data` to `path` atomically (temporary file in the same directory, then rename), so a
+ * failure never leaves a half-written file behind. DL_ERR_IO on failure. */
+gboolean dl_write_file_atomic(const char *path, const char *data, gsize len, GError **err);
+
+/* Parses a size with an optional unit suffix: B, KB, MB, GB, TB (10^3) or KiB, MiB, GiB (2^10).
+ * Returns FALSE (no error set) when the text is not a size. */
+gboolean dl_parse_bytes(const char *text, double *bytes);
+
+#endif

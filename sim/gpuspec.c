@@ -1,0 +1,57 @@
+/* gpuspec.c — spec sheets and the roofline estimate. Figures are dense (no 2:4 sparsity). */
+#include "gpuspec.h"
+
+#include <string.h>
+
+static const gs_spec specs[] = {
+    /* NVIDIA A100 Tensor Core GPU datasheet (2020/2021): FP32 19.5 TF, TF32 156 TF, FP16/BF16
+     * 312 TF; 40 GB HBM2 at 1,555 GB/s (SXM4 40GB), 80 GB HBM2e at 2,039 GB/s (SXM4 80GB). */
+    {"a100-40gb", "NVIDIA A100-SXM4-40GB", {19.5e12, 156e12, 312e12, 312e12}, 1555e9, 40e9,
+     "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 1555 GB/s"},
+    {"a100-80gb", "NVIDIA A100-SXM4-80GB", {19.5e12, 156e12, 312e12, 312e12}, 2039e9, 80e9,
+     "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 2039 GB/s"},
+    /* NVIDIA H100 datasheet (SXM5): FP32 67 TF, TF32 494.7 TF, FP16/BF16 989.4 TF dense;
+     * 80 GB HBM3 at 3.35 TB/s. */
+    {"h100-sxm", "NVIDIA H100-SXM5-80GB", {67e12, 494.7e12, 989.4e12, 989.4e12}, 3350e9, 80e9,
+     "NVIDIA H100 datasheet (SXM5): FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 3.35 TB/s"},
+    /* NVIDIA H200 datasheet (SXM): same compute as H100 SXM; 141 GB HBM3e at 4.8 TB/s. */
+    {"h200", "NVIDIA H200-SXM-141GB", {67e12, 494.7e12, 989.4e12, 989.4e12}, 4800e9, 141e9,
+     "NVIDIA H200 datasheet: FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 4.8 TB/s"},
+};
+
+static const gs_spec *const all[] = {&specs[0], &specs[1], &specs[2], &specs[3], NULL};
+
+const gs_spec *gs_find(const char *name) {
+  if (!name) return NULL;
+  for (size_t i = 0; i < G_N_ELEMENTS(specs); i++)
+    if (g_ascii_strcasecmp(name, specs[i].name) == 0) return &specs[i];
+  return NULL;
+}
+
+const gs_spec *const *gs_all(void) { return all; }
+
+static const struct { const char *name; int bytes; } prec[] = {
+#define X(e, s, b) {s, b},
+    GS_PRECISIONS(X)
+#undef X
+};
+
+const char *gs_precision_name(gs_precision p) { return prec[p].name; }
+int gs_precision_bytes(gs_precision p) { return prec[p].bytes; }
+
+gboolean gs_precision_parse(const char *text, gs_precision *out) {
+  for (int i = 0; i < GS_N_PRECISIONS; i++)
+    if (text && strcmp(text, prec[i].name) == 0) {
+      *out = (gs_precision)i;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+double gs_roofline_s(const gs_spec *s, gs_precision p, gboolean gemm_like, double flops,
+                     double bytes) {
+  double peak = gemm_like ? s->peak_flops[p] : s->peak_flops[GS_FP32];
+  double tc = flops / (peak * GS_EFF_COMPUTE);
+  double tm = bytes / (s->mem_bw_bps * GS_EFF_MEMORY);
+  return (tc > tm ? tc : tm) + GS_LAUNCH_S;
+}

@@ -1,0 +1,32 @@
+/* launch.h — running the SMPI executor (dlsim-smpi) under smpirun from the host driver.
+ *
+ * The executor is found at $DLSIM_SMPI_EXEC, else <build dir>/dlsim-smpi. smpirun is the one
+ * CMake found (DLSIM_SMPIRUN). Every SMPI collective algorithm is pinned (SMPI-NOTES.md §0.7,
+ * §9) and the simulator's own CPU time is never injected; the network settings come from the
+ * platform file's <config> section, or from `extra_cfg`.
+ */
+#ifndef DL_LAUNCH_H
+#define DL_LAUNCH_H
+
+#include <glib.h>
+
+/* The --cfg items every run gets ("key:value"), NULL-terminated, static. An item of `extra_cfg`
+ * with the same key replaces the default. */
+const char *const *launch_default_cfg(void);
+
+/* Path of the executor: $DLSIM_SMPI_EXEC or DLSIM_BINARY_DIR/dlsim-smpi. Newly allocated. */
+char *launch_smpi_exec(void);
+
+/* Runs `smpirun -no-privatize -np NP -platform PLATFORM -hostfile <temp file listing hosts[0..np-1]>
+ * <executor> prog_argv... --cfg=<defaults and extra_cfg ("key:value" strings)>
+ * --log=root.thres:warning` and waits for it.
+ * `hosts`: np host ids, rank i on hosts[i] (borrowed). `prog_argv`, `extra_cfg`: NULL-terminated
+ * (extra_cfg may be NULL). The executor's standard output is appended to `out_stdout` (may be
+ * NULL: discarded); its standard error is passed to ours when the run fails.
+ * Returns FALSE with DL_ERR_IO when smpirun cannot start or exits non-zero (the message has the
+ * exit status and the last line of its standard error). */
+gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *hosts,
+                     const char *const *prog_argv, const char *const *extra_cfg,
+                     GString *out_stdout, GError **err);
+
+#endif

@@ -1,0 +1,104 @@
+/* plan.h — the planner: a pure function from (workload, configuration, rank) to the rank's op
+ * list. It never calls MPI, so its communication volumes can be checked against closed-form
+ * formulas, and the three executors (sim, real, analytic) consume the same lists.
+ *
+ * An op list is in program order. Ops on one stream run in order; ops on different streams
+ * overlap. An op may wait for an event recorded by an earlier op of another stream (as
+ * cudaStreamWaitEvent) and may record one when it completes. A list is a valid schedule when it is
+ * executed in list order with those rules, which every executor does.
+ *
+ * Rank layout (tp fastest, then dp, then pp): rank = (pp_i · dp + dp_i) · tp + tp_i, so a tensor-
+ * parallel group (Gholami's Pr "column" group) sits inside a node and pipeline stages sit across
+ * nodes. Gholami's Pr×Pc grid is tp = Pr, dp = Pc with --tp-style gholami.
+ */
+#ifndef PLAN_H
+#define PLAN_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "workload.h"
+
+#define PL_OP_KINDS(X) X(PL_KERNEL, "kernel") X(PL_COLL, "coll") X(PL_SEND, "send") X(PL_RECV, "recv")
+#define PL_PHASES(X) X(PL_PH_FWD, "forward") X(PL_PH_BWD, "backward") X(PL_PH_OPT, "optimizer")
+#define PL_COLL_OPS(X) X(PL_ALLREDUCE, "allreduce") X(PL_ALLGATHER, "allgather") \
+  X(PL_REDUCESCATTER, "reducescatter") X(PL_ALLTOALL, "alltoall") X(PL_BROADCAST, "broadcast")
+/* Communicators. In Gholami's grid, tp is the Pr (model/domain) group: the ranks of one grid
+ * column, which share a batch shard; dp is the Pc (batch) group: one grid row, same weights. */
+#define PL_GROUPS(X) X(PL_GRP_WORLD, "world") X(PL_GRP_DP, "dp") X(PL_GRP_TP, "tp") \
+  X(PL_GRP_PP, "pp") X(PL_GRP_EP, "ep")
+/* Why a collective exists: lets results and tests attribute bytes to Gholami's terms. */
+#define PL_PURPOSES(X) X(PL_WHY_NONE, "none") X(PL_WHY_GRAD, "grad_sync") \
+  X(PL_WHY_FWD_GATHER, "fwd_allgather") X(PL_WHY_BWD_DX, "bwd_dx_allreduce") \
+  X(PL_WHY_REDIST, "redistribute")
+
+#define PL_ENUM(e, s) e,
+typedef enum { PL_OP_KINDS(PL_ENUM) PL_N_OP_KINDS } pl_op_kind;
+typedef enum { PL_PHASES(PL_ENUM) PL_N_PHASES } pl_phase;
+typedef enum { PL_COLL_OPS(PL_ENUM) PL_N_COLL_OPS } pl_coll_op;
+typedef enum { PL_GROUPS(PL_ENUM) PL_N_GROUPS } pl_group;
+typedef enum { PL_PURPOSES(PL_ENUM) PL_N_PURPOSES } pl_purpose;
+#undef PL_ENUM
+
+const char *pl_op_kind_name(pl_op_kind k);
+const char *pl_phase_name(pl_phase p);
+const char *pl_coll_op_name(pl_coll_op c);
+const char *pl_group_name(pl_group g);
+const char *pl_purpose_name(pl_purpose p);
+gboolean pl_coll_op_parse(const char *text, pl_coll_op *out);
+
+enum { PL_STREAM_COMPUTE = 0, PL_STREAM_COMM = 1, PL_N_STREAMS = 2 };
+
+typedef struct {
+  pl_op_kind kind;
+  int stream;          /* PL_STREAM_COMPUTE or PL_STREAM_COMM */
+  pl_phase phase;
+  int layer;           /* workload layer index, -1 for none (optimizer, buckets) */
+  int wait_event;      /* event to wait for before starting, -1 none */
+  int record_event;    /* event recorded when this op completes, -1 none */
+  /* PL_KERNEL */
+  char kname[40];      /* "<layer kind>.<fwd|bwd|step>", the kernel-database key */
+  gboolean gemm_like;  /* compute-bound class (conv, linear, attention, moe) */
+  double flops;        /* FLOP this rank executes */
+  double mem_bytes;    /* bytes this kernel moves to and from device memory */
+  int64_t samples;     /* samples (or micro-batch) the kernel processes on this rank */
+  /* PL_COLL, PL_SEND, PL_RECV */
+  pl_coll_op coll;
+  pl_group group;
+  pl_purpose purpose;
+  double bytes;        /* collective buffer size n (the result's size for allgather, the input's for
+                          reduce-scatter), or message size for send/recv */
+  int peer;            /* send/recv partner rank, -1 otherwise */
+} pl_op;
+
+typedef struct {
+  double params;       /* bytes of weights on the GPU */
+  double grads;        /* bytes of gradients */
+  double optimizer;    /* bytes of optimizer state (master weights, moments) */
+  double activations;  /* bytes of activations stashed for backward (peak) */
+} pl_memory;
+
+typedef struct {
+  pl_op *ops;          /* owned */
+  int n_ops;
+  int n_events;        /* events are numbered 0..n_events-1 */
+  pl_memory mem;
+  int64_t local_params;/* parameters whose gradients this rank holds */
+} pl_rank_plan;
+
+/* Builds rank `rank`'s op list for one training iteration. The configuration must have passed
+ * cfg_resolve(). DL_ERR_INPUT when the combination is not supported (the message names the option).
+ * Returns a newly allocated plan (pl_rank_plan_free). */
+pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **err);
+void pl_rank_plan_free(pl_rank_plan *p);
+
+/* Coordinates of a rank and the members of its groups (rank-ordered). `members` must hold
+ * c->gpus entries; returns the group size. */
+void pl_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i);
+int pl_group_members(const cfg_run *c, pl_group g, int rank, int *members);
+
+/* Bytes per element of gradients exchanged and of the weights a rank holds, for the precision. */
+int pl_grad_bytes(const cfg_run *c);
+
+#endif

@@ -1,0 +1,420 @@
+/* smpi_exec.c — `dlsim-smpi run`: the SMPI executor of the planner's op lists (see simrun.h).
+ *
+ * `dlsim-smpi run RESULT TRACE|- <dlsim run options>` under `smpirun -no-privatize`: all ranks
+ * share this process's globals, so the workload is loaded once (by the first rank to start:
+ * SMPI runs ranks one at a time and nothing here yields before the load is done) and every rank
+ * leaves its figures in a shared table that rank 0 writes out after a barrier.
+ *
+ * Per rank: a compute-stream actor on the rank's host runs the kernels in order (an exec of
+ * seconds × host speed); the rank itself runs the communication ops in order with the collectives
+ * of coll_mpi.h on SMPI_SHARED_MALLOC buffers with a no-op reduction. An op that waits for an
+ * event blocks on that event's semaphore (acquire, then release again so that it stays set).
+ */
+#include <mpi.h>
+#include <simgrid/actor.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/semaphore.h>
+#include <smpi/smpi.h>
+
+#include <cjson/cJSON.h>
+#include <glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_mpi.h"
+#include "config.h"
+#include "dl_common.h"
+#include "gpuspec.h"
+#include "plan.h"
+#include "smpi_exec.h"
+#include "workload.h"
+
+typedef struct {
+  double start, end; /* simulated s */
+  int op;            /* index in the plan */
+  int iter;
+} ex_span;
+
+typedef struct {
+  double iteration_time_s, compute_s, comm_s, overlap_s;
+  int kernels;
+  GArray *colls; /* res-like rows: ex_coll */
+  GArray *spans[PL_N_STREAMS];
+  const pl_rank_plan *plan;
+} ex_out;
+
+typedef struct {
+  pl_coll_op op;
+  pl_group group;
+  pl_purpose purpose;
+  const char *algo;
+  double calls, bytes, wire_bytes, time_s;
+} ex_coll;
+
+/* Process-wide, shared by all ranks (-no-privatize); written once, then read-only except each
+ * rank's own slot. */
+static struct {
+  gboolean loaded;
+  char *error;        /* set when loading failed: every rank reports it and exits */
+  cfg_run cfg;
+  wl_model *model;
+  const gs_spec *gpu;
+  int *node_of;       /* node index of each rank's host */
+  ex_out *out;        /* per rank */
+} shared;
+
+typedef struct {
+  int rank, iters;
+  const pl_rank_plan *plan;
+  sg_sem_t *events;   /* iters × n_events */
+  double speed;       /* host FLOP/s */
+  ex_out *out;
+} gpu_state;
+
+static sg_sem_t event_sem(gpu_state *g, int iter, int ev) {
+  return g->events[(size_t)iter * g->plan->n_events + ev];
+}
+
+static void event_wait(gpu_state *g, int iter, int ev) {
+  if (ev < 0) return;
+  sg_sem_t s = event_sem(g, iter, ev);
+  sg_sem_acquire(s);
+  sg_sem_release(s);
+}
+
+static void add_span(ex_out *o, int stream, double start, double end, int op, int iter) {
+  ex_span s = {start, end, op, iter};
+  g_array_append_val(o->spans[stream], s);
+}
+
+static double kernel_s(const pl_op *op) {
+  return gs_roofline_s(shared.gpu, shared.cfg.precision, op->gemm_like, op->flops, op->mem_bytes);
+}
+
+/* The compute stream: an actor beside the rank on the same host. */
+static void gpu_actor(int argc, char **argv) {
+  (void)argc, (void)argv;
+  gpu_state *g = sg_actor_self_get_data();
+  for (int it = 0; it < g->iters; it++)
+    for (int i = 0; i < g->plan->n_ops; i++) {
+      const pl_op *op = &g->plan->ops[i];
+      if (op->stream != PL_STREAM_COMPUTE) continue;
+      event_wait(g, it, op->wait_event);
+      double t0 = simgrid_get_clock();
+      double s = kernel_s(op);
+      if (s > 0) sg_actor_execute(s * g->speed);
+      add_span(g->out, PL_STREAM_COMPUTE, t0, simgrid_get_clock(), i, it);
+      if (op->record_event >= 0) sg_sem_release(event_sem(g, it, op->record_event));
+    }
+}
+
+static void noop_op(void *in, void *inout, int *len, MPI_Datatype *type) {
+  (void)in, (void)inout, (void)len, (void)type;
+}
+
+
+static coll_op to_coll(pl_coll_op op) {
+  switch (op) {
+  case PL_ALLREDUCE: return COLL_ALLREDUCE;
+  case PL_ALLGATHER: return COLL_ALLGATHER;
+  case PL_REDUCESCATTER: return COLL_REDUCESCATTER;
+  case PL_ALLTOALL: return COLL_ALLTOALL;
+  case PL_BROADCAST: return COLL_BROADCAST;
+  case PL_N_COLL_OPS: break;
+  }
+  return COLL_ALLREDUCE;
+}
+
+static void load_shared(int argc, char **argv) {
+  if (shared.loaded) return;
+  shared.loaded = TRUE;
+  GError *e = NULL;
+  cfg_init(&shared.cfg);
+  if (!cfg_parse_args(&shared.cfg, &argc, &argv, &e) ||
+      !(shared.model = wl_load(shared.cfg.workload, &e)) ||
+      !cfg_resolve(&shared.cfg, (long)shared.model->default_batch, &e)) {
+    shared.error = g_strdup(e->message);
+    g_error_free(e);
+    return;
+  }
+  const char *gpu = sg_host_get_property_value(sg_host_self(), "gpu_model");
+  shared.gpu = gs_find(gpu);
+  if (!shared.gpu) {
+    shared.error = g_strdup_printf("host %s: gpu_model '%s' has no spec sheet",
+                                   sg_host_get_name(sg_host_self()), gpu ? gpu : "");
+    return;
+  }
+  shared.node_of = g_new0(int, shared.cfg.gpus);
+  shared.out = g_new0(ex_out, shared.cfg.gpus);
+}
+
+/* Length of the intersection of two sorted lists of disjoint spans from iterations >= it0. */
+static double overlap_s(const GArray *a, const GArray *b, int it0) {
+  double tot = 0;
+  guint i = 0, j = 0;
+  while (i < a->len && j < b->len) {
+    const ex_span *x = &g_array_index(a, ex_span, i), *y = &g_array_index(b, ex_span, j);
+    if (x->iter < it0) { i++; continue; }
+    if (y->iter < it0) { j++; continue; }
+    double lo = MAX(x->start, y->start), hi = MIN(x->end, y->end);
+    if (hi > lo) tot += hi - lo;
+    if (x->end < y->end) i++;
+    else j++;
+  }
+  return tot;
+}
+
+static void add_coll(GArray *rows, const pl_op *op, const char *algo, double t, double wire) {
+  for (guint i = 0; i < rows->len; i++) {
+    ex_coll *x = &g_array_index(rows, ex_coll, i);
+    if (x->op == op->coll && x->group == op->group && x->purpose == op->purpose &&
+        strcmp(x->algo, algo) == 0) {
+      x->calls++;
+      x->bytes += op->bytes;
+      x->wire_bytes += wire;
+      x->time_s += t;
+      return;
+    }
+  }
+  ex_coll x = {op->coll, op->group, op->purpose, algo, 1, op->bytes, wire, t};
+  g_array_append_val(rows, x);
+}
+
+static char *write_result(int P, const char *result_path, const char *trace_path) {
+  const cfg_run *c = &shared.cfg;
+  int slow = 0;
+  for (int r = 1; r < P; r++)
+    if (shared.out[r].iteration_time_s > shared.out[slow].iteration_time_s) slow = r;
+  const ex_out *o = &shared.out[slow];
+  int steady = c->iters > 1 ? c->iters - 1 : 1;
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddNumberToObject(root, "iteration_time_s", o->iteration_time_s);
+  cJSON_AddNumberToObject(root, "compute_s", o->compute_s);
+  cJSON_AddNumberToObject(root, "comm_s", o->comm_s);
+  cJSON_AddNumberToObject(root, "overlapped_comm_s", o->overlap_s);
+  cJSON_AddNumberToObject(root, "bubble_s", 0);
+  cJSON_AddNumberToObject(root, "slowest_rank", slow);
+  cJSON_AddNumberToObject(root, "kernels", o->kernels);
+  cJSON *cs = cJSON_AddArrayToObject(root, "colls");
+  for (guint i = 0; i < o->colls->len; i++) {
+    const ex_coll *x = &g_array_index(o->colls, ex_coll, i);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "op", pl_coll_op_name(x->op));
+    cJSON_AddStringToObject(j, "group", pl_group_name(x->group));
+    cJSON_AddStringToObject(j, "purpose", pl_purpose_name(x->purpose));
+    cJSON_AddStringToObject(j, "algo", x->algo);
+    cJSON_AddNumberToObject(j, "calls", x->calls / steady);
+    cJSON_AddNumberToObject(j, "bytes", x->bytes / steady);
+    cJSON_AddNumberToObject(j, "wire_bytes", x->wire_bytes / steady);
+    cJSON_AddNumberToObject(j, "time_s", x->time_s / steady);
+    cJSON_AddItemToArray(cs, j);
+  }
+  cJSON *rs = cJSON_AddArrayToObject(root, "ranks");
+  for (int r = 0; r < P; r++) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "rank", r);
+    cJSON_AddNumberToObject(j, "iteration_time_s", shared.out[r].iteration_time_s);
+    cJSON_AddNumberToObject(j, "compute_s", shared.out[r].compute_s);
+    cJSON_AddNumberToObject(j, "comm_s", shared.out[r].comm_s);
+    cJSON_AddItemToArray(rs, j);
+  }
+  char *txt = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  GError *e = NULL;
+  char *err = NULL;
+  if (!dl_write_file_atomic(result_path, txt, strlen(txt), &e)) {
+    err = g_strdup(e->message);
+    g_clear_error(&e);
+  }
+  cJSON_free(txt);
+  if (!err && trace_path && strcmp(trace_path, "-") != 0) {
+    /* Chrome trace-event format: one process per rank, one thread per stream, times in us. */
+    GString *t = g_string_new("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+    gboolean first = TRUE;
+    for (int r = 0; r < P; r++) {
+      g_string_append_printf(t, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}",
+                             first ? "" : ",\n", r, r);
+      first = FALSE;
+      for (int s = 0; s < PL_N_STREAMS; s++)
+        g_string_append_printf(t, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+                               r, s, s == PL_STREAM_COMPUTE ? "compute" : "comm");
+      for (int s = 0; s < PL_N_STREAMS; s++) {
+        const GArray *sp = shared.out[r].spans[s];
+        for (guint i = 0; i < sp->len; i++) {
+          const ex_span *x = &g_array_index(sp, ex_span, i);
+          const pl_op *op = &shared.out[r].plan->ops[x->op];
+          char name[64];
+          if (op->kind == PL_KERNEL) g_strlcpy(name, op->kname, sizeof name);
+          else g_snprintf(name, sizeof name, "%s %s", pl_coll_op_name(op->coll), pl_group_name(op->group));
+          g_string_append_printf(t, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
+                                 "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"iter\":%d,\"layer\":%d",
+                                 name, pl_phase_name(op->phase), r, s, x->start * 1e6,
+                                 (x->end - x->start) * 1e6, x->iter, op->layer);
+          if (op->kind == PL_COLL) g_string_append_printf(t, ",\"bytes\":%.0f", op->bytes);
+          g_string_append(t, "}}");
+        }
+      }
+    }
+    g_string_append(t, "\n]}\n");
+    if (!dl_write_file_atomic(trace_path, t->str, t->len, &e)) {
+      err = g_strdup(e->message);
+      g_clear_error(&e);
+    }
+    g_string_free(t, TRUE);
+  }
+  return err;
+}
+
+int smpi_exec_main(int argc, char **argv) {
+  int rank, P;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  if (argc < 3) {
+    if (rank == 0) fprintf(stderr, "dlsim-smpi run: expected RESULT TRACE|- then run options\n");
+    return 2;
+  }
+  const char *result_path = argv[1], *trace_path = argv[2];
+  /* cfg_parse_args wants argv[0] to be the program: drop RESULT and TRACE */
+  char **args = g_new0(char *, argc - 1);
+  args[0] = argv[0];
+  for (int i = 3; i < argc; i++) args[i - 2] = argv[i];
+  load_shared(argc - 2, args);
+  g_free(args);
+  if (shared.error) {
+    if (rank == 0) fprintf(stderr, "dlsim-smpi: %s\n", shared.error);
+    return 2;
+  }
+  const cfg_run *c = &shared.cfg;
+  if (P != c->gpus) {
+    if (rank == 0) fprintf(stderr, "dlsim-smpi: %d ranks for --gpus %d\n", P, c->gpus);
+    return 2;
+  }
+  GError *e = NULL;
+  pl_rank_plan *plan = pl_build(shared.model, c, rank, &e);
+  if (!plan) {
+    if (rank == 0) fprintf(stderr, "dlsim-smpi: %s\n", e->message);
+    g_error_free(e);
+    return 2;
+  }
+  const char *node = sg_host_get_property_value(sg_host_self(), "node");
+  shared.node_of[rank] = node ? atoi(node) : rank;
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  /* communicators and their node layout */
+  MPI_Comm comm[PL_N_GROUPS];
+  coll_topo topo[PL_N_GROUPS];
+  int *members = g_new(int, P);
+  const int degree[PL_N_GROUPS] = {P, c->dp, c->tp, c->pp, 1};
+  for (int g = 0; g < PL_N_GROUPS; g++) {
+    comm[g] = MPI_COMM_NULL;
+    int n = pl_group_members(c, (pl_group)g, rank, members);
+    if (g == PL_GRP_WORLD) comm[g] = MPI_COMM_WORLD;
+    else if (degree[g] > 1) MPI_Comm_split(MPI_COMM_WORLD, members[0], rank, &comm[g]);
+    int rpn = 0, me = 0;
+    for (int i = 0; i < n; i++) {
+      if (shared.node_of[members[i]] == shared.node_of[rank]) rpn++;
+      if (members[i] == rank) me = i;
+    }
+    coll_topo_init(&topo[g], me, n, rpn);
+  }
+
+  /* buffers: payload-free, as large as the largest collective */
+  double maxb = 0;
+  for (int i = 0; i < plan->n_ops; i++)
+    if (plan->ops[i].kind == PL_COLL && plan->ops[i].bytes > maxb) maxb = plan->ops[i].bytes;
+  size_t bufb = (size_t)maxb + 64;
+  void *sendbuf = SMPI_SHARED_MALLOC(bufb), *recvbuf = SMPI_SHARED_MALLOC(bufb);
+  MPI_Op noop;
+  MPI_Op_create(noop_op, 1, &noop);
+
+  ex_out *o = &shared.out[rank];
+  o->plan = plan;
+  o->colls = g_array_new(FALSE, FALSE, sizeof(ex_coll));
+  for (int s = 0; s < PL_N_STREAMS; s++) o->spans[s] = g_array_new(FALSE, FALSE, sizeof(ex_span));
+  gpu_state gs = {rank, c->iters, plan, NULL, sg_host_get_speed(sg_host_self()), o};
+  gs.events = g_new(sg_sem_t, (size_t)c->iters * plan->n_events + 1);
+  for (size_t i = 0; i < (size_t)c->iters * plan->n_events; i++) gs.events[i] = sg_sem_init(0);
+
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t_start = simgrid_get_clock();
+  char name[32];
+  g_snprintf(name, sizeof name, "gpu%d", rank);
+  sg_actor_t gpu = sg_actor_init(name, sg_host_self());
+  sg_actor_set_data(gpu, &gs);
+  sg_actor_start(gpu, gpu_actor, 0, NULL);
+
+  int it0 = c->iters > 1 ? 1 : 0;
+  for (int it = 0; it < c->iters; it++)
+    for (int i = 0; i < plan->n_ops; i++) {
+      const pl_op *op = &plan->ops[i];
+      if (op->stream != PL_STREAM_COMM) continue;
+      event_wait(&gs, it, op->wait_event);
+      double t0 = simgrid_get_clock();
+      if (op->kind == PL_COLL) {
+        int n = pl_group_members(c, op->group, rank, members);
+        int nodes = 0;
+        for (int k = 0; k < n; k++) {
+          gboolean seen = FALSE;
+          for (int q = 0; q < k && !seen; q++)
+            seen = shared.node_of[members[q]] == shared.node_of[members[k]];
+          if (!seen) nodes++;
+        }
+        coll_op cop = to_coll(op->coll);
+        const char *algo = c->coll ? c->coll : coll_default(cop, op->bytes, n, nodes);
+        const coll_algo *a = coll_find(cop, algo);
+        size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
+        if (a && n > 1 && bytes > 0)
+          a->fn(sendbuf, recvbuf, bytes, comm[op->group], &topo[op->group], noop);
+        double t1 = simgrid_get_clock();
+        if (it >= it0) add_coll(o->colls, op, a ? a->name : algo, t1 - t0,
+                                coll_wire_bytes(cop, algo, op->bytes, n, &topo[op->group]));
+      }
+      add_span(o, PL_STREAM_COMM, t0, simgrid_get_clock(), i, it);
+      if (op->record_event >= 0) sg_sem_release(event_sem(&gs, it, op->record_event));
+    }
+  sg_actor_join(gpu, -1);
+
+  /* per-iteration end = the last op of the iteration on either stream */
+  double *end = g_new0(double, c->iters);
+  for (int s = 0; s < PL_N_STREAMS; s++)
+    for (guint i = 0; i < o->spans[s]->len; i++) {
+      const ex_span *x = &g_array_index(o->spans[s], ex_span, i);
+      if (x->end > end[x->iter]) end[x->iter] = x->end;
+      if (x->iter >= it0) {
+        if (s == PL_STREAM_COMPUTE) o->compute_s += x->end - x->start;
+        else o->comm_s += x->end - x->start;
+      }
+    }
+  int steady = c->iters - it0;
+  o->iteration_time_s = it0 ? (end[c->iters - 1] - end[0]) / steady : end[0] - t_start;
+  o->compute_s /= steady;
+  o->comm_s /= steady;
+  o->overlap_s = overlap_s(o->spans[PL_STREAM_COMPUTE], o->spans[PL_STREAM_COMM], it0) / steady;
+  for (int i = 0; i < plan->n_ops; i++) o->kernels += plan->ops[i].kind == PL_KERNEL;
+  g_free(end);
+
+  MPI_Barrier(MPI_COMM_WORLD);
+  int status = 0;
+  if (rank == 0) {
+    char *err = write_result(P, result_path, trace_path);
+    if (err) {
+      fprintf(stderr, "dlsim-smpi: %s\n", err);
+      g_free(err);
+      status = 1;
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (size_t i = 0; i < (size_t)c->iters * plan->n_events; i++) sg_sem_destroy(gs.events[i]);
+  g_free(gs.events);
+  for (int g = 1; g < PL_N_GROUPS; g++)
+    if (comm[g] != MPI_COMM_NULL) MPI_Comm_free(&comm[g]);
+  MPI_Op_free(&noop);
+  SMPI_SHARED_FREE(sendbuf);
+  SMPI_SHARED_FREE(recvbuf);
+  g_free(members);
+  /* the shared table and plans stay until the process ends: other ranks may still read them */
+  return status;
+}

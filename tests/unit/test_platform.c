@@ -1,0 +1,190 @@
+/* test_platform.c — generator, reader and routes of the platform module.
+ * Expected routes are worked out by hand from the preset figures: NVLink link 300 GB/s, 1 us;
+ * NIC link 25 GB/s, 1 us + 130 ns / 2; the same values the SMPI ping-pong tests check SimGrid
+ * against (tests/smpi/smpi_tests.cmake). */
+#include "cu_main.h"
+#include "dl_common.h"
+#include "platform.h"
+
+#include <math.h>
+#include <string.h>
+
+#define NIC_LAT (1e-6 + 65e-9)
+
+static plat *load_generated(const plat_gen_params *p) {
+  GError *err = NULL;
+  char *xml = plat_generate_xml(p, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(xml);
+  plat *pl = plat_load_xml("gen.xml", xml, strlen(xml), &err);
+  if (!pl) fprintf(stderr, "%s\n", err->message);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
+  g_free(xml);
+  return pl;
+}
+
+static void check_route(const plat *pl, const char *a, const char *b, int n_links, double lat_s,
+                        double bps) {
+  plat_route_info r;
+  GError *err = NULL;
+  int i = plat_host_index(pl, a), j = plat_host_index(pl, b);
+  CU_ASSERT_FATAL(i >= 0 && j >= 0);
+  CU_ASSERT_FATAL(plat_route(pl, i, j, &r, &err));
+  CU_ASSERT_EQUAL(r.n_links, n_links);
+  CU_ASSERT_DOUBLE_EQUAL(r.latency_s, lat_s, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(r.bottleneck_bps, bps, 1.0);
+  /* symmetric: same figures on the way back */
+  CU_ASSERT_FATAL(plat_route(pl, j, i, &r, &err));
+  CU_ASSERT_EQUAL(r.n_links, n_links);
+  CU_ASSERT_DOUBLE_EQUAL(r.latency_s, lat_s, 1e-12);
+}
+
+static void test_generated_hosts(void) {
+  plat_gen_params p;
+  CU_ASSERT_FATAL(plat_gen_preset("dgx-a100", &p, NULL));
+  p.nodes = 3;
+  plat *pl = load_generated(&p);
+  CU_ASSERT_EQUAL(plat_n_hosts(pl), 24);
+  CU_ASSERT_EQUAL(plat_gpus_per_node(pl), 8);
+  const plat_host *h = plat_host_at(pl, 13); /* rank 13 = node 1, GPU 5 */
+  CU_ASSERT_STRING_EQUAL(h->id, "n1g5");
+  CU_ASSERT_EQUAL(h->node, 1);
+  CU_ASSERT_EQUAL(h->gpu, 5);
+  CU_ASSERT_STRING_EQUAL(h->gpu_model, "a100-40gb");
+  CU_ASSERT_DOUBLE_EQUAL(h->gpu_mem_bytes, 40e9, 0.5);
+  CU_ASSERT_DOUBLE_EQUAL(h->speed_flops, 312e12, 1.0);
+  CU_ASSERT_PTR_NULL(plat_host_at(pl, 24));
+  plat_free(pl);
+}
+
+static void test_thetagpu_routes(void) {
+  GError *err = NULL;
+  plat *pl = plat_load("thetagpu", &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
+  CU_ASSERT_EQUAL(plat_n_hosts(pl), 192); /* 24 DGX A100 x 8 GPUs */
+  CU_ASSERT_EQUAL(plat_gpus_per_node(pl), 8);
+  /* intra-node: up one NVLink link, down another */
+  check_route(pl, "n0g0", "n0g1", 2, 2e-6, 300e9);
+  check_route(pl, "n5g3", "n5g6", 2, 2e-6, 300e9);
+  /* same rail, two nodes: NIC up to leaf l0r0, NIC down */
+  check_route(pl, "n0g0", "n1g0", 2, 2 * NIC_LAT, 25e9);
+  check_route(pl, "n2g7", "n23g7", 2, 2 * NIC_LAT, 25e9);
+  /* cross rail: NVLink to the GPU on the destination's rail, then that rail (4 links; as long as
+   * through the spine, and DijkstraCache's tie-break takes the NVLink hop) */
+  check_route(pl, "n0g0", "n1g1", 4, 2e-6 + 2 * NIC_LAT, 25e9);
+  plat_route_info r;
+  CU_ASSERT_TRUE(plat_route(pl, 7, 7, &r, &err));
+  CU_ASSERT_EQUAL(r.n_links, 0);
+  CU_ASSERT_FALSE(plat_route(pl, 0, 192, &r, &err));
+  CU_ASSERT_PTR_NOT_NULL(err);
+  g_clear_error(&err);
+  plat_free(pl);
+}
+
+static void test_fattree_oversubscribed(void) {
+  plat_gen_params p;
+  plat_gen_defaults(&p);
+  p.nodes = 4;
+  p.topology = PLAT_TOPO_FATTREE;
+  p.nodes_per_leaf = 2;
+  p.oversubscription = 4;
+  plat *pl = load_generated(&p);
+  /* same leaf: 2 NIC links */
+  check_route(pl, "n0g3", "n1g5", 2, 2 * NIC_LAT, 25e9);
+  /* other leaf: NIC, leaf uplink (2 nodes x 8 NICs x 25 GB/s / 4 = 100 GB/s, 130 ns), down */
+  check_route(pl, "n0g3", "n3g3", 4, 2 * NIC_LAT + 2 * 130e-9, 25e9);
+  plat_free(pl);
+  /* one NIC per GPU pair: GPU, PCIe switch, NIC, leaf, NIC, PCIe switch, GPU */
+  plat_gen_defaults(&p);
+  p.nodes = 2;
+  p.nics_per_node = 4;
+  p.pcie_bps = 20e9;
+  pl = load_generated(&p);
+  check_route(pl, "n0g2", "n1g3", 4, 2 * 0.5e-6 + 2 * NIC_LAT, 20e9);
+  check_route(pl, "n0g2", "n0g3", 2, 2e-6, 300e9); /* NVLink wins the tie with the PCIe switch */
+  plat_free(pl);
+}
+
+static void test_star(void) {
+  plat_gen_params p;
+  CU_ASSERT_FATAL(plat_gen_preset("star", &p, NULL));
+  plat *pl = load_generated(&p);
+  CU_ASSERT_EQUAL(plat_n_hosts(pl), 8);
+  CU_ASSERT_EQUAL(plat_gpus_per_node(pl), 4);
+  check_route(pl, "n0g0", "n0g1", 2, 2e-6, 25e9);
+  check_route(pl, "n0g0", "n1g3", 2, 2e-6, 25e9);
+  plat_free(pl);
+}
+
+static void test_generator_errors(void) {
+  plat_gen_params p;
+  GError *err = NULL;
+  plat_gen_defaults(&p);
+  p.nics_per_node = 3;
+  CU_ASSERT_PTR_NULL(plat_generate_xml(&p, &err));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+  CU_ASSERT_TRUE(g_str_has_prefix(err->message, "--nics-per-node:"));
+  g_clear_error(&err);
+  CU_ASSERT_FALSE(plat_gen_preset("nope", &p, &err));
+  CU_ASSERT_TRUE(err && strstr(err->message, "thetagpu") != NULL);
+  g_clear_error(&err);
+  double v = 0;
+  CU_ASSERT_TRUE(plat_parse_bandwidth("200Gbps", &v));
+  CU_ASSERT_DOUBLE_EQUAL(v, 25e9, 1);
+  CU_ASSERT_TRUE(plat_parse_time("130ns", &v));
+  CU_ASSERT_DOUBLE_EQUAL(v, 130e-9, 1e-18);
+  CU_ASSERT_FALSE(plat_parse_time("3 parsecs", &v));
+}
+
+static void expect_load_error(const char *xml, const char *needle) {
+  GError *err = NULL;
+  plat *pl = plat_load_xml("bad.xml", xml, strlen(xml), &err);
+  CU_ASSERT_PTR_NULL(pl);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+  if (!strstr(err->message, needle)) fprintf(stderr, "message: %s\n", err->message);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err->message, needle));
+  CU_ASSERT_PTR_NULL(strchr(err->message, '\n'));
+  CU_ASSERT_EQUAL(err->code, DL_ERR_INPUT);
+  g_error_free(err);
+  plat_free(pl);
+}
+
+static void test_reader_errors(void) {
+  /* malformed: unclosed tag on line 4 */
+  expect_load_error("<?xml version='1.0'?>\n<platform version=\"4.1\">\n"
+                    "<zone id=\"z\" routing=\"DijkstraCache\">\n<host id=\"a\" speed=\"1Gf\">\n"
+                    "</zone></platform>\n",
+                    "bad.xml");
+  expect_load_error("<?xml version='1.0'?>\n<platform version=\"4.1\">\n"
+                    "<zone id=\"z\" routing=\"DijkstraCache\">\n<host id=\"a\" speed=\"1Gf\">\n"
+                    "</zone></platform>\n",
+                    "line 5");
+  expect_load_error("<platform version=\"4.1\">\n"
+                    "  <cluster id=\"c\" prefix=\"h\" suffix=\"\" radical=\"0-3\" speed=\"1Gf\""
+                    " bw=\"1GBps\" lat=\"1us\"/>\n</platform>\n",
+                    "bad.xml:2: <cluster> is not supported: the closed form needs an explicit-graph");
+  expect_load_error("<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\"></zone></platform>",
+                    "routing=\"Full\"");
+  expect_load_error("<platform version=\"4.1\"><zone id=\"z\" routing=\"Dijkstra\">\n"
+                    "<host id=\"a\" speed=\"1Gf\"/><host id=\"b\" speed=\"1Gf\"/>\n"
+                    "<host id=\"c\" speed=\"1Gf\"/><link id=\"l\" bandwidth=\"1GBps\"/>\n"
+                    "<route src=\"a\" dst=\"b\"><link_ctn id=\"l\"/></route></zone></platform>",
+                    "host c has no route");
+  expect_load_error("<platform version=\"4.1\"><zone id=\"z\" routing=\"Dijkstra\">\n"
+                    "<host id=\"a\" speed=\"fast\"/></zone></platform>",
+                    "bad.xml:2: host a: speed");
+  GError *err = NULL;
+  CU_ASSERT_PTR_NULL(plat_load("/nonexistent/p.xml", &err));
+  CU_ASSERT_TRUE(err && strstr(err->message, "/nonexistent/p.xml"));
+  g_clear_error(&err);
+}
+
+static const dl_cu_test gen_tests[] = {
+    DL_CU_TEST(test_generated_hosts), DL_CU_TEST(test_star), DL_CU_TEST(test_generator_errors),
+    DL_CU_END};
+static const dl_cu_test route_tests[] = {DL_CU_TEST(test_thetagpu_routes),
+                                         DL_CU_TEST(test_fattree_oversubscribed), DL_CU_END};
+static const dl_cu_test reader_tests[] = {DL_CU_TEST(test_reader_errors), DL_CU_END};
+
+const dl_cu_suite dl_cu_suites[] = {
+    {"platform_gen", gen_tests}, {"platform_route", route_tests}, {"platform_reader", reader_tests},
+    {NULL, NULL}};
