@@ -111,13 +111,14 @@ static pl_op *push(builder *b, pl_op_kind kind, int stream, pl_phase phase, int 
 }
 
 static pl_op *kernel(builder *b, pl_phase phase, int layer, const char *kname, gboolean gemm_like,
-                     double flops, double mem_bytes, int64_t samples) {
+                     double flops, double mem_bytes, int64_t samples, int split) {
   pl_op *op = push(b, PL_KERNEL, PL_STREAM_COMPUTE, phase, layer);
   g_strlcpy(op->kname, kname, sizeof op->kname);
   op->gemm_like = gemm_like;
   op->flops = flops;
   op->mem_bytes = mem_bytes;
   op->samples = samples;
+  op->split = split;
   return op;
 }
 
@@ -226,7 +227,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **e
     double mem = ((double)in_elems(l) * samples + (double)l->out_elems * samples / split +
                   (double)l->params / split) * dt;
     pl_op *k = kernel(&b, PL_PH_FWD, i, kn, gemm_like_kind(l->kind),
-                      l->fwd_flops * samples / split, mem, samples);
+                      l->fwd_flops * samples / split, mem, samples, (int)split);
     k->wait_event = pending;
     pending = -1;
     gboolean split_weights = on_grid && Pr > 1 && (l->kind == WL_CONV2D || l->kind == WL_LINEAR);
@@ -253,7 +254,8 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **e
     if (c->recompute) flops += l->fwd_flops * samples / split; /* re-run forward */
     double mem = 2.0 * ((double)in_elems(l) * samples + (double)l->out_elems * samples / split +
                         (double)l->params / split) * dt;
-    pl_op *k = kernel(&b, PL_PH_BWD, i, kn, gemm_like_kind(l->kind), flops, mem, samples);
+    pl_op *k = kernel(&b, PL_PH_BWD, i, kn, gemm_like_kind(l->kind), flops, mem, samples,
+                      (int)split);
     k->wait_event = pending;
     pending = -1;
     gboolean split_weights = on_grid && Pr > 1 && (l->kind == WL_CONV2D || l->kind == WL_LINEAR);
@@ -293,7 +295,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **e
   double words = adam ? 7 : 5;
   double bytes_pp = words * 4 + (mixed ? 2 * 2 : 0);
   pl_op *opt = kernel(&b, PL_PH_OPT, -1, adam ? "adam.step" : "sgd.step", FALSE,
-                      (double)local_params * (adam ? 10 : 3), (double)local_params * bytes_pp, 0);
+                      (double)local_params * (adam ? 10 : 3), (double)local_params * bytes_pp, 0, 1);
   opt->wait_event = last_comm;
 
   p->n_ops = (int)b.ops->len;

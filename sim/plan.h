@@ -63,6 +63,7 @@ typedef struct {
   double flops;        /* FLOP this rank executes */
   double mem_bytes;    /* bytes this kernel moves to and from device memory */
   int64_t samples;     /* samples (or micro-batch) the kernel processes on this rank */
+  int split;           /* the layer's output channels/features are split this many ways (Pr) */
   /* PL_COLL, PL_SEND, PL_RECV */
   pl_coll_op coll;
   pl_group group;
