@@ -51,6 +51,7 @@ static const cm_group *group_get(group_cache *gc, pl_group g, int rank, GError *
 
 typedef struct {
   double T, compute, comm, overlap;
+  double phase[PL_N_PHASES];
   GArray *colls; /* res_coll */
   int kernels;
 } rank_eval;
@@ -88,6 +89,7 @@ static gboolean eval_rank(const pl_rank_plan *p, const cfg_run *c, int rank, con
     if (op->kind == PL_KERNEL) {
       dur = gs_roofline_s(gs, c->precision, op->gemm_like, op->flops, op->mem_bytes);
       ev->compute += dur;
+      ev->phase[op->phase] += dur;
       ev->kernels++;
     } else if (op->kind == PL_COLL) {
       const cm_group *g = group_get(gc, op->group, rank, err);
@@ -185,6 +187,7 @@ gboolean an_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
     r->iteration_time_s = worst.T;
     r->compute_s = worst.compute;
     r->comm_s = worst.comm;
+    memcpy(r->phase_compute_s, worst.phase, sizeof worst.phase);
     r->overlapped_comm_s = worst.overlap;
     r->exposed_comm_s = worst.comm - worst.overlap;
     r->bubble_s = 0;

@@ -86,6 +86,9 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   cJSON_AddNumberToObject(bd, "overlapped_comm", r->overlapped_comm_s);
   cJSON_AddNumberToObject(bd, "bubble", r->bubble_s);
   cJSON_AddNumberToObject(bd, "idle", r->idle_s);
+  cJSON *ph = cJSON_AddObjectToObject(root, "compute_by_phase_s");
+  for (int i = 0; i < PL_N_PHASES; i++)
+    cJSON_AddNumberToObject(ph, pl_phase_name((pl_phase)i), r->phase_compute_s[i]);
   cJSON_AddNumberToObject(root, "comm_s", r->comm_s);
   cJSON_AddNumberToObject(root, "comm_bytes_per_gpu", r->comm_bytes_per_gpu);
   if (r->gholami_comm_s >= 0) cJSON_AddNumberToObject(root, "gholami_eq_comm_s", r->gholami_comm_s);

@@ -42,6 +42,7 @@ typedef struct {
   double iteration_time_s;
   double compute_s, exposed_comm_s, overlapped_comm_s, bubble_s, idle_s;
   double comm_s;             /* all communication time of the slowest rank, hidden or not */
+  double phase_compute_s[PL_N_PHASES]; /* compute of the slowest rank per phase */
   double comm_bytes_per_gpu; /* bytes the slowest rank sends per iteration */
   pl_memory mem;             /* per GPU, bytes (largest rank) */
   double peak_mem_bytes;     /* params + grads + optimizer + activations */

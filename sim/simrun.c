@@ -38,6 +38,8 @@ static gboolean read_exchange(const char *path, res_result *r, GError **err) {
   r->idle_s = r->iteration_time_s - r->compute_s - r->exposed_comm_s - r->bubble_s;
   if (r->idle_s < 0) r->idle_s = 0;
   r->slowest_rank = (int)num(root, "slowest_rank");
+  const cJSON *ph = cJSON_GetObjectItemCaseSensitive(root, "phase_s");
+  for (int i = 0; i < PL_N_PHASES; i++) r->phase_compute_s[i] = num(ph, pl_phase_name((pl_phase)i));
   r->kdb_estimated = (int)num(root, "kernels");
   g_array_set_size(r->colls, 0);
   g_array_set_size(r->rank_rows, 0);

@@ -40,6 +40,7 @@ typedef struct {
 
 typedef struct {
   double iteration_time_s, compute_s, comm_s, overlap_s;
+  double phase_s[PL_N_PHASES]; /* compute per phase, steady state */
   int kernels;
   GArray *colls; /* res-like rows: ex_coll */
   GArray *spans[PL_N_STREAMS];
@@ -196,6 +197,9 @@ static char *write_result(int P, const char *result_path, const char *trace_path
   cJSON_AddNumberToObject(root, "comm_s", o->comm_s);
   cJSON_AddNumberToObject(root, "overlapped_comm_s", o->overlap_s);
   cJSON_AddNumberToObject(root, "bubble_s", 0);
+  cJSON *ph = cJSON_AddObjectToObject(root, "phase_s");
+  for (int i = 0; i < PL_N_PHASES; i++)
+    cJSON_AddNumberToObject(ph, pl_phase_name((pl_phase)i), o->phase_s[i]);
   cJSON_AddNumberToObject(root, "slowest_rank", slow);
   cJSON_AddNumberToObject(root, "kernels", o->kernels);
   cJSON *cs = cJSON_AddArrayToObject(root, "colls");
@@ -384,7 +388,10 @@ int smpi_exec_main(int argc, char **argv) {
       const ex_span *x = &g_array_index(o->spans[s], ex_span, i);
       if (x->end > end[x->iter]) end[x->iter] = x->end;
       if (x->iter >= it0) {
-        if (s == PL_STREAM_COMPUTE) o->compute_s += x->end - x->start;
+        if (s == PL_STREAM_COMPUTE) {
+          o->compute_s += x->end - x->start;
+          o->phase_s[plan->ops[x->op].phase] += (x->end - x->start) / (c->iters - it0);
+        }
         else o->comm_s += x->end - x->start;
       }
     }
