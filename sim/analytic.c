@@ -97,10 +97,10 @@ static gboolean eval_rank(const pl_rank_plan *p, const cfg_run *c, int rank, con
         ok = FALSE;
         break;
       }
-      const char *algo = c->coll ? c->coll : cm_default_algo(op->coll, op->bytes, g);
+      const char *algo = cm_algo(op->coll, c->coll, op->bytes, g);
       dur = cm_coll_s(op->coll, algo, op->bytes, g);
       ev->comm += dur;
-      add_coll(ev->colls, op, algo, dur, cm_coll_wire_bytes(op->coll, algo, op->bytes, g->P));
+      add_coll(ev->colls, op, algo, dur, cm_coll_wire_bytes(op->coll, algo, op->bytes, g));
     }
     double end = start + dur;
     free_at[op->stream] = end;
@@ -140,9 +140,10 @@ gboolean an_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
                 c->platform, plat_n_hosts(pl));
     return FALSE;
   }
-  if (c->coll && !cm_algo_known(c->coll)) {
+  if (c->coll && (!coll_family_known(c->coll) || g_str_has_prefix(c->coll, "smpi"))) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--coll %s: the closed form knows ring, rhd, tree and hier", c->coll);
+                "--coll %s: expected ring, tree, hier, rhd or pairwise (smpi:<name> only in "
+                "--mode sim)", c->coll);
     return FALSE;
   }
   const gs_spec *gs = platform_gpu(pl, err);

@@ -134,6 +134,14 @@ char *coll_smpi_cfg(coll_op op, const char *name);
 #define COLL_TREE_MIN_RANKS 16
 const char *coll_default(coll_op op, double bytes, int P, int nodes);
 
+/* The algorithm a run uses for one call: `family` (the --coll value, NULL = default) when `op`
+ * has an algorithm of that name, else coll_default(). "smpi:<name>" is kept as given when the
+ * op has an SMPI selector. Returns a static name, or `family` itself (borrowed). */
+const char *coll_resolve(coll_op op, const char *family, double bytes, int P, int nodes);
+
+/* TRUE when `family` names an algorithm of at least one operation (a valid --coll value). */
+int coll_family_known(const char *family);
+
 /* Bytes sent per rank, averaged over the P ranks (total bytes on the wire / P), for one call of
  * `algo` ("smpi..." counts as "ring"; unknown -> -1) on `bytes` (convention above).
  * Exact formulas (n = bytes, rpn/nodes from topo, p2 = largest power of two <= P, rem = P - p2):

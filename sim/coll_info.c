@@ -89,6 +89,17 @@ char *coll_smpi_cfg(coll_op op, const char *name) {
   return g_strdup_printf("%s:%s", smpi_items[op], colon + 1);
 }
 
+const char *coll_resolve(coll_op op, const char *family, double bytes, int P, int nodes) {
+  if (family && coll_info_find(op, family)) return family;
+  return coll_default(op, bytes, P, nodes);
+}
+
+int coll_family_known(const char *family) {
+  for (int op = 0; family && op < COLL_OP_COUNT; op++)
+    if (coll_info_find((coll_op)op, family)) return 1;
+  return 0;
+}
+
 const char *coll_default(coll_op op, double bytes, int P, int nodes) {
   if (op == COLL_ALLTOALL || op == COLL_SENDRECV) return "pairwise";
   if (op != COLL_ALLREDUCE || P <= 1 || nodes < 2) return "ring";

@@ -7,7 +7,6 @@
 #include "dl_common.h"
 
 #define BCAST_CHUNKS 8 /* pipelined ring broadcast: chunks of n/8 */
-#define TREE_MAX_BYTES (256.0 * 1024) /* tree below this size at 8+ ranks (NCCL-like) */
 
 static double clog2(int P) { return P > 1 ? ceil(log2((double)P)) : 0.0; }
 
@@ -60,82 +59,64 @@ fail:
   return FALSE;
 }
 
-gboolean cm_algo_known(const char *algo) {
-  static const char *const names[] = {"ring", "rhd", "tree", "hier"};
-  for (size_t i = 0; i < G_N_ELEMENTS(names); i++)
-    if (algo && strcmp(algo, names[i]) == 0) return TRUE;
-  return FALSE;
+const char *cm_algo(coll_op op, const char *family, double bytes, const cm_group *g) {
+  return coll_resolve(op, family, bytes, g->P, g->nodes);
 }
 
-const char *cm_default_algo(pl_coll_op op, double bytes, const cm_group *g) {
-  if (op == PL_ALLREDUCE && g->P >= 8 && bytes < TREE_MAX_BYTES) return "tree";
-  if (g->nodes > 1 && g->per_node > 1 && op != PL_ALLTOALL && op != PL_BROADCAST) return "hier";
-  return "ring";
-}
-
-static double ring_s(pl_coll_op op, double n, int P, double a, double b) {
+static double ring_s(coll_op op, double n, int P, double a, double b) {
   if (P <= 1) return 0;
   switch (op) {
-  case PL_ALLREDUCE: return 2.0 * (P - 1) * (a + n / P / b);
-  case PL_ALLGATHER:
-  case PL_REDUCESCATTER:
-  case PL_ALLTOALL: return (P - 1) * (a + n / P / b);
-  case PL_BROADCAST: return (P - 1 + BCAST_CHUNKS - 1) * (a + n / BCAST_CHUNKS / b);
-  case PL_N_COLL_OPS: break;
+  case COLL_ALLREDUCE: return 2.0 * (P - 1) * (a + n / P / b);
+  case COLL_ALLGATHER:
+  case COLL_REDUCESCATTER:
+  case COLL_ALLTOALL: return (P - 1) * (a + n / P / b);
+  case COLL_BROADCAST: return (P - 1 + BCAST_CHUNKS - 1) * (a + n / BCAST_CHUNKS / b);
+  default: break; /* sendrecv */
   }
   return 0;
 }
 
-double cm_coll_s(pl_coll_op op, const char *algo, double n, const cm_group *g) {
+double cm_coll_s(coll_op op, const char *algo, double n, const cm_group *g) {
   int P = g->P;
   if (P <= 1 || n <= 0) return 0;
-  if (!algo) algo = cm_default_algo(op, n, g);
+  if (!algo) algo = cm_algo(op, NULL, n, g);
   double a = g->ring_alpha_s, b = g->ring_beta_bps;
   if (strcmp(algo, "rhd") == 0) {
     double lg = clog2(P), vol = (double)(P - 1) / P * n / b;
     switch (op) {
-    case PL_ALLREDUCE: return 2.0 * (a * lg + vol); /* Gholami et al. 2018, §2 */
-    case PL_ALLGATHER:
-    case PL_REDUCESCATTER: return a * lg + vol;     /* Bruck all-gather */
-    case PL_BROADCAST: return a * (lg + P - 1) + 2.0 * vol;
+    case COLL_ALLREDUCE: return 2.0 * (a * lg + vol); /* Gholami et al. 2018, §2 */
+    case COLL_ALLGATHER:
+    case COLL_REDUCESCATTER: return a * lg + vol;     /* Bruck all-gather */
+    case COLL_BROADCAST: return a * (lg + P - 1) + 2.0 * vol;
     default: return ring_s(op, n, P, a, b);
     }
   }
   if (strcmp(algo, "tree") == 0) {
-    if (op == PL_ALLREDUCE) return 2.0 * clog2(P) * a + 2.0 * n / b;
-    if (op == PL_BROADCAST) return clog2(P) * a + n / b;
+    if (op == COLL_ALLREDUCE) return 2.0 * clog2(P) * a + 2.0 * n / b;
+    if (op == COLL_BROADCAST) return clog2(P) * a + n / b;
     return ring_s(op, n, P, a, b);
   }
-  if (strcmp(algo, "hier") == 0 && g->nodes > 1 && g->per_node > 1 && op != PL_ALLTOALL &&
-      op != PL_BROADCAST) {
+  if (strcmp(algo, "hier") == 0 && g->nodes > 1 && g->per_node > 1 && op != COLL_ALLTOALL &&
+      op != COLL_BROADCAST) {
     int G = g->per_node, N = g->nodes;
     double ai = g->intra_alpha_s, bi = g->intra_beta_bps, ax = g->inter_alpha_s,
            bx = g->inter_beta_bps;
     switch (op) {
-    case PL_ALLREDUCE:
-      return ring_s(PL_REDUCESCATTER, n, G, ai, bi) + ring_s(PL_ALLREDUCE, n / G, N, ax, bx) +
-             ring_s(PL_ALLGATHER, n, G, ai, bi);
-    case PL_ALLGATHER:
-      return ring_s(PL_ALLGATHER, n / G, N, ax, bx) + ring_s(PL_ALLGATHER, n, G, ai, bi);
-    case PL_REDUCESCATTER:
-      return ring_s(PL_REDUCESCATTER, n, G, ai, bi) + ring_s(PL_REDUCESCATTER, n / G, N, ax, bx);
+    case COLL_ALLREDUCE:
+      return ring_s(COLL_REDUCESCATTER, n, G, ai, bi) + ring_s(COLL_ALLREDUCE, n / G, N, ax, bx) +
+             ring_s(COLL_ALLGATHER, n, G, ai, bi);
+    case COLL_ALLGATHER:
+      return ring_s(COLL_ALLGATHER, n / G, N, ax, bx) + ring_s(COLL_ALLGATHER, n, G, ai, bi);
+    case COLL_REDUCESCATTER:
+      return ring_s(COLL_REDUCESCATTER, n, G, ai, bi) + ring_s(COLL_REDUCESCATTER, n / G, N, ax, bx);
     default: break;
     }
   }
   return ring_s(op, n, P, a, b);
 }
 
-double cm_coll_wire_bytes(pl_coll_op op, const char *algo, double n, int P) {
-  if (P <= 1) return 0;
-  double share = (double)(P - 1) / P * n;
-  switch (op) {
-  case PL_ALLREDUCE:
-    return (algo && strcmp(algo, "tree") == 0) ? n : 2.0 * share;
-  case PL_ALLGATHER:
-  case PL_REDUCESCATTER:
-  case PL_ALLTOALL: return share;
-  case PL_BROADCAST: return n;
-  case PL_N_COLL_OPS: break;
-  }
-  return 0;
+double cm_coll_wire_bytes(coll_op op, const char *algo, double bytes, const cm_group *g) {
+  coll_topo t;
+  coll_topo_init(&t, 0, g->P, g->nodes > 1 ? g->per_node : g->P);
+  return coll_wire_bytes(op, algo, bytes, g->P, &t);
 }

@@ -41,16 +41,15 @@ typedef struct {
 /* Summarises the group `members[0..n-1]` (rank = host index) of platform `pl`. */
 gboolean cm_group_init(cm_group *g, const plat *pl, const int *members, int n, GError **err);
 
-/* Known algorithm names: "ring", "rhd", "tree", "hier". */
-gboolean cm_algo_known(const char *algo);
 
-/* The algorithm NCCL would pick (documented in coll.h's selection rule). Static string. */
-const char *cm_default_algo(pl_coll_op op, double bytes, const cm_group *g);
+/* The algorithm a run with --coll `family` (NULL = default) uses for this call (coll_resolve). */
+const char *cm_algo(coll_op op, const char *family, double bytes, const cm_group *g);
 
-/* Time in seconds of one collective of `bytes` with `algo` (NULL = default) on group `g`. */
-double cm_coll_s(pl_coll_op op, const char *algo, double bytes, const cm_group *g);
+/* Time in seconds of one collective of `bytes` with `algo` (NULL = default) on group `g`.
+ * "pairwise" (all-to-all) costs as ring; "smpi:<name>" has no closed form and costs as ring. */
+double cm_coll_s(coll_op op, const char *algo, double bytes, const cm_group *g);
 
-/* Bytes each member sends for one such collective (the volume in Gholami's β terms times β). */
-double cm_coll_wire_bytes(pl_coll_op op, const char *algo, double bytes, int P);
+/* Bytes each member sends for one such collective (coll_wire_bytes with the group's layout). */
+double cm_coll_wire_bytes(coll_op op, const char *algo, double bytes, const cm_group *g);
 
 #endif

@@ -28,25 +28,14 @@
 #define PL_NAME(e, s) s,
 static const char *const op_kind_names[] = {PL_OP_KINDS(PL_NAME)};
 static const char *const phase_names[] = {PL_PHASES(PL_NAME)};
-static const char *const coll_names[] = {PL_COLL_OPS(PL_NAME)};
 static const char *const group_names[] = {PL_GROUPS(PL_NAME)};
 static const char *const purpose_names[] = {PL_PURPOSES(PL_NAME)};
 #undef PL_NAME
 
 const char *pl_op_kind_name(pl_op_kind k) { return op_kind_names[k]; }
 const char *pl_phase_name(pl_phase p) { return phase_names[p]; }
-const char *pl_coll_op_name(pl_coll_op c) { return coll_names[c]; }
 const char *pl_group_name(pl_group g) { return group_names[g]; }
 const char *pl_purpose_name(pl_purpose p) { return purpose_names[p]; }
-
-gboolean pl_coll_op_parse(const char *text, pl_coll_op *out) {
-  for (int i = 0; i < PL_N_COLL_OPS; i++)
-    if (text && strcmp(text, coll_names[i]) == 0) {
-      *out = (pl_coll_op)i;
-      return TRUE;
-    }
-  return FALSE;
-}
 
 #define DDP_FIRST_BUCKET_BYTES (1024.0 * 1024.0) /* torch.distributed _DEFAULT_FIRST_BUCKET_BYTES */
 
@@ -124,7 +113,7 @@ static pl_op *kernel(builder *b, pl_phase phase, int layer, const char *kname, g
 
 /* A collective on the communication stream after the last compute op. If `blocking`, the next
  * compute op waits for it (activations the next layer needs); otherwise it overlaps. */
-static void coll(builder *b, pl_phase phase, int layer, pl_coll_op cop, pl_group g,
+static void coll(builder *b, pl_phase phase, int layer, coll_op cop, pl_group g,
                  pl_purpose why, double bytes, gboolean blocking, int *pending_wait) {
   int ev = b->n_events++;
   /* the compute op just pushed records `ev` when it completes */
@@ -219,7 +208,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **e
     double split = (on_grid && Pr > 1) ? Pr : 1.0;
     if (on_grid && i == first_grid && first_grid > 0 && Pr > 1) {
       /* Eq. 6: batch-parallel activations -> grid layout (all-gather of the layer input). */
-      coll(&b, PL_PH_FWD, i, PL_ALLGATHER, PL_GRP_TP, PL_WHY_REDIST,
+      coll(&b, PL_PH_FWD, i, COLL_ALLGATHER, PL_GRP_TP, PL_WHY_REDIST,
            (double)in_elems(l) * b_grid * dt, TRUE, &pending);
     }
     char kn[40];
@@ -232,7 +221,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **e
     pending = -1;
     gboolean split_weights = on_grid && Pr > 1 && (l->kind == WL_CONV2D || l->kind == WL_LINEAR);
     if (split_weights)
-      coll(&b, PL_PH_FWD, i, PL_ALLGATHER, PL_GRP_TP, PL_WHY_FWD_GATHER,
+      coll(&b, PL_PH_FWD, i, COLL_ALLGATHER, PL_GRP_TP, PL_WHY_FWD_GATHER,
            (double)l->out_elems * b_grid * dt, TRUE, &pending);
     local_params += (int64_t)(l->params / split);
     double saved = (double)l->saved_elems * samples;
@@ -261,7 +250,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **e
     gboolean split_weights = on_grid && Pr > 1 && (l->kind == WL_CONV2D || l->kind == WL_LINEAR);
     gboolean needs_dx = l->inputs[0] >= 0 || l->n_inputs > 1;
     if (split_weights && needs_dx)
-      coll(&b, PL_PH_BWD, i, PL_ALLREDUCE, PL_GRP_TP, PL_WHY_BWD_DX,
+      coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_TP, PL_WHY_BWD_DX,
            (double)in_elems(l) * b_grid * dt, TRUE, &pending);
     if (!l->weighted || l->params == 0) continue;
     double gbytes = (double)l->params / split * gb;
@@ -269,18 +258,18 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **e
       /* one all-reduce per layer (Gholami Eq. 4/8): over Pc on the grid, over all P before it */
       pl_group g = on_grid ? PL_GRP_DP : PL_GRP_WORLD;
       if ((g == PL_GRP_DP && Pc > 1) || (g == PL_GRP_WORLD && P > 1))
-        coll(&b, PL_PH_BWD, i, PL_ALLREDUCE, g, PL_WHY_GRAD, gbytes, FALSE, &pending);
+        coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, g, PL_WHY_GRAD, gbytes, FALSE, &pending);
     } else if (Pc > 1) {
       bucket += gbytes;
       if (bucket >= cap) {
-        coll(&b, PL_PH_BWD, i, PL_ALLREDUCE, PL_GRP_DP, PL_WHY_GRAD, bucket, FALSE, &pending);
+        coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_DP, PL_WHY_GRAD, bucket, FALSE, &pending);
         bucket = 0;
         cap = c->bucket_bytes;
       }
     }
   }
   if (!grid && Pc > 1 && bucket > 0)
-    coll(&b, PL_PH_BWD, -1, PL_ALLREDUCE, PL_GRP_DP, PL_WHY_GRAD, bucket, FALSE, &pending);
+    coll(&b, PL_PH_BWD, -1, COLL_ALLREDUCE, PL_GRP_DP, PL_WHY_GRAD, bucket, FALSE, &pending);
 
   /* ---- optimizer step: waits for the last gradient collective (the stream is in order) ---- */
   int last_comm = -1;

@@ -17,13 +17,12 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "coll.h"
 #include "config.h"
 #include "workload.h"
 
 #define PL_OP_KINDS(X) X(PL_KERNEL, "kernel") X(PL_COLL, "coll") X(PL_SEND, "send") X(PL_RECV, "recv")
 #define PL_PHASES(X) X(PL_PH_FWD, "forward") X(PL_PH_BWD, "backward") X(PL_PH_OPT, "optimizer")
-#define PL_COLL_OPS(X) X(PL_ALLREDUCE, "allreduce") X(PL_ALLGATHER, "allgather") \
-  X(PL_REDUCESCATTER, "reducescatter") X(PL_ALLTOALL, "alltoall") X(PL_BROADCAST, "broadcast")
 /* Communicators. In Gholami's grid, tp is the Pr (model/domain) group: the ranks of one grid
  * column, which share a batch shard; dp is the Pc (batch) group: one grid row, same weights. */
 #define PL_GROUPS(X) X(PL_GRP_WORLD, "world") X(PL_GRP_DP, "dp") X(PL_GRP_TP, "tp") \
@@ -36,17 +35,14 @@
 #define PL_ENUM(e, s) e,
 typedef enum { PL_OP_KINDS(PL_ENUM) PL_N_OP_KINDS } pl_op_kind;
 typedef enum { PL_PHASES(PL_ENUM) PL_N_PHASES } pl_phase;
-typedef enum { PL_COLL_OPS(PL_ENUM) PL_N_COLL_OPS } pl_coll_op;
 typedef enum { PL_GROUPS(PL_ENUM) PL_N_GROUPS } pl_group;
 typedef enum { PL_PURPOSES(PL_ENUM) PL_N_PURPOSES } pl_purpose;
 #undef PL_ENUM
 
 const char *pl_op_kind_name(pl_op_kind k);
 const char *pl_phase_name(pl_phase p);
-const char *pl_coll_op_name(pl_coll_op c);
 const char *pl_group_name(pl_group g);
 const char *pl_purpose_name(pl_purpose p);
-gboolean pl_coll_op_parse(const char *text, pl_coll_op *out);
 
 enum { PL_STREAM_COMPUTE = 0, PL_STREAM_COMM = 1, PL_N_STREAMS = 2 };
 
@@ -65,7 +61,7 @@ typedef struct {
   int64_t samples;     /* samples (or micro-batch) the kernel processes on this rank */
   int split;           /* the layer's output channels/features are split this many ways (Pr) */
   /* PL_COLL, PL_SEND, PL_RECV */
-  pl_coll_op coll;
+  coll_op coll;        /* which collective (coll.h) */
   pl_group group;
   pl_purpose purpose;
   double bytes;        /* collective buffer size n (the result's size for allgather, the input's for

@@ -112,7 +112,7 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   for (guint i = 0; i < r->colls->len; i++) {
     const res_coll *x = &g_array_index(r->colls, res_coll, i);
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "op", pl_coll_op_name(x->op));
+    cJSON_AddStringToObject(o, "op", coll_op_name(x->op));
     cJSON_AddStringToObject(o, "group", pl_group_name(x->group));
     cJSON_AddStringToObject(o, "purpose", pl_purpose_name(x->purpose));
     cJSON_AddStringToObject(o, "algo", x->algo);

@@ -15,7 +15,7 @@
 #include "workload.h"
 
 typedef struct {
-  pl_coll_op op;        /* which collective */
+  coll_op op;        /* which collective */
   pl_group group;       /* over which communicator */
   pl_purpose purpose;   /* why (gradient sync, forward all-gather, ...) */
   const char *algo;     /* algorithm used (static string) */

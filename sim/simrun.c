@@ -48,7 +48,8 @@ static gboolean read_exchange(const char *path, res_result *r, GError **err) {
   cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(root, "colls")) {
     res_coll c;
     memset(&c, 0, sizeof c);
-    pl_coll_op_parse(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "op")), &c.op);
+    int op = coll_op_parse(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "op")));
+    c.op = op < 0 ? COLL_ALLREDUCE : (coll_op)op;
     const char *g = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "group"));
     const char *p = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "purpose"));
     for (int i = 0; i < PL_N_GROUPS; i++)

@@ -48,7 +48,7 @@ typedef struct {
 } ex_out;
 
 typedef struct {
-  pl_coll_op op;
+  coll_op op;
   pl_group group;
   pl_purpose purpose;
   const char *algo;
@@ -116,18 +116,6 @@ static void noop_op(void *in, void *inout, int *len, MPI_Datatype *type) {
   (void)in, (void)inout, (void)len, (void)type;
 }
 
-
-static coll_op to_coll(pl_coll_op op) {
-  switch (op) {
-  case PL_ALLREDUCE: return COLL_ALLREDUCE;
-  case PL_ALLGATHER: return COLL_ALLGATHER;
-  case PL_REDUCESCATTER: return COLL_REDUCESCATTER;
-  case PL_ALLTOALL: return COLL_ALLTOALL;
-  case PL_BROADCAST: return COLL_BROADCAST;
-  case PL_N_COLL_OPS: break;
-  }
-  return COLL_ALLREDUCE;
-}
 
 static void load_shared(int argc, char **argv) {
   if (shared.loaded) return;
@@ -206,7 +194,7 @@ static char *write_result(int P, const char *result_path, const char *trace_path
   for (guint i = 0; i < o->colls->len; i++) {
     const ex_coll *x = &g_array_index(o->colls, ex_coll, i);
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "op", pl_coll_op_name(x->op));
+    cJSON_AddStringToObject(j, "op", coll_op_name(x->op));
     cJSON_AddStringToObject(j, "group", pl_group_name(x->group));
     cJSON_AddStringToObject(j, "purpose", pl_purpose_name(x->purpose));
     cJSON_AddStringToObject(j, "algo", x->algo);
@@ -252,7 +240,7 @@ static char *write_result(int P, const char *result_path, const char *trace_path
           const pl_op *op = &shared.out[r].plan->ops[x->op];
           char name[64];
           if (op->kind == PL_KERNEL) g_strlcpy(name, op->kname, sizeof name);
-          else g_snprintf(name, sizeof name, "%s %s", pl_coll_op_name(op->coll), pl_group_name(op->group));
+          else g_snprintf(name, sizeof name, "%s %s", coll_op_name(op->coll), pl_group_name(op->group));
           g_string_append_printf(t, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
                                  "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"iter\":%d,\"layer\":%d",
                                  name, pl_phase_name(op->phase), r, s, x->start * 1e6,
@@ -366,8 +354,8 @@ int smpi_exec_main(int argc, char **argv) {
             seen = shared.node_of[members[q]] == shared.node_of[members[k]];
           if (!seen) nodes++;
         }
-        coll_op cop = to_coll(op->coll);
-        const char *algo = c->coll ? c->coll : coll_default(cop, op->bytes, n, nodes);
+        coll_op cop = op->coll;
+        const char *algo = coll_resolve(cop, c->coll, op->bytes, n, nodes);
         const coll_algo *a = coll_find(cop, algo);
         size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
         if (a && n > 1 && bytes > 0)
