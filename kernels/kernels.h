@@ -1,0 +1,270 @@
+/* kernels.h — the layer-level kernels of every workload, forward and backward, on float buffers.
+ *
+ * Two implementations share every signature: the CPU twins (`kn_*_cpu`, kernels/cpu/*.c, host
+ * pointers) are the executable specification; the CUDA versions (`kn_*_cuda`, kernels/cuda/*.cu,
+ * device pointers, asynchronous on the default stream) are compared with them by the tests.
+ * A backend table (kn_backend) holds one implementation's functions, so callers (the timing
+ * harness, the real executor) pick an implementation at run time without #ifdef.
+ *
+ * Layouts: images NCHW (N, C, H, W); sequences (N, T, C), C fastest; a linear layer reads rows of
+ * `in` features, so on a sequence M = N·T rows. Every matrix is row-major.
+ * Argument order (llm.c): outputs, inputs, weights, sizes. Backward functions ACCUMULATE (+=) into
+ * every gradient they write — input gradients and weight gradients alike — so the caller zeroes
+ * gradient buffers once per step and a tensor read by two layers gets the sum of both.
+ * Buffers marked "saved" are written by forward and read by backward.
+ *
+ * Determinism: the CPU twins use a fixed summation order and single-threaded BLAS
+ * (kn_cpu_init() calls openblas_set_num_threads(1)): the same inputs give the same bits on every
+ * run. The CUDA versions use atomics in a few backward scatters (embedding, MoE) and are
+ * deterministic only up to float rounding there.
+ *
+ * Numbers: eps 1e-5 for batch norm and layer norm; GELU is the tanh form (Hendrycks & Gimpel
+ * 2016, Eq. for GELU ≈ 0.5x(1+tanh(√(2/π)(x+0.044715x³)))); LRN is Caffe's across-channel form
+ * (Krizhevsky et al. 2012, §3.3) with the window centred on the channel; dropout is inverted
+ * (kept values scaled by 1/(1-p)) with a counter-based mask: element i of a call with seed s is
+ * kept iff kn_dropout_keep(s, i, p), so forward and backward agree without a stored mask.
+ */
+#ifndef KERNELS_H
+#define KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* GEMM arithmetic: inputs rounded to this format, products accumulated in fp32. The CPU twins
+ * compute in fp32 whatever is asked (documented difference; the timing harness records it). */
+#define KN_MATHS(X) X(KN_MATH_FP32, "fp32") X(KN_MATH_TF32, "tf32") X(KN_MATH_FP16, "fp16") \
+  X(KN_MATH_BF16, "bf16")
+typedef enum {
+#define KN_MATH_ENUM(e, s) e,
+  KN_MATHS(KN_MATH_ENUM)
+#undef KN_MATH_ENUM
+  KN_N_MATHS
+} kn_math;
+
+const char *kn_math_name(kn_math m); /* "fp32"…; static string */
+
+/* Convolution shape. Output H_out = (H + 2·pad - kh)/stride + 1 (floor), same for W. */
+typedef struct {
+  int N;            /* images */
+  int C_in, H, W;   /* input channels and size */
+  int C_out;        /* output channels */
+  int kh, kw;       /* window */
+  int stride, pad;  /* stride and zero padding, pixels (same in both directions) */
+  int groups;       /* C_in and C_out are multiples of groups; 1 = dense */
+} kn_conv;
+
+int kn_conv_out_h(const kn_conv *s);
+int kn_conv_out_w(const kn_conv *s);
+/* Floats of im2col workspace the conv functions need: (C_in/groups)·kh·kw·H_out·W_out. */
+size_t kn_conv_ws_floats(const kn_conv *s);
+
+/* Pooling shape (max and average). Global pooling: kh = H, kw = W, stride 1, pad 0. Average
+ * pooling divides by kh·kw (padding counted, as PyTorch's count_include_pad default). */
+typedef struct {
+  int N, C, H, W;   /* input */
+  int kh, kw;       /* window */
+  int stride, pad;  /* stride, zero padding (pixels) */
+} kn_pool;
+
+int kn_pool_out_h(const kn_pool *s);
+int kn_pool_out_w(const kn_pool *s);
+
+/* Mixture of experts (Switch/GShard feed-forward): M tokens of C features, E experts of hidden
+ * width F, each token routed to its top_k experts by a softmax router. Expert capacity
+ * cap = ceil(capacity_factor·top_k·M/E) tokens; assignments are taken in priority order (every
+ * token's first choice in token order, then every token's second choice, …) and an assignment
+ * to a full expert is dropped (that token gets nothing from that expert). A kept assignment adds
+ * gate·expert(x) to the token's output, gate = the router probability (not renormalised). */
+typedef struct {
+  int M, C;                /* tokens, model width */
+  int E, top_k;            /* experts, experts per token */
+  int F;                   /* expert hidden width */
+  double capacity_factor;  /* > 0 */
+} kn_moe_shape;
+
+int kn_moe_capacity(const kn_moe_shape *s); /* cap, tokens per expert */
+
+/* MoE weights (one block of E experts). */
+typedef struct {
+  const float *wr;  /* (E, C) router */
+  const float *br;  /* (E) router bias, or NULL */
+  const float *w1;  /* (E, F, C) */
+  const float *b1;  /* (E, F) */
+  const float *w2;  /* (E, C, F) */
+  const float *b2;  /* (E, C) */
+} kn_moe_weights;
+
+/* MoE weight gradients (accumulated). */
+typedef struct {
+  float *dwr;       /* (E, C) */
+  float *dbr;       /* (E) or NULL when there is no router bias */
+  float *dw1;       /* (E, F, C) */
+  float *db1;       /* (E, F) */
+  float *dw2;       /* (E, C, F) */
+  float *db2;       /* (E, C) */
+} kn_moe_grads;
+
+/* What MoE forward saves for backward; the caller allocates every array (host memory for the
+ * CPU twin, device memory for CUDA) with the sizes below, cap = kn_moe_capacity(). */
+typedef struct {
+  float *probs;     /* (M, E) router probabilities */
+  int *expert;      /* (M, top_k) chosen experts, best first */
+  int *slot;        /* (M, top_k) row in the expert's buffer, -1 when dropped */
+  int *count;       /* (E) tokens kept per expert (≤ cap) */
+  int *token;       /* (E, cap) token of each buffer row */
+  float *xe;        /* (E, cap, C) permuted inputs */
+  float *h;         /* (E, cap, F) expert hidden pre-activation */
+  float *a;         /* (E, cap, F) GELU(h) */
+  float *ye;        /* (E, cap, C) expert outputs before gating */
+} kn_moe_saved;
+
+/* Floats (float arrays) and ints (int arrays) of kn_moe_saved, and of the backward workspace. */
+size_t kn_moe_saved_floats(const kn_moe_shape *s);
+size_t kn_moe_saved_ints(const kn_moe_shape *s);
+size_t kn_moe_ws_floats(const kn_moe_shape *s);
+/* Points the fields of `sv` into one float block and one int block of the sizes above. */
+void kn_moe_saved_bind(kn_moe_saved *sv, float *fbuf, int *ibuf, const kn_moe_shape *s);
+
+/* Attention workspaces in floats: forward needs 3·N·T·C (q, k, v head-major); backward
+ * 7·N·T·C + N·NH·T·T. */
+size_t kn_attention_ws_floats(int N, int T, int C, int NH, int bwd);
+
+/* Dropout mask: TRUE (1) when element i survives. Counter-based (SplitMix64 finaliser of
+ * seed·φ + i, Steele et al. 2014), identical on CPU and GPU. */
+int kn_dropout_keep(uint64_t seed, uint64_t i, float p);
+
+/* ---- the functions; each exists as kn_<name>_cpu and kn_<name>_cuda --------------------- */
+/* X(name, return type, parameter list). Shapes in the comments; sizes last. */
+#define KN_FUNCS(X)                                                                              \
+  /* C (M,N) = alpha·op(A)·op(B) + beta·C; op(A) (M,K), op(B) (K,N); ta/tb: 1 = transposed */   \
+  X(gemm, void, (int ta, int tb, int M, int N, int K, float alpha, const float *A,              \
+                 const float *B, float beta, float *C, kn_math math))                           \
+  /* batch GEMMs; operand i starts at A + i·sA (floats), same for B and C */                     \
+  X(gemm_batched, void, (int ta, int tb, int M, int N, int K, float alpha, const float *A,      \
+                         long sA, const float *B, long sB, float beta, float *C, long sC,       \
+                         int batch, kn_math math))                                              \
+  /* out (N,C_out,Ho,Wo); ws kn_conv_ws_floats(); in (N,C_in,H,W); w (C_out,C_in/g,kh,kw);    \
+   * b (C_out) or NULL */                                                                        \
+  X(conv2d_fwd, void, (float *out, float *ws, const float *in, const float *w, const float *b, \
+                       const kn_conv *s, kn_math math))                                         \
+  /* din (N,C_in,H,W) or NULL (first layer); dw like w; db (C_out) or NULL; dout like out */   \
+  X(conv2d_bwd, void, (float *din, float *dw, float *db, float *ws, const float *dout,          \
+                       const float *in, const float *w, const kn_conv *s, kn_math math))        \
+  /* out (M,OC); in (M,IC); w (OC,IC); b (OC) or NULL */                                         \
+  X(linear_fwd, void, (float *out, const float *in, const float *w, const float *b, int M,     \
+                       int IC, int OC, kn_math math))                                           \
+  /* din (M,IC) or NULL; dw (OC,IC); db (OC) or NULL; dout (M,OC) */                             \
+  X(linear_bwd, void, (float *din, float *dw, float *db, const float *dout, const float *in,    \
+                       const float *w, int M, int IC, int OC, kn_math math))                    \
+  /* training mode: batch statistics over (N, HW). out, in (N,C,HW); mean, rstd (C) saved;     \
+   * gamma, beta (C). Running statistics are the caller's: mean and rstd are returned. */      \
+  X(batchnorm_fwd, void, (float *out, float *mean, float *rstd, const float *in,                \
+                          const float *gamma, const float *beta, int N, int C, int HW))         \
+  X(batchnorm_bwd, void, (float *din, float *dgamma, float *dbeta, const float *dout,           \
+                          const float *in, const float *mean, const float *rstd,                \
+                          const float *gamma, int N, int C, int HW))                            \
+  /* out, in (n) */                                                                             \
+  X(relu_fwd, void, (float *out, const float *in, long n))                                      \
+  /* din, dout, out (n): the saved forward output */                                            \
+  X(relu_bwd, void, (float *din, const float *dout, const float *out, long n))                  \
+  X(gelu_fwd, void, (float *out, const float *in, long n))                                      \
+  /* din, dout, in (n): the saved forward input */                                              \
+  X(gelu_bwd, void, (float *din, const float *dout, const float *in, long n))                   \
+  /* out (N,C,Ho,Wo); argmax (N,C,Ho,Wo) saved: flat index into in's (H,W) plane, -1 if the   \
+   * window is all padding; in (N,C,H,W) */                                                     \
+  X(maxpool_fwd, void, (float *out, int *argmax, const float *in, const kn_pool *s))            \
+  X(maxpool_bwd, void, (float *din, const float *dout, const int *argmax, const kn_pool *s))    \
+  X(avgpool_fwd, void, (float *out, const float *in, const kn_pool *s))                         \
+  X(avgpool_bwd, void, (float *din, const float *dout, const kn_pool *s))                       \
+  /* out = a + b, all (n) */                                                                    \
+  X(add_fwd, void, (float *out, const float *a, const float *b, long n))                        \
+  /* da, db (n) accumulate dout (n) */                                                          \
+  X(add_bwd, void, (float *da, float *db, const float *dout, long n))                           \
+  /* out (N,T,C) = wte[id] (+ wpe[t]); id = tokens[n·T+t], or t when tokens is NULL (a learned \
+   * position table used alone); tokens (N,T) in [0,V); wte (V,C); wpe (T,C) or NULL */         \
+  X(embedding_fwd, void, (float *out, const int *tokens, const float *wte, const float *wpe,    \
+                          int N, int T, int C))                                                 \
+  /* dwte (V,C), dwpe (T,C) or NULL: scatter-add of dout (N,T,C) */                             \
+  X(embedding_bwd, void, (float *dwte, float *dwpe, const float *dout, const int *tokens,       \
+                          int N, int T, int C))                                                 \
+  /* out, in (M,C); mean, rstd (M) saved; gamma, beta (C) */                                    \
+  X(layernorm_fwd, void, (float *out, float *mean, float *rstd, const float *in,                \
+                          const float *gamma, const float *beta, int M, int C))                 \
+  X(layernorm_bwd, void, (float *din, float *dgamma, float *dbeta, const float *dout,           \
+                          const float *in, const float *gamma, const float *mean,               \
+                          const float *rstd, int M, int C))                                     \
+  /* causal multi-head attention core: out (N,T,C); att (N,NH,T,T) saved probabilities;       \
+   * ws kn_attention_ws_floats(.., 0); qkv (N,T,3C) packed q|k|v, head h at columns h·C/NH */  \
+  X(attention_fwd, void, (float *out, float *att, float *ws, const float *qkv, int N, int T,     \
+                          int C, int NH, kn_math math))                                         \
+  /* dqkv (N,T,3C); ws kn_attention_ws_floats(.., 1); dout (N,T,C) */                           \
+  X(attention_bwd, void, (float *dqkv, float *ws, const float *dout, const float *qkv,          \
+                          const float *att, int N, int T, int C, int NH, kn_math math))         \
+  /* returns the mean loss over the M rows; probs (M,V) saved; logits (M,V); targets (M) */    \
+  X(softmax_ce_fwd, float, (float *probs, const float *logits, const int *targets, int M,       \
+                            int V))                                                             \
+  /* dlogits (M,V) += (probs - onehot)/M */                                                     \
+  X(softmax_ce_bwd, void, (float *dlogits, const float *probs, const int *targets, int M,       \
+                           int V))                                                              \
+  /* Caffe across-channel LRN: scale = k + alpha/size·Σ_window x²; out = x·scale^-beta.        \
+   * out, in (N,C,HW); scale (N,C,HW) saved */                                                  \
+  X(lrn_fwd, void, (float *out, float *scale, const float *in, int N, int C, int HW, int size,  \
+                    float alpha, float beta, float k))                                          \
+  X(lrn_bwd, void, (float *din, const float *dout, const float *in, const float *out,           \
+                    const float *scale, int N, int C, int HW, int size, float alpha,            \
+                    float beta, float k))                                                       \
+  /* out, in (n); drop probability p in [0,1) */                                                \
+  X(dropout_fwd, void, (float *out, const float *in, long n, float p, uint64_t seed))           \
+  X(dropout_bwd, void, (float *din, const float *dout, long n, float p, uint64_t seed))         \
+  /* out, in (M,C); saved per kn_moe_saved */                                                   \
+  X(moe_fwd, void, (float *out, const kn_moe_saved *sv, const float *in,                        \
+                    const kn_moe_weights *w, const kn_moe_shape *s, kn_math math))              \
+  /* din (M,C); ws kn_moe_ws_floats() */                                                        \
+  X(moe_bwd, void, (float *din, const kn_moe_grads *g, float *ws, const float *dout,            \
+                    const float *in, const kn_moe_saved *sv, const kn_moe_weights *w,           \
+                    const kn_moe_shape *s, kn_math math))                                       \
+  /* PyTorch SGD: g' = g + wd·w; mom = mu·mom + g'; w -= lr·mom. w, mom, g (n) */               \
+  X(sgd_momentum_step, void, (float *w, float *mom, const float *g, long n, float lr, float mu, \
+                              float wd))                                                        \
+  /* AdamW (Loshchilov & Hutter 2019, Alg. 2) with bias correction at step t ≥ 1. w, m, v, g (n) */ \
+  X(adam_step, void, (float *w, float *m, float *v, const float *g, long n, float lr,           \
+                     float beta1, float beta2, float eps, float wd, int t))
+
+#define KN_DECL_CPU(name, ret, params) ret kn_##name##_cpu params;
+#define KN_DECL_CUDA(name, ret, params) ret kn_##name##_cuda params;
+KN_FUNCS(KN_DECL_CPU)
+KN_FUNCS(KN_DECL_CUDA)
+#undef KN_DECL_CPU
+#undef KN_DECL_CUDA
+
+/* One implementation: its functions plus memory management for its buffers. */
+typedef struct {
+  const char *name;                          /* "cpu" or "cuda" */
+  void *(*alloc)(size_t bytes);              /* NULL on failure; memory of this device */
+  void (*release)(void *p);                  /* frees alloc's memory; NULL ignored */
+  void (*upload)(void *dst, const void *src, size_t bytes);   /* host -> device */
+  void (*download)(void *dst, const void *src, size_t bytes); /* device -> host */
+  void (*sync)(void);                        /* waits for queued work */
+#define KN_FIELD(name, ret, params) ret(*name) params;
+  KN_FUNCS(KN_FIELD)
+#undef KN_FIELD
+} kn_backend;
+
+/* Single-threaded, deterministic CPU twins. Call kn_cpu_init() once before use (sets OpenBLAS to
+ * one thread); harmless to call again. */
+extern const kn_backend kn_cpu;
+void kn_cpu_init(void);
+
+/* The CUDA backend when this build has one and a device is present (initialises the device and
+ * cuBLAS on first call), else NULL. `why` (may be NULL) gets a static reason when NULL is
+ * returned: "built without CUDA" or "no CUDA device". */
+const kn_backend *kn_cuda(const char **why);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
