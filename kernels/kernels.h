@@ -1,7 +1,7 @@
 /* kernels.h — the layer-level kernels of every workload, forward and backward, on float buffers.
  *
- * Two implementations share every signature: the CPU twins (`kn_*_cpu`, kernels/cpu/*.c, host
- * pointers) are the executable specification; the CUDA versions (`kn_*_cuda`, kernels/cuda/*.cu,
+ * Two implementations share every signature: the CPU twins (`kn_*_cpu`, kernels/cpu/, host
+ * pointers) are the executable specification; the CUDA versions (`kn_*_cuda`, kernels/cuda/,
  * device pointers, asynchronous on the default stream) are compared with them by the tests.
  * A backend table (kn_backend) holds one implementation's functions, so callers (the timing
  * harness, the real executor) pick an implementation at run time without #ifdef.
@@ -263,6 +263,20 @@ void kn_cpu_init(void);
  * cuBLAS on first call), else NULL. `why` (may be NULL) gets a static reason when NULL is
  * returned: "built without CUDA" or "no CUDA device". */
 const kn_backend *kn_cuda(const char **why);
+
+/* What the timing harness records about the CUDA device (provenance). */
+typedef struct {
+  char name[128];        /* cudaDeviceProp.name */
+  int sm_count;          /* multiprocessors */
+  int clock_mhz;         /* SM clock */
+  int mem_clock_mhz;     /* memory clock */
+  int l2_bytes;          /* L2 cache size */
+  int driver_version;    /* cudaDriverGetVersion, e.g. 13000 */
+  int runtime_version;   /* cudaRuntimeGetVersion */
+} kn_cuda_info;
+
+/* Fills `info` for the current device; -1 when there is no CUDA build or device. */
+int kn_cuda_info_get(kn_cuda_info *info);
 
 #ifdef __cplusplus
 }

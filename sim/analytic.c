@@ -7,6 +7,7 @@
 #include "costmodel.h"
 #include "dl_common.h"
 #include "gpuspec.h"
+#include "ktime.h"
 #include "plan.h"
 
 typedef struct {
@@ -25,6 +26,10 @@ static double overlap_s(const GArray *a, const GArray *b) {
     else j++;
   }
   return tot;
+}
+
+static int rank_row_cmp(gconstpointer a, gconstpointer b) {
+  return ((const res_rank *)a)->rank - ((const res_rank *)b)->rank;
 }
 
 typedef struct {
@@ -50,10 +55,11 @@ static const cm_group *group_get(group_cache *gc, pl_group g, int rank, GError *
 }
 
 typedef struct {
-  double T, compute, comm, overlap;
+  double T, compute, comm, overlap, exposed;
   double phase[PL_N_PHASES];
   GArray *colls; /* res_coll */
   int kernels;
+  pl_memory mem;
 } rank_eval;
 
 static void add_coll(GArray *colls, const pl_op *op, const char *algo, double t, double wire) {
@@ -72,49 +78,206 @@ static void add_coll(GArray *colls, const pl_op *op, const char *algo, double t,
   g_array_append_val(colls, rc);
 }
 
-static gboolean eval_rank(const pl_rank_plan *p, const cfg_run *c, int rank, const gs_spec *gs,
-                          group_cache *gc, rank_eval *ev, GError **err) {
-  double free_at[PL_N_STREAMS] = {0};
-  double *event_t = g_new0(double, p->n_events + 1);
-  GArray *spans[PL_N_STREAMS] = {g_array_new(FALSE, FALSE, sizeof(span)),
-                                 g_array_new(FALSE, FALSE, sizeof(span))};
+/* Union length of a list of spans (sorted by start, possibly overlapping). */
+static double union_s(GArray *a) {
+  double tot = 0, lo = 0, hi = -1;
+  for (guint i = 0; i < a->len; i++) {
+    const span *x = &g_array_index(a, span, i);
+    if (x->start > hi) {
+      if (hi > lo) tot += hi - lo;
+      lo = x->start;
+      hi = x->end;
+    } else if (x->end > hi) {
+      hi = x->end;
+    }
+  }
+  if (hi > lo) tot += hi - lo;
+  return tot;
+}
+
+static int span_cmp(gconstpointer a, gconstpointer b) {
+  const span *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
+}
+
+/* Merges overlapping spans in place (sorted by start). */
+static void merge_spans(GArray *a) {
+  g_array_sort(a, span_cmp);
+  guint n = 0;
+  for (guint i = 0; i < a->len; i++) {
+    span x = g_array_index(a, span, i);
+    if (n && x.start <= g_array_index(a, span, n - 1).end) {
+      span *last = &g_array_index(a, span, n - 1);
+      if (x.end > last->end) last->end = x.end;
+    } else {
+      g_array_index(a, span, n++) = x;
+    }
+  }
+  g_array_set_size(a, n);
+}
+
+typedef struct {
+  const pl_rank_plan *plan;
+  int rank;
+  int next[PL_N_STREAMS];  /* index of the next op of each stream */
+  double free_at[PL_N_STREAMS];
+  double *event_t;          /* NAN until recorded */
+  GArray *spans[PL_N_STREAMS];
+  rank_eval ev;
+} rank_run;
+
+/* Arrival times of point-to-point messages, keyed "src:dst:tag". */
+typedef struct {
+  GHashTable *arrival; /* -> double* */
+  GHashTable *link_free;
+} p2p_state;
+
+static double *msg_slot(GHashTable *h, int src, int dst, int tag, gboolean create) {
+  char key[48];
+  g_snprintf(key, sizeof key, "%d:%d:%d", src, dst, tag);
+  double *v = g_hash_table_lookup(h, key);
+  if (!v && create) {
+    v = g_new(double, 1);
+    *v = NAN;
+    g_hash_table_insert(h, g_strdup(key), v);
+  }
+  return v;
+}
+
+/* Next op of `stream` on rank `r`, or -1. */
+static int next_op(const rank_run *r, int stream) {
+  for (int i = r->next[stream]; i < r->plan->n_ops; i++)
+    if (r->plan->ops[i].stream == stream) return i;
+  return -1;
+}
+
+/* Runs every op that can run now on rank `rr`; returns how many ran. */
+static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_cache *gc,
+                   p2p_state *ps, const plat *pl, GError **err) {
+  int ran = 0;
+  for (int s = 0; s < PL_N_STREAMS; s++) {
+    for (;;) {
+      int i = next_op(rr, s);
+      if (i < 0) {
+        rr->next[s] = rr->plan->n_ops;
+        break;
+      }
+      const pl_op *op = &rr->plan->ops[i];
+      double start = rr->free_at[s];
+      if (op->wait_event >= 0) {
+        double t = rr->event_t[op->wait_event];
+        if (isnan(t)) break;
+        if (t > start) start = t;
+      }
+      double end = start, busy_from = start;
+      if (op->kind == PL_KERNEL) {
+        kt_origin o;
+        end = start + kt_kernel_s(ks, op, &o);
+        rr->ev.compute += end - start;
+        rr->ev.phase[op->phase] += end - start;
+        rr->ev.kernels++;
+      } else if (op->kind == PL_COLL) {
+        const cm_group *g = group_get(gc, op->group, rr->rank, err);
+        if (!g) return -1;
+        const char *algo = cm_algo(op->coll, c->coll, op->bytes, g);
+        double d = cm_coll_s(op->coll, algo, op->bytes, g);
+        end = start + d;
+        rr->ev.comm += d;
+        add_coll(rr->ev.colls, op, algo, d, cm_coll_wire_bytes(op->coll, algo, op->bytes, g));
+      } else if (op->kind == PL_SEND) {
+        plat_route_info route;
+        if (!plat_route(pl, rr->rank, op->peer, &route, err)) return -1;
+        double *lf = msg_slot(ps->link_free, rr->rank, op->peer, 0, TRUE);
+        double go = isnan(*lf) || *lf < start ? start : *lf;
+        double xfer = op->bytes / route.bottleneck_bps;
+        *lf = go + xfer;
+        *msg_slot(ps->arrival, rr->rank, op->peer, op->tag, TRUE) = go + route.latency_s + xfer;
+        add_coll(rr->ev.colls, op, "p2p", route.latency_s + xfer, op->bytes);
+        rr->ev.comm += route.latency_s + xfer;
+      } else if (op->kind == PL_RECV) {
+        double *arr = msg_slot(ps->arrival, op->peer, rr->rank, op->tag, FALSE);
+        if (!arr || isnan(*arr)) break;
+        plat_route_info route;
+        if (!plat_route(pl, op->peer, rr->rank, &route, err)) return -1;
+        double xfer = route.latency_s + op->bytes / route.bottleneck_bps;
+        end = *arr > start ? *arr : start;
+        /* the transfer is communication; waiting for the sender to get there is bubble */
+        busy_from = MAX(start, end - xfer);
+      }
+      rr->free_at[s] = end;
+      if (op->record_event >= 0) rr->event_t[op->record_event] = end;
+      if (end > busy_from) {
+        span sp = {busy_from, end};
+        g_array_append_val(rr->spans[s], sp);
+      }
+      if (end > rr->ev.T) rr->ev.T = end;
+      rr->next[s] = i + 1;
+      ran++;
+    }
+  }
+  return ran;
+}
+
+/* Evaluates the ranks of one pipeline together (messages between stages), each rank's
+ * collectives on its own (members are assumed to arrive together). */
+static gboolean eval_pipeline(const wl_model *m, const cfg_run *c, const double *layer_t,
+                              const int *ranks, int n, const kt_source *ks, group_cache *gc,
+                              const plat *pl, rank_eval *out, GError **err) {
+  rank_run *rr = g_new0(rank_run, n);
+  p2p_state ps = {g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
+                  g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
   gboolean ok = TRUE;
-  memset(ev, 0, sizeof *ev);
-  ev->colls = g_array_new(FALSE, FALSE, sizeof(res_coll));
-  for (int i = 0; i < p->n_ops; i++) {
-    const pl_op *op = &p->ops[i];
-    double start = free_at[op->stream];
-    if (op->wait_event >= 0 && event_t[op->wait_event] > start) start = event_t[op->wait_event];
-    double dur = 0;
-    if (op->kind == PL_KERNEL) {
-      dur = gs_roofline_s(gs, c->precision, op->gemm_like, op->flops, op->mem_bytes);
-      ev->compute += dur;
-      ev->phase[op->phase] += dur;
-      ev->kernels++;
-    } else if (op->kind == PL_COLL) {
-      const cm_group *g = group_get(gc, op->group, rank, err);
-      if (!g) {
+  for (int k = 0; k < n && ok; k++) {
+    pl_rank_plan *p = pl_build(m, c, layer_t, ranks[k], err);
+    if (!p) {
+      ok = FALSE;
+      break;
+    }
+    rr[k].plan = p;
+    rr[k].rank = ranks[k];
+    rr[k].event_t = g_new(double, p->n_events + 1);
+    for (int e = 0; e <= p->n_events; e++) rr[k].event_t[e] = NAN;
+    for (int s = 0; s < PL_N_STREAMS; s++) rr[k].spans[s] = g_array_new(FALSE, FALSE, sizeof(span));
+    rr[k].ev.colls = g_array_new(FALSE, FALSE, sizeof(res_coll));
+    rr[k].ev.mem = p->mem;
+  }
+  for (gboolean busy = ok; busy && ok;) {
+    int ran = 0;
+    for (int k = 0; k < n; k++) {
+      int r = advance(&rr[k], c, ks, gc, &ps, pl, err);
+      if (r < 0) {
         ok = FALSE;
         break;
       }
-      const char *algo = cm_algo(op->coll, c->coll, op->bytes, g);
-      dur = cm_coll_s(op->coll, algo, op->bytes, g);
-      ev->comm += dur;
-      add_coll(ev->colls, op, algo, dur, cm_coll_wire_bytes(op->coll, algo, op->bytes, g));
+      ran += r;
     }
-    double end = start + dur;
-    free_at[op->stream] = end;
-    if (op->record_event >= 0) event_t[op->record_event] = end;
-    if (dur > 0) {
-      span s = {start, end};
-      g_array_append_val(spans[op->stream], s);
+    busy = FALSE;
+    for (int k = 0; k < n && ok; k++)
+      for (int s = 0; s < PL_N_STREAMS; s++) busy |= next_op(&rr[k], s) >= 0;
+    if (ok && busy && !ran) {
+      g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "closed form: the op lists of ranks %d..%d "
+                  "wait for each other (planner bug)", ranks[0], ranks[n - 1]);
+      ok = FALSE;
     }
-    if (end > ev->T) ev->T = end;
   }
-  if (ok) ev->overlap = overlap_s(spans[PL_STREAM_COMPUTE], spans[PL_STREAM_COMM]);
-  g_array_free(spans[0], TRUE);
-  g_array_free(spans[1], TRUE);
-  g_free(event_t);
+  for (int k = 0; k < n; k++) {
+    if (ok) {
+      rank_eval *ev = &rr[k].ev;
+      merge_spans(rr[k].spans[PL_STREAM_COMM]);
+      ev->overlap = overlap_s(rr[k].spans[PL_STREAM_COMPUTE], rr[k].spans[PL_STREAM_COMM]);
+      ev->exposed = union_s(rr[k].spans[PL_STREAM_COMM]) - ev->overlap;
+      out[k] = *ev;
+    } else if (rr[k].ev.colls) {
+      g_array_free(rr[k].ev.colls, TRUE);
+    }
+    for (int s = 0; s < PL_N_STREAMS; s++)
+      if (rr[k].spans[s]) g_array_free(rr[k].spans[s], TRUE);
+    g_free(rr[k].event_t);
+    pl_rank_plan_free((pl_rank_plan *)rr[k].plan);
+  }
+  g_hash_table_destroy(ps.arrival);
+  g_hash_table_destroy(ps.link_free);
+  g_free(rr);
   return ok;
 }
 
@@ -149,56 +312,64 @@ gboolean an_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
   const gs_spec *gs = platform_gpu(pl, err);
   if (!gs) return FALSE;
   gint64 t0 = g_get_monotonic_time();
+  kt_source ks = {gs, c->precision, m};
+  double *layer_t = kt_layer_times(&ks, c);
   group_cache gc = {pl, c, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
                     g_new(int, c->gpus)};
   gboolean ok = TRUE;
   rank_eval worst = {0};
   worst.T = -1;
-  pl_memory mem = {0};
   double worst_peak = -1;
-  for (int rank = 0; rank < c->gpus && ok; rank++) {
-    pl_rank_plan *p = pl_build(m, c, rank, err);
-    if (!p) {
-      ok = FALSE;
-      break;
-    }
-    rank_eval ev;
-    ok = eval_rank(p, c, rank, gs, &gc, &ev, err);
-    if (ok) {
-      res_rank rr = {rank, ev.T, ev.compute, ev.comm};
-      g_array_append_val(r->rank_rows, rr);
-      if (ev.T > worst.T) {
-        if (worst.colls) g_array_free(worst.colls, TRUE);
-        worst = ev;
-        r->slowest_rank = rank;
-      } else {
-        g_array_free(ev.colls, TRUE);
+  int *ranks = g_new(int, c->pp);
+  rank_eval *evs = g_new0(rank_eval, c->pp);
+  for (int dp_i = 0; dp_i < c->dp && ok; dp_i++)
+    for (int tp_i = 0; tp_i < c->tp && ok; tp_i++) {
+      for (int s = 0; s < c->pp; s++) ranks[s] = (s * c->dp + dp_i) * c->tp + tp_i;
+      if (!eval_pipeline(m, c, layer_t, ranks, c->pp, &ks, &gc, pl, evs, err)) {
+        ok = FALSE;
+        break;
       }
-      double peak = p->mem.params + p->mem.grads + p->mem.optimizer + p->mem.activations;
-      if (peak > worst_peak) {
-        worst_peak = peak;
-        mem = p->mem;
+      for (int s = 0; s < c->pp; s++) {
+        rank_eval *ev = &evs[s];
+        double peak = ev->mem.params + ev->mem.grads + ev->mem.optimizer + ev->mem.activations;
+        res_rank rr = {ranks[s], ev->T, ev->compute, ev->comm, peak, ev->mem.activations};
+        g_array_append_val(r->rank_rows, rr);
+        if (peak > worst_peak) {
+          worst_peak = peak;
+          r->mem = ev->mem;
+        }
+        /* the slowest rank; among ranks that finish together, the busiest one */
+        gboolean tie = fabs(ev->T - worst.T) <= 1e-9 * worst.T;
+        if ((!tie && ev->T > worst.T) || (tie && ev->compute > worst.compute)) {
+          if (worst.colls) g_array_free(worst.colls, TRUE);
+          worst = *ev;
+          r->slowest_rank = ranks[s];
+        } else {
+          g_array_free(ev->colls, TRUE);
+        }
       }
-    } else if (ev.colls) {
-      g_array_free(ev.colls, TRUE);
     }
-    pl_rank_plan_free(p);
-  }
+  g_free(ranks);
+  g_free(evs);
+  g_free(layer_t);
   if (ok) {
+    /* rows in rank order */
+    g_array_sort(r->rank_rows, rank_row_cmp);
     r->iteration_time_s = worst.T;
     r->compute_s = worst.compute;
     r->comm_s = worst.comm;
     memcpy(r->phase_compute_s, worst.phase, sizeof worst.phase);
     r->overlapped_comm_s = worst.overlap;
-    r->exposed_comm_s = worst.comm - worst.overlap;
-    r->bubble_s = 0;
-    r->idle_s = worst.T - worst.compute - r->exposed_comm_s;
-    if (r->idle_s < 0) r->idle_s = 0; /* rounding */
+    r->exposed_comm_s = worst.exposed;
+    double rest = worst.T - worst.compute - worst.exposed;
+    if (rest < 0) rest = 0; /* rounding */
+    /* with a pipeline, the compute stream's waits for other stages are the bubble */
+    r->bubble_s = c->pp > 1 ? rest : 0;
+    r->idle_s = c->pp > 1 ? 0 : rest;
     g_array_append_vals(r->colls, worst.colls->data, worst.colls->len);
     r->comm_bytes_per_gpu = 0;
     for (guint i = 0; i < worst.colls->len; i++)
       r->comm_bytes_per_gpu += g_array_index(worst.colls, res_coll, i).wire_bytes;
-    r->mem = mem;
     r->peak_mem_bytes = worst_peak;
     r->gpu_mem_bytes = gs->mem_bytes;
     const plat_host *h = plat_host_at(pl, 0);

@@ -8,5 +8,7 @@ int cmd_run(int argc, char **argv);
 int cmd_workload(int argc, char **argv);
 int cmd_platform(int argc, char **argv);
 int cmd_coll(int argc, char **argv);
+int cmd_kbench(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
 
 #endif

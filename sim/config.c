@@ -64,6 +64,7 @@ void cfg_release(cfg_run *c) {
   g_free(c->kernels);
   g_free(c->out);
   g_free(c->trace);
+  g_free(c->pp_balance);
   memset(c, 0, sizeof *c);
 }
 
@@ -146,6 +147,11 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
     return FALSE;
   }
   if (!c->microbatches) c->microbatches = c->pp > 1 ? c->pp : 1;
+  if (c->n_pp_balance && c->n_pp_balance != c->pp) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--pp-balance: %d stage sizes for --pp %d",
+                c->n_pp_balance, c->pp);
+    return FALSE;
+  }
   if (c->batch == 0) c->batch = default_batch;
   if (c->batch < 1) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--batch: expected a positive number of samples, got %ld",
@@ -174,7 +180,7 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
 
 typedef struct {
   char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
-      *coll, *kernels, *out, *trace;
+      *coll, *kernels, *out, *trace, *pp_balance;
   double bucket_mb;
   int gpus;
   gint64 batch;
@@ -194,6 +200,7 @@ static void raw_release(raw_opts *r) {
   g_free(r->kernels);
   g_free(r->out);
   g_free(r->trace);
+  g_free(r->pp_balance);
 }
 
 static void set_str(char **dst, char *src) {
@@ -229,6 +236,8 @@ gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err) {
       {"schedule", 0, 0, G_OPTION_ARG_STRING, &r.schedule, "pipeline schedule (default gpipe)",
        "gpipe|1f1b"},
       {"microbatches", 0, 0, G_OPTION_ARG_INT, &c->microbatches, "pipeline micro-batches", "M"},
+      {"pp-balance", 0, 0, G_OPTION_ARG_STRING, &r.pp_balance,
+       "layers per pipeline stage (default: balanced by predicted time)", "N,N,..."},
       {"precision", 0, 0, G_OPTION_ARG_STRING, &r.precision,
        "compute precision (default fp32; fp16/bf16 = mixed precision)", "fp32|tf32|fp16|bf16"},
       {"recompute", 0, 0, G_OPTION_ARG_NONE, &c->recompute,
@@ -303,6 +312,27 @@ gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err) {
     goto out;
   }
   if (r.grid && !cfg_grid_parse(c, r.grid, err)) goto out;
+  if (r.pp_balance) {
+    char **parts = g_strsplit(r.pp_balance, ",", -1);
+    int n = (int)g_strv_length(parts);
+    g_free(c->pp_balance);
+    c->pp_balance = g_new0(int, n > 0 ? n : 1);
+    c->n_pp_balance = n;
+    gboolean good = n > 0;
+    for (int i = 0; i < n && good; i++) {
+      char *end = NULL;
+      long v = strtol(parts[i], &end, 10);
+      good = end != parts[i] && *end == '\0' && v >= 1 && v <= 1 << 20;
+      c->pp_balance[i] = (int)v;
+    }
+    g_strfreev(parts);
+    if (!good) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--pp-balance: expected positive layer counts separated by commas, got '%s'",
+                  r.pp_balance);
+      goto out;
+    }
+  }
   if (r.grid_layers) {
     if (strcmp(r.grid_layers, "fc") == 0) c->grid_fc_only = TRUE;
     else if (strcmp(r.grid_layers, "all") != 0) {
@@ -347,6 +377,12 @@ char **cfg_to_args(const cfg_run *c) {
   ARG("--tp-style", "%s", cfg_tp_style_name(c->tp_style));
   ARG("--schedule", "%s", cfg_schedule_name(c->schedule));
   ARG("--microbatches", "%d", c->microbatches);
+  if (c->n_pp_balance) {
+    GString *s = g_string_new(NULL);
+    for (int i = 0; i < c->n_pp_balance; i++) g_string_append_printf(s, "%s%d", i ? "," : "", c->pp_balance[i]);
+    ARG("--pp-balance", "%s", s->str);
+    g_string_free(s, TRUE);
+  }
   ARG("--precision", "%s", gs_precision_name(c->precision));
   if (c->coll) ARG("--coll", "%s", c->coll);
   if (c->kernels) ARG("--kernels", "%s", c->kernels);

@@ -47,6 +47,8 @@ typedef struct {
   cfg_tp_style tp_style;
   cfg_schedule schedule;
   int microbatches;    /* m; 0 = not given (1, or pp for a pipeline) */
+  int *pp_balance;     /* --pp-balance: layers per stage (owned), NULL = balance by time */
+  int n_pp_balance;
   gs_precision precision;
   gboolean recompute;
   char *coll;          /* collective algorithm family, NULL = what NCCL would choose */

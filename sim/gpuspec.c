@@ -1,6 +1,8 @@
 /* gpuspec.c — spec sheets and the roofline estimate. Figures are dense (no 2:4 sparsity). */
 #include "gpuspec.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const gs_spec specs[] = {
@@ -21,8 +23,72 @@ static const gs_spec specs[] = {
 
 static const gs_spec *const all[] = {&specs[0], &specs[1], &specs[2], &specs[3], NULL};
 
+/* The local CPU, read from /proc/cpuinfo and /proc/meminfo at run time. Peak FP32 assumes AVX2
+ * with two 256-bit FMA units per core: 2 units x 8 lanes x 2 FLOP = 32 FLOP/cycle/core (Intel
+ * optimisation manual, Haswell and later; AMD Zen 2 and later), times the clock cpuinfo reports
+ * and the online cores. The CPU has no tensor cores: every precision gets the FP32 peak. Memory
+ * bandwidth is an assumption, not a measurement: 10 GB/s per core, capped at 100 GB/s (a
+ * virtual machine's share of DDR4; kernels/README.md). */
+#define GS_CPU_FLOP_PER_CYCLE 32.0
+#define GS_CPU_BW_PER_CORE 10e9
+static gs_spec cpu_spec;
+static char cpu_full_name[160];
+static char cpu_source[400];
+
+static gpointer cpu_spec_init(gpointer unused) {
+  (void)unused;
+  double mhz = 0;
+  long cores = g_get_num_processors();
+  char model[128] = "unknown CPU";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f) {
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+      char *colon = strchr(line, ':');
+      if (!colon) continue;
+      if (g_str_has_prefix(line, "model name") && strcmp(model, "unknown CPU") == 0) {
+        g_strlcpy(model, g_strstrip(colon + 1), sizeof model);
+      } else if (g_str_has_prefix(line, "cpu MHz") && mhz == 0) {
+        mhz = g_ascii_strtod(colon + 1, NULL);
+      }
+    }
+    fclose(f);
+  }
+  if (mhz <= 0) mhz = 2000; /* cpuinfo without a clock: assume 2 GHz */
+  double mem = 0;
+  f = fopen("/proc/meminfo", "r");
+  if (f) {
+    char line[256];
+    while (fgets(line, sizeof line, f))
+      if (g_str_has_prefix(line, "MemTotal:")) mem = g_ascii_strtod(line + 9, NULL) * 1024;
+    fclose(f);
+  }
+  double peak = GS_CPU_FLOP_PER_CYCLE * mhz * 1e6 * cores;
+  double bw = GS_CPU_BW_PER_CORE * cores;
+  if (bw > 100e9) bw = 100e9;
+  g_snprintf(cpu_full_name, sizeof cpu_full_name, "%s (%ld cores)", model, cores);
+  g_snprintf(cpu_source, sizeof cpu_source,
+             "/proc/cpuinfo: %ld cores at %.0f MHz; assumed AVX2 FMA 32 FP32 FLOP/cycle/core "
+             "(= %.1f GFLOP/s), assumed 10 GB/s memory bandwidth per core", cores, mhz,
+             peak / 1e9);
+  cpu_spec.name = "cpu";
+  cpu_spec.full_name = cpu_full_name;
+  for (int i = 0; i < GS_N_PRECISIONS; i++) cpu_spec.peak_flops[i] = peak;
+  cpu_spec.mem_bw_bps = bw;
+  cpu_spec.mem_bytes = mem > 0 ? mem : 8e9;
+  cpu_spec.source = cpu_source;
+  return NULL;
+}
+
+const gs_spec *gs_local_cpu(void) {
+  static GOnce once = G_ONCE_INIT;
+  g_once(&once, cpu_spec_init, NULL);
+  return &cpu_spec;
+}
+
 const gs_spec *gs_find(const char *name) {
   if (!name) return NULL;
+  if (g_ascii_strcasecmp(name, "cpu") == 0) return gs_local_cpu();
   for (size_t i = 0; i < G_N_ELEMENTS(specs); i++)
     if (g_ascii_strcasecmp(name, specs[i].name) == 0) return &specs[i];
   return NULL;

@@ -37,7 +37,11 @@ typedef struct {
 
 /* The spec sheet named `name` (case-insensitive), or NULL. Borrowed, static. */
 const gs_spec *gs_find(const char *name);
-/* All known sheets, NULL-terminated. */
+/* The sheet of the machine dlsim runs on ("cpu"; gs_find("cpu") returns it too): model and
+ * cores from /proc/cpuinfo, peak and bandwidth from the documented assumptions in gpuspec.c
+ * (its `source` field says which). Borrowed, static; thread-safe. */
+const gs_spec *gs_local_cpu(void);
+/* All known GPU sheets, NULL-terminated. */
 const gs_spec *const *gs_all(void);
 
 const char *gs_precision_name(gs_precision p);

@@ -13,8 +13,8 @@ typedef struct {
 
 static const command commands[] = {
     {"run", "simulate (default), or run for real, or evaluate the closed-form model", cmd_run},
-    {"sweep", "run many configurations into one CSV/JSONL", NULL},
-    {"kbench", "measure kernel times on this machine's device into a kernel database", NULL},
+    {"sweep", "run many configurations into one CSV/JSONL", cmd_sweep},
+    {"kbench", "measure kernel times on this machine's device into a kernel database", cmd_kbench},
     {"platform", "write a SimGrid platform file for a cluster of DGX-like nodes", cmd_platform},
     {"validate", "run real and simulated flavours of the same configurations, print the error",
      NULL},

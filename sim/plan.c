@@ -1,5 +1,6 @@
-/* plan.c — per-rank op lists for data parallelism (DDP buckets) and Gholami et al.'s integrated
- * model × batch grid (1.5D algorithm). Strategies that have not landed are refused by name.
+/* plan.c — per-rank op lists: data parallelism (DDP buckets), Gholami et al.'s integrated
+ * model × batch grid (1.5D algorithm), Megatron-style tensor parallelism, and pipelines (GPipe,
+ * 1F1B) combined with any of them. Strategies that have not landed are refused by name.
  *
  * Data parallel (tp = pp = 1, no --grid): forward kernels; backward kernels in reverse layer
  * order; each weighted layer's gradient joins the current bucket; a bucket that reaches its cap
@@ -18,9 +19,25 @@
  * the first linear layer are batch-parallel over all P (gradients all-reduced over all P per
  * layer) and the activations are redistributed to the grid before it (Eq. 6: an all-gather of
  * d × B/Pc inside the Pr group).
+ *
+ * Megatron tensor parallelism (Shoeybi et al. 2019, §3; tp with --tp-style megatron): a linear
+ * layer marked "column" keeps 1/tp of its output features, one marked "row" 1/tp of its input
+ * features; the layers between a pair (attention heads, GELU) work on 1/tp. Forward: one
+ * all-reduce of the row layer's output (g); backward: one all-reduce of the column layer's input
+ * gradient (f). The token embedding is vocabulary-parallel (forward all-reduce of its output) and
+ * an output layer tied to it column-parallel over the vocabulary; other layers are replicated.
+ *
+ * Pipelines (pp > 1): the layers are cut into pp contiguous stages (pl_partition) and every
+ * micro-batch's activations (forward) and their gradients (backward) move between neighbouring
+ * stages as point-to-point messages. GPipe runs all m forwards, then all backwards (in reverse
+ * micro-batch order, as torchgpipe); 1F1B (PipeDream-Flush, Narayanan et al. 2021) runs
+ * pp − stage − 1 warm-up forwards, then alternates one forward and one backward, then drains.
+ * Gradients are synchronised during the last micro-batch's backward. With m > 1 and pp = 1 the
+ * micro-batches are gradient accumulation.
  */
 #include "plan.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "dl_common.h"
@@ -66,6 +83,10 @@ int pl_group_members(const cfg_run *c, pl_group g, int rank, int *members) {
   case PL_GRP_PP:
     for (int i = 0; i < c->pp; i++) members[n++] = rank_of(c, dp_i, tp_i, i);
     break;
+  case PL_GRP_EMBED: /* first and last stage of the rank's pipeline (tied embeddings) */
+    members[n++] = rank_of(c, dp_i, tp_i, 0);
+    if (c->pp > 1) members[n++] = rank_of(c, dp_i, tp_i, c->pp - 1);
+    break;
   case PL_N_GROUPS:
     break;
   }
@@ -95,12 +116,24 @@ static pl_op *push(builder *b, pl_op_kind kind, int stream, pl_phase phase, int 
   op.wait_event = -1;
   op.record_event = -1;
   op.peer = -1;
+  op.microbatch = -1;
   g_array_append_val(b->ops, op);
   return &g_array_index(b->ops, pl_op, b->ops->len - 1);
 }
 
+/* The event recorded when the last compute op completes (created if needed). */
+static int last_compute_event(builder *b) {
+  for (guint i = b->ops->len; i-- > 0;) {
+    pl_op *op = &g_array_index(b->ops, pl_op, i);
+    if (op->stream != PL_STREAM_COMPUTE) continue;
+    if (op->record_event < 0) op->record_event = b->n_events++;
+    return op->record_event;
+  }
+  return -1;
+}
+
 static pl_op *kernel(builder *b, pl_phase phase, int layer, const char *kname, gboolean gemm_like,
-                     double flops, double mem_bytes, int64_t samples, int split) {
+                     double flops, double mem_bytes, int64_t samples, int split, int *pending) {
   pl_op *op = push(b, PL_KERNEL, PL_STREAM_COMPUTE, phase, layer);
   g_strlcpy(op->kname, kname, sizeof op->kname);
   op->gemm_like = gemm_like;
@@ -108,22 +141,16 @@ static pl_op *kernel(builder *b, pl_phase phase, int layer, const char *kname, g
   op->mem_bytes = mem_bytes;
   op->samples = samples;
   op->split = split;
+  op->wait_event = *pending;
+  *pending = -1;
   return op;
 }
 
-/* A collective on the communication stream after the last compute op. If `blocking`, the next
- * compute op waits for it (activations the next layer needs); otherwise it overlaps. */
-static void coll(builder *b, pl_phase phase, int layer, coll_op cop, pl_group g,
-                 pl_purpose why, double bytes, gboolean blocking, int *pending_wait) {
-  int ev = b->n_events++;
-  /* the compute op just pushed records `ev` when it completes */
-  pl_op *last = &g_array_index(b->ops, pl_op, b->ops->len - 1);
-  if (last->stream == PL_STREAM_COMPUTE && last->record_event < 0) {
-    last->record_event = ev;
-  } else {
-    b->n_events--;
-    ev = last->record_event;
-  }
+/* A collective on the communication stream once the last compute op is done. If `blocking`, the
+ * next compute op waits for it (activations the next layer needs); otherwise it overlaps. */
+static void coll(builder *b, pl_phase phase, int layer, coll_op cop, pl_group g, pl_purpose why,
+                 double bytes, gboolean blocking, int *pending) {
+  int ev = last_compute_event(b);
   pl_op *op = push(b, PL_COLL, PL_STREAM_COMM, phase, layer);
   op->wait_event = ev;
   op->coll = cop;
@@ -131,7 +158,26 @@ static void coll(builder *b, pl_phase phase, int layer, coll_op cop, pl_group g,
   op->purpose = why;
   op->bytes = bytes;
   op->record_event = b->n_events++;
-  if (blocking) *pending_wait = op->record_event;
+  if (blocking) *pending = op->record_event;
+}
+
+/* Point-to-point: a send leaves once the last compute op is done and never blocks compute; the
+ * next compute op waits for a receive. */
+static void p2p(builder *b, pl_op_kind kind, pl_phase phase, int layer, int peer, int mb, int grad,
+                double bytes, int *pending) {
+  int ev = kind == PL_SEND ? last_compute_event(b) : -1;
+  pl_op *op = push(b, kind, PL_STREAM_COMM, phase, layer);
+  op->wait_event = ev;
+  op->group = PL_GRP_PP;
+  op->purpose = grad ? PL_WHY_ACT_GRAD : PL_WHY_ACT;
+  op->peer = peer;
+  op->tag = mb * 2 + grad;
+  op->microbatch = mb;
+  op->bytes = bytes;
+  if (kind == PL_RECV) {
+    op->record_event = b->n_events++;
+    *pending = op->record_event;
+  }
 }
 
 static gboolean gemm_like_kind(wl_layer_kind k) {
@@ -140,44 +186,28 @@ static gboolean gemm_like_kind(wl_layer_kind k) {
 
 static int64_t in_elems(const wl_layer *l) { return l->in.c * l->in.h * l->in.w; }
 
-static gboolean refuse(const cfg_run *c, const wl_model *m, GError **err) {
-  const char *what = NULL;
-  if (c->pp > 1) what = "--pp (pipeline parallelism)";
-  else if (c->ep > 1) what = "--ep (expert parallelism)";
-  else if (c->domain_conv) what = "--domain conv (domain parallelism)";
-  else if (c->tp > 1 && c->tp_style == CFG_TP_MEGATRON) what = "--tp-style megatron";
-  if (what) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: not built yet; this version plans data "
-                "parallelism and Gholami's Pr x Pc grid (--grid or --tp with --tp-style gholami)",
-                what);
-    return TRUE;
-  }
-  for (int i = 0; i < m->n_layers && c->tp > 1; i++) {
-    wl_layer_kind k = m->layers[i].kind;
-    if (k == WL_ATTENTION || k == WL_MOE || k == WL_EMBEDDING) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                  "--tp %d: %s: layer '%s' (%s) cannot be split Gholami-style; use --tp-style "
-                  "megatron for transformers", c->tp, m->path, m->layers[i].name,
-                  wl_layer_kind_name(k));
-      return TRUE;
-    }
-  }
-  return FALSE;
-}
+/* How one layer is split and which collectives it needs, for this configuration. */
+typedef struct {
+  int split;            /* compute and weights divided this many ways */
+  int64_t samples;      /* samples of one micro-batch on this rank */
+  pl_group grad_group;  /* gradient all-reduce group (dp, or world before an fc-only grid) */
+  int grad_degree;      /* its size */
+  coll_op fwd_coll;     /* collective after the forward kernel, or COLL_OP_COUNT for none */
+  pl_purpose fwd_why;
+  double fwd_bytes;
+  coll_op bwd_coll;     /* collective after the backward kernel, or COLL_OP_COUNT */
+  pl_purpose bwd_why;
+  double bwd_bytes;
+  gboolean redistribute;/* Eq. 6 all-gather before the layer */
+  double redist_bytes;
+  gboolean replicated_stash; /* its saved input is the whole (replicated) activation */
+} layer_role;
 
-pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **err) {
-  if (rank < 0 || rank >= c->gpus) {
-    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "pl_build: rank %d out of range", rank);
-    return NULL;
-  }
-  if (refuse(c, m, err)) return NULL;
-
-  const int P = c->gpus, Pr = c->tp, Pc = c->dp;
-  const gboolean grid = c->tp > 1 || c->grid_pr > 0; /* Gholami per-layer collectives */
+static void roles(const wl_model *m, const cfg_run *c, layer_role *r) {
+  const int P = c->gpus, Pr = c->tp, Pc = c->dp, mb = c->microbatches;
+  const gboolean megatron = c->tp > 1 && c->tp_style == CFG_TP_MEGATRON;
+  const gboolean grid = !megatron && (c->tp > 1 || c->grid_pr > 0);
   const double dt = gs_precision_bytes(c->precision);
-  const double gb = pl_grad_bytes(c);
-  const int64_t b_grid = c->batch / Pc; /* samples per grid column */
-  /* first layer on the grid: with --grid-layers fc, the first linear layer; else layer 0 */
   int first_grid = 0;
   if (grid && c->grid_fc_only) {
     first_grid = m->n_layers;
@@ -186,96 +216,353 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **e
         first_grid = i;
         break;
       }
-    if (c->batch % P) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                  "--batch %ld: --grid-layers fc runs the convolutions batch-parallel over all "
-                  "%d GPUs; use a multiple of %d", c->batch, P, P);
-      return NULL;
+  }
+  const int64_t mbs = c->batch / Pc / mb;
+  gboolean in_pair = FALSE; /* between a Megatron column layer and its row partner */
+  for (int i = 0; i < m->n_layers; i++) {
+    const wl_layer *l = &m->layers[i];
+    layer_role *x = &r[i];
+    memset(x, 0, sizeof *x);
+    x->split = 1;
+    x->samples = mbs;
+    x->grad_group = PL_GRP_DP;
+    x->grad_degree = Pc;
+    x->fwd_coll = x->bwd_coll = COLL_OP_COUNT;
+    if (grid) {
+      gboolean on_grid = i >= first_grid;
+      if (!on_grid) {
+        x->samples = c->batch / P / mb;
+        x->grad_group = PL_GRP_WORLD;
+        x->grad_degree = P;
+        continue;
+      }
+      x->split = Pr;
+      if (i == first_grid && first_grid > 0 && Pr > 1) {
+        x->redistribute = TRUE;
+        x->redist_bytes = (double)in_elems(l) * mbs * dt;
+      }
+      if (Pr > 1 && (l->kind == WL_CONV2D || l->kind == WL_LINEAR)) {
+        x->fwd_coll = COLL_ALLGATHER;
+        x->fwd_why = PL_WHY_FWD_GATHER;
+        x->fwd_bytes = (double)l->out_elems * mbs * dt;
+        x->replicated_stash = TRUE;
+        if (l->inputs[0] >= 0 || l->n_inputs > 1) {
+          x->bwd_coll = COLL_ALLREDUCE;
+          x->bwd_why = PL_WHY_BWD_DX;
+          x->bwd_bytes = (double)in_elems(l) * mbs * dt;
+        }
+      }
+    } else if (megatron) {
+      gboolean vocab_out = l->kind == WL_LINEAR && (l->tied_to >= 0 || (m->vocab > 0 && l->out.c == m->vocab));
+      if (l->kind == WL_LINEAR && (l->tp_role == WL_TP_COLUMN || vocab_out)) {
+        x->split = Pr;
+        x->replicated_stash = TRUE;
+        x->bwd_coll = COLL_ALLREDUCE; /* f: sum the partial input gradients */
+        x->bwd_why = PL_WHY_BWD_DX;
+        x->bwd_bytes = (double)in_elems(l) * mbs * dt;
+        in_pair = l->tp_role == WL_TP_COLUMN;
+      } else if (l->kind == WL_LINEAR && l->tp_role == WL_TP_ROW) {
+        x->split = Pr;
+        x->fwd_coll = COLL_ALLREDUCE; /* g: sum the partial outputs */
+        x->fwd_why = PL_WHY_FWD_REDUCE;
+        x->fwd_bytes = (double)l->out_elems * mbs * dt;
+        in_pair = FALSE;
+      } else if (in_pair) {
+        x->split = Pr; /* attention heads, GELU, dropout of the pair's hidden part */
+      } else if (l->kind == WL_EMBEDDING && l->vocab > 0 && l->vocab == m->vocab) {
+        x->split = Pr; /* vocabulary-parallel rows; the partial lookups are summed */
+        x->fwd_coll = COLL_ALLREDUCE;
+        x->fwd_why = PL_WHY_FWD_REDUCE;
+        x->fwd_bytes = (double)l->out_elems * mbs * dt;
+      }
     }
   }
+}
+
+static gboolean refuse(const cfg_run *c, const wl_model *m, GError **err) {
+  const char *what = NULL;
+  if (c->ep > 1) what = "--ep (expert parallelism)";
+  else if (c->domain_conv) what = "--domain conv (domain parallelism)";
+  if (what) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: not built yet; this version plans data, "
+                "tensor (Gholami grid or Megatron) and pipeline parallelism", what);
+    return TRUE;
+  }
+  const gboolean megatron = c->tp > 1 && c->tp_style == CFG_TP_MEGATRON;
+  for (int i = 0; i < m->n_layers && c->tp > 1; i++) {
+    wl_layer_kind k = m->layers[i].kind;
+    if (!megatron && (k == WL_ATTENTION || k == WL_MOE || k == WL_EMBEDDING)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--tp %d: %s: layer '%s' (%s) cannot be split Gholami-style; use --tp-style "
+                  "megatron for transformers", c->tp, m->path, m->layers[i].name,
+                  wl_layer_kind_name(k));
+      return TRUE;
+    }
+    if (megatron && (k == WL_CONV2D || k == WL_MOE)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--tp-style megatron: %s: layer '%s' (%s) has no Megatron split; use --tp-style "
+                  "gholami (or --grid) for convolutional networks", m->path, m->layers[i].name,
+                  wl_layer_kind_name(k));
+      return TRUE;
+    }
+  }
+  if (c->grid_fc_only && c->batch % c->gpus) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--batch %ld: --grid-layers fc runs the convolutions batch-parallel over all "
+                "%d GPUs; use a multiple of %d", c->batch, c->gpus, c->gpus);
+    return TRUE;
+  }
+  if (c->grid_fc_only && c->batch % ((long)c->gpus * c->microbatches)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--microbatches %d: --grid-layers fc needs --batch divisible by GPUs x "
+                "micro-batches", c->microbatches);
+    return TRUE;
+  }
+  return FALSE;
+}
+
+/* ---- pipeline partition ------------------------------------------------------------------- */
+
+gboolean pl_partition(const wl_model *m, const cfg_run *c, const double *layer_time_s,
+                      int *stage_first, GError **err) {
+  const int n = m->n_layers, pp = c->pp;
+  /* units: maximal runs of one residual block, or single layers outside blocks */
+  int *unit_first = g_new(int, n + 1), nu = 0;
+  for (int i = 0; i < n; i++)
+    if (i == 0 || m->layers[i].block < 0 || m->layers[i].block != m->layers[i - 1].block)
+      unit_first[nu++] = i;
+  unit_first[nu] = n;
+  gboolean ok = TRUE;
+  if (c->n_pp_balance) {
+    int at = 0;
+    for (int s = 0; s < pp; s++) {
+      stage_first[s] = at;
+      at += c->pp_balance[s];
+    }
+    stage_first[pp] = n;
+    if (at != n) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--pp-balance: the stage sizes add up to %d "
+                  "layers; %s has %d", at, m->name, n);
+      ok = FALSE;
+    }
+    for (int s = 1; s < pp && ok; s++) {
+      int f = stage_first[s];
+      if (f < n && m->layers[f].block >= 0 && m->layers[f].block == m->layers[f - 1].block) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--pp-balance: stage %d would start inside "
+                    "residual block '%s' (at layer '%s'); blocks stay whole", s,
+                    m->block_names[m->layers[f].block], m->layers[f].name);
+        ok = FALSE;
+      }
+    }
+    g_free(unit_first);
+    return ok;
+  }
+  if (nu < pp) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--pp %d: %s has only %d pipeline units (residual "
+                "blocks and layers outside blocks); use --pp %d or less", pp, m->name, nu, nu);
+    g_free(unit_first);
+    return FALSE;
+  }
+  double *pre = g_new0(double, nu + 1); /* prefix sums of unit costs */
+  for (int u = 0; u < nu; u++) {
+    double cost = 0;
+    for (int i = unit_first[u]; i < unit_first[u + 1]; i++)
+      cost += layer_time_s ? layer_time_s[i] : m->layers[i].fwd_flops + m->layers[i].bwd_flops;
+    pre[u + 1] = pre[u] + cost;
+  }
+  /* best[s][u]: smallest possible largest stage cost cutting units [0, u) into s stages */
+  double *best = g_new(double, (size_t)(pp + 1) * (nu + 1));
+  int *cut = g_new(int, (size_t)(pp + 1) * (nu + 1));
+#define B(s, u) best[(size_t)(s) * (nu + 1) + (u)]
+#define C(s, u) cut[(size_t)(s) * (nu + 1) + (u)]
+  for (int u = 0; u <= nu; u++) B(1, u) = pre[u], C(1, u) = 0;
+  for (int s = 2; s <= pp; s++)
+    for (int u = s; u <= nu; u++) {
+      B(s, u) = INFINITY;
+      for (int k = s - 1; k < u; k++) {
+        double v = MAX(B(s - 1, k), pre[u] - pre[k]);
+        if (v < B(s, u) * (1 - 1e-12)) B(s, u) = v, C(s, u) = k;
+      }
+    }
+  int u = nu;
+  for (int s = pp; s >= 1; s--) {
+    int k = s > 1 ? C(s, u) : 0;
+    stage_first[s - 1] = unit_first[k];
+    u = k;
+  }
+  stage_first[pp] = n;
+#undef B
+#undef C
+  g_free(best);
+  g_free(cut);
+  g_free(pre);
+  g_free(unit_first);
+  return TRUE;
+}
+
+/* ---- the schedule of one stage -------------------------------------------------------------- */
+
+typedef struct {
+  gboolean fwd;
+  int mb;
+} step;
+
+/* Writes the stage's sequence of forward/backward micro-batch steps (2m entries). */
+static void schedule(const cfg_run *c, int stage, step *out) {
+  const int m = c->microbatches, pp = c->pp;
+  int n = 0;
+  if (c->schedule == CFG_SCHED_1F1B && pp > 1) {
+    int warm = MIN(pp - stage - 1, m), f = 0, b = 0;
+    for (; f < warm; f++) out[n++] = (step){TRUE, f};
+    while (f < m) {
+      out[n++] = (step){TRUE, f++};
+      out[n++] = (step){FALSE, b++};
+    }
+    while (b < m) out[n++] = (step){FALSE, b++};
+  } else {
+    for (int f = 0; f < m; f++) out[n++] = (step){TRUE, f};
+    for (int b = m - 1; b >= 0; b--) out[n++] = (step){FALSE, b};
+  }
+}
+
+pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
+                       GError **err) {
+  if (rank < 0 || rank >= c->gpus) {
+    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "pl_build: rank %d out of range", rank);
+    return NULL;
+  }
+  if (refuse(c, m, err)) return NULL;
+  int dp_i, tp_i, pp_i;
+  pl_coords(c, rank, &dp_i, &tp_i, &pp_i);
+  int *stage_first = g_new(int, c->pp + 1);
+  if (!pl_partition(m, c, layer_time_s, stage_first, err)) {
+    g_free(stage_first);
+    return NULL;
+  }
+  const int l0 = stage_first[pp_i], l1 = stage_first[pp_i + 1];
+  g_free(stage_first);
+  /* every input of the stage comes from inside it, or from the previous stage's last layer */
+  for (int i = l0; i < l1; i++)
+    for (int k = 0; k < m->layers[i].n_inputs; k++) {
+      int src = m->layers[i].inputs[k];
+      if (src >= l0 || (src == l0 - 1 && l0 > 0) || (src < 0 && l0 == 0)) continue;
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--pp %d: layer '%s' (stage %d) reads '%s' from an earlier stage; only the "
+                  "previous stage's output crosses a stage boundary", c->pp, m->layers[i].name,
+                  pp_i, src < 0 ? "input" : m->layers[src].name);
+      return NULL;
+    }
+
+  const double dt = gs_precision_bytes(c->precision);
+  const double gb = pl_grad_bytes(c);
+  const gboolean bucketed = !(c->tp > 1 && c->tp_style == CFG_TP_GHOLAMI) && c->grid_pr == 0;
+  layer_role *role = g_new(layer_role, m->n_layers);
+  roles(m, c, role);
+  const int prev = pp_i > 0 ? rank - c->tp * c->dp : -1;
+  const int next = pp_i < c->pp - 1 ? rank + c->tp * c->dp : -1;
 
   builder b = {g_array_new(FALSE, FALSE, sizeof(pl_op)), 0};
   pl_rank_plan *p = g_new0(pl_rank_plan, 1);
-  int pending = -1; /* event the next compute op must wait for */
-  double act_bytes = 0;
-  int64_t local_params = 0;
-
-  /* ---- forward ---- */
-  for (int i = 0; i < m->n_layers; i++) {
-    const wl_layer *l = &m->layers[i];
-    gboolean on_grid = grid && i >= first_grid;
-    int64_t samples = on_grid ? b_grid : (grid ? c->batch / P : c->batch / Pc);
-    double split = (on_grid && Pr > 1) ? Pr : 1.0;
-    if (on_grid && i == first_grid && first_grid > 0 && Pr > 1) {
-      /* Eq. 6: batch-parallel activations -> grid layout (all-gather of the layer input). */
-      coll(&b, PL_PH_FWD, i, COLL_ALLGATHER, PL_GRP_TP, PL_WHY_REDIST,
-           (double)in_elems(l) * b_grid * dt, TRUE, &pending);
+  p->stage = pp_i;
+  p->first_layer = l0;
+  p->end_layer = l1;
+  int pending = -1;
+  const int nsteps = 2 * c->microbatches;
+  step *steps = g_new(step, nsteps);
+  schedule(c, pp_i, steps);
+  int inflight = 0;
+  for (int st = 0; st < nsteps; st++) {
+    const int mb = steps[st].mb;
+    const gboolean last_mb = steps[st].fwd ? FALSE : (c->schedule == CFG_SCHED_1F1B && c->pp > 1
+                                                          ? mb == c->microbatches - 1
+                                                          : mb == 0);
+    if (steps[st].fwd) {
+      inflight++;
+      if (inflight > p->max_stash) p->max_stash = inflight;
+      if (prev >= 0) {
+        const wl_layer *in = &m->layers[l0 - 1];
+        p2p(&b, PL_RECV, PL_PH_FWD, l0, prev, mb, 0,
+            (double)in->out_elems * role[l0 - 1].samples * dt, &pending);
+      }
+      for (int i = l0; i < l1; i++) {
+        const wl_layer *l = &m->layers[i];
+        const layer_role *x = &role[i];
+        if (x->redistribute)
+          coll(&b, PL_PH_FWD, i, COLL_ALLGATHER, PL_GRP_TP, PL_WHY_REDIST, x->redist_bytes, TRUE,
+               &pending);
+        char kn[40];
+        g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
+        double mem = ((double)in_elems(l) * x->samples + (double)l->out_elems * x->samples / x->split +
+                      (double)l->params / x->split) * dt;
+        pl_op *k = kernel(&b, PL_PH_FWD, i, kn, gemm_like_kind(l->kind),
+                          l->fwd_flops * x->samples / x->split, mem, x->samples, x->split, &pending);
+        k->microbatch = mb;
+        if (x->fwd_coll != COLL_OP_COUNT)
+          coll(&b, PL_PH_FWD, i, x->fwd_coll, PL_GRP_TP, x->fwd_why, x->fwd_bytes, TRUE, &pending);
+      }
+      if (next >= 0)
+        p2p(&b, PL_SEND, PL_PH_FWD, l1 - 1, next, mb, 0,
+            (double)m->layers[l1 - 1].out_elems * role[l1 - 1].samples * dt, &pending);
+      continue;
     }
-    char kn[40];
-    g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
-    double mem = ((double)in_elems(l) * samples + (double)l->out_elems * samples / split +
-                  (double)l->params / split) * dt;
-    pl_op *k = kernel(&b, PL_PH_FWD, i, kn, gemm_like_kind(l->kind),
-                      l->fwd_flops * samples / split, mem, samples, (int)split);
-    k->wait_event = pending;
-    pending = -1;
-    gboolean split_weights = on_grid && Pr > 1 && (l->kind == WL_CONV2D || l->kind == WL_LINEAR);
-    if (split_weights)
-      coll(&b, PL_PH_FWD, i, COLL_ALLGATHER, PL_GRP_TP, PL_WHY_FWD_GATHER,
-           (double)l->out_elems * b_grid * dt, TRUE, &pending);
-    local_params += (int64_t)(l->params / split);
-    double saved = (double)l->saved_elems * samples;
-    /* inputs of split conv/linear layers are replicated in the Pr group; other stashes split */
-    act_bytes += (split_weights ? saved : saved / split) * dt;
-  }
-
-  /* ---- backward ---- */
-  const double first_cap = DDP_FIRST_BUCKET_BYTES;
-  double bucket = 0, cap = first_cap;
-  for (int i = m->n_layers - 1; i >= 0; i--) {
-    const wl_layer *l = &m->layers[i];
-    gboolean on_grid = grid && i >= first_grid;
-    int64_t samples = on_grid ? b_grid : (grid ? c->batch / P : c->batch / Pc);
-    double split = (on_grid && Pr > 1) ? Pr : 1.0;
-    char kn[40];
-    g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
-    double flops = l->bwd_flops * samples / split;
-    if (c->recompute) flops += l->fwd_flops * samples / split; /* re-run forward */
-    double mem = 2.0 * ((double)in_elems(l) * samples + (double)l->out_elems * samples / split +
-                        (double)l->params / split) * dt;
-    pl_op *k = kernel(&b, PL_PH_BWD, i, kn, gemm_like_kind(l->kind), flops, mem, samples,
-                      (int)split);
-    k->wait_event = pending;
-    pending = -1;
-    gboolean split_weights = on_grid && Pr > 1 && (l->kind == WL_CONV2D || l->kind == WL_LINEAR);
-    gboolean needs_dx = l->inputs[0] >= 0 || l->n_inputs > 1;
-    if (split_weights && needs_dx)
-      coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_TP, PL_WHY_BWD_DX,
-           (double)in_elems(l) * b_grid * dt, TRUE, &pending);
-    if (!l->weighted || l->params == 0) continue;
-    double gbytes = (double)l->params / split * gb;
-    if (grid) {
-      /* one all-reduce per layer (Gholami Eq. 4/8): over Pc on the grid, over all P before it */
-      pl_group g = on_grid ? PL_GRP_DP : PL_GRP_WORLD;
-      if ((g == PL_GRP_DP && Pc > 1) || (g == PL_GRP_WORLD && P > 1))
-        coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, g, PL_WHY_GRAD, gbytes, FALSE, &pending);
-    } else if (Pc > 1) {
+    inflight--;
+    if (next >= 0)
+      p2p(&b, PL_RECV, PL_PH_BWD, l1 - 1, next, mb, 1,
+          (double)m->layers[l1 - 1].out_elems * role[l1 - 1].samples * dt, &pending);
+    double bucket = 0, cap = 1024.0 * 1024.0; /* torch.distributed _DEFAULT_FIRST_BUCKET_BYTES */
+    for (int i = l1 - 1; i >= l0; i--) {
+      const wl_layer *l = &m->layers[i];
+      const layer_role *x = &role[i];
+      char kn[40];
+      g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
+      double flops = l->bwd_flops * x->samples / x->split;
+      if (c->recompute) flops += l->fwd_flops * x->samples / x->split; /* re-run forward */
+      double mem = 2.0 * ((double)in_elems(l) * x->samples + (double)l->out_elems * x->samples / x->split +
+                          (double)l->params / x->split) * dt;
+      pl_op *k = kernel(&b, PL_PH_BWD, i, kn, gemm_like_kind(l->kind), flops, mem, x->samples,
+                        x->split, &pending);
+      k->microbatch = mb;
+      if (x->bwd_coll != COLL_OP_COUNT)
+        coll(&b, PL_PH_BWD, i, x->bwd_coll, PL_GRP_TP, x->bwd_why, x->bwd_bytes, TRUE, &pending);
+      if (!last_mb || !l->weighted || l->params == 0 || x->grad_degree <= 1) continue;
+      double gbytes = (double)l->params / x->split * gb;
+      if (!bucketed) {
+        coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PL_WHY_GRAD, gbytes, FALSE, &pending);
+        continue;
+      }
       bucket += gbytes;
       if (bucket >= cap) {
-        coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_DP, PL_WHY_GRAD, bucket, FALSE, &pending);
+        coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PL_WHY_GRAD, bucket, FALSE, &pending);
         bucket = 0;
         cap = c->bucket_bytes;
       }
     }
+    if (last_mb && bucketed && bucket > 0)
+      coll(&b, PL_PH_BWD, -1, COLL_ALLREDUCE, PL_GRP_DP, PL_WHY_GRAD, bucket, FALSE, &pending);
+    if (prev >= 0)
+      p2p(&b, PL_SEND, PL_PH_BWD, l0, prev, mb, 1,
+          (double)m->layers[l0 - 1].out_elems * role[l0 - 1].samples * dt, &pending);
   }
-  if (!grid && Pc > 1 && bucket > 0)
-    coll(&b, PL_PH_BWD, -1, COLL_ALLREDUCE, PL_GRP_DP, PL_WHY_GRAD, bucket, FALSE, &pending);
+  g_free(steps);
 
-  /* ---- optimizer step: waits for the last gradient collective (the stream is in order) ---- */
+  /* tied weights whose layers sit on different stages: sum their gradients (first <-> last) */
+  int64_t local_params = 0;
+  for (int i = l0; i < l1; i++) local_params += m->layers[i].params / role[i].split;
+  for (int i = 0; i < m->n_layers; i++) {
+    int t = m->layers[i].tied_to;
+    if (t < 0 || c->pp == 1) continue;
+    gboolean here_i = i >= l0 && i < l1, here_t = t >= l0 && t < l1;
+    if (here_i == here_t) continue; /* both here, or neither */
+    if (here_i) local_params += m->layers[t].params / role[t].split; /* a copy of the weights */
+    coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_EMBED, PL_WHY_TIED,
+         (double)m->layers[t].params / role[t].split * gb, FALSE, &pending);
+  }
+
+  /* ---- optimizer step: waits for the last collective (the stream is in order) ---- */
   int last_comm = -1;
   for (guint i = 0; i < b.ops->len; i++) {
     pl_op *op = &g_array_index(b.ops, pl_op, i);
-    if (op->stream == PL_STREAM_COMM) last_comm = op->record_event;
+    if (op->stream == PL_STREAM_COMM && op->record_event >= 0) last_comm = op->record_event;
   }
   gboolean adam = m->optimizer == WL_OPT_ADAM;
   gboolean mixed = c->precision == GS_FP16 || c->precision == GS_BF16;
@@ -283,9 +570,9 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **e
    * writes w, m, v (about 10 FLOP); mixed precision also reads/writes the fp32 master copy. */
   double words = adam ? 7 : 5;
   double bytes_pp = words * 4 + (mixed ? 2 * 2 : 0);
-  pl_op *opt = kernel(&b, PL_PH_OPT, -1, adam ? "adam.step" : "sgd.step", FALSE,
-                      (double)local_params * (adam ? 10 : 3), (double)local_params * bytes_pp, 0, 1);
-  opt->wait_event = last_comm;
+  pending = last_comm;
+  kernel(&b, PL_PH_OPT, -1, adam ? "adam.step" : "sgd.step", FALSE,
+         (double)local_params * (adam ? 10 : 3), (double)local_params * bytes_pp, 0, 1, &pending);
 
   p->n_ops = (int)b.ops->len;
   p->ops = (pl_op *)g_array_free(b.ops, FALSE);
@@ -296,24 +583,24 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **e
   /* optimizer state: momentum (SGD) or two moments (Adam) in fp32, plus an fp32 master copy of
    * the weights in mixed precision (Micikevicius et al. 2018; ZeRO's 16 bytes/param for Adam). */
   p->mem.optimizer = (double)local_params * ((adam ? 8 : 4) + (mixed ? 4 : 0));
-  p->mem.activations = act_bytes;
-  if (c->recompute) {
-    /* full checkpointing: keep each block's input, recompute one block at a time */
-    double keep = 0, worst = 0, cur = 0;
-    int blk = -2;
-    for (int i = 0; i < m->n_layers; i++) {
-      const wl_layer *l = &m->layers[i];
-      int64_t samples = (grid && i >= first_grid) ? b_grid : c->batch / (grid ? P : Pc);
-      if (l->block < 0 || l->block != blk) {
-        keep += (double)in_elems(l) * samples * dt;
-        cur = 0;
-        blk = l->block < 0 ? -2 - i : l->block;
-      }
-      cur += (double)l->saved_elems * samples * dt;
-      if (cur > worst) worst = cur;
+  /* activations: what the stage keeps per micro-batch, times the micro-batches in flight */
+  double per_mb = 0, keep = 0, worst = 0, cur = 0;
+  int blk = -2;
+  for (int i = l0; i < l1; i++) {
+    const wl_layer *l = &m->layers[i];
+    const layer_role *x = &role[i];
+    double saved = (double)l->saved_elems * x->samples * dt;
+    per_mb += x->replicated_stash ? saved : saved / x->split;
+    if (l->block < 0 || l->block != blk) { /* recomputation keeps each block's input */
+      keep += (double)in_elems(l) * x->samples * dt;
+      cur = 0;
+      blk = l->block < 0 ? -2 - i : l->block;
     }
-    p->mem.activations = keep + worst;
+    cur += x->replicated_stash ? saved : saved / x->split;
+    if (cur > worst) worst = cur;
   }
+  p->mem.activations = c->recompute ? keep * p->max_stash + worst : per_mb * p->max_stash;
+  g_free(role);
   return p;
 }
 

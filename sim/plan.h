@@ -26,11 +26,13 @@
 /* Communicators. In Gholami's grid, tp is the Pr (model/domain) group: the ranks of one grid
  * column, which share a batch shard; dp is the Pc (batch) group: one grid row, same weights. */
 #define PL_GROUPS(X) X(PL_GRP_WORLD, "world") X(PL_GRP_DP, "dp") X(PL_GRP_TP, "tp") \
-  X(PL_GRP_PP, "pp") X(PL_GRP_EP, "ep")
+  X(PL_GRP_PP, "pp") X(PL_GRP_EP, "ep") X(PL_GRP_EMBED, "embed")
 /* Why a collective exists: lets results and tests attribute bytes to Gholami's terms. */
 #define PL_PURPOSES(X) X(PL_WHY_NONE, "none") X(PL_WHY_GRAD, "grad_sync") \
   X(PL_WHY_FWD_GATHER, "fwd_allgather") X(PL_WHY_BWD_DX, "bwd_dx_allreduce") \
-  X(PL_WHY_REDIST, "redistribute")
+  X(PL_WHY_REDIST, "redistribute") X(PL_WHY_FWD_REDUCE, "fwd_allreduce") \
+  X(PL_WHY_ACT, "activation") X(PL_WHY_ACT_GRAD, "activation_grad") \
+  X(PL_WHY_TIED, "tied_grad_sync")
 
 #define PL_ENUM(e, s) e,
 typedef enum { PL_OP_KINDS(PL_ENUM) PL_N_OP_KINDS } pl_op_kind;
@@ -67,6 +69,8 @@ typedef struct {
   double bytes;        /* collective buffer size n (the result's size for allgather, the input's for
                           reduce-scatter), or message size for send/recv */
   int peer;            /* send/recv partner rank, -1 otherwise */
+  int tag;             /* send/recv: micro-batch · 2 + (0 activation, 1 its gradient) */
+  int microbatch;      /* micro-batch the op belongs to, -1 for none */
 } pl_op;
 
 typedef struct {
@@ -77,6 +81,10 @@ typedef struct {
 } pl_memory;
 
 typedef struct {
+  int stage;           /* pipeline stage of the rank */
+  int first_layer;     /* the stage's layers: [first_layer, end_layer) */
+  int end_layer;
+  int max_stash;       /* most micro-batches whose activations are kept at once */
   pl_op *ops;          /* owned */
   int n_ops;
   int n_events;        /* events are numbered 0..n_events-1 */
@@ -85,9 +93,18 @@ typedef struct {
 } pl_rank_plan;
 
 /* Builds rank `rank`'s op list for one training iteration. The configuration must have passed
- * cfg_resolve(). DL_ERR_INPUT when the combination is not supported (the message names the option).
- * Returns a newly allocated plan (pl_rank_plan_free). */
-pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, int rank, GError **err);
+ * cfg_resolve(). `layer_time_s` (may be NULL: FLOPs are used instead) gives each layer's forward
+ * plus backward time per sample; pipeline stages are balanced with it. DL_ERR_INPUT when the
+ * combination is not supported (the message names the option). Returns a newly allocated plan
+ * (pl_rank_plan_free). */
+pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
+                       GError **err);
+
+/* The pipeline partition: stage_first[s] is the first layer of stage s, stage_first[pp] =
+ * n_layers. Residual blocks stay whole; stages minimise the largest stage cost (or follow
+ * --pp-balance). DL_ERR_INPUT when the model cannot be cut into pp stages. */
+gboolean pl_partition(const wl_model *m, const cfg_run *c, const double *layer_time_s,
+                      int *stage_first, GError **err);
 void pl_rank_plan_free(pl_rank_plan *p);
 
 /* Coordinates of a rank and the members of its groups (rank-ordered). `members` must hold

@@ -130,6 +130,8 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
     cJSON_AddNumberToObject(o, "iteration_time_s", x->iteration_time_s);
     cJSON_AddNumberToObject(o, "compute_s", x->compute_s);
     cJSON_AddNumberToObject(o, "comm_s", x->comm_s);
+    cJSON_AddNumberToObject(o, "peak_memory_bytes", x->peak_mem_bytes);
+    cJSON_AddNumberToObject(o, "activation_bytes", x->activation_bytes);
     cJSON_AddItemToArray(rk, o);
   }
   if (r->grid_search && r->grid_search->len) {

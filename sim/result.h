@@ -28,6 +28,8 @@ typedef struct {
 typedef struct {
   int rank;
   double iteration_time_s, compute_s, comm_s;
+  double peak_mem_bytes;    /* params + grads + optimizer + activations of this rank */
+  double activation_bytes;  /* activations stashed for backward (pipeline stash included) */
 } res_rank;
 
 typedef struct {

@@ -19,7 +19,7 @@ static const char *intern_algo(const char *name) {
   return g_intern_string(name ? name : "?");
 }
 
-static gboolean read_exchange(const char *path, res_result *r, GError **err) {
+static gboolean read_exchange(const char *path, const cfg_run *cfg, res_result *r, GError **err) {
   gsize len;
   char *txt = dl_read_file(path, &len, err);
   if (!txt) return FALSE;
@@ -35,14 +35,19 @@ static gboolean read_exchange(const char *path, res_result *r, GError **err) {
   r->overlapped_comm_s = num(root, "overlapped_comm_s");
   r->bubble_s = num(root, "bubble_s");
   r->exposed_comm_s = r->comm_s - r->overlapped_comm_s;
-  r->idle_s = r->iteration_time_s - r->compute_s - r->exposed_comm_s - r->bubble_s;
-  if (r->idle_s < 0) r->idle_s = 0;
+  double rest = r->iteration_time_s - r->compute_s - r->exposed_comm_s;
+  if (rest < 0) rest = 0; /* rounding */
+  /* with a pipeline, the compute stream's waits for other stages are the bubble */
+  r->bubble_s = cfg->pp > 1 ? rest : 0;
+  r->idle_s = cfg->pp > 1 ? 0 : rest;
   r->slowest_rank = (int)num(root, "slowest_rank");
   const cJSON *ph = cJSON_GetObjectItemCaseSensitive(root, "phase_s");
   for (int i = 0; i < PL_N_PHASES; i++) r->phase_compute_s[i] = num(ph, pl_phase_name((pl_phase)i));
   r->kdb_estimated = (int)num(root, "kernels");
   g_array_set_size(r->colls, 0);
-  g_array_set_size(r->rank_rows, 0);
+  /* memory per rank stays the planner's (kept from the closed form's rows, in rank order) */
+  GArray *mem_rows = r->rank_rows;
+  r->rank_rows = g_array_new(FALSE, FALSE, sizeof(res_rank));
   r->comm_bytes_per_gpu = 0;
   const cJSON *x;
   cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(root, "colls")) {
@@ -66,9 +71,15 @@ static gboolean read_exchange(const char *path, res_result *r, GError **err) {
   }
   cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(root, "ranks")) {
     res_rank rr = {(int)num(x, "rank"), num(x, "iteration_time_s"), num(x, "compute_s"),
-                   num(x, "comm_s")};
+                   num(x, "comm_s"), 0, 0};
+    if (rr.rank >= 0 && (guint)rr.rank < mem_rows->len) {
+      const res_rank *mr = &g_array_index(mem_rows, res_rank, rr.rank);
+      rr.peak_mem_bytes = mr->peak_mem_bytes;
+      rr.activation_bytes = mr->activation_bytes;
+    }
     g_array_append_val(r->rank_rows, rr);
   }
+  g_array_free(mem_rows, TRUE);
   cJSON_Delete(root);
   return TRUE;
 }
@@ -93,7 +104,7 @@ gboolean sr_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
   for (int i = 0; i < c->gpus; i++) hosts[i] = plat_host_at(pl, i)->id;
   gint64 t0 = g_get_monotonic_time();
   if (launch_smpi(plat_path(pl), c->gpus, hosts, (const char *const *)argv->pdata, NULL, NULL, err) &&
-      read_exchange(result, r, err)) {
+      read_exchange(result, c, r, err)) {
     r->wall_s = (g_get_monotonic_time() - t0) / 1e6;
     r->ranks = c->gpus;
     ok = TRUE;

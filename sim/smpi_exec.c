@@ -28,6 +28,7 @@
 #include "config.h"
 #include "dl_common.h"
 #include "gpuspec.h"
+#include "ktime.h"
 #include "plan.h"
 #include "smpi_exec.h"
 #include "workload.h"
@@ -63,7 +64,10 @@ static struct {
   cfg_run cfg;
   wl_model *model;
   const gs_spec *gpu;
+  kt_source kt;       /* kernel durations */
+  double *layer_t;    /* per-layer times that pipeline stages are balanced with */
   int *node_of;       /* node index of each rank's host */
+  GHashTable *sent;   /* "src:dst:iter:tag" -> simulated time the send was posted (double*) */
   ex_out *out;        /* per rank */
 } shared;
 
@@ -91,9 +95,7 @@ static void add_span(ex_out *o, int stream, double start, double end, int op, in
   g_array_append_val(o->spans[stream], s);
 }
 
-static double kernel_s(const pl_op *op) {
-  return gs_roofline_s(shared.gpu, shared.cfg.precision, op->gemm_like, op->flops, op->mem_bytes);
-}
+static double kernel_s(const pl_op *op) { return kt_kernel_s(&shared.kt, op, NULL); }
 
 /* The compute stream: an actor beside the rank on the same host. */
 static void gpu_actor(int argc, char **argv) {
@@ -136,6 +138,9 @@ static void load_shared(int argc, char **argv) {
                                    sg_host_get_name(sg_host_self()), gpu ? gpu : "");
     return;
   }
+  shared.kt = (kt_source){shared.gpu, shared.cfg.precision, shared.model};
+  shared.layer_t = kt_layer_times(&shared.kt, &shared.cfg);
+  shared.sent = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   shared.node_of = g_new0(int, shared.cfg.gpus);
   shared.out = g_new0(ex_out, shared.cfg.gpus);
 }
@@ -175,8 +180,12 @@ static void add_coll(GArray *rows, const pl_op *op, const char *algo, double t, 
 static char *write_result(int P, const char *result_path, const char *trace_path) {
   const cfg_run *c = &shared.cfg;
   int slow = 0;
-  for (int r = 1; r < P; r++)
-    if (shared.out[r].iteration_time_s > shared.out[slow].iteration_time_s) slow = r;
+  for (int r = 1; r < P; r++) {
+    /* the slowest rank; among ranks that finish together, the busiest one */
+    double t = shared.out[r].iteration_time_s, w = shared.out[slow].iteration_time_s;
+    gboolean tie = fabs(t - w) <= 1e-9 * w;
+    if ((!tie && t > w) || (tie && shared.out[r].compute_s > shared.out[slow].compute_s)) slow = r;
+  }
   const ex_out *o = &shared.out[slow];
   int steady = c->iters > 1 ? c->iters - 1 : 1;
   cJSON *root = cJSON_CreateObject();
@@ -285,7 +294,7 @@ int smpi_exec_main(int argc, char **argv) {
     return 2;
   }
   GError *e = NULL;
-  pl_rank_plan *plan = pl_build(shared.model, c, rank, &e);
+  pl_rank_plan *plan = pl_build(shared.model, c, shared.layer_t, rank, &e);
   if (!plan) {
     if (rank == 0) fprintf(stderr, "dlsim-smpi: %s\n", e->message);
     g_error_free(e);
@@ -299,7 +308,7 @@ int smpi_exec_main(int argc, char **argv) {
   MPI_Comm comm[PL_N_GROUPS];
   coll_topo topo[PL_N_GROUPS];
   int *members = g_new(int, P);
-  const int degree[PL_N_GROUPS] = {P, c->dp, c->tp, c->pp, 1};
+  const int degree[PL_N_GROUPS] = {P, c->dp, c->tp, c->pp, 1, c->pp > 1 ? 2 : 1};
   for (int g = 0; g < PL_N_GROUPS; g++) {
     comm[g] = MPI_COMM_NULL;
     int n = pl_group_members(c, (pl_group)g, rank, members);
@@ -339,13 +348,46 @@ int smpi_exec_main(int argc, char **argv) {
   sg_actor_start(gpu, gpu_actor, 0, NULL);
 
   int it0 = c->iters > 1 ? 1 : 0;
-  for (int it = 0; it < c->iters; it++)
+  /* point-to-point: every receive of an iteration is posted when the iteration starts, so a
+   * message moves as soon as its sender posts it; sends never block the stream */
+  int n_recv = 0, n_send = 0;
+  for (int i = 0; i < plan->n_ops; i++) {
+    n_recv += plan->ops[i].kind == PL_RECV;
+    n_send += plan->ops[i].kind == PL_SEND;
+  }
+  MPI_Request *rreq = g_new(MPI_Request, n_recv + 1), *sreq = g_new(MPI_Request, n_send + 1);
+  for (int it = 0; it < c->iters; it++) {
+    for (int i = 0, k = 0; i < plan->n_ops; i++)
+      if (plan->ops[i].kind == PL_RECV)
+        MPI_Irecv(recvbuf, (int)plan->ops[i].bytes, MPI_BYTE, plan->ops[i].peer, plan->ops[i].tag,
+                  MPI_COMM_WORLD, &rreq[k++]);
+    int ri = 0, si = 0;
     for (int i = 0; i < plan->n_ops; i++) {
       const pl_op *op = &plan->ops[i];
       if (op->stream != PL_STREAM_COMM) continue;
       event_wait(&gs, it, op->wait_event);
       double t0 = simgrid_get_clock();
-      if (op->kind == PL_COLL) {
+      if (op->kind == PL_SEND) {
+        char key[64];
+        g_snprintf(key, sizeof key, "%d:%d:%d:%d", rank, op->peer, it, op->tag);
+        double *v = g_new(double, 1);
+        *v = t0;
+        g_hash_table_replace(shared.sent, g_strdup(key), v);
+        MPI_Isend(sendbuf, (int)op->bytes, MPI_BYTE, op->peer, op->tag, MPI_COMM_WORLD, &sreq[si++]);
+        if (it >= it0) add_coll(o->colls, op, "p2p", 0, op->bytes);
+      } else if (op->kind == PL_RECV) {
+        MPI_Wait(&rreq[ri++], MPI_STATUS_IGNORE);
+        double t1 = simgrid_get_clock();
+        char key[64];
+        g_snprintf(key, sizeof key, "%d:%d:%d:%d", op->peer, rank, it, op->tag);
+        const double *posted = g_hash_table_lookup(shared.sent, key);
+        /* the transfer is communication; waiting for the sender to get there is bubble */
+        double from = posted && *posted > t0 ? *posted : t0;
+        if (t1 > from) add_span(o, PL_STREAM_COMM, from, t1, i, it);
+        if (it >= it0) add_coll(o->colls, op, "p2p", t1 > from ? t1 - from : 0, 0);
+        if (op->record_event >= 0) sg_sem_release(event_sem(&gs, it, op->record_event));
+        continue;
+      } else if (op->kind == PL_COLL) {
         int n = pl_group_members(c, op->group, rank, members);
         int nodes = 0;
         for (int k = 0; k < n; k++) {
@@ -364,9 +406,13 @@ int smpi_exec_main(int argc, char **argv) {
         if (it >= it0) add_coll(o->colls, op, a ? a->name : algo, t1 - t0,
                                 coll_wire_bytes(cop, algo, op->bytes, n, &topo[op->group]));
       }
-      add_span(o, PL_STREAM_COMM, t0, simgrid_get_clock(), i, it);
+      if (op->kind != PL_SEND) add_span(o, PL_STREAM_COMM, t0, simgrid_get_clock(), i, it);
       if (op->record_event >= 0) sg_sem_release(event_sem(&gs, it, op->record_event));
     }
+    MPI_Waitall(si, sreq, MPI_STATUSES_IGNORE);
+  }
+  g_free(rreq);
+  g_free(sreq);
   sg_actor_join(gpu, -1);
 
   /* per-iteration end = the last op of the iteration on either stream */

@@ -63,7 +63,7 @@ static void test_grid_volumes_eq8(void) {
   cfg_run c;
   config(&c, 4, 64, "2x2");
   for (int rank = 0; rank < 4; rank++) {
-    pl_rank_plan *p = pl_build(m, &c, rank, NULL);
+    pl_rank_plan *p = pl_build(m, &c, NULL, rank, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     const char *names[3] = {"fc1", "fc2", "fc3"};
     for (int i = 0; i < 3; i++) {
@@ -89,7 +89,7 @@ static void test_pure_model_and_batch(void) {
   wl_model *m = mlp();
   cfg_run c;
   config(&c, 4, 64, "4x1");
-  pl_rank_plan *p = pl_build(m, &c, 1, NULL);
+  pl_rank_plan *p = pl_build(m, &c, NULL, 1, NULL);
   int n;
   CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_GRAD, PL_GRP_DP, -1, &n), 0, 1e-9);
   CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_FWD_GATHER, PL_GRP_TP, -1, &n),
@@ -97,7 +97,7 @@ static void test_pure_model_and_batch(void) {
   pl_rank_plan_free(p);
   cfg_release(&c);
   config(&c, 4, 64, "1x4");
-  p = pl_build(m, &c, 3, NULL);
+  p = pl_build(m, &c, NULL, 3, NULL);
   CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_GRAD, PL_GRP_DP, -1, &n), (W[0] + W[1] + W[2]) * 4,
                          1e-9);
   CU_ASSERT_EQUAL(n, 3);
@@ -114,7 +114,7 @@ static void test_ddp_buckets(void) {
   wl_model *m = mlp();
   cfg_run c;
   config(&c, 4, 64, NULL);
-  pl_rank_plan *p = pl_build(m, &c, 0, NULL);
+  pl_rank_plan *p = pl_build(m, &c, NULL, 0, NULL);
   int n;
   double tot = sum_bytes(p, PL_WHY_GRAD, PL_GRP_DP, -1, &n);
   CU_ASSERT_DOUBLE_EQUAL(tot, (W[0] + W[1] + W[2]) * 4, 1e-9);

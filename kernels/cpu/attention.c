@@ -1,0 +1,149 @@
+/* attention.c — CPU twins of the sequence kernels: token/position embedding, the causal
+ * multi-head attention core (its two batched GEMMs plus a masked softmax, as in Vaswani et al.
+ * 2017, Eq. 1), and softmax cross-entropy. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+
+void kn_embedding_fwd_cpu(float *out, const int *tokens, const float *wte, const float *wpe,
+                          int N, int T, int C) {
+  for (int n = 0; n < N; n++)
+    for (int t = 0; t < T; t++) {
+      int id = tokens ? tokens[n * T + t] : t;
+      float *o = out + ((size_t)n * T + t) * C;
+      const float *e = wte + (size_t)id * C;
+      for (int c = 0; c < C; c++) o[c] = e[c] + (wpe ? wpe[(size_t)t * C + c] : 0.0f);
+    }
+}
+
+void kn_embedding_bwd_cpu(float *dwte, float *dwpe, const float *dout, const int *tokens, int N,
+                          int T, int C) {
+  for (int n = 0; n < N; n++)
+    for (int t = 0; t < T; t++) {
+      int id = tokens ? tokens[n * T + t] : t;
+      const float *d = dout + ((size_t)n * T + t) * C;
+      for (int c = 0; c < C; c++) {
+        dwte[(size_t)id * C + c] += d[c];
+        if (dwpe) dwpe[(size_t)t * C + c] += d[c];
+      }
+    }
+}
+
+size_t kn_attention_ws_floats(int N, int T, int C, int NH, int bwd) {
+  size_t X = (size_t)N * T * C;
+  return bwd ? 7 * X + (size_t)N * NH * T * T : 3 * X;
+}
+
+/* q, k, v (N,NH,T,hs) from qkv (N,T,3C). */
+static void split_heads(float *q, float *k, float *v, const float *qkv, int N, int T, int C,
+                        int NH) {
+  const int hs = C / NH;
+  for (int n = 0; n < N; n++)
+    for (int t = 0; t < T; t++)
+      for (int h = 0; h < NH; h++) {
+        const float *src = qkv + ((size_t)n * T + t) * 3 * C + h * hs;
+        size_t dst = (((size_t)n * NH + h) * T + t) * hs;
+        memcpy(q + dst, src, sizeof(float) * hs);
+        memcpy(k + dst, src + C, sizeof(float) * hs);
+        memcpy(v + dst, src + 2 * C, sizeof(float) * hs);
+      }
+}
+
+void kn_attention_fwd_cpu(float *out, float *att, float *ws, const float *qkv, int N, int T,
+                          int C, int NH, kn_math math) {
+  const int hs = C / NH;
+  const size_t X = (size_t)N * T * C;
+  float *q = ws, *k = ws + X, *v = ws + 2 * X;
+  split_heads(q, k, v, qkv, N, T, C, NH);
+  const float scale = 1.0f / sqrtf((float)hs);
+  /* scores (T,T) = q·kᵀ/√hs per (n, h) */
+  kn_gemm_batched_cpu(0, 1, T, T, hs, scale, q, (long)T * hs, k, (long)T * hs, 0.0f, att,
+                      (long)T * T, N * NH, math);
+  for (long r = 0; r < (long)N * NH * T; r++) {
+    float *row = att + r * T;
+    int t = (int)(r % T);
+    float mx = row[0];
+    for (int j = 1; j <= t; j++) mx = row[j] > mx ? row[j] : mx;
+    float sum = 0.0f;
+    for (int j = 0; j <= t; j++) {
+      row[j] = expf(row[j] - mx);
+      sum += row[j];
+    }
+    for (int j = 0; j <= t; j++) row[j] /= sum;
+    for (int j = t + 1; j < T; j++) row[j] = 0.0f; /* causal mask */
+  }
+  /* y (T,hs) = att·v, into q's space (head-major), then back to (N,T,C) */
+  kn_gemm_batched_cpu(0, 0, T, hs, T, 1.0f, att, (long)T * T, v, (long)T * hs, 0.0f, q,
+                      (long)T * hs, N * NH, math);
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < NH; h++)
+      for (int t = 0; t < T; t++)
+        memcpy(out + ((size_t)n * T + t) * C + h * hs, q + (((size_t)n * NH + h) * T + t) * hs,
+               sizeof(float) * hs);
+}
+
+void kn_attention_bwd_cpu(float *dqkv, float *ws, const float *dout, const float *qkv,
+                          const float *att, int N, int T, int C, int NH, kn_math math) {
+  const int hs = C / NH;
+  const size_t X = (size_t)N * T * C;
+  const long sh = (long)T * hs, sa = (long)T * T;
+  const int B = N * NH;
+  float *q = ws, *k = ws + X, *v = ws + 2 * X, *dq = ws + 3 * X, *dk = ws + 4 * X,
+        *dv = ws + 5 * X, *dy = ws + 6 * X, *datt = ws + 7 * X;
+  split_heads(q, k, v, qkv, N, T, C, NH);
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < NH; h++)
+      for (int t = 0; t < T; t++)
+        memcpy(dy + (((size_t)n * NH + h) * T + t) * hs, dout + ((size_t)n * T + t) * C + h * hs,
+               sizeof(float) * hs);
+  const float scale = 1.0f / sqrtf((float)hs);
+  kn_gemm_batched_cpu(0, 1, T, T, hs, 1.0f, dy, sh, v, sh, 0.0f, datt, sa, B, math); /* dy·vᵀ */
+  kn_gemm_batched_cpu(1, 0, T, hs, T, 1.0f, att, sa, dy, sh, 0.0f, dv, sh, B, math); /* attᵀ·dy */
+  for (long r = 0; r < (long)B * T; r++) { /* softmax backward, row by row */
+    const float *p = att + r * T;
+    float *d = datt + r * T;
+    float dot = 0.0f;
+    for (int j = 0; j < T; j++) dot += p[j] * d[j];
+    for (int j = 0; j < T; j++) d[j] = p[j] * (d[j] - dot);
+  }
+  kn_gemm_batched_cpu(0, 0, T, hs, T, scale, datt, sa, k, sh, 0.0f, dq, sh, B, math);
+  kn_gemm_batched_cpu(1, 0, T, hs, T, scale, datt, sa, q, sh, 0.0f, dk, sh, B, math);
+  for (int n = 0; n < N; n++)
+    for (int t = 0; t < T; t++)
+      for (int h = 0; h < NH; h++) {
+        float *dst = dqkv + ((size_t)n * T + t) * 3 * C + h * hs;
+        size_t src = (((size_t)n * NH + h) * T + t) * hs;
+        for (int d = 0; d < hs; d++) {
+          dst[d] += dq[src + d];
+          dst[C + d] += dk[src + d];
+          dst[2 * C + d] += dv[src + d];
+        }
+      }
+}
+
+float kn_softmax_ce_fwd_cpu(float *probs, const float *logits, const int *targets, int M, int V) {
+  double loss = 0.0;
+  for (int i = 0; i < M; i++) {
+    const float *z = logits + (size_t)i * V;
+    float *p = probs + (size_t)i * V;
+    float mx = z[0];
+    for (int j = 1; j < V; j++) mx = z[j] > mx ? z[j] : mx;
+    double sum = 0.0;
+    for (int j = 0; j < V; j++) {
+      p[j] = expf(z[j] - mx);
+      sum += p[j];
+    }
+    for (int j = 0; j < V; j++) p[j] = (float)(p[j] / sum);
+    loss += -(z[targets[i]] - mx - log(sum));
+  }
+  return (float)(loss / M);
+}
+
+void kn_softmax_ce_bwd_cpu(float *dlogits, const float *probs, const int *targets, int M, int V) {
+  const float inv = 1.0f / (float)M;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < V; j++)
+      dlogits[(size_t)i * V + j] +=
+          (probs[(size_t)i * V + j] - (j == targets[i] ? 1.0f : 0.0f)) * inv;
+}

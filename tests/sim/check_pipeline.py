@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""Pipeline schedules against the bubble formula, in closed form and in simulation.
+
+A perfectly balanced model (tests/sim/pipe-balanced.json: eight identical layers) on a platform
+whose links have no latency and 10^6 GB/s: with p stages and m micro-batches both GPipe and 1F1B
+idle each stage for (p-1) forward+backward slots out of m+p-1, so bubble / (iteration - optimizer)
+= (p-1)/(m+p-1) (Huang et al. 2019; Narayanan et al. 2021). Checked within 1%.
+Also, balanced: 1F1B takes the same time as GPipe; and on ResNet-18 with p = m = 8, stage s of 1F1B
+stashes p - s micro-batches where GPipe stashes m (Narayanan et al. 2021, §2.2): the same on stage 0,
+less everywhere else.
+Usage: check_pipeline.py DLSIM
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+failures = 0
+
+
+def check(what, ok, detail):
+    global failures
+    print(f"{'ok  ' if ok else 'FAIL'} {what}: {detail}")
+    failures += not ok
+
+
+def run(dlsim, d, *args):
+    out = os.path.join(d, "r.json")
+    subprocess.run([dlsim, "run", "--out", out, *args], check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        return json.load(f)
+
+
+def main(dlsim):
+    with tempfile.TemporaryDirectory() as d:
+        plat = os.path.join(d, "fast.xml")
+        subprocess.run([dlsim, "platform", "--preset", "star", "--nic-lat", "0", "--nic-bw",
+                        "1000000GBps", "--switch-lat", "0", "--out", plat], check=True)
+        model = os.path.join(HERE, "pipe-balanced.json")
+        for mode in ("analytic", "sim"):
+            for p, m in ((2, 4), (4, 8), (8, 8), (4, 16)):
+                times = {}
+                for sched in ("gpipe", "1f1b"):
+                    r = run(dlsim, d, "--mode", mode, "--workload", model, "--platform", plat,
+                            "--gpus", str(p), "--pp", str(p), "--microbatches", str(m),
+                            "--schedule", sched, "--batch", str(4 * m))
+                    t = r["iteration_time_s"] - r["compute_by_phase_s"]["optimizer"]
+                    got = r["breakdown_s"]["bubble"] / t
+                    want = (p - 1) / (m + p - 1)
+                    check(f"{mode} {sched} p={p} m={m}: bubble fraction", abs(got / want - 1) < 0.01,
+                          f"{got:.4f} vs (p-1)/(m+p-1) = {want:.4f}")
+                    times[sched] = r["iteration_time_s"]
+                check(f"{mode} p={p} m={m}: balanced stages, 1F1B as fast as GPipe",
+                      abs(times["1f1b"] / times["gpipe"] - 1) < 0.01,
+                      f"{times['1f1b'] * 1e6:.1f} us vs {times['gpipe'] * 1e6:.1f} us")
+        for mode in ("analytic", "sim"):
+            res = {}
+            for sched in ("gpipe", "1f1b"):
+                res[sched] = run(dlsim, d, "--mode", mode, "--workload", "resnet18-cifar100",
+                                 "--platform", "thetagpu", "--gpus", "8", "--pp", "8",
+                                 "--schedule", sched, "--microbatches", "8")
+            # GPipe stashes all m micro-batches on every stage; 1F1B at most p - stage
+            g, f = res["gpipe"], res["1f1b"]
+            ga = [x["activation_bytes"] for x in g["ranks"]]
+            fa = [x["activation_bytes"] for x in f["ranks"]]
+            check(f"{mode} resnet18 pp=8 m=8: 1F1B stage s stashes (8-s)/8 of GPipe's",
+                  all(abs(fa[s] - ga[s] * (8 - s) / 8) <= 1e-6 * ga[s] for s in range(8)),
+                  " ".join(f"{a / 1e6:.1f}/{b / 1e6:.1f}" for a, b in zip(fa, ga)) + " MB")
+            check(f"{mode} resnet18 pp=8 m=8: 1F1B's activations summed over GPUs are lower",
+                  sum(fa) < sum(ga), f"{sum(fa) / 1e9:.3f} GB vs {sum(ga) / 1e9:.3f} GB")
+            check(f"{mode} resnet18 pp=8 m=8: 1F1B's peak is not higher",
+                  f["memory_bytes_per_gpu"]["peak"] <= g["memory_bytes_per_gpu"]["peak"],
+                  f"{f['memory_bytes_per_gpu']['peak'] / 1e9:.3f} GB vs "
+                  f"{g['memory_bytes_per_gpu']['peak'] / 1e9:.3f} GB")
+    print(f"{'FAILED' if failures else 'PASSED'}: {failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
