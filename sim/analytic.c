@@ -58,7 +58,7 @@ typedef struct {
   double T, compute, comm, overlap, exposed;
   double phase[PL_N_PHASES];
   GArray *colls; /* res_coll */
-  int kernels;
+  int kernels[KDB_N_ORIGINS]; /* kernel ops by where their time came from */
   pl_memory mem;
 } rank_eval;
 
@@ -171,11 +171,11 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
       }
       double end = start, busy_from = start;
       if (op->kind == PL_KERNEL) {
-        kt_origin o;
+        kdb_origin o;
         end = start + kt_kernel_s(ks, op, &o);
         rr->ev.compute += end - start;
         rr->ev.phase[op->phase] += end - start;
-        rr->ev.kernels++;
+        rr->ev.kernels[o]++;
       } else if (op->kind == PL_COLL) {
         const cm_group *g = group_get(gc, op->group, rr->rank, err);
         if (!g) return -1;
@@ -312,7 +312,9 @@ gboolean an_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
   const gs_spec *gs = platform_gpu(pl, err);
   if (!gs) return FALSE;
   gint64 t0 = g_get_monotonic_time();
-  kt_source ks = {gs, c->precision, m};
+  kdb *db = NULL;
+  if (!kt_open_db(c->kernels, gs->name, &db, err)) return FALSE;
+  kt_source ks = {gs, c->precision, m, db};
   double *layer_t = kt_layer_times(&ks, c);
   group_cache gc = {pl, c, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
                     g_new(int, c->gpus)};
@@ -377,14 +379,17 @@ gboolean an_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
     r->fits_in_memory = worst_peak <= r->gpu_mem_bytes;
     r->gpu_model = gs->name;
     g_free(r->kdb_name);
-    r->kdb_name = g_strdup_printf("roofline:%s", gs->name);
-    r->kdb_estimated = worst.kernels;
+    r->kdb_name = db ? g_strdup(kdb_name(db)) : g_strdup_printf("roofline:%s", gs->name);
+    r->kdb_measured = worst.kernels[KDB_MEASURED];
+    r->kdb_interpolated = worst.kernels[KDB_INTERPOLATED];
+    r->kdb_estimated = worst.kernels[KDB_ESTIMATED];
     r->ranks = c->gpus;
     ok = an_gholami_comm_s(m, c, pl, &r->gholami_comm_s, err);
   }
   if (worst.colls) g_array_free(worst.colls, TRUE);
   g_hash_table_destroy(gc.groups);
   g_free(gc.members);
+  kdb_free(db);
   r->wall_s = (g_get_monotonic_time() - t0) / 1e6;
   return ok;
 }

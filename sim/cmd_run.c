@@ -50,12 +50,6 @@ int cmd_run(int argc, char **argv) {
 
   if (!cfg_parse_args(&c, &argc, &argv, &e)) goto out;
   if (!check_out_path("--out", c.out, &e) || !check_out_path("--trace", c.trace, &e)) goto out;
-  if (c.kernels) {
-    g_set_error(&e, DL_ERROR, DL_ERR_INPUT,
-                "--kernels %s: kernel databases are not built yet; the roofline of the platform "
-                "GPU's spec sheet is used when --kernels is left out", c.kernels);
-    goto out;
-  }
   m = wl_load(c.workload, &e);
   if (!m) goto out;
   if (!cfg_resolve(&c, (long)m->default_batch, &e)) goto out;

@@ -1,9 +1,10 @@
 /* ktime.c — kernel durations for the executors (see ktime.h). */
 #include "ktime.h"
 
-double kt_kernel_s(const kt_source *k, const pl_op *op, kt_origin *origin) {
-  if (origin) *origin = KT_ESTIMATED;
-  return gs_roofline_s(k->gpu, k->precision, op->gemm_like, op->flops, op->mem_bytes);
+#include "dl_common.h"
+
+double kt_kernel_s(const kt_source *k, const pl_op *op, kdb_origin *origin) {
+  return kdb_kernel_s(k->db, k->gpu, k->model, op, k->precision, origin);
 }
 
 double *kt_layer_times(const kt_source *k, const cfg_run *c) {
@@ -22,12 +23,30 @@ double *kt_layer_times(const kt_source *k, const cfg_run *c) {
     op.split = 1;
     double io = ((double)l->in.c * l->in.h * l->in.w + (double)l->out_elems) * mbs * dt +
                 (double)l->params * dt;
+    g_snprintf(op.kname, sizeof op.kname, "%s.fwd", wl_layer_kind_name(l->kind));
     op.flops = l->fwd_flops * mbs;
     op.mem_bytes = io;
     t[i] = kt_kernel_s(k, &op, NULL);
+    g_snprintf(op.kname, sizeof op.kname, "%s.bwd", wl_layer_kind_name(l->kind));
     op.flops = l->bwd_flops * mbs;
     op.mem_bytes = 2 * io;
     t[i] += kt_kernel_s(k, &op, NULL);
   }
   return t;
+}
+
+gboolean kt_open_db(const char *kernels, const char *gpu_model, kdb **db, GError **err) {
+  *db = NULL;
+  if (kernels) {
+    *db = kdb_load(kernels, err);
+    return *db != NULL;
+  }
+  if (!gpu_model || !*gpu_model) return TRUE;
+  char *file = g_strconcat(gpu_model, ".json", NULL);
+  char *path = g_build_filename(dl_datadir(), "kernels", "db", file, NULL);
+  gboolean ok = TRUE;
+  if (g_file_test(path, G_FILE_TEST_IS_REGULAR)) ok = (*db = kdb_load(path, err)) != NULL;
+  g_free(path);
+  g_free(file);
+  return ok;
 }

@@ -43,7 +43,6 @@ static gboolean read_exchange(const char *path, const cfg_run *cfg, res_result *
   r->slowest_rank = (int)num(root, "slowest_rank");
   const cJSON *ph = cJSON_GetObjectItemCaseSensitive(root, "phase_s");
   for (int i = 0; i < PL_N_PHASES; i++) r->phase_compute_s[i] = num(ph, pl_phase_name((pl_phase)i));
-  r->kdb_estimated = (int)num(root, "kernels");
   g_array_set_size(r->colls, 0);
   /* memory per rank stays the planner's (kept from the closed form's rows, in rank order) */
   GArray *mem_rows = r->rank_rows;

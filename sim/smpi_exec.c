@@ -138,7 +138,13 @@ static void load_shared(int argc, char **argv) {
                                    sg_host_get_name(sg_host_self()), gpu ? gpu : "");
     return;
   }
-  shared.kt = (kt_source){shared.gpu, shared.cfg.precision, shared.model};
+  kdb *db = NULL;
+  if (!kt_open_db(shared.cfg.kernels, shared.gpu->name, &db, &e)) {
+    shared.error = g_strdup(e->message);
+    g_error_free(e);
+    return;
+  }
+  shared.kt = (kt_source){shared.gpu, shared.cfg.precision, shared.model, db};
   shared.layer_t = kt_layer_times(&shared.kt, &shared.cfg);
   shared.sent = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   shared.node_of = g_new0(int, shared.cfg.gpus);
