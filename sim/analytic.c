@@ -59,6 +59,7 @@ typedef struct {
   double phase[PL_N_PHASES];
   GArray *colls; /* res_coll */
   int kernels[KDB_N_ORIGINS]; /* kernel ops by where their time came from */
+  double moe_max_over_mean, moe_dropped, moe_routed; /* from the plan */
   pl_memory mem;
 } rank_eval;
 
@@ -119,6 +120,8 @@ static void merge_spans(GArray *a) {
 typedef struct {
   const pl_rank_plan *plan;
   int rank;
+  int coll_seq[PL_N_GROUPS]; /* collectives this rank has finished, per communicator kind */
+  int registered;           /* op index whose arrival at a collective is recorded, or -1 */
   int next[PL_N_STREAMS];  /* index of the next op of each stream */
   double free_at[PL_N_STREAMS];
   double *event_t;          /* NAN until recorded */
@@ -126,11 +129,18 @@ typedef struct {
   rank_eval ev;
 } rank_run;
 
-/* Arrival times of point-to-point messages, keyed "src:dst:tag". */
+/* Arrival times of point-to-point messages, keyed "src:dst:tag", and of ranks at collectives,
+ * keyed "group:first member:sequence". */
 typedef struct {
   GHashTable *arrival; /* -> double* */
   GHashTable *link_free;
+  GHashTable *colls;   /* -> coll_meet* */
 } p2p_state;
+
+typedef struct {
+  int arrived, members;
+  double ready; /* latest arrival: when the collective can start */
+} coll_meet;
 
 static double *msg_slot(GHashTable *h, int src, int dst, int tag, gboolean create) {
   char key[48];
@@ -179,8 +189,32 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
       } else if (op->kind == PL_COLL) {
         const cm_group *g = group_get(gc, op->group, rr->rank, err);
         if (!g) return -1;
+        /* a collective starts when its last member arrives */
+        int n = pl_group_members(c, op->group, rr->rank, gc->members);
+        int me = 0;
+        while (gc->members[me] != rr->rank) me++;
+        char key[64];
+        g_snprintf(key, sizeof key, "%d:%d:%d", (int)op->group, gc->members[0],
+                   rr->coll_seq[op->group]);
+        coll_meet *cm = g_hash_table_lookup(ps->colls, key);
+        if (!cm) {
+          cm = g_new0(coll_meet, 1);
+          cm->members = n;
+          g_hash_table_insert(ps->colls, g_strdup(key), cm);
+        }
+        if (rr->registered != i) {
+          rr->registered = i;
+          cm->arrived++;
+          if (start > cm->ready) cm->ready = start;
+        }
+        if (cm->arrived < cm->members) break;
+        start = cm->ready;
+        rr->coll_seq[op->group]++;
         const char *algo = cm_algo(op->coll, c->coll, op->bytes, g);
-        double d = cm_coll_s(op->coll, algo, op->bytes, g);
+        double d = op->peer_send_bytes
+                       ? cm_alltoallv_s(op->peer_send_bytes, op->peer_recv_bytes, me, g)
+                       : cm_coll_s(op->coll, algo, op->bytes, g);
+        if (op->peer_send_bytes) algo = "pairwise";
         end = start + d;
         rr->ev.comm += d;
         add_coll(rr->ev.colls, op, algo, d, cm_coll_wire_bytes(op->coll, algo, op->bytes, g));
@@ -218,13 +252,15 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
   return ran;
 }
 
-/* Evaluates the ranks of one pipeline together (messages between stages), each rank's
- * collectives on its own (members are assumed to arrive together). */
-static gboolean eval_pipeline(const wl_model *m, const cfg_run *c, const double *layer_t,
+/* Evaluates ranks[0..n-1] together: point-to-point messages arrive when their sender posted them
+ * plus the route's time; a collective starts when its last member arrives and then takes each
+ * member its own alpha-beta time. `ranks` must hold every member of every group they use. */
+static gboolean eval_ranks(const wl_model *m, const cfg_run *c, const double *layer_t,
                               const int *ranks, int n, const kt_source *ks, group_cache *gc,
                               const plat *pl, rank_eval *out, GError **err) {
   rank_run *rr = g_new0(rank_run, n);
   p2p_state ps = {g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
+                  g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
                   g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
   gboolean ok = TRUE;
   for (int k = 0; k < n && ok; k++) {
@@ -235,11 +271,15 @@ static gboolean eval_pipeline(const wl_model *m, const cfg_run *c, const double 
     }
     rr[k].plan = p;
     rr[k].rank = ranks[k];
+    rr[k].registered = -1;
     rr[k].event_t = g_new(double, p->n_events + 1);
     for (int e = 0; e <= p->n_events; e++) rr[k].event_t[e] = NAN;
     for (int s = 0; s < PL_N_STREAMS; s++) rr[k].spans[s] = g_array_new(FALSE, FALSE, sizeof(span));
     rr[k].ev.colls = g_array_new(FALSE, FALSE, sizeof(res_coll));
     rr[k].ev.mem = p->mem;
+    rr[k].ev.moe_max_over_mean = p->moe_max_over_mean;
+    rr[k].ev.moe_dropped = p->moe_dropped_tokens;
+    rr[k].ev.moe_routed = p->moe_routed_tokens;
   }
   for (gboolean busy = ok; busy && ok;) {
     int ran = 0;
@@ -277,6 +317,7 @@ static gboolean eval_pipeline(const wl_model *m, const cfg_run *c, const double 
   }
   g_hash_table_destroy(ps.arrival);
   g_hash_table_destroy(ps.link_free);
+  g_hash_table_destroy(ps.colls);
   g_free(rr);
   return ok;
 }
@@ -322,16 +363,18 @@ gboolean an_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
   rank_eval worst = {0};
   worst.T = -1;
   double worst_peak = -1;
-  int *ranks = g_new(int, c->pp);
-  rank_eval *evs = g_new0(rank_eval, c->pp);
-  for (int dp_i = 0; dp_i < c->dp && ok; dp_i++)
-    for (int tp_i = 0; tp_i < c->tp && ok; tp_i++) {
-      for (int s = 0; s < c->pp; s++) ranks[s] = (s * c->dp + dp_i) * c->tp + tp_i;
-      if (!eval_pipeline(m, c, layer_t, ranks, c->pp, &ks, &gc, pl, evs, err)) {
-        ok = FALSE;
-        break;
-      }
-      for (int s = 0; s < c->pp; s++) {
+  /* all ranks together: messages between stages, and collectives that start when their last
+   * member arrives */
+  const int P = c->gpus;
+  int *ranks = g_new(int, P);
+  rank_eval *evs = g_new0(rank_eval, P);
+  for (int k = 0; k < P; k++) ranks[k] = k;
+  if (!eval_ranks(m, c, layer_t, ranks, P, &ks, &gc, pl, evs, err)) ok = FALSE;
+  for (int s = 0; s < P && ok; s++) {
+      {
+        r->moe_max_over_mean = MAX(r->moe_max_over_mean, evs[s].moe_max_over_mean);
+        r->moe_dropped_tokens += evs[s].moe_dropped;
+        r->moe_routed_tokens += evs[s].moe_routed;
         rank_eval *ev = &evs[s];
         double peak = ev->mem.params + ev->mem.grads + ev->mem.optimizer + ev->mem.activations;
         res_rank rr = {ranks[s], ev->T, ev->compute, ev->comm, peak, ev->mem.activations};
@@ -350,7 +393,7 @@ gboolean an_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
           g_array_free(ev->colls, TRUE);
         }
       }
-    }
+  }
   g_free(ranks);
   g_free(evs);
   g_free(layer_t);

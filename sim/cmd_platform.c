@@ -1,4 +1,5 @@
 /* cmd_platform.c — `dlsim platform`: write a SimGrid platform file for DGX-like clusters. */
+#include "calibrate.h"
 #include "cmds.h"
 #include "dl_common.h"
 #include "gpuspec.h"
@@ -6,6 +7,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Parses option `opt`'s text with `parse` into *out when given; FALSE with a message if bad. */
 static gboolean opt_value(const char *opt, const char *text, gboolean (*parse)(const char *, double *),
@@ -24,12 +26,84 @@ static gboolean parse_ratio(const char *text, double *out) {
   return end != text && *end == '\0';
 }
 
+/* `--calibrate`: measure (or read `pingpong_file`), fit, print the table, write the platform.
+ * The table goes to stdout when the XML goes to a file, else to stderr. */
+static gboolean calibrate_platform(int ranks, gboolean quick, const char *pingpong_file,
+                                   const char *out, GError **err) {
+  char *text = NULL, *bwf = NULL, *latf = NULL, *comment = NULL, *xml = NULL;
+  GArray *pts = g_array_new(FALSE, FALSE, sizeof(cal_point));
+  gboolean ok = FALSE;
+  cal_fit f;
+  if (ranks < 2 || ranks > 1024) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--ranks: expected 2..1024, got %d", ranks);
+    goto out;
+  }
+  if (pingpong_file) {
+    text = dl_read_file(pingpong_file, NULL, err);
+  } else {
+    fprintf(stderr, "dlsim: calibrating: MPI ping-pong between 2 ranks%s...\n",
+            quick ? " (quick)" : "");
+    text = cal_run_pingpong(quick, err);
+  }
+  if (!text) goto out;
+  if (!cal_parse_pingpong(pingpong_file ? pingpong_file : "dlsim-pingpong", text, pts, err) ||
+      !cal_fit_points((cal_point *)pts->data, (int)pts->len, 0, &f, err))
+    goto out;
+  bwf = cal_factor_string(&f, TRUE);
+  latf = cal_factor_string(&f, FALSE);
+  char host[256] = "this machine";
+  gethostname(host, sizeof host - 1);
+  GString *c = g_string_new(NULL);
+  g_string_append_printf(c,
+      "Calibrated by dlsim platform (calibrate%s) on %s (%s, %d cores online):\n"
+      "MPI ping-pong between 2 ranks (kernels/calib_pingpong.c), median of the repeats per size.\n"
+      "Fit of SMPI's model t(s) = lat_factor(s) L + s / (bw_factor(s) B) (sim/calibrate.h):\n"
+      "  L = %.4g us, B = %.4g GB/s; each of the 2 links of a host-to-host route has L/2, B.\n"
+      "  smpi/bw-factor %s\n  smpi/lat-factor %s\n"
+      "Each host is one rank whose \"GPU\" is the local CPU (gpu_model cpu, sim/gpuspec.c).\n"
+      "Measured one-way times (size bytes: us):",
+      quick ? ", quick" : "", host, gs_local_cpu()->full_name, (int)g_get_num_processors(),
+      f.latency_s * 1e6, f.bandwidth_bps / 1e9, bwf, latf);
+  for (guint i = 0; i < pts->len; i++) {
+    const cal_point *p = &g_array_index(pts, cal_point, i);
+    g_string_append_printf(c, "%s%.0f: %.3f", i % 6 ? ", " : "\n  ", p->size_bytes,
+                           p->time_s * 1e6);
+  }
+  comment = g_string_free(c, FALSE);
+  /* "--" may not appear inside an XML comment */
+  for (char *q = strstr(comment, "--"); q; q = strstr(q, "--")) q[1] = ' ';
+  plat_gen_params p;
+  cal_platform_params(&f, ranks, bwf, latf, comment, &p);
+  xml = plat_generate_xml(&p, err);
+  if (!xml) goto out;
+  FILE *tab = out ? stdout : stderr;
+  cal_print_table(&f, (cal_point *)pts->data, (int)pts->len, tab);
+  fprintf(tab, "smpi/bw-factor %s\nsmpi/lat-factor %s\n", bwf, latf);
+  if (out) {
+    if (!dl_write_file_atomic(out, xml, strlen(xml), err)) goto out;
+    fprintf(tab, "platform with %d hosts written to %s\n", ranks, out);
+  } else {
+    fputs(xml, stdout);
+  }
+  fflush(stdout);
+  ok = TRUE;
+out:
+  g_array_free(pts, TRUE);
+  g_free(text);
+  g_free(bwf);
+  g_free(latf);
+  g_free(comment);
+  g_free(xml);
+  return ok;
+}
+
 int cmd_platform(int argc, char **argv) {
   char *preset = NULL, *gpu = NULL, *gpu_mem = NULL, *gpu_speed = NULL, *nvlink_bw = NULL,
        *nvlink_lat = NULL, *nic_bw = NULL, *nic_lat = NULL, *switch_lat = NULL, *pcie_bw = NULL,
        *pcie_lat = NULL, *topology = NULL, *oversub = NULL, *out = NULL;
-  int nodes = -1, gpus = -1, nics = -1, npl = -1;
-  gboolean calibrate = FALSE;
+  int nodes = -1, gpus = -1, nics = -1, npl = -1, ranks = 2;
+  gboolean calibrate = FALSE, quick = FALSE;
+  char *pingpong = NULL;
   int status = 2;
   char *xml = NULL;
   GError *err = NULL;
@@ -66,7 +140,14 @@ int cmd_platform(int argc, char **argv) {
        "Nodes under one leaf switch (default: all)", "N"},
       {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write the XML there (default: stdout)", "FILE"},
       {"calibrate", 0, 0, G_OPTION_ARG_NONE, &calibrate,
-       "Fit link figures to ping-pong measurements on this machine", NULL},
+       "Measure MPI ping-pongs on this machine, fit SMPI's latency, bandwidth and per-size "
+       "factors, and write a platform for it (one node, --ranks hosts, gpu_model cpu)", NULL},
+      {"ranks", 0, 0, G_OPTION_ARG_INT, &ranks, "With --calibrate: hosts in the platform (default 2)",
+       "N"},
+      {"quick", 0, 0, G_OPTION_ARG_NONE, &quick,
+       "With --calibrate: 8 sizes, 5 repeats (a second or two)", NULL},
+      {"pingpong", 0, 0, G_OPTION_ARG_FILENAME, &pingpong,
+       "With --calibrate: fit this dlsim-pingpong output instead of measuring", "FILE"},
       {NULL, 0, 0, 0, NULL, NULL, NULL},
   };
   GOptionContext *ctx = g_option_context_new("- write a SimGrid platform file for a cluster");
@@ -86,8 +167,13 @@ int cmd_platform(int argc, char **argv) {
     g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "platform: unexpected argument '%s'", argv[1]);
     goto out;
   }
+  if (!calibrate && (quick || pingpong || ranks != 2)) {
+    g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "platform: %s goes with --calibrate",
+                quick ? "--quick" : pingpong ? "--pingpong" : "--ranks");
+    goto out;
+  }
   if (calibrate) {
-    g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "platform --calibrate is not built yet");
+    if (calibrate_platform(ranks, quick, pingpong, out, &err)) status = 0;
     goto out;
   }
   if (!plat_gen_preset(preset ? preset : "dgx-a100", &p, &err)) goto out;
@@ -170,5 +256,6 @@ out:
   g_free(topology);
   g_free(oversub);
   g_free(out);
+  g_free(pingpong);
   return status;
 }

@@ -9,6 +9,7 @@
 #include "dl_common.h"
 #include "platform.h"
 #include "result.h"
+#include "realrun.h"
 #include "simrun.h"
 #include "workload.h"
 
@@ -49,15 +50,18 @@ int cmd_run(int argc, char **argv) {
   gboolean ok = FALSE;
 
   if (!cfg_parse_args(&c, &argc, &argv, &e)) goto out;
-  if (!check_out_path("--out", c.out, &e) || !check_out_path("--trace", c.trace, &e)) goto out;
+  if (!check_out_path("--out", c.out, &e) || !check_out_path("--trace", c.trace, &e) ||
+      !check_out_path("--dump-weights", c.dump_weights, &e))
+    goto out;
   m = wl_load(c.workload, &e);
   if (!m) goto out;
   if (!cfg_resolve(&c, (long)m->default_batch, &e)) goto out;
-  if (c.mode == CFG_MODE_REAL) {
+  if (c.dump_weights && c.mode != CFG_MODE_REAL) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT,
-                "--mode real: not built yet; use --mode sim or --mode analytic");
+                "--dump-weights: only --mode real has weights to write");
     goto out;
   }
+  if (c.mode == CFG_MODE_REAL && !rr_check(m, &c, &e)) goto out;
   if (c.mode == CFG_MODE_ANALYTIC && c.trace) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT,
                 "--trace: the closed form has no timeline; traces come from --mode sim");
@@ -74,6 +78,7 @@ int cmd_run(int argc, char **argv) {
   }
   /* the simulation replaces the closed form's times; memory figures stay the planner's */
   if (c.mode == CFG_MODE_SIM && !sr_run(m, &c, pl, &r, &e)) goto out;
+  if (c.mode == CFG_MODE_REAL && !rr_run(m, &c, pl, &r, &e)) goto out;
   res_print(&r, &c, m, stdout);
   if (c.out) {
     char *json = res_to_json(&r, &c, m);

@@ -10,5 +10,7 @@ int cmd_platform(int argc, char **argv);
 int cmd_coll(int argc, char **argv);
 int cmd_kbench(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
 
 #endif

@@ -35,6 +35,12 @@ typedef struct {
 /* The table row for (op, name) ("smpi:<algo>" matches "smpi"), NULL if none. Borrowed. */
 const coll_algo *coll_find(coll_op op, const char *name);
 
+/* All-to-all with uneven blocks: `send_bytes[j]` go to member j (blocks packed in member order in
+ * sendbuf), `recv_bytes[j]` come from member j (packed likewise in recvbuf). Pairwise, P-1
+ * steps of MPI_Sendrecv. */
+int coll_alltoallv_pairwise(const void *sendbuf, const double *send_bytes, void *recvbuf,
+                            const double *recv_bytes, MPI_Comm comm);
+
 /* Flavour-provided scratch memory, `bytes` >= 0 (0 may return NULL). */
 void *coll_buf_alloc(size_t bytes);
 void coll_buf_free(void *p);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "dl_common.h"
 
 #define ENUM_NAMES(LIST, fn, type)                                           \
@@ -55,6 +57,8 @@ void cfg_init(cfg_run *c) {
   c->mode = CFG_MODE_SIM;
   c->iters = 3;
   c->bucket_bytes = 25.0 * 1024 * 1024; /* PyTorch DDP bucket_cap_mb = 25 (MiB) */
+  c->seed = 1;
+  c->capacity_factor = -1;
 }
 
 void cfg_release(cfg_run *c) {
@@ -64,7 +68,10 @@ void cfg_release(cfg_run *c) {
   g_free(c->kernels);
   g_free(c->out);
   g_free(c->trace);
+  g_free(c->dump_weights);
   g_free(c->pp_balance);
+  g_free(c->routing);
+  g_free(c->routing_weights);
   memset(c, 0, sizeof *c);
 }
 
@@ -176,11 +183,61 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
   return TRUE;
 }
 
+gboolean cfg_routing_parse(cfg_run *c, const char *text, GError **err) {
+  g_free(c->routing);
+  c->routing = g_strdup(text);
+  c->routing_zipf_s = 0;
+  g_clear_pointer(&c->routing_weights, g_free);
+  c->n_routing_weights = 0;
+  if (strcmp(text, "uniform") == 0) return TRUE;
+  if (g_str_has_prefix(text, "zipf:")) {
+    char *end = NULL;
+    double s = g_ascii_strtod(text + 5, &end);
+    if (end != text + 5 && *end == '\0' && s > 0 && s <= 10) {
+      c->routing_zipf_s = s;
+      return TRUE;
+    }
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--routing %s: expected zipf:S with 0 < S <= 10",
+                text);
+    return FALSE;
+  }
+  if (g_str_has_prefix(text, "file:")) {
+    const char *path = text + 5;
+    gsize len;
+    char *data = dl_read_file(path, &len, err);
+    if (!data) return FALSE;
+    cJSON *j = cJSON_Parse(data);
+    g_free(data);
+    int n = cJSON_IsArray(j) ? cJSON_GetArraySize(j) : 0;
+    gboolean ok = n > 0;
+    double total = 0;
+    c->routing_weights = g_new0(double, n > 0 ? n : 1);
+    for (int i = 0; i < n && ok; i++) {
+      cJSON *v = cJSON_GetArrayItem(j, i);
+      ok = cJSON_IsNumber(v) && v->valuedouble >= 0;
+      if (ok) c->routing_weights[i] = v->valuedouble, total += v->valuedouble;
+    }
+    cJSON_Delete(j);
+    if (!ok || total <= 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--routing %s: %s: expected a JSON list of non-negative expert weights, not all "
+                  "zero", text, path);
+      return FALSE;
+    }
+    c->n_routing_weights = n;
+    return TRUE;
+  }
+  g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+              "--routing: expected uniform, zipf:S or file:F, got '%s'", text);
+  return FALSE;
+}
+
 /* ---- command-line options ------------------------------------------------------------------ */
 
 typedef struct {
   char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
-      *coll, *kernels, *out, *trace, *pp_balance;
+      *coll, *kernels, *out, *trace, *pp_balance, *dump_weights, *routing;
+  gint64 seed;
   double bucket_mb;
   int gpus;
   gint64 batch;
@@ -201,6 +258,8 @@ static void raw_release(raw_opts *r) {
   g_free(r->out);
   g_free(r->trace);
   g_free(r->pp_balance);
+  g_free(r->routing);
+  g_free(r->dump_weights);
 }
 
 static void set_str(char **dst, char *src) {
@@ -213,6 +272,7 @@ gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err) {
   raw_opts r;
   memset(&r, 0, sizeof r);
   r.gpus = -1;
+  r.seed = -1;
   GOptionEntry entries[] = {
       {"platform", 0, 0, G_OPTION_ARG_STRING, &r.platform,
        "platform name under platforms/ (thetagpu) or a SimGrid XML file", "NAME|FILE"},
@@ -255,6 +315,16 @@ gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err) {
       {"out", 0, 0, G_OPTION_ARG_FILENAME, &r.out, "write the result JSON here", "FILE"},
       {"trace", 0, 0, G_OPTION_ARG_FILENAME, &r.trace, "write a Chrome trace-event timeline",
        "FILE"},
+      {"dump-weights", 0, 0, G_OPTION_ARG_FILENAME, &r.dump_weights,
+       "with --mode real: write every parameter after the last step (serial layout)", "FILE"},
+      {"routing", 0, 0, G_OPTION_ARG_STRING, &r.routing,
+       "MoE routing: uniform (default), zipf:S (expert popularity ~ 1/rank^S), or file:F (a JSON "
+       "list of E expert weights)", "uniform|zipf:S|file:F"},
+      {"capacity-factor", 0, 0, G_OPTION_ARG_DOUBLE, &c->capacity_factor,
+       "MoE expert capacity factor (default: the workload's; 0 = unlimited, nothing dropped)", "F"},
+      {"seed", 0, 0, G_OPTION_ARG_INT64, &r.seed,
+       "seed of the routing (which experts are hot) and of the real flavour's data (default 1)",
+       "N"},
       {"ignore-memory", 0, 0, G_OPTION_ARG_NONE, &c->ignore_memory,
        "go on when the model does not fit in GPU memory (fits_in_memory: false)", NULL},
       {"reproducible", 0, 0, G_OPTION_ARG_NONE, &c->reproducible,
@@ -283,6 +353,7 @@ gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err) {
   set_str(&c->kernels, r.kernels);
   set_str(&c->out, r.out);
   set_str(&c->trace, r.trace);
+  set_str(&c->dump_weights, r.dump_weights);
   if (r.gpus != -1) c->gpus = r.gpus;
   if (r.batch < 0) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
@@ -312,6 +383,21 @@ gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err) {
     goto out;
   }
   if (r.grid && !cfg_grid_parse(c, r.grid, err)) goto out;
+  if (r.seed != -1) {
+    if (r.seed < 0 || r.seed > G_MAXUINT32) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--seed: expected 0..%u, got %" G_GINT64_FORMAT,
+                  G_MAXUINT32, r.seed);
+      goto out;
+    }
+    c->seed = (unsigned)r.seed;
+  }
+  if (r.routing && !cfg_routing_parse(c, r.routing, err)) goto out;
+  if (c->capacity_factor < 0 && c->capacity_factor != -1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--capacity-factor: expected a factor >= 0 (0 = unlimited), got %g",
+                c->capacity_factor);
+    goto out;
+  }
   if (r.pp_balance) {
     char **parts = g_strsplit(r.pp_balance, ",", -1);
     int n = (int)g_strv_length(parts);
@@ -390,9 +476,20 @@ char **cfg_to_args(const cfg_run *c) {
   ARG("--iters", "%d", c->iters);
   /* bucket size in MiB, printed exactly (%.17g round-trips a double) */
   ARG("--bucket-mb", "%.17g", c->bucket_bytes / (1024.0 * 1024.0));
+  if (c->dump_weights) ARG("--dump-weights", "%s", c->dump_weights);
 #undef ARG
   if (c->recompute) g_ptr_array_add(a, g_strdup("--recompute"));
   if (c->ignore_memory) g_ptr_array_add(a, g_strdup("--ignore-memory"));
+  if (c->routing) {
+    g_ptr_array_add(a, g_strdup("--routing"));
+    g_ptr_array_add(a, g_strdup(c->routing));
+  }
+  if (c->capacity_factor >= 0) {
+    g_ptr_array_add(a, g_strdup("--capacity-factor"));
+    g_ptr_array_add(a, g_strdup_printf("%.17g", c->capacity_factor));
+  }
+  g_ptr_array_add(a, g_strdup("--seed"));
+  g_ptr_array_add(a, g_strdup_printf("%u", c->seed));
   if (c->reproducible) g_ptr_array_add(a, g_strdup("--reproducible"));
   g_ptr_array_add(a, NULL);
   return (char **)g_ptr_array_free(a, FALSE);

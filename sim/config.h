@@ -58,6 +58,14 @@ typedef struct {
   double bucket_bytes; /* DDP gradient bucket, bytes (default 25 MiB) */
   char *out;           /* result JSON path, NULL = none */
   char *trace;         /* Chrome trace path, NULL = none */
+  char *dump_weights;  /* --mode real: write every parameter tensor after the last step here
+                          (serial layout, see realrun.h), NULL = none */
+  char *routing;       /* MoE routing: "uniform", "zipf:S" or "file:F" (NULL = uniform) */
+  double routing_zipf_s; /* parsed S of zipf:S (0 = uniform) */
+  double *routing_weights; /* parsed weights of file:F (owned), NULL otherwise */
+  int n_routing_weights;
+  double capacity_factor; /* MoE expert capacity factor: < 0 = the workload's, 0 = unlimited */
+  unsigned seed;       /* seeds routing (which experts are hot) and the real flavour's data */
   gboolean ignore_memory; /* simulate even when the model does not fit (fits_in_memory false) */
   gboolean reproducible;  /* write host-dependent figures (simulation.wall_s) as 0 */
 } cfg_run;
@@ -80,6 +88,10 @@ gboolean cfg_grid_parse(cfg_run *c, const char *text, GError **err);
  * were left out, and the batch default `default_batch` when --batch was not given. DL_ERR_INPUT
  * naming the option on failure. */
 gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err);
+
+/* Parses --routing: "uniform", "zipf:S" or "file:F" (a JSON list of expert weights, read now).
+ * DL_ERR_INPUT naming --routing on failure. */
+gboolean cfg_routing_parse(cfg_run *c, const char *text, GError **err);
 
 /* Parses `dlsim run` options (GOptionContext; --help prints them and exits) into `c`, which holds
  * the defaults from cfg_init(). Checks each value's spelling; cfg_resolve() checks the

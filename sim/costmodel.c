@@ -120,3 +120,13 @@ double cm_coll_wire_bytes(coll_op op, const char *algo, double bytes, const cm_g
   coll_topo_init(&t, 0, g->P, g->nodes > 1 ? g->per_node : g->P);
   return coll_wire_bytes(op, algo, bytes, g->P, &t);
 }
+
+double cm_alltoallv_s(const double *send, const double *recv, int me, const cm_group *g) {
+  const int P = g->P;
+  double t = 0;
+  for (int s = 1; s < P; s++) {
+    double out = send[(me + s) % P], in = recv[(me - s + P) % P];
+    t += g->ring_alpha_s + (out > in ? out : in) / g->ring_beta_bps;
+  }
+  return t;
+}

@@ -49,6 +49,11 @@ const char *cm_algo(coll_op op, const char *family, double bytes, const cm_group
  * "pairwise" (all-to-all) costs as ring; "smpi:<name>" has no closed form and costs as ring. */
 double cm_coll_s(coll_op op, const char *algo, double bytes, const cm_group *g);
 
+/* Pairwise all-to-all with uneven blocks, for member `me` of group `g`: P−1 steps; at step s it
+ * sends send[me+s] and receives recv[me−s] (indices mod P), each step costing
+ * α + max(sent, received)/β. Seconds. */
+double cm_alltoallv_s(const double *send, const double *recv, int me, const cm_group *g);
+
 /* Bytes each member sends for one such collective (coll_wire_bytes with the group's layout). */
 double cm_coll_wire_bytes(coll_op op, const char *algo, double bytes, const cm_group *g);
 

@@ -17,8 +17,8 @@ static const command commands[] = {
     {"kbench", "measure kernel times on this machine's device into a kernel database", cmd_kbench},
     {"platform", "write a SimGrid platform file for a cluster of DGX-like nodes", cmd_platform},
     {"validate", "run real and simulated flavours of the same configurations, print the error",
-     NULL},
-    {"compare", "compare two result files, attribute the difference", NULL},
+     cmd_validate},
+    {"compare", "compare two result files, attribute the difference", cmd_compare},
     {"coll", "nccl-tests-style collective benchmark on a platform", cmd_coll},
     {"workload", "describe a workload: layers, parameters, FLOPs, activation sizes", cmd_workload},
 };

@@ -34,6 +34,16 @@
  * pp − stage − 1 warm-up forwards, then alternates one forward and one backward, then drains.
  * Gradients are synchronised during the last micro-batch's backward. With m > 1 and pp = 1 the
  * micro-batches are gradient accumulation.
+ *
+ * Mixture of experts (GShard, Lepikhin et al. 2021; Switch, Fedus et al. 2022): an MoE layer is a
+ * router kernel, an all-to-all dispatch of the routed tokens to the ranks holding their experts
+ * (ep consecutive data-parallel ranks hold E/ep experts each), the experts' kernel, and an
+ * all-to-all combine; backward mirrors it. --routing decides how many tokens each expert gets
+ * per micro-batch (uniform, zipf:S with a seeded choice of the hot experts per layer and
+ * micro-batch, or weights from a file); an expert takes at most capacity = factor · k · tokens / E
+ * and drops the rest; the busiest expert sets the pace. Expert gradients are all-reduced among the
+ * dp/ep replicas of the same experts, the router's with the rest over dp. Under Megatron tp the
+ * layer's tokens are split across the tp group and all-gathered after it (sequence parallel).
  */
 #include "plan.h"
 
@@ -71,8 +81,13 @@ int pl_group_members(const cfg_run *c, pl_group g, int rank, int *members) {
   pl_coords(c, rank, &dp_i, &tp_i, &pp_i);
   switch (g) {
   case PL_GRP_WORLD:
-  case PL_GRP_EP: /* expert parallelism has not landed: its group is the world for now */
     for (int r = 0; r < c->gpus; r++) members[n++] = r;
+    break;
+  case PL_GRP_EP: /* ep consecutive data-parallel ranks: together they hold every expert */
+    for (int i = 0; i < c->ep; i++) members[n++] = rank_of(c, dp_i / c->ep * c->ep + i, tp_i, pp_i);
+    break;
+  case PL_GRP_EDP: /* the data-parallel ranks holding the same experts */
+    for (int i = dp_i % c->ep; i < c->dp; i += c->ep) members[n++] = rank_of(c, i, tp_i, pp_i);
     break;
   case PL_GRP_DP:
     for (int i = 0; i < c->dp; i++) members[n++] = rank_of(c, i, tp_i, pp_i);
@@ -269,6 +284,14 @@ static void roles(const wl_model *m, const cfg_run *c, layer_role *r) {
         in_pair = FALSE;
       } else if (in_pair) {
         x->split = Pr; /* attention heads, GELU, dropout of the pair's hidden part */
+      } else if (l->kind == WL_MOE) {
+        x->split = Pr; /* tokens split across tp, gathered after the layer */
+        x->fwd_coll = COLL_ALLGATHER;
+        x->fwd_why = PL_WHY_FWD_GATHER;
+        x->fwd_bytes = (double)l->out_elems * mbs * dt;
+        x->bwd_coll = COLL_ALLGATHER;
+        x->bwd_why = PL_WHY_BWD_DX;
+        x->bwd_bytes = (double)in_elems(l) * mbs * dt;
       } else if (l->kind == WL_EMBEDDING && l->vocab > 0 && l->vocab == m->vocab) {
         x->split = Pr; /* vocabulary-parallel rows; the partial lookups are summed */
         x->fwd_coll = COLL_ALLREDUCE;
@@ -281,8 +304,7 @@ static void roles(const wl_model *m, const cfg_run *c, layer_role *r) {
 
 static gboolean refuse(const cfg_run *c, const wl_model *m, GError **err) {
   const char *what = NULL;
-  if (c->ep > 1) what = "--ep (expert parallelism)";
-  else if (c->domain_conv) what = "--domain conv (domain parallelism)";
+  if (c->domain_conv) what = "--domain conv (domain parallelism)";
   if (what) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: not built yet; this version plans data, "
                 "tensor (Gholami grid or Megatron) and pipeline parallelism", what);
@@ -298,7 +320,7 @@ static gboolean refuse(const cfg_run *c, const wl_model *m, GError **err) {
                   wl_layer_kind_name(k));
       return TRUE;
     }
-    if (megatron && (k == WL_CONV2D || k == WL_MOE)) {
+    if (megatron && k == WL_CONV2D) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                   "--tp-style megatron: %s: layer '%s' (%s) has no Megatron split; use --tp-style "
                   "gholami (or --grid) for convolutional networks", m->path, m->layers[i].name,
@@ -306,6 +328,17 @@ static gboolean refuse(const cfg_run *c, const wl_model *m, GError **err) {
       return TRUE;
     }
   }
+  if (c->ep > 1 && c->dp % c->ep) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--ep %d: experts are spread over data-parallel "
+                "ranks: ep must divide dp = %d", c->ep, c->dp);
+    return TRUE;
+  }
+  for (int i = 0; i < m->n_layers && c->ep > 1; i++)
+    if (m->layers[i].kind == WL_MOE && m->layers[i].experts % c->ep) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--ep %d: layer '%s' has %d experts; ep must "
+                  "divide them", c->ep, m->layers[i].name, m->layers[i].experts);
+      return TRUE;
+    }
   if (c->grid_fc_only && c->batch % c->gpus) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--batch %ld: --grid-layers fc runs the convolutions batch-parallel over all "
@@ -400,6 +433,134 @@ gboolean pl_partition(const wl_model *m, const cfg_run *c, const double *layer_t
   return TRUE;
 }
 
+/* ---- mixture of experts -------------------------------------------------------------------- */
+
+static guint64 splitmix64(guint64 *s) {
+  guint64 z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void pl_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignments, double *load) {
+  double *w = g_new(double, E), total = 0;
+  int *rank_of_expert = g_new(int, E);
+  for (int e = 0; e < E; e++) rank_of_expert[e] = e;
+  if (c->routing_zipf_s > 0) {
+    /* which experts are hot: a seeded permutation per layer and micro-batch (Fisher-Yates) */
+    guint64 st = ((guint64)c->seed << 32) ^ ((guint64)layer << 16) ^ (guint64)mb;
+    for (int e = E - 1; e > 0; e--) {
+      int j = (int)(splitmix64(&st) % (guint64)(e + 1));
+      int t = rank_of_expert[e];
+      rank_of_expert[e] = rank_of_expert[j];
+      rank_of_expert[j] = t;
+    }
+  }
+  for (int e = 0; e < E; e++) {
+    if (c->routing_zipf_s > 0) w[e] = pow(rank_of_expert[e] + 1.0, -c->routing_zipf_s);
+    else if (c->n_routing_weights) w[e] = c->routing_weights[e % c->n_routing_weights];
+    else w[e] = 1.0;
+    total += w[e];
+  }
+  /* whole token copies, largest remainder first (ties to the lower expert): deterministic */
+  double given = 0;
+  double *frac = g_new(double, E);
+  for (int e = 0; e < E; e++) {
+    double exact = assignments * w[e] / total;
+    load[e] = floor(exact);
+    frac[e] = exact - load[e];
+    given += load[e];
+  }
+  for (double left = round(assignments - given); left > 0; left--) {
+    int best = 0;
+    for (int e = 1; e < E; e++)
+      if (frac[e] > frac[best]) best = e;
+    load[best] += 1;
+    frac[best] = -1;
+  }
+  g_free(frac);
+  g_free(w);
+  g_free(rank_of_expert);
+}
+
+/* Kernels and all-to-alls of one MoE layer for one micro-batch, forward or backward. */
+static void moe_layer(builder *b, GPtrArray *pool, const cfg_run *c, const wl_layer *l, int li,
+                      int mb, gboolean fwd, int64_t samples, int split, int ep_index, double dt,
+                      pl_rank_plan *p, int *pending) {
+  const int E = l->experts, ep = c->ep, per = E / ep;
+  const double h = (double)l->in.c, ffn = (double)l->ffn;
+  const double tokens = (double)samples * l->in.h * l->in.w / split; /* this rank's tokens */
+  const double assign = tokens * ep * l->top_k;                        /* the EP group's copies */
+  const double cf = c->capacity_factor >= 0 ? c->capacity_factor : l->capacity_factor;
+  const double cap = cf > 0 ? ceil(cf * assign / E) : INFINITY;
+  double *load = g_new(double, E);
+  pl_moe_loads(c, li, mb, E, assign, load);
+  double maxl = 0, dropped = 0, mine = 0;
+  double *send = g_new0(double, ep), *recv = g_new0(double, ep);
+  gboolean even = TRUE;
+  for (int e = 0; e < E; e++) {
+    double kept = MIN(load[e], cap);
+    maxl = MAX(maxl, load[e]);
+    dropped += load[e] - kept;
+    send[e / per] += kept / ep * h * dt; /* this rank's share of expert e's tokens */
+    if (e / per == ep_index) mine += kept;
+  }
+  for (int j = 0; j < ep; j++) {
+    recv[j] = send[ep_index];
+    even = even && fabs(send[j] - send[0]) <= 1e-9 * send[0];
+  }
+  if (fwd && p) {
+    double mean = assign / E;
+    if (mean > 0 && maxl / mean > p->moe_max_over_mean) p->moe_max_over_mean = maxl / mean;
+    p->moe_dropped_tokens += dropped / ep;
+    p->moe_routed_tokens += assign / ep;
+  }
+  const double expert_params = (double)per * (2 * h * ffn + ffn + h);
+  const double router_flops = tokens * 2 * h * E, expert_flops = mine * (4 * h * ffn + ffn + h);
+  const double router_bytes = tokens * (h + E) * dt + h * E * dt;
+  const double expert_bytes = mine * 2 * (h + ffn) * dt + expert_params * dt;
+  const char *dir = fwd ? "fwd" : "bwd";
+  const double k = fwd ? 1 : 2; /* backward: input and weight gradients */
+  char kn[40];
+  /* one all-to-all in each direction, tokens to experts then back */
+  for (int step = 0; step < 4; step++) {
+    /* forward: router, dispatch (to experts), experts, combine; backward: combine's gradient
+     * (to experts), experts, dispatch's gradient (back to the tokens), router */
+    gboolean to_experts = fwd ? step == 1 : step == 0;
+    if ((fwd && step == 0) || (!fwd && step == 3)) { /* router */
+      g_snprintf(kn, sizeof kn, "moe.router.%s", dir);
+      pl_op *op = kernel(b, fwd ? PL_PH_FWD : PL_PH_BWD, li, kn, TRUE, k * router_flops,
+                         k * router_bytes, samples, split, pending);
+      op->microbatch = mb;
+    } else if ((fwd && step == 2) || (!fwd && step == 1)) { /* experts */
+      g_snprintf(kn, sizeof kn, "moe.experts.%s", dir);
+      pl_op *op = kernel(b, fwd ? PL_PH_FWD : PL_PH_BWD, li, kn, TRUE, k * expert_flops,
+                         k * expert_bytes, samples, split, pending);
+      op->microbatch = mb;
+    } else if (ep > 1) { /* all-to-all */
+      gboolean dispatch = fwd ? step == 1 : step == 2;
+      double total = 0;
+      for (int j = 0; j < ep; j++) total += send[j];
+      coll(b, fwd ? PL_PH_FWD : PL_PH_BWD, li, COLL_ALLTOALL, PL_GRP_EP,
+           dispatch ? PL_WHY_MOE_DISPATCH : PL_WHY_MOE_COMBINE, total, TRUE, pending);
+      if (!even) {
+        pl_op *op = &g_array_index(b->ops, pl_op, b->ops->len - 1);
+        double *s = g_memdup2(to_experts ? send : recv, sizeof(double) * ep);
+        double *r = g_memdup2(to_experts ? recv : send, sizeof(double) * ep);
+        g_ptr_array_add(pool, s);
+        g_ptr_array_add(pool, r);
+        op->peer_send_bytes = s;
+        op->peer_recv_bytes = r;
+        op->bytes = 0;
+        for (int j = 0; j < ep; j++) op->bytes += s[j];
+      }
+    }
+  }
+  g_free(send);
+  g_free(recv);
+  g_free(load);
+}
+
 /* ---- the schedule of one stage -------------------------------------------------------------- */
 
 typedef struct {
@@ -463,6 +624,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
 
   builder b = {g_array_new(FALSE, FALSE, sizeof(pl_op)), 0};
   pl_rank_plan *p = g_new0(pl_rank_plan, 1);
+  GPtrArray *pool = p->pool = g_ptr_array_new_with_free_func(g_free);
   p->stage = pp_i;
   p->first_layer = l0;
   p->end_layer = l1;
@@ -490,13 +652,19 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
         if (x->redistribute)
           coll(&b, PL_PH_FWD, i, COLL_ALLGATHER, PL_GRP_TP, PL_WHY_REDIST, x->redist_bytes, TRUE,
                &pending);
-        char kn[40];
-        g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
-        double mem = ((double)in_elems(l) * x->samples + (double)l->out_elems * x->samples / x->split +
-                      (double)l->params / x->split) * dt;
-        pl_op *k = kernel(&b, PL_PH_FWD, i, kn, gemm_like_kind(l->kind),
-                          l->fwd_flops * x->samples / x->split, mem, x->samples, x->split, &pending);
-        k->microbatch = mb;
+        if (l->kind == WL_MOE) {
+          moe_layer(&b, pool, c, l, i, mb, TRUE, x->samples, x->split, dp_i % c->ep, dt, p,
+                    &pending);
+        } else {
+          char kn[40];
+          g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
+          double mem = ((double)in_elems(l) * x->samples +
+                        (double)l->out_elems * x->samples / x->split + (double)l->params / x->split) * dt;
+          pl_op *k = kernel(&b, PL_PH_FWD, i, kn, gemm_like_kind(l->kind),
+                            l->fwd_flops * x->samples / x->split, mem, x->samples, x->split,
+                            &pending);
+          k->microbatch = mb;
+        }
         if (x->fwd_coll != COLL_OP_COUNT)
           coll(&b, PL_PH_FWD, i, x->fwd_coll, PL_GRP_TP, x->fwd_why, x->fwd_bytes, TRUE, &pending);
       }
@@ -513,19 +681,37 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
     for (int i = l1 - 1; i >= l0; i--) {
       const wl_layer *l = &m->layers[i];
       const layer_role *x = &role[i];
-      char kn[40];
-      g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
-      double flops = l->bwd_flops * x->samples / x->split;
-      if (c->recompute) flops += l->fwd_flops * x->samples / x->split; /* re-run forward */
-      double mem = 2.0 * ((double)in_elems(l) * x->samples + (double)l->out_elems * x->samples / x->split +
-                          (double)l->params / x->split) * dt;
-      pl_op *k = kernel(&b, PL_PH_BWD, i, kn, gemm_like_kind(l->kind), flops, mem, x->samples,
-                        x->split, &pending);
-      k->microbatch = mb;
+      if (l->kind == WL_MOE) {
+        if (c->recompute)
+          moe_layer(&b, pool, c, l, i, mb, TRUE, x->samples, x->split, dp_i % c->ep, dt, NULL,
+                    &pending);
+        moe_layer(&b, pool, c, l, i, mb, FALSE, x->samples, x->split, dp_i % c->ep, dt, p,
+                  &pending);
+      } else {
+        char kn[40];
+        g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
+        double flops = l->bwd_flops * x->samples / x->split;
+        if (c->recompute) flops += l->fwd_flops * x->samples / x->split; /* re-run forward */
+        double mem = 2.0 * ((double)in_elems(l) * x->samples +
+                            (double)l->out_elems * x->samples / x->split + (double)l->params / x->split) * dt;
+        pl_op *k = kernel(&b, PL_PH_BWD, i, kn, gemm_like_kind(l->kind), flops, mem, x->samples,
+                          x->split, &pending);
+        k->microbatch = mb;
+      }
       if (x->bwd_coll != COLL_OP_COUNT)
         coll(&b, PL_PH_BWD, i, x->bwd_coll, PL_GRP_TP, x->bwd_why, x->bwd_bytes, TRUE, &pending);
-      if (!last_mb || !l->weighted || l->params == 0 || x->grad_degree <= 1) continue;
+      if (!last_mb || !l->weighted || l->params == 0) continue;
       double gbytes = (double)l->params / x->split * gb;
+      if (l->kind == WL_MOE) {
+        /* experts: among the replicas of the same experts; the router joins the bucket below */
+        double h = (double)l->in.c, ffn = (double)l->ffn;
+        double expert = (double)l->experts / c->ep * (2 * h * ffn + ffn + h) * gb;
+        if (c->dp / c->ep > 1)
+          coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_EDP, PL_WHY_EXPERT_GRAD, expert, FALSE,
+               &pending);
+        gbytes = ((double)l->params - (double)l->experts * (2 * h * ffn + ffn + h)) * gb;
+      }
+      if (x->grad_degree <= 1) continue;
       if (!bucketed) {
         coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PL_WHY_GRAD, gbytes, FALSE, &pending);
         continue;
@@ -547,7 +733,15 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
 
   /* tied weights whose layers sit on different stages: sum their gradients (first <-> last) */
   int64_t local_params = 0;
-  for (int i = l0; i < l1; i++) local_params += m->layers[i].params / role[i].split;
+  for (int i = l0; i < l1; i++) {
+    const wl_layer *l = &m->layers[i];
+    if (l->kind == WL_MOE) { /* the router, and E/ep experts */
+      double h = (double)l->in.c, ffn = (double)l->ffn, one = 2 * h * ffn + ffn + h;
+      local_params += (int64_t)((double)l->params - l->experts * one + l->experts / c->ep * one);
+    } else {
+      local_params += l->params / role[i].split;
+    }
+  }
   for (int i = 0; i < m->n_layers; i++) {
     int t = m->layers[i].tied_to;
     if (t < 0 || c->pp == 1) continue;
@@ -606,6 +800,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
 
 void pl_rank_plan_free(pl_rank_plan *p) {
   if (!p) return;
+  if (p->pool) g_ptr_array_free(p->pool, TRUE);
   g_free(p->ops);
   g_free(p);
 }

@@ -26,13 +26,14 @@
 /* Communicators. In Gholami's grid, tp is the Pr (model/domain) group: the ranks of one grid
  * column, which share a batch shard; dp is the Pc (batch) group: one grid row, same weights. */
 #define PL_GROUPS(X) X(PL_GRP_WORLD, "world") X(PL_GRP_DP, "dp") X(PL_GRP_TP, "tp") \
-  X(PL_GRP_PP, "pp") X(PL_GRP_EP, "ep") X(PL_GRP_EMBED, "embed")
+  X(PL_GRP_PP, "pp") X(PL_GRP_EP, "ep") X(PL_GRP_EMBED, "embed") X(PL_GRP_EDP, "expert_dp")
 /* Why a collective exists: lets results and tests attribute bytes to Gholami's terms. */
 #define PL_PURPOSES(X) X(PL_WHY_NONE, "none") X(PL_WHY_GRAD, "grad_sync") \
   X(PL_WHY_FWD_GATHER, "fwd_allgather") X(PL_WHY_BWD_DX, "bwd_dx_allreduce") \
   X(PL_WHY_REDIST, "redistribute") X(PL_WHY_FWD_REDUCE, "fwd_allreduce") \
   X(PL_WHY_ACT, "activation") X(PL_WHY_ACT_GRAD, "activation_grad") \
-  X(PL_WHY_TIED, "tied_grad_sync")
+  X(PL_WHY_TIED, "tied_grad_sync") X(PL_WHY_MOE_DISPATCH, "moe_dispatch") \
+  X(PL_WHY_MOE_COMBINE, "moe_combine") X(PL_WHY_EXPERT_GRAD, "expert_grad_sync")
 
 #define PL_ENUM(e, s) e,
 typedef enum { PL_OP_KINDS(PL_ENUM) PL_N_OP_KINDS } pl_op_kind;
@@ -70,6 +71,9 @@ typedef struct {
                           reduce-scatter), or message size for send/recv */
   int peer;            /* send/recv partner rank, -1 otherwise */
   int tag;             /* send/recv: micro-batch · 2 + (0 activation, 1 its gradient) */
+  const double *peer_send_bytes; /* all-to-all with uneven blocks: bytes to each group member
+                                    (group order), NULL when blocks are even (owned by the plan) */
+  const double *peer_recv_bytes; /* and bytes from each member */
   int microbatch;      /* micro-batch the op belongs to, -1 for none */
 } pl_op;
 
@@ -90,6 +94,12 @@ typedef struct {
   int n_events;        /* events are numbered 0..n_events-1 */
   pl_memory mem;
   int64_t local_params;/* parameters whose gradients this rank holds */
+  double moe_max_over_mean; /* MoE: largest (tokens of the busiest expert / mean per expert)
+                               over the MoE layers and micro-batches of the stage, 0 without MoE */
+  double moe_dropped_tokens; /* MoE: routed token copies dropped by expert capacity per
+                                iteration, this rank's share */
+  double moe_routed_tokens;  /* MoE: routed token copies per iteration, this rank's share */
+  GPtrArray *pool;     /* storage behind peer_*_bytes (owned) */
 } pl_rank_plan;
 
 /* Builds rank `rank`'s op list for one training iteration. The configuration must have passed
@@ -106,6 +116,11 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
 gboolean pl_partition(const wl_model *m, const cfg_run *c, const double *layer_time_s,
                       int *stage_first, GError **err);
 void pl_rank_plan_free(pl_rank_plan *p);
+
+/* MoE routing: the token copies (`assignments` = tokens × top_k) each of the E experts of layer
+ * `layer` receives in micro-batch `mb` under c->routing (whole numbers, summing to assignments).
+ * Deterministic for a given c->seed. `load` has E entries. */
+void pl_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignments, double *load);
 
 /* Coordinates of a rank and the members of its groups (rank-ordered). `members` must hold
  * c->gpus entries; returns the group size. */

@@ -62,6 +62,9 @@ typedef struct {
   int nodes_per_leaf;      /* nodes under one leaf (rail: one leaf per rail per group); 0 = all */
   int spines;              /* spine switches; 0 = as many as leaves in one group (rails or 1) */
   const char *comment;     /* text for an XML comment at the top of the file, or NULL */
+  const char *bw_factor;   /* SMPI's smpi/bw-factor for <config> ("size:factor;...", SMPI-NOTES.md
+                              §4.1; borrowed), or NULL for "0:1" (no correction) */
+  const char *lat_factor;  /* smpi/lat-factor likewise, or NULL for "0:1" */
 } plat_gen_params;
 
 /* Fills `p` with the dgx-a100 preset for `p->nodes = 1` (every field set). */

@@ -223,6 +223,28 @@ const char *const *plat_smpi_cfg(void) { return smpi_cfg; }
 
 /* ---- writer ---------------------------------------------------------------------------------- */
 
+/* A SimGrid factor list "size:factor;..." (SMPI-NOTES.md §4.1): non-negative numbers in pairs;
+ * NULL stands for the default and is fine. */
+static gboolean factor_ok(const char *text) {
+  if (!text) return TRUE;
+  char **items = g_strsplit(text, ";", -1);
+  gboolean ok = items[0] != NULL;
+  for (int i = 0; ok && items[i]; i++) {
+    char *colon = strchr(items[i], ':'), *end = NULL;
+    if (!colon) {
+      ok = FALSE;
+      break;
+    }
+    double v = g_ascii_strtod(items[i], &end);
+    ok = end == colon && v >= 0 && isfinite(v);
+    if (!ok) break;
+    v = g_ascii_strtod(colon + 1, &end);
+    ok = end != colon + 1 && *end == '\0' && v >= 0 && isfinite(v);
+  }
+  g_strfreev(items);
+  return ok;
+}
+
 static gboolean check_params(const plat_gen_params *p, GError **err) {
   const char *bad = NULL;
   char *msg = NULL;
@@ -252,6 +274,10 @@ static gboolean check_params(const plat_gen_params *p, GError **err) {
   else if (!(p->nvlink_lat_s >= 0) || !(p->nic_lat_s >= 0) || !(p->pcie_lat_s >= 0) ||
            !(p->switch_lat_s >= 0))
     msg = g_strdup("latencies: expected values >= 0");
+  else if (!factor_ok(p->bw_factor) || !factor_ok(p->lat_factor))
+    msg = g_strdup_printf("%s: expected \"size:factor;...\" (e.g. 65536:0.9;0:1), got '%s'",
+                          factor_ok(p->bw_factor) ? "smpi/lat-factor" : "smpi/bw-factor",
+                          factor_ok(p->bw_factor) ? p->lat_factor : p->bw_factor);
   if (bad) msg = g_strdup_printf("%s: expected a positive value", bad);
   if (msg) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s", msg);
@@ -328,8 +354,11 @@ char *plat_generate_xml(const plat_gen_params *p, GError **err) {
   g_string_append(s, "  <config>\n");
   for (int i = 0; smpi_cfg[i]; i++) {
     const char *colon = strchr(smpi_cfg[i], ':');
+    const char *value = colon + 1;
+    if (g_str_has_prefix(smpi_cfg[i], "smpi/bw-factor:") && p->bw_factor) value = p->bw_factor;
+    if (g_str_has_prefix(smpi_cfg[i], "smpi/lat-factor:") && p->lat_factor) value = p->lat_factor;
     g_string_append_printf(s, "    <prop id=\"%.*s\" value=\"%s\"/>\n",
-                           (int)(colon - smpi_cfg[i]), smpi_cfg[i], colon + 1);
+                           (int)(colon - smpi_cfg[i]), smpi_cfg[i], value);
   }
   g_string_append(s, "  </config>\n");
   g_string_append(s, "  <zone id=\"dlsim\" routing=\"DijkstraCache\">\n");

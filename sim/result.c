@@ -12,6 +12,7 @@ void res_init(res_result *r) {
   r->colls = g_array_new(FALSE, FALSE, sizeof(res_coll));
   r->rank_rows = g_array_new(FALSE, FALSE, sizeof(res_rank));
   r->grid_search = g_array_new(FALSE, FALSE, sizeof(res_grid_row));
+  r->loss = g_array_new(FALSE, FALSE, sizeof(double));
   r->gholami_comm_s = -1;
 }
 
@@ -19,6 +20,7 @@ void res_release(res_result *r) {
   if (r->colls) g_array_free(r->colls, TRUE);
   if (r->rank_rows) g_array_free(r->rank_rows, TRUE);
   if (r->grid_search) g_array_free(r->grid_search, TRUE);
+  if (r->loss) g_array_free(r->loss, TRUE);
   g_free(r->kdb_name);
   memset(r, 0, sizeof *r);
 }
@@ -93,6 +95,15 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   cJSON_AddNumberToObject(root, "comm_bytes_per_gpu", r->comm_bytes_per_gpu);
   if (r->gholami_comm_s >= 0) cJSON_AddNumberToObject(root, "gholami_eq_comm_s", r->gholami_comm_s);
 
+  if (r->moe_routed_tokens > 0) {
+    cJSON *moe = cJSON_AddObjectToObject(root, "moe");
+    cJSON_AddStringToObject(moe, "routing", c->routing ? c->routing : "uniform");
+    cJSON_AddNumberToObject(moe, "imbalance_max_over_mean", r->moe_max_over_mean);
+    cJSON_AddNumberToObject(moe, "routed_tokens_per_iteration", r->moe_routed_tokens);
+    cJSON_AddNumberToObject(moe, "dropped_tokens_per_iteration", r->moe_dropped_tokens);
+    cJSON_AddNumberToObject(moe, "dropped_fraction",
+                            r->moe_dropped_tokens / r->moe_routed_tokens);
+  }
   cJSON *mem = cJSON_AddObjectToObject(root, "memory_bytes_per_gpu");
   cJSON_AddNumberToObject(mem, "peak", r->peak_mem_bytes);
   cJSON_AddNumberToObject(mem, "params", r->mem.params);
@@ -146,6 +157,11 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
       cJSON_AddBoolToObject(o, "simulated", x->simulated);
       cJSON_AddItemToArray(gs, o);
     }
+  }
+  if (r->loss && r->loss->len) {
+    cJSON *ls = cJSON_AddArrayToObject(root, "loss");
+    for (guint i = 0; i < r->loss->len; i++)
+      cJSON_AddItemToArray(ls, cJSON_CreateNumber(g_array_index(r->loss, double, i)));
   }
   cJSON *si = cJSON_AddObjectToObject(root, "simulation");
   cJSON_AddNumberToObject(si, "wall_s", c->reproducible ? 0.0 : r->wall_s);
@@ -218,6 +234,10 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
           r->peak_mem_bytes / 1e9, r->gpu_mem_bytes / 1e9, r->mem.params / 1e9,
           r->mem.grads / 1e9, r->mem.optimizer / 1e9, r->mem.activations / 1e9,
           r->fits_in_memory ? "" : "  DOES NOT FIT");
+  if (r->moe_routed_tokens > 0)
+    fprintf(out, "  experts         routing %s: busiest expert %.2fx the mean, %.2f%% of token copies "
+            "dropped by capacity\n", c->routing ? c->routing : "uniform", r->moe_max_over_mean,
+            100.0 * r->moe_dropped_tokens / r->moe_routed_tokens);
   fprintf(out, "  kernels         %s: %d measured, %d interpolated, %d estimated\n",
           r->kdb_name ? r->kdb_name : "", r->kdb_measured, r->kdb_interpolated, r->kdb_estimated);
 }

@@ -57,9 +57,14 @@ typedef struct {
   int ranks;                 /* ranks evaluated */
   int slowest_rank;
   double gholami_comm_s;     /* analytic: the paper's Eq. 4 or 8 as written, s; <0 when n/a */
+  double moe_max_over_mean;  /* MoE: busiest expert's tokens / mean tokens per expert (worst) */
+  double moe_dropped_tokens; /* MoE: token copies dropped by capacity per iteration, all ranks */
+  double moe_routed_tokens;  /* MoE: token copies routed per iteration, all ranks */
   GArray *colls;             /* res_coll, owned */
   GArray *rank_rows;         /* res_rank, owned */
   GArray *grid_search;       /* res_grid_row, owned; empty unless --grid auto */
+  GArray *loss;              /* double: mean training loss per iteration (--mode real), owned;
+                                empty for the other modes */
 } res_result;
 
 void res_init(res_result *r);

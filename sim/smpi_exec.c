@@ -17,9 +17,7 @@
 #include <simgrid/semaphore.h>
 #include <smpi/smpi.h>
 
-#include <cjson/cJSON.h>
 #include <glib.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,34 +25,12 @@
 #include "coll_mpi.h"
 #include "config.h"
 #include "dl_common.h"
+#include "exchange.h"
 #include "gpuspec.h"
 #include "ktime.h"
 #include "plan.h"
 #include "smpi_exec.h"
 #include "workload.h"
-
-typedef struct {
-  double start, end; /* simulated s */
-  int op;            /* index in the plan */
-  int iter;
-} ex_span;
-
-typedef struct {
-  double iteration_time_s, compute_s, comm_s, overlap_s;
-  double phase_s[PL_N_PHASES]; /* compute per phase, steady state */
-  int kernels;
-  GArray *colls; /* res-like rows: ex_coll */
-  GArray *spans[PL_N_STREAMS];
-  const pl_rank_plan *plan;
-} ex_out;
-
-typedef struct {
-  coll_op op;
-  pl_group group;
-  pl_purpose purpose;
-  const char *algo;
-  double calls, bytes, wire_bytes, time_s;
-} ex_coll;
 
 /* Process-wide, shared by all ranks (-no-privatize); written once, then read-only except each
  * rank's own slot. */
@@ -68,7 +44,7 @@ static struct {
   double *layer_t;    /* per-layer times that pipeline stages are balanced with */
   int *node_of;       /* node index of each rank's host */
   GHashTable *sent;   /* "src:dst:iter:tag" -> simulated time the send was posted (double*) */
-  ex_out *out;        /* per rank */
+  xc_out *out;        /* per rank */
 } shared;
 
 typedef struct {
@@ -76,7 +52,7 @@ typedef struct {
   const pl_rank_plan *plan;
   sg_sem_t *events;   /* iters × n_events */
   double speed;       /* host FLOP/s */
-  ex_out *out;
+  xc_out *out;
 } gpu_state;
 
 static sg_sem_t event_sem(gpu_state *g, int iter, int ev) {
@@ -88,11 +64,6 @@ static void event_wait(gpu_state *g, int iter, int ev) {
   sg_sem_t s = event_sem(g, iter, ev);
   sg_sem_acquire(s);
   sg_sem_release(s);
-}
-
-static void add_span(ex_out *o, int stream, double start, double end, int op, int iter) {
-  ex_span s = {start, end, op, iter};
-  g_array_append_val(o->spans[stream], s);
 }
 
 static double kernel_s(const pl_op *op) { return kt_kernel_s(&shared.kt, op, NULL); }
@@ -109,7 +80,7 @@ static void gpu_actor(int argc, char **argv) {
       double t0 = simgrid_get_clock();
       double s = kernel_s(op);
       if (s > 0) sg_actor_execute(s * g->speed);
-      add_span(g->out, PL_STREAM_COMPUTE, t0, simgrid_get_clock(), i, it);
+      xc_add_span(g->out, PL_STREAM_COMPUTE, t0, simgrid_get_clock(), i, it);
       if (op->record_event >= 0) sg_sem_release(event_sem(g, it, op->record_event));
     }
 }
@@ -148,131 +119,7 @@ static void load_shared(int argc, char **argv) {
   shared.layer_t = kt_layer_times(&shared.kt, &shared.cfg);
   shared.sent = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   shared.node_of = g_new0(int, shared.cfg.gpus);
-  shared.out = g_new0(ex_out, shared.cfg.gpus);
-}
-
-/* Length of the intersection of two sorted lists of disjoint spans from iterations >= it0. */
-static double overlap_s(const GArray *a, const GArray *b, int it0) {
-  double tot = 0;
-  guint i = 0, j = 0;
-  while (i < a->len && j < b->len) {
-    const ex_span *x = &g_array_index(a, ex_span, i), *y = &g_array_index(b, ex_span, j);
-    if (x->iter < it0) { i++; continue; }
-    if (y->iter < it0) { j++; continue; }
-    double lo = MAX(x->start, y->start), hi = MIN(x->end, y->end);
-    if (hi > lo) tot += hi - lo;
-    if (x->end < y->end) i++;
-    else j++;
-  }
-  return tot;
-}
-
-static void add_coll(GArray *rows, const pl_op *op, const char *algo, double t, double wire) {
-  for (guint i = 0; i < rows->len; i++) {
-    ex_coll *x = &g_array_index(rows, ex_coll, i);
-    if (x->op == op->coll && x->group == op->group && x->purpose == op->purpose &&
-        strcmp(x->algo, algo) == 0) {
-      x->calls++;
-      x->bytes += op->bytes;
-      x->wire_bytes += wire;
-      x->time_s += t;
-      return;
-    }
-  }
-  ex_coll x = {op->coll, op->group, op->purpose, algo, 1, op->bytes, wire, t};
-  g_array_append_val(rows, x);
-}
-
-static char *write_result(int P, const char *result_path, const char *trace_path) {
-  const cfg_run *c = &shared.cfg;
-  int slow = 0;
-  for (int r = 1; r < P; r++) {
-    /* the slowest rank; among ranks that finish together, the busiest one */
-    double t = shared.out[r].iteration_time_s, w = shared.out[slow].iteration_time_s;
-    gboolean tie = fabs(t - w) <= 1e-9 * w;
-    if ((!tie && t > w) || (tie && shared.out[r].compute_s > shared.out[slow].compute_s)) slow = r;
-  }
-  const ex_out *o = &shared.out[slow];
-  int steady = c->iters > 1 ? c->iters - 1 : 1;
-  cJSON *root = cJSON_CreateObject();
-  cJSON_AddNumberToObject(root, "iteration_time_s", o->iteration_time_s);
-  cJSON_AddNumberToObject(root, "compute_s", o->compute_s);
-  cJSON_AddNumberToObject(root, "comm_s", o->comm_s);
-  cJSON_AddNumberToObject(root, "overlapped_comm_s", o->overlap_s);
-  cJSON_AddNumberToObject(root, "bubble_s", 0);
-  cJSON *ph = cJSON_AddObjectToObject(root, "phase_s");
-  for (int i = 0; i < PL_N_PHASES; i++)
-    cJSON_AddNumberToObject(ph, pl_phase_name((pl_phase)i), o->phase_s[i]);
-  cJSON_AddNumberToObject(root, "slowest_rank", slow);
-  cJSON_AddNumberToObject(root, "kernels", o->kernels);
-  cJSON *cs = cJSON_AddArrayToObject(root, "colls");
-  for (guint i = 0; i < o->colls->len; i++) {
-    const ex_coll *x = &g_array_index(o->colls, ex_coll, i);
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "op", coll_op_name(x->op));
-    cJSON_AddStringToObject(j, "group", pl_group_name(x->group));
-    cJSON_AddStringToObject(j, "purpose", pl_purpose_name(x->purpose));
-    cJSON_AddStringToObject(j, "algo", x->algo);
-    cJSON_AddNumberToObject(j, "calls", x->calls / steady);
-    cJSON_AddNumberToObject(j, "bytes", x->bytes / steady);
-    cJSON_AddNumberToObject(j, "wire_bytes", x->wire_bytes / steady);
-    cJSON_AddNumberToObject(j, "time_s", x->time_s / steady);
-    cJSON_AddItemToArray(cs, j);
-  }
-  cJSON *rs = cJSON_AddArrayToObject(root, "ranks");
-  for (int r = 0; r < P; r++) {
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "rank", r);
-    cJSON_AddNumberToObject(j, "iteration_time_s", shared.out[r].iteration_time_s);
-    cJSON_AddNumberToObject(j, "compute_s", shared.out[r].compute_s);
-    cJSON_AddNumberToObject(j, "comm_s", shared.out[r].comm_s);
-    cJSON_AddItemToArray(rs, j);
-  }
-  char *txt = cJSON_PrintUnformatted(root);
-  cJSON_Delete(root);
-  GError *e = NULL;
-  char *err = NULL;
-  if (!dl_write_file_atomic(result_path, txt, strlen(txt), &e)) {
-    err = g_strdup(e->message);
-    g_clear_error(&e);
-  }
-  cJSON_free(txt);
-  if (!err && trace_path && strcmp(trace_path, "-") != 0) {
-    /* Chrome trace-event format: one process per rank, one thread per stream, times in us. */
-    GString *t = g_string_new("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-    gboolean first = TRUE;
-    for (int r = 0; r < P; r++) {
-      g_string_append_printf(t, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}",
-                             first ? "" : ",\n", r, r);
-      first = FALSE;
-      for (int s = 0; s < PL_N_STREAMS; s++)
-        g_string_append_printf(t, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
-                               r, s, s == PL_STREAM_COMPUTE ? "compute" : "comm");
-      for (int s = 0; s < PL_N_STREAMS; s++) {
-        const GArray *sp = shared.out[r].spans[s];
-        for (guint i = 0; i < sp->len; i++) {
-          const ex_span *x = &g_array_index(sp, ex_span, i);
-          const pl_op *op = &shared.out[r].plan->ops[x->op];
-          char name[64];
-          if (op->kind == PL_KERNEL) g_strlcpy(name, op->kname, sizeof name);
-          else g_snprintf(name, sizeof name, "%s %s", coll_op_name(op->coll), pl_group_name(op->group));
-          g_string_append_printf(t, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
-                                 "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"iter\":%d,\"layer\":%d",
-                                 name, pl_phase_name(op->phase), r, s, x->start * 1e6,
-                                 (x->end - x->start) * 1e6, x->iter, op->layer);
-          if (op->kind == PL_COLL) g_string_append_printf(t, ",\"bytes\":%.0f", op->bytes);
-          g_string_append(t, "}}");
-        }
-      }
-    }
-    g_string_append(t, "\n]}\n");
-    if (!dl_write_file_atomic(trace_path, t->str, t->len, &e)) {
-      err = g_strdup(e->message);
-      g_clear_error(&e);
-    }
-    g_string_free(t, TRUE);
-  }
-  return err;
+  shared.out = g_new0(xc_out, shared.cfg.gpus);
 }
 
 int smpi_exec_main(int argc, char **argv) {
@@ -314,7 +161,8 @@ int smpi_exec_main(int argc, char **argv) {
   MPI_Comm comm[PL_N_GROUPS];
   coll_topo topo[PL_N_GROUPS];
   int *members = g_new(int, P);
-  const int degree[PL_N_GROUPS] = {P, c->dp, c->tp, c->pp, 1, c->pp > 1 ? 2 : 1};
+  const int degree[PL_N_GROUPS] = {P, c->dp, c->tp, c->pp, c->ep, c->pp > 1 ? 2 : 1,
+                                   c->dp / c->ep};
   for (int g = 0; g < PL_N_GROUPS; g++) {
     comm[g] = MPI_COMM_NULL;
     int n = pl_group_members(c, (pl_group)g, rank, members);
@@ -331,16 +179,19 @@ int smpi_exec_main(int argc, char **argv) {
   /* buffers: payload-free, as large as the largest collective */
   double maxb = 0;
   for (int i = 0; i < plan->n_ops; i++)
-    if (plan->ops[i].kind == PL_COLL && plan->ops[i].bytes > maxb) maxb = plan->ops[i].bytes;
+    if (plan->ops[i].kind == PL_COLL) {
+      double b = plan->ops[i].bytes, in = 0;
+      if (plan->ops[i].peer_recv_bytes) /* uneven all-to-all: what arrives may exceed what leaves */
+        for (int j = 0; j < c->ep; j++) in += plan->ops[i].peer_recv_bytes[j];
+      if (MAX(b, in) > maxb) maxb = MAX(b, in);
+    }
   size_t bufb = (size_t)maxb + 64;
   void *sendbuf = SMPI_SHARED_MALLOC(bufb), *recvbuf = SMPI_SHARED_MALLOC(bufb);
   MPI_Op noop;
   MPI_Op_create(noop_op, 1, &noop);
 
-  ex_out *o = &shared.out[rank];
-  o->plan = plan;
-  o->colls = g_array_new(FALSE, FALSE, sizeof(ex_coll));
-  for (int s = 0; s < PL_N_STREAMS; s++) o->spans[s] = g_array_new(FALSE, FALSE, sizeof(ex_span));
+  xc_out *o = &shared.out[rank];
+  xc_out_init(o, plan);
   gpu_state gs = {rank, c->iters, plan, NULL, sg_host_get_speed(sg_host_self()), o};
   gs.events = g_new(sg_sem_t, (size_t)c->iters * plan->n_events + 1);
   for (size_t i = 0; i < (size_t)c->iters * plan->n_events; i++) gs.events[i] = sg_sem_init(0);
@@ -380,7 +231,7 @@ int smpi_exec_main(int argc, char **argv) {
         *v = t0;
         g_hash_table_replace(shared.sent, g_strdup(key), v);
         MPI_Isend(sendbuf, (int)op->bytes, MPI_BYTE, op->peer, op->tag, MPI_COMM_WORLD, &sreq[si++]);
-        if (it >= it0) add_coll(o->colls, op, "p2p", 0, op->bytes);
+        if (it >= it0) xc_add_coll(o, op, "p2p", 0, op->bytes);
       } else if (op->kind == PL_RECV) {
         MPI_Wait(&rreq[ri++], MPI_STATUS_IGNORE);
         double t1 = simgrid_get_clock();
@@ -389,8 +240,8 @@ int smpi_exec_main(int argc, char **argv) {
         const double *posted = g_hash_table_lookup(shared.sent, key);
         /* the transfer is communication; waiting for the sender to get there is bubble */
         double from = posted && *posted > t0 ? *posted : t0;
-        if (t1 > from) add_span(o, PL_STREAM_COMM, from, t1, i, it);
-        if (it >= it0) add_coll(o->colls, op, "p2p", t1 > from ? t1 - from : 0, 0);
+        if (t1 > from) xc_add_span(o, PL_STREAM_COMM, from, t1, i, it);
+        if (it >= it0) xc_add_coll(o, op, "p2p", t1 > from ? t1 - from : 0, 0);
         if (op->record_event >= 0) sg_sem_release(event_sem(&gs, it, op->record_event));
         continue;
       } else if (op->kind == PL_COLL) {
@@ -406,13 +257,19 @@ int smpi_exec_main(int argc, char **argv) {
         const char *algo = coll_resolve(cop, c->coll, op->bytes, n, nodes);
         const coll_algo *a = coll_find(cop, algo);
         size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
-        if (a && n > 1 && bytes > 0)
+        if (op->peer_send_bytes) { /* MoE all-to-all with uneven blocks */
+          coll_alltoallv_pairwise(sendbuf, op->peer_send_bytes, recvbuf, op->peer_recv_bytes,
+                                  comm[op->group]);
+          algo = "pairwise";
+          a = NULL;
+        } else if (a && n > 1 && bytes > 0) {
           a->fn(sendbuf, recvbuf, bytes, comm[op->group], &topo[op->group], noop);
+        }
         double t1 = simgrid_get_clock();
-        if (it >= it0) add_coll(o->colls, op, a ? a->name : algo, t1 - t0,
+        if (it >= it0) xc_add_coll(o, op, a ? a->name : algo, t1 - t0,
                                 coll_wire_bytes(cop, algo, op->bytes, n, &topo[op->group]));
       }
-      if (op->kind != PL_SEND) add_span(o, PL_STREAM_COMM, t0, simgrid_get_clock(), i, it);
+      if (op->kind != PL_SEND) xc_add_span(o, PL_STREAM_COMM, t0, simgrid_get_clock(), i, it);
       if (op->record_event >= 0) sg_sem_release(event_sem(&gs, it, op->record_event));
     }
     MPI_Waitall(si, sreq, MPI_STATUSES_IGNORE);
@@ -421,32 +278,12 @@ int smpi_exec_main(int argc, char **argv) {
   g_free(sreq);
   sg_actor_join(gpu, -1);
 
-  /* per-iteration end = the last op of the iteration on either stream */
-  double *end = g_new0(double, c->iters);
-  for (int s = 0; s < PL_N_STREAMS; s++)
-    for (guint i = 0; i < o->spans[s]->len; i++) {
-      const ex_span *x = &g_array_index(o->spans[s], ex_span, i);
-      if (x->end > end[x->iter]) end[x->iter] = x->end;
-      if (x->iter >= it0) {
-        if (s == PL_STREAM_COMPUTE) {
-          o->compute_s += x->end - x->start;
-          o->phase_s[plan->ops[x->op].phase] += (x->end - x->start) / (c->iters - it0);
-        }
-        else o->comm_s += x->end - x->start;
-      }
-    }
-  int steady = c->iters - it0;
-  o->iteration_time_s = it0 ? (end[c->iters - 1] - end[0]) / steady : end[0] - t_start;
-  o->compute_s /= steady;
-  o->comm_s /= steady;
-  o->overlap_s = overlap_s(o->spans[PL_STREAM_COMPUTE], o->spans[PL_STREAM_COMM], it0) / steady;
-  for (int i = 0; i < plan->n_ops; i++) o->kernels += plan->ops[i].kind == PL_KERNEL;
-  g_free(end);
+  xc_out_finish(o, c->iters, t_start);
 
   MPI_Barrier(MPI_COMM_WORLD);
   int status = 0;
   if (rank == 0) {
-    char *err = write_result(P, result_path, trace_path);
+    char *err = xc_write(shared.out, P, c->iters, NULL, 0, result_path, trace_path);
     if (err) {
       fprintf(stderr, "dlsim-smpi: %s\n", err);
       g_free(err);

@@ -1,0 +1,129 @@
+/* realrun.c — checking and launching the real executor (see realrun.h). */
+#include "realrun.h"
+
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "dl_common.h"
+#include "exchange.h"
+
+#ifndef DLSIM_MPIRUN
+#define DLSIM_MPIRUN "mpirun"
+#endif
+
+static gboolean check_layer(const wl_model *m, const wl_layer *l, int i, GError **err) {
+  const char *why = NULL;
+  if (l->kind == WL_MOE) why = "mixture-of-experts layers";
+  else if (l->kind == WL_LINEAR && l->tied_to >= 0 && l->bias) why = "tied linears with a bias";
+  else if (l->kind == WL_LINEAR && l->tied_to >= 0 && m->layers[l->tied_to].kind != WL_EMBEDDING)
+    why = "linears tied to a linear";
+  else if (l->kind == WL_EMBEDDING && l->inputs[0] != -1) why = "embeddings that read a layer";
+  else if (l->kind == WL_SOFTMAX_CE && i != m->n_layers - 1) why = "losses before the last layer";
+  else if (i == m->n_layers - 1 && l->kind != WL_SOFTMAX_CE) why = "models without a final loss";
+  else if (m->vocab > 0 && l->kind != WL_EMBEDDING &&
+           (l->inputs[0] == -1 || (l->n_inputs > 1 && l->inputs[1] == -1)))
+    why = "token ids read by a layer other than an embedding";
+  if (!why) return TRUE;
+  g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: %s: layer '%s' (%s): %s are not run "
+              "for real yet", m->path, l->name, wl_layer_kind_name(l->kind), why);
+  return FALSE;
+}
+
+gboolean rr_check(const wl_model *m, const cfg_run *c, GError **err) {
+  if (c->tp > 1 || c->grid_pr > 0 || c->grid_auto) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: tensor parallelism (--tp %d, --grid) "
+                "is not run for real yet; use --dp and --pp", c->tp);
+    return FALSE;
+  }
+  if (c->precision == GS_FP16 || c->precision == GS_BF16) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --precision %s: the real executor's "
+                "CPU kernels compute in fp32; use --precision fp32", gs_precision_name(c->precision));
+    return FALSE;
+  }
+  if (c->recompute) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--mode real: --recompute is not run for real yet; leave it out");
+    return FALSE;
+  }
+  for (int i = 0; i < m->n_layers; i++)
+    if (!check_layer(m, &m->layers[i], i, err)) return FALSE;
+  return TRUE;
+}
+
+static char *real_exec_path(void) {
+  const char *env = g_getenv("DLSIM_REAL_EXEC");
+  return env && *env ? g_strdup(env) : g_build_filename(DLSIM_BINARY_DIR, "dlsim-real", NULL);
+}
+
+static char *last_line(const char *text) {
+  char **lines = g_strsplit(text ? text : "", "\n", -1);
+  const char *found = NULL;
+  for (int i = 0; lines[i]; i++)
+    if (*g_strstrip(lines[i])) found = lines[i];
+  char *out = g_strdup(found ? found : "(no message)");
+  g_strfreev(lines);
+  return out;
+}
+
+gboolean rr_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result *r, GError **err) {
+  (void)m, (void)pl;
+  gboolean ok = FALSE;
+  char *dir = g_dir_make_tmp("dlsim-XXXXXX", NULL);
+  if (!dir) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "cannot create a temporary directory");
+    return FALSE;
+  }
+  char *result = g_build_filename(dir, "result.json", NULL), *exec = real_exec_path();
+  char *np = g_strdup_printf("%d", c->gpus), *child_err = NULL;
+  char **opts = cfg_to_args(c);
+  GPtrArray *argv = g_ptr_array_new();
+  g_ptr_array_add(argv, DLSIM_MPIRUN);
+  g_ptr_array_add(argv, "--oversubscribe");
+  if (geteuid() == 0) g_ptr_array_add(argv, "--allow-run-as-root");
+  /* ranks wait in MPI without spinning a core: there are more ranks than cores here */
+  g_ptr_array_add(argv, "--mca");
+  g_ptr_array_add(argv, "mpi_yield_when_idle");
+  g_ptr_array_add(argv, "1");
+  g_ptr_array_add(argv, "-np");
+  g_ptr_array_add(argv, np);
+  g_ptr_array_add(argv, exec);
+  g_ptr_array_add(argv, "run");
+  g_ptr_array_add(argv, result);
+  g_ptr_array_add(argv, c->trace ? c->trace : "-");
+  for (char **o = opts; *o; o++) g_ptr_array_add(argv, *o);
+  g_ptr_array_add(argv, NULL);
+  gint64 t0 = g_get_monotonic_time();
+  int wait_status = 0;
+  GError *werr = NULL;
+  if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
+                    NULL, &child_err, &wait_status, &werr)) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: %s", DLSIM_MPIRUN, werr->message);
+    g_error_free(werr);
+  } else if (!g_spawn_check_wait_status(wait_status, &werr)) {
+    char *line = last_line(child_err);
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s %s: %s: %s", DLSIM_MPIRUN, exec, werr->message, line);
+    fputs(child_err, stderr);
+    g_free(line);
+    g_error_free(werr);
+  } else if (xc_read(result, c, r, err)) {
+    r->wall_s = (g_get_monotonic_time() - t0) / 1e6;
+    r->ranks = c->gpus;
+    r->kdb_measured = r->kdb_estimated; /* every kernel time was measured on this machine */
+    r->kdb_estimated = 0;
+    r->kdb_interpolated = 0;
+    g_free(r->kdb_name);
+    r->kdb_name = g_strdup("measured:cpu");
+    ok = TRUE;
+  }
+  g_ptr_array_free(argv, TRUE);
+  g_strfreev(opts);
+  g_free(child_err);
+  g_unlink(result);
+  g_rmdir(dir);
+  g_free(result);
+  g_free(exec);
+  g_free(np);
+  g_free(dir);
+  return ok;
+}

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Numerics of the real executor: every parallel strategy computes the serial run's training.
+
+Usage: check_real.py DLSIM   (run from anywhere; DLSIM_DATA_DIR points at the repository)
+
+Each case runs `dlsim run --mode real` (mpirun, oversubscribed) for 2 iterations and compares the
+per-iteration loss and every parameter after the last step (--dump-weights, serial layout) with
+the serial run (1 rank, no micro-batches) of the same workload and batch.
+
+Why they must agree: every strategy starts from the same weights (seeded by layer and element)
+and sees the same samples (seeded by global sample index); data parallelism sums the ranks'
+gradients of their local mean losses and divides by dp, micro-batching sums the micro-batch
+gradients and divides by m, so the update is the serial one of the mean loss over the batch.
+The only difference is the order of float32 additions (sums split across ranks and micro-
+batches, reduced by the ring all-reduce, and OpenBLAS blocking for a different number of rows).
+
+Tolerances (measured margins in brackets):
+  loss       relative 1e-6: a mean of 16-512 float32 terms re-associated differs by a few ulps
+             (2^-24 = 6e-8); observed <= 2e-8 [50x].
+  weights    SGD with momentum: |w - w_serial| <= 1e-5 * max|w_serial| of the layer, for every
+             element. A re-associated gradient differs by a few ulps of its largest terms, and
+             an SGD step moves the weight by lr * g, so after 2 steps the weights differ by
+             about an ulp of the layer's scale (2^-24 * max|w| = 6e-8 relative); observed
+             <= 3e-7 of the layer scale [30x]. A missing 1/dp, a lost bucket or a wrong
+             micro-batch slice moves weights by about lr * |g| (1e-4 .. 1e-3 of the scale).
+  weights    Adam (gpt-tiny): Adam divides by sqrt(v) + eps, so a gradient element near zero
+             whose float sum differs by d moves its weight by up to lr * d / eps (lr / eps =
+             1e5): a handful of such elements differ by up to ~3% of one step. So: every
+             element within 0.1 * lr (a tenth of one Adam step), and 99.5% within the SGD
+             bound above (observed 99.9%). gpt-tiny-sgd (the same model trained with SGD)
+             carries the tight check for the transformer.
+Batch norm: each rank (and each micro-batch) normalises with its own batch's statistics, as
+PyTorch DDP without SyncBatchNorm, so cnn-small equals the serial run only with one micro-batch
+per stage and dp 1 (pipeline, m = 1: checked); with dp 2 the test checks that it DIFFERS, which
+also shows that the comparison can fail. The BN-free tests/real/cnn-nobn.json takes every
+strategy.
+"""
+import array
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+DLSIM = sys.argv[1]
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.join(SRC, "tests", "real")
+ITERS = 2
+BATCH = 16
+ADAM_LR = 1e-3  # real_model.h
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures += 1
+
+
+def run(tmp, tag, args, expect_rc=0):
+    out = os.path.join(tmp, tag + ".json")
+    w = os.path.join(tmp, tag + ".bin")
+    cmd = [DLSIM, "run", "--mode", "real", "--iters", str(ITERS), "--batch", str(BATCH),
+           "--out", out, "--dump-weights", w] + args
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != expect_rc:
+        print(p.stderr)
+        return None, None, p
+    if expect_rc:
+        return None, None, p
+    with open(out) as f:
+        res = json.load(f)
+    with open(w, "rb") as f:
+        blob = f.read()
+    nl = blob.index(b"\n")
+    head = json.loads(blob[:nl])
+    data = array.array("f")
+    data.frombytes(blob[nl + 1:])
+    if sys.byteorder != "little":
+        data.byteswap()
+    return res, (head, data), p
+
+
+def compare(tag, ref, got, adam):
+    (rres, (rhead, rw)), (res, (head, w)) = ref, got
+    check(head == rhead and len(w) == len(rw), f"{tag}: same parameter layout")
+    if head != rhead or len(w) != len(rw):
+        return
+    rl, gl = rres["loss"], res["loss"]
+    worst = max(abs(a - b) / abs(a) for a, b in zip(rl, gl))
+    check(len(gl) == ITERS and worst <= 1e-6, f"{tag}: loss {gl} vs serial {rl} (rel {worst:.1e} <= 1e-6)")
+    off, bad, outside, worst_rel = 0, [], 0, 0.0
+    for layer in head["layers"]:
+        n = layer["params"]
+        ref_l, got_l = rw[off:off + n], w[off:off + n]
+        scale = max(abs(x) for x in ref_l) or 1.0
+        tight = 1e-5 * scale
+        for a, b in zip(ref_l, got_l):
+            d = abs(a - b)
+            worst_rel = max(worst_rel, d / scale)
+            if d > tight:
+                outside += 1
+                if not adam or d > 0.1 * ADAM_LR:
+                    bad.append(layer["name"])
+                    break
+        off += n
+    total = len(w)
+    if adam:
+        check(not bad and outside <= 0.005 * total,
+              f"{tag}: weights: {outside}/{total} outside 1e-5 of the layer scale (<= 0.5%), "
+              f"all within 0.1 lr (worst {worst_rel:.1e} of the scale){' BAD ' + str(bad) if bad else ''}")
+    else:
+        check(not bad, f"{tag}: every weight within 1e-5 of its layer's scale (worst {worst_rel:.1e})"
+              f"{' BAD in ' + str(bad) if bad else ''}")
+
+
+def max_dev(ref, got):
+    """Largest |w - w_serial| over all elements, relative to the layer's max |w_serial|."""
+    (head, rw), (_, w) = ref, got
+    off, worst = 0, 0.0
+    for layer in head["layers"]:
+        n = layer["params"]
+        scale = max(abs(x) for x in rw[off:off + n]) or 1.0
+        worst = max([worst] + [abs(a - b) / scale for a, b in zip(rw[off:off + n], w[off:off + n])])
+        off += n
+    return worst
+
+
+def main():
+    t0 = time.time()
+    cnn_nobn = os.path.join(HERE, "cnn-nobn.json")
+    gpt_sgd = os.path.join(HERE, "gpt-tiny-sgd.json")
+    # (workload, adam, [(tag, options)])
+    cases = [
+        ("mlp-small", False, [
+            ("dp2", ["--gpus", "2"]),
+            ("dp4", ["--gpus", "4"]),
+            ("m4 (gradient accumulation)", ["--gpus", "1", "--microbatches", "4"]),
+            ("pp2 gpipe m4", ["--gpus", "2", "--pp", "2", "--microbatches", "4"]),
+            ("pp4 1f1b m8", ["--gpus", "4", "--pp", "4", "--microbatches", "8", "--schedule", "1f1b"]),
+            ("pp2 dp2 1f1b m4", ["--gpus", "4", "--pp", "2", "--dp", "2", "--microbatches", "4",
+                                 "--schedule", "1f1b"]),
+        ]),
+        (cnn_nobn, False, [
+            ("dp2", ["--gpus", "2"]),
+            ("dp4", ["--gpus", "4"]),
+            ("pp2 gpipe m4", ["--gpus", "2", "--pp", "2", "--microbatches", "4"]),
+            ("pp2 dp2 1f1b m8", ["--gpus", "4", "--pp", "2", "--dp", "2", "--microbatches", "8",
+                                 "--schedule", "1f1b"]),
+        ]),
+        ("cnn-small", False, [
+            ("pp2 m1 (batch norm sees the whole batch)", ["--gpus", "2", "--pp", "2",
+                                                          "--microbatches", "1"]),
+        ]),
+        (gpt_sgd, False, [
+            ("dp2", ["--gpus", "2"]),
+            ("dp4", ["--gpus", "4"]),
+            ("pp2 1f1b m4", ["--gpus", "2", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"]),
+            ("pp4 gpipe m8 (tied embedding across stages)", ["--gpus", "4", "--pp", "4",
+                                                             "--microbatches", "8"]),
+            ("pp2 dp2 gpipe m4", ["--gpus", "4", "--pp", "2", "--dp", "2", "--microbatches", "4"]),
+        ]),
+        ("gpt-tiny", True, [
+            ("dp2", ["--gpus", "2"]),
+            ("pp2 dp2 1f1b m8", ["--gpus", "4", "--pp", "2", "--dp", "2", "--microbatches", "8",
+                                 "--schedule", "1f1b"]),
+        ]),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for wl, adam, runs in cases:
+            name = os.path.basename(wl).replace(".json", "")
+            ref_res, ref_w, p = run(tmp, name + "-serial", ["--workload", wl, "--gpus", "1"])
+            check(ref_res is not None, f"{name}: serial run")
+            if ref_res is None:
+                continue
+            for i, (tag, opts) in enumerate(runs):
+                res, w, p = run(tmp, f"{name}-{i}", ["--workload", wl] + opts)
+                check(res is not None, f"{name} {tag}: run")
+                if res is not None:
+                    compare(f"{name} {tag}", (ref_res, ref_w), (res, w), adam)
+
+        # batch norm under data parallelism is a different function of the batch
+        ref_res, ref_w, _ = run(tmp, "bn-serial", ["--workload", "cnn-small", "--gpus", "1"])
+        res, w, _ = run(tmp, "bn-dp2", ["--workload", "cnn-small", "--gpus", "2"])
+        if ref_res and res:
+            d = abs(ref_res["loss"][0] - res["loss"][0]) / ref_res["loss"][0]
+            dev = max_dev(ref_w, w)
+            check(d > 1e-6 and dev > 100 * 1e-5,
+                  f"cnn-small dp2: local batch-norm statistics change the loss (rel {d:.1e} > "
+                  f"1e-6) and the weights ({dev:.1e} of a layer's scale > 100x the tolerance)")
+        else:
+            check(False, "cnn-small dp2 runs")
+
+        # the result and the trace of a parallel run
+        trace = os.path.join(tmp, "trace.json")
+        res, _, _ = run(tmp, "timed", ["--workload", "mlp-small", "--gpus", "2", "--trace", trace])
+        ok = res is not None
+        if ok:
+            bd = res["breakdown_s"]
+            parts = bd["compute"] + bd["exposed_comm"] + bd["bubble"] + bd["idle"]
+            ok = res["mode"] == "real" and res["iteration_time_s"] > 0 and \
+                abs(parts - res["iteration_time_s"]) <= 0.01 * res["iteration_time_s"]
+            grad = [c for c in res["collectives"] if c["purpose"] == "grad_sync"]
+            ok = ok and len(grad) == 1 and grad[0]["group"] == "dp" and grad[0]["wire_bytes"] > 0
+        check(ok, "mlp-small dp2: result has a measured iteration whose breakdown adds up, and "
+                  "its gradient all-reduce row")
+        if ok:
+            with open(trace) as f:
+                ev = json.load(f)["traceEvents"]
+            pids = {e["pid"] for e in ev if e.get("ph") == "X"}
+            kernels = [e for e in ev if e.get("ph") == "X" and e["tid"] == 0 and e["pid"] == 0]
+            # 6 layers forward + 6 backward + the optimizer step per iteration
+            check(pids == {0, 1} and len(kernels) == 13 * ITERS,
+                  f"trace: spans on both ranks, {len(kernels)} kernels on rank 0 (expected {13 * ITERS})")
+
+        # what the real executor refuses, with exit status 2 and one line
+        _, _, p = run(tmp, "tp", ["--workload", "gpt-tiny", "--gpus", "2", "--tp", "2",
+                                  "--tp-style", "megatron"], expect_rc=2)
+        check(p.returncode == 2 and "tensor parallelism" in p.stderr and p.stderr.count("\n") == 1,
+              f"--tp 2 refused in real mode: {p.stderr.strip()}")
+    print(f"{time.time() - t0:.1f} s")
+    print(f"PASSED: {failures} failure(s)" if failures == 0 else f"FAILED: {failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
