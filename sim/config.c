@@ -348,6 +348,12 @@ gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err) {
     goto out;
   }
   set_str(&c->platform, r.platform);
+  if (!r.platform && r.gpus > 192) {
+    /* the default platform is ThetaGPU (24 nodes of 8 GPUs); past it, the same nodes and network
+     * with as many nodes as the GPUs need */
+    g_free(c->platform);
+    c->platform = g_strdup_printf("thetagpu:%d", (r.gpus + 7) / 8);
+  }
   set_str(&c->workload, r.workload);
   set_str(&c->coll, r.coll);
   set_str(&c->kernels, r.kernels);

@@ -747,9 +747,14 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
     if (t < 0 || c->pp == 1) continue;
     gboolean here_i = i >= l0 && i < l1, here_t = t >= l0 && t < l1;
     if (here_i == here_t) continue; /* both here, or neither */
-    if (here_i) local_params += m->layers[t].params / role[t].split; /* a copy of the weights */
-    coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_EMBED, PL_WHY_TIED,
-         (double)m->layers[t].params / role[t].split * gb, FALSE, &pending);
+    double bytes = (double)m->layers[t].params / role[t].split * gb;
+    if (here_i) {
+      local_params += m->layers[t].params / role[t].split; /* a copy of the weights */
+      /* the copy is in no bucket: its data-parallel sum first (Megatron does the same) */
+      if (c->dp > 1)
+        coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_DP, PL_WHY_TIED, bytes, FALSE, &pending);
+    }
+    coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_EMBED, PL_WHY_TIED, bytes, FALSE, &pending);
   }
 
   /* ---- optimizer step: waits for the last collective (the stream is in order) ---- */

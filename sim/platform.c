@@ -16,6 +16,7 @@
 #include "dl_common.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -328,8 +329,47 @@ fail:
   return NULL;
 }
 
+/* "PRESET:NODES" (e.g. "thetagpu:64"): the preset with that many nodes, written once into a cache
+ * directory so that smpirun can read the same file. Returns the file's path, or NULL with
+ * DL_ERR_INPUT. */
+static char *scaled_preset(const char *spec, GError **err) {
+  const char *colon = strchr(spec, ':');
+  char *preset = g_strndup(spec, (gsize)(colon - spec));
+  char *end = NULL;
+  long nodes = strtol(colon + 1, &end, 10);
+  char *path = NULL;
+  plat_gen_params p;
+  if (end == colon + 1 || *end || nodes < 1 || nodes > 65536) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--platform %s: expected PRESET:NODES with 1..65536 "
+                "nodes", spec);
+    goto out;
+  }
+  if (!plat_gen_preset(preset, &p, err)) goto out;
+  p.nodes = (int)nodes;
+  char *xml = plat_generate_xml(&p, err);
+  if (!xml) goto out;
+  char *dir = g_build_filename(g_get_user_cache_dir(), "dlsim", "platforms", NULL);
+  char *file = g_strdup_printf("%s-%ld.xml", preset, nodes);
+  path = g_build_filename(dir, file, NULL);
+  if (g_mkdir_with_parents(dir, 0755) != 0 ||
+      !dl_write_file_atomic(path, xml, strlen(xml), err)) {
+    if (err && !*err)
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: cannot create the platform cache", dir);
+    g_clear_pointer(&path, g_free);
+  }
+  g_free(file);
+  g_free(dir);
+  g_free(xml);
+out:
+  g_free(preset);
+  return path;
+}
+
 plat *plat_load(const char *name_or_path, GError **err) {
-  char *path = dl_resolve("--platform", "platforms", name_or_path, ".xml", err);
+  gboolean scaled = strchr(name_or_path, ':') && !strchr(name_or_path, '/') &&
+                    !g_file_test(name_or_path, G_FILE_TEST_EXISTS);
+  char *path = scaled ? scaled_preset(name_or_path, err)
+                      : dl_resolve("--platform", "platforms", name_or_path, ".xml", err);
   if (!path) return NULL;
   gsize len = 0;
   char *xml = dl_read_file(path, &len, err);

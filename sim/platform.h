@@ -117,7 +117,9 @@ typedef struct {
 
 typedef struct plat plat;
 
-/* Loads a platform by name (under <datadir>/platforms/, ".xml" added) or path. Returns a new plat
+/* Loads a platform by name (under <datadir>/platforms/, ".xml" added), by path, or as
+ * "PRESET:NODES" (a preset of plat_gen_preset with that many nodes, e.g. "thetagpu:128", written
+ * to <user cache dir>/dlsim/platforms/ so that smpirun reads the same file). Returns a new plat
  * (plat_free) or NULL with DL_ERR_INPUT: unreadable file, malformed XML ("FILE: Error on line
  * N ..."), constructs the closed form cannot route ("FILE:N: <cluster> ..."), a host without
  * any route. */

@@ -5,11 +5,6 @@
 find_package(MPI COMPONENTS C)
 find_program(DLSIM_MPIRUN_EXE NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
 
-# real_*.c need MPI: keep them out of dlcore (its glob takes every sim/*.c)
-get_target_property(_dl_core_src dlcore SOURCES)
-list(FILTER _dl_core_src EXCLUDE REGEX "/real_[a-z0-9_]*\\.c$")
-set_property(TARGET dlcore PROPERTY SOURCES ${_dl_core_src})
-
 if(MPI_C_FOUND AND DLSIM_MPIRUN_EXE AND TARGET dlkernels)
   target_compile_definitions(dlcore PRIVATE DLSIM_MPIRUN="${DLSIM_MPIRUN_EXE}")
   file(GLOB DLSIM_REAL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/sim/real_*.c)

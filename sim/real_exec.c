@@ -16,10 +16,8 @@
  * Rank 0 gathers every rank's record, the losses and (--dump-weights) the weights of the first
  * data-parallel replica of each stage, then writes the exchange file, the trace and the weights.
  *
- * Tied weights across stages: the planner sums the gradients of a tied pair over the "embed"
- * group (first and last stage); the copy on the last stage is not in a data-parallel bucket, so
- * with dp > 1 this executor all-reduces the copy's gradient over dp first (as Megatron does for
- * its embedding copy); otherwise replicas would diverge.
+ * Tied weights across stages: the planner all-reduces the last stage's copy over dp (it is in no
+ * bucket), then sums the pair over the "embed" group (first and last stage), as Megatron does.
  */
 #include <mpi.h>
 
@@ -182,11 +180,6 @@ static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, rm_ra
     const int i = op->layer, t = m->layers[i].tied_to;
     int64_t n = 0;
     float *gr = rm_layer_grad(rm, i, &n);
-    if (gr && c->dp > 1) { /* the copy's data-parallel sum (see the file comment) */
-      double w = 0;
-      allreduce(k, c, PL_GRP_DP, gr, (size_t)n, &w);
-      *wire += w;
-    }
     if (!gr) gr = rm_layer_grad(rm, t, &n);
     double w = 0;
     const char *name = allreduce(k, c, op->group, gr, gr ? (size_t)n : 0, &w);
@@ -219,7 +212,7 @@ static gboolean make_comms(comms *k, const cfg_run *c, int rank) {
 
 /* Rank 0 writes the weights: each stage's first data-parallel replica sends its layers. */
 static char *dump_weights(const wl_model *m, const cfg_run *c, const double *layer_t,
-                          rm_rank *rm, const pl_rank_plan *plan, int rank) {
+                          rm_rank *rm, int rank) {
   int dp_i, tp_i, pp_i;
   pl_coords(c, rank, &dp_i, &tp_i, &pp_i);
   int *first = g_new(int, c->pp + 1);
@@ -253,7 +246,6 @@ static char *dump_weights(const wl_model *m, const cfg_run *c, const double *lay
       sep = TRUE;
     }
   }
-  (void)plan;
   if (rank == 0) {
     g_string_append(head, "]}\n");
     g_string_append_len(head, (const char *)data->data, data->len);
@@ -432,7 +424,7 @@ int real_exec_main(int argc, char **argv) {
   MPI_Gatherv(mine->data, len, MPI_BYTE, all, lens, offs, MPI_BYTE, 0, MPI_COMM_WORLD);
   status = 0;
   char *werr = NULL;
-  if (c->dump_weights) werr = dump_weights(m, c, layer_t, rm, plan, rank);
+  if (c->dump_weights) werr = dump_weights(m, c, layer_t, rm, rank);
   if (rank == 0) {
     plans = g_new0(pl_rank_plan *, P);
     xc_out *outs = g_new0(xc_out, P);

@@ -36,6 +36,11 @@ gboolean rr_check(const wl_model *m, const cfg_run *c, GError **err) {
                 "is not run for real yet; use --dp and --pp", c->tp);
     return FALSE;
   }
+  if (c->ep > 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: expert parallelism (--ep %d) is not "
+                "run for real yet; use --dp and --pp", c->ep);
+    return FALSE;
+  }
   if (c->precision == GS_FP16 || c->precision == GS_BF16) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --precision %s: the real executor's "
                 "CPU kernels compute in fp32; use --precision fp32", gs_precision_name(c->precision));

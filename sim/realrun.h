@@ -26,9 +26,9 @@
 #include "workload.h"
 
 /* What the real executor refuses (DL_ERR_INPUT, one line naming the option or the layer):
- * tensor parallelism (--tp > 1, --grid), --precision fp16/bf16 (the CPU kernels compute in
- * fp32), --recompute, and layers without a real implementation (mixture of experts, ...). The
- * configuration must be resolved. */
+ * tensor parallelism (--tp > 1, --grid), expert parallelism (--ep > 1), --precision fp16/bf16
+ * (the CPU kernels compute in fp32), --recompute, and layers without a real implementation
+ * (mixture of experts, ...). The configuration must be resolved. */
 gboolean rr_check(const wl_model *m, const cfg_run *c, GError **err);
 
 /* Runs configuration `c` (resolved, rr_check passed) for real and fills the times, collectives,

@@ -34,7 +34,8 @@ typedef struct {
 
 typedef struct {
   char grid[32];             /* "PrxPc" */
-  double iteration_time_s;   /* closed form (or simulated when `simulated`) */
+  double iteration_time_s;   /* closed form */
+  double sim_iteration_time_s; /* simulated, when `simulated` */
   double comm_s;             /* all communication of the slowest rank, hidden or not */
   double gholami_comm_s;     /* Eq. 8 evaluated literally */
   gboolean simulated;
