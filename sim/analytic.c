@@ -64,10 +64,16 @@ typedef struct {
 } rank_eval;
 
 static void add_coll(GArray *colls, const pl_op *op, const char *algo, double t, double wire) {
+  /* a receive adds its transfer time to the row of the messages; the send counts the message */
+  const gboolean recv = op->kind == PL_RECV;
   for (guint i = 0; i < colls->len; i++) {
     res_coll *rc = &g_array_index(colls, res_coll, i);
     if (rc->op == op->coll && rc->group == op->group && rc->purpose == op->purpose &&
         strcmp(rc->algo, algo) == 0) {
+      if (recv) {
+        rc->time_s += t;
+        return;
+      }
       rc->calls++;
       rc->bytes += op->bytes;
       rc->wire_bytes += wire;
@@ -75,7 +81,7 @@ static void add_coll(GArray *colls, const pl_op *op, const char *algo, double t,
       return;
     }
   }
-  res_coll rc = {op->coll, op->group, op->purpose, algo, 1, op->bytes, wire, t};
+  res_coll rc = {op->coll, op->group, op->purpose, algo, recv ? 0 : 1, recv ? 0 : op->bytes, wire, t};
   g_array_append_val(colls, rc);
 }
 
@@ -221,13 +227,13 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
       } else if (op->kind == PL_SEND) {
         plat_route_info route;
         if (!plat_route(pl, rr->rank, op->peer, &route, err)) return -1;
-        double *lf = msg_slot(ps->link_free, rr->rank, op->peer, 0, TRUE);
+        /* messages leaving one GPU share its link: they go one after another */
+        double *lf = msg_slot(ps->link_free, rr->rank, -1, 0, TRUE);
         double go = isnan(*lf) || *lf < start ? start : *lf;
         double xfer = op->bytes / route.bottleneck_bps;
         *lf = go + xfer;
         *msg_slot(ps->arrival, rr->rank, op->peer, op->tag, TRUE) = go + route.latency_s + xfer;
-        add_coll(rr->ev.colls, op, "p2p", route.latency_s + xfer, op->bytes);
-        rr->ev.comm += route.latency_s + xfer;
+        add_coll(rr->ev.colls, op, "p2p", 0, op->bytes); /* the receiver adds the time */
       } else if (op->kind == PL_RECV) {
         double *arr = msg_slot(ps->arrival, op->peer, rr->rank, op->tag, FALSE);
         if (!arr || isnan(*arr)) break;
@@ -237,6 +243,8 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
         end = *arr > start ? *arr : start;
         /* the transfer is communication; waiting for the sender to get there is bubble */
         busy_from = MAX(start, end - xfer);
+        add_coll(rr->ev.colls, op, "p2p", end - busy_from, 0);
+        rr->ev.comm += end - busy_from;
       }
       rr->free_at[s] = end;
       if (op->record_event >= 0) rr->event_t[op->record_event] = end;
@@ -457,6 +465,17 @@ gboolean an_gholami_comm_s(const wl_model *m, const cfg_run *c, const plat *pl, 
     const wl_layer *l = &m->layers[i];
     if (l->kind != WL_CONV2D && l->kind != WL_LINEAR) continue;
     double d = (double)l->out_elems * dt, w = (double)l->params * dt;
+    if (c->domain_conv && l->kind == WL_CONV2D && !seen_fc) {
+      /* Gholami et al. 2018, Eq. 9, i in L_D: forward halo of the input, backward halo of the
+       * output gradient (the paper writes k_w for a split along H; we use k_h), and ΔW over P */
+      double half = l->kh / 2;
+      if (Pr > 1 && half > 0) {
+        t += gr.ring_alpha_s + B / Pc * l->in.w * l->in.c * half * dt / gr.ring_beta_bps;
+        t += gr.ring_alpha_s + B / Pc * l->out.w * l->out.c * half * dt / gr.ring_beta_bps;
+      }
+      if (P > 1) t += 2.0 * (gall.ring_alpha_s * lp + (double)(P - 1) / P * w / gall.ring_beta_bps);
+      continue;
+    }
     if (c->grid_fc_only && l->kind == WL_CONV2D && !seen_fc) {
       /* Eq. 4 over all P for the batch-parallel convolutions */
       if (P > 1) t += 2.0 * (gall.ring_alpha_s * lp + (double)(P - 1) / P * w / gall.ring_beta_bps);

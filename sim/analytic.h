@@ -26,7 +26,8 @@ gboolean an_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
 /* Gholami et al. 2018 Eq. 8 (Eq. 4 when Pr = 1, Eq. 3 when Pc = 1), in seconds, with alpha and
  * beta of the platform's Pr and Pc groups containing rank 0 and the rhd collective costs the paper
  * assumes; conv and linear layers only. With --grid-layers fc, conv layers use Eq. 4 over all P
- * and the redistribution of Eq. 6 is added. */
+ * and the redistribution of Eq. 6 is added; with --domain conv, conv layers use Eq. 9's domain
+ * terms (halos within the Pr group, ΔW over all P). */
 gboolean an_gholami_comm_s(const wl_model *m, const cfg_run *c, const plat *pl, double *out_s,
                            GError **err);
 

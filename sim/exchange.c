@@ -27,10 +27,16 @@ void xc_add_span(xc_out *o, int stream, double start, double end, int op, int it
 }
 
 void xc_add_coll(xc_out *o, const pl_op *op, const char *algo, double t, double wire) {
+  /* a receive adds its transfer time to the row of the messages; the send counts the message */
+  const gboolean recv = op->kind == PL_RECV;
   for (guint i = 0; i < o->colls->len; i++) {
     xc_coll *x = &g_array_index(o->colls, xc_coll, i);
     if (x->op == op->coll && x->group == op->group && x->purpose == op->purpose &&
         strcmp(x->algo, algo) == 0) {
+      if (recv) {
+        x->time_s += t;
+        return;
+      }
       x->calls++;
       x->bytes += op->bytes;
       x->wire_bytes += wire;
@@ -38,7 +44,7 @@ void xc_add_coll(xc_out *o, const pl_op *op, const char *algo, double t, double 
       return;
     }
   }
-  xc_coll x = {op->coll, op->group, op->purpose, algo, 1, op->bytes, wire, t};
+  xc_coll x = {op->coll, op->group, op->purpose, algo, recv ? 0 : 1, recv ? 0 : op->bytes, wire, t};
   g_array_append_val(o->colls, x);
 }
 

@@ -44,6 +44,17 @@
  * and drops the rest; the busiest expert sets the pace. Expert gradients are all-reduced among the
  * dp/ep replicas of the same experts, the router's with the rest over dp. Under Megatron tp the
  * layer's tokens are split across the tp group and all-gathered after it (sequence parallel).
+ *
+ * Domain parallelism (--domain conv with a grid; Gholami et al. 2018, Eq. 7 and 9): in the
+ * convolutional part (the layers before the first linear layer) the Pr group splits every image
+ * along its height: rank i of the group holds output rows [⌊i·H/Pr⌋, ⌊(i+1)·H/Pr⌋) of each layer
+ * (uneven splits and strides handled exactly), weights are replicated and their gradients
+ * all-reduced over all P. A windowed layer (convolution or pooling) first exchanges with its two
+ * neighbours the input rows its windows reach across the boundary (halo, nonblocking) and
+ * computes its interior rows meanwhile, then the boundary rows; backward exchanges the rows of the
+ * output gradient likewise. Batch norm sums its statistics over the group (2·C floats each way).
+ * The part ends with an all-gather of the activations in the Pr group (or, after a global
+ * pooling, an all-reduce of its partial sums); the linear layers then run on the grid.
  */
 #include "plan.h"
 
@@ -183,6 +194,7 @@ static void p2p(builder *b, pl_op_kind kind, pl_phase phase, int layer, int peer
   int ev = kind == PL_SEND ? last_compute_event(b) : -1;
   pl_op *op = push(b, kind, PL_STREAM_COMM, phase, layer);
   op->wait_event = ev;
+  op->coll = COLL_SENDRECV; /* how results name point-to-point traffic */
   op->group = PL_GRP_PP;
   op->purpose = grad ? PL_WHY_ACT_GRAD : PL_WHY_ACT;
   op->peer = peer;
@@ -216,6 +228,13 @@ typedef struct {
   gboolean redistribute;/* Eq. 6 all-gather before the layer */
   double redist_bytes;
   gboolean replicated_stash; /* its saved input is the whole (replicated) activation */
+  /* domain parallelism */
+  gboolean domain;      /* this layer's rows are split across the Pr group */
+  double row_share;     /* fraction of the layer's output rows (and work) on this rank */
+  int halo[2][2][2];    /* [fwd=0/bwd=1][recv=0/send=1][up=0/down=1]: rows exchanged */
+  double halo_row_bytes[2]; /* bytes of one row: [0] input row (forward), [1] output row */
+  int boundary_rows;    /* output rows that need halo rows */
+  int out_rows;         /* output rows on this rank */
 } layer_role;
 
 static void roles(const wl_model *m, const cfg_run *c, layer_role *r) {
@@ -302,9 +321,148 @@ static void roles(const wl_model *m, const cfg_run *c, layer_role *r) {
   }
 }
 
+/* Rows [lo, hi) of slab i when n rows are split into parts. */
+static void slab(int n, int parts, int i, int *lo, int *hi) {
+  *lo = (int)((int64_t)i * n / parts);
+  *hi = (int)((int64_t)(i + 1) * n / parts);
+}
+
+/* Input rows a windowed layer's output slab i needs, [lo, hi), clipped to the image. */
+static void needs_fwd(const wl_layer *l, int parts, int i, int *lo, int *hi) {
+  int olo, ohi;
+  slab((int)l->out.h, parts, i, &olo, &ohi);
+  int s = MAX(l->stride, 1);
+  *lo = MAX(0, olo * s - l->pad);
+  *hi = MIN((int)l->in.h, (ohi - 1) * s - l->pad + l->kh);
+}
+
+/* Output-gradient rows slab i needs for the input gradient of its input rows, [lo, hi). */
+static void needs_bwd(const wl_layer *l, int parts, int i, int *lo, int *hi) {
+  int ilo, ihi, s = MAX(l->stride, 1);
+  slab((int)l->in.h, parts, i, &ilo, &ihi);
+  int a = ilo + l->pad - l->kh + 1, b = ihi - 1 + l->pad;
+  *lo = MAX(0, a <= 0 ? 0 : (a + s - 1) / s);
+  *hi = MIN((int)l->out.h, b / s + 1);
+}
+
+static gboolean windowed(const wl_layer *l) {
+  return (l->kind == WL_CONV2D || l->kind == WL_MAXPOOL || l->kind == WL_AVGPOOL) &&
+         (l->kh > 1 || l->stride > 1) && l->out.h > 1;
+}
+
+/* The domain-parallel roles of layers [0, end) for rank tp_i of the Pr group; returns the index
+ * of the first layer after the domain part, or -1 with DL_ERR_INPUT. */
+static int domain_roles(const wl_model *m, const cfg_run *c, int tp_i, layer_role *r,
+                        GError **err) {
+  const int Pr = c->tp;
+  const double dt = gs_precision_bytes(c->precision);
+  int end = 0;
+  while (end < m->n_layers && m->layers[end].kind != WL_LINEAR &&
+         (m->layers[end].out.h > 1 || (m->layers[end].in.h > 1 && m->layers[end].kind == WL_AVGPOOL)))
+    end++;
+  for (int i = 0; i < end; i++) {
+    const wl_layer *l = &m->layers[i];
+    layer_role *x = &r[i];
+    int lo, hi;
+    slab((int)l->out.h, Pr, tp_i, &lo, &hi);
+    if (hi <= lo && l->out.h > 1) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--domain conv: layer '%s' has %ld output rows, "
+                  "fewer than Pr = %d ranks; use a smaller Pr", l->name, (long)l->out.h, Pr);
+      return -1;
+    }
+    x->domain = TRUE;
+    x->split = 1;
+    x->out_rows = l->out.h > 1 ? hi - lo : 1;
+    x->row_share = l->out.h > 1 ? (double)(hi - lo) / (double)l->out.h : 1.0 / Pr;
+    x->grad_group = PL_GRP_WORLD; /* weights replicated over all P (Eq. 7, 9) */
+    x->grad_degree = c->gpus;
+    x->fwd_coll = x->bwd_coll = COLL_OP_COUNT;
+    x->halo_row_bytes[0] = (double)l->in.w * l->in.c * x->samples * dt;
+    x->halo_row_bytes[1] = (double)l->out.w * l->out.c * x->samples * dt;
+    if (l->kind == WL_BATCHNORM && Pr > 1) { /* per-channel sums over the whole image */
+      x->fwd_coll = x->bwd_coll = COLL_ALLREDUCE;
+      x->fwd_why = x->bwd_why = PL_WHY_BN_STATS;
+      x->fwd_bytes = x->bwd_bytes = 2.0 * l->out.c * 4;
+    }
+    if (l->kind == WL_AVGPOOL && l->out.h == 1 && Pr > 1) { /* global pool: partial sums */
+      x->fwd_coll = COLL_ALLREDUCE;
+      x->fwd_why = PL_WHY_REDIST;
+      x->fwd_bytes = (double)l->out_elems * x->samples * dt;
+    }
+    if (!windowed(l) || Pr == 1) continue;
+    for (int dir = 0; dir < 2; dir++) {
+      void (*need)(const wl_layer *, int, int, int *, int *) = dir ? needs_bwd : needs_fwd;
+      int rows = dir ? (int)l->out.h : (int)l->in.h;
+      int own_lo, own_hi, nlo, nhi;
+      slab(rows, Pr, tp_i, &own_lo, &own_hi);
+      need(l, Pr, tp_i, &nlo, &nhi);
+      x->halo[dir][0][0] = tp_i > 0 ? MAX(0, own_lo - nlo) : 0;
+      x->halo[dir][0][1] = tp_i < Pr - 1 ? MAX(0, nhi - own_hi) : 0;
+      if (tp_i > 0) { /* what the rank above needs from below its slab */
+        int alo, ahi, blo, bhi;
+        slab(rows, Pr, tp_i - 1, &alo, &ahi);
+        need(l, Pr, tp_i - 1, &blo, &bhi);
+        x->halo[dir][1][0] = MAX(0, bhi - ahi);
+      }
+      if (tp_i < Pr - 1) {
+        int alo, ahi, blo, bhi;
+        slab(rows, Pr, tp_i + 1, &alo, &ahi);
+        need(l, Pr, tp_i + 1, &blo, &bhi);
+        x->halo[dir][1][1] = MAX(0, alo - blo);
+      }
+      for (int k = 0; k < 2; k++)
+        if (x->halo[dir][0][k] > own_hi - own_lo || x->halo[dir][1][k] > own_hi - own_lo) {
+          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--domain conv: layer '%s' needs more halo "
+                      "rows than a neighbour holds; use a smaller Pr", l->name);
+          return -1;
+        }
+    }
+    int s = MAX(l->stride, 1);
+    x->boundary_rows = MIN(x->out_rows, (x->halo[0][0][0] + s - 1) / s + (x->halo[0][0][1] + s - 1) / s);
+  }
+  if (end < m->n_layers && Pr > 1 &&
+      !(end > 0 && m->layers[end - 1].kind == WL_AVGPOOL && m->layers[end - 1].out.h == 1)) {
+    /* the activations leave the domain split: gather them in the Pr group */
+    r[end].redistribute = TRUE;
+    r[end].redist_bytes = (double)in_elems(&m->layers[end]) * r[end].samples * dt;
+  }
+  return end;
+}
+
+/* Halo messages of one layer: sends to and receives from the neighbours above and below. */
+static void halo(builder *b, const cfg_run *c, int rank, const layer_role *x, int layer, int mb,
+                 int dir, int *pending) {
+  int tp_i = rank % c->tp;
+  for (int k = 0; k < 2; k++) { /* sends first: they never block */
+    int rows = x->halo[dir][1][k];
+    if (!rows) continue;
+    int peer = k == 0 ? rank - 1 : rank + 1;
+    p2p(b, PL_SEND, dir ? PL_PH_BWD : PL_PH_FWD, layer, peer, mb, 0,
+        rows * x->halo_row_bytes[dir], pending);
+    pl_op *op = &g_array_index(b->ops, pl_op, b->ops->len - 1);
+    op->group = PL_GRP_TP;
+    op->purpose = PL_WHY_HALO;
+    /* tag: layer, direction, which neighbour receives it (its up = our down), micro-batch */
+    op->tag = 16384 + ((layer * 2 + dir) * 2 + (1 - k)) * 64 + mb % 64;
+  }
+  for (int k = 0; k < 2; k++) {
+    int rows = x->halo[dir][0][k];
+    if (!rows) continue;
+    int peer = k == 0 ? rank - 1 : rank + 1;
+    (void)tp_i;
+    p2p(b, PL_RECV, dir ? PL_PH_BWD : PL_PH_FWD, layer, peer, mb, 0,
+        rows * x->halo_row_bytes[dir], pending);
+    pl_op *op = &g_array_index(b->ops, pl_op, b->ops->len - 1);
+    op->group = PL_GRP_TP;
+    op->purpose = PL_WHY_HALO;
+    op->tag = 16384 + ((layer * 2 + dir) * 2 + k) * 64 + mb % 64;
+  }
+}
+
 static gboolean refuse(const cfg_run *c, const wl_model *m, GError **err) {
   const char *what = NULL;
-  if (c->domain_conv) what = "--domain conv (domain parallelism)";
+  if (c->domain_conv && (c->tp_style == CFG_TP_MEGATRON || c->grid_fc_only))
+    what = "--domain conv with --tp-style megatron or --grid-layers fc";
   if (what) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: not built yet; this version plans data, "
                 "tensor (Gholami grid or Megatron) and pipeline parallelism", what);
@@ -561,6 +719,40 @@ static void moe_layer(builder *b, GPtrArray *pool, const cfg_run *c, const wl_la
   g_free(load);
 }
 
+/* ---- one layer's kernels -------------------------------------------------------------------- */
+
+/* The kernel of one layer in one direction (dir 0 forward, 1 backward) for the whole layer's
+ * `flops`/`mem` (divided by the tp split already). Domain-parallel layers run their share of the
+ * rows; a windowed one exchanges halo rows while it computes its interior rows, then computes the
+ * rows next to the boundary. */
+static void layer_kernels(builder *b, const cfg_run *c, int rank, const layer_role *x, int layer,
+                          int mb, int dir, const char *kn, gboolean gemm_like, double flops,
+                          double mem, int *pending) {
+  const pl_phase ph = dir ? PL_PH_BWD : PL_PH_FWD;
+  double share = x->domain ? x->row_share : 1.0;
+  gboolean halos = x->domain && (x->halo[dir][0][0] || x->halo[dir][0][1] || x->halo[dir][1][0] ||
+                                 x->halo[dir][1][1]);
+  if (!halos) {
+    pl_op *k = kernel(b, ph, layer, kn, gemm_like, flops * share, mem * share, x->samples,
+                      x->split, pending);
+    k->microbatch = mb;
+    return;
+  }
+  int before = *pending; /* what the layer waited for anyway */
+  *pending = -1;
+  halo(b, c, rank, x, layer, mb, dir, pending);
+  int halo_ev = *pending; /* the last receive (the stream completes them in order) */
+  double edge = x->out_rows > 0 ? (double)MIN(x->boundary_rows, x->out_rows) / x->out_rows : 0;
+  *pending = before;
+  pl_op *k = kernel(b, ph, layer, kn, gemm_like, flops * share * (1 - edge),
+                    mem * share * (1 - edge), x->samples, x->split, pending);
+  k->microbatch = mb;
+  *pending = halo_ev;
+  k = kernel(b, ph, layer, kn, gemm_like, flops * share * edge, mem * share * edge, x->samples,
+             x->split, pending);
+  k->microbatch = mb;
+}
+
 /* ---- the schedule of one stage -------------------------------------------------------------- */
 
 typedef struct {
@@ -619,6 +811,10 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
   const gboolean bucketed = !(c->tp > 1 && c->tp_style == CFG_TP_GHOLAMI) && c->grid_pr == 0;
   layer_role *role = g_new(layer_role, m->n_layers);
   roles(m, c, role);
+  if (c->domain_conv && domain_roles(m, c, tp_i, role, err) < 0) {
+    g_free(role);
+    return NULL;
+  }
   const int prev = pp_i > 0 ? rank - c->tp * c->dp : -1;
   const int next = pp_i < c->pp - 1 ? rank + c->tp * c->dp : -1;
 
@@ -660,10 +856,8 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
           g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
           double mem = ((double)in_elems(l) * x->samples +
                         (double)l->out_elems * x->samples / x->split + (double)l->params / x->split) * dt;
-          pl_op *k = kernel(&b, PL_PH_FWD, i, kn, gemm_like_kind(l->kind),
-                            l->fwd_flops * x->samples / x->split, mem, x->samples, x->split,
-                            &pending);
-          k->microbatch = mb;
+          layer_kernels(&b, c, rank, x, i, mb, 0, kn, gemm_like_kind(l->kind),
+                        l->fwd_flops * x->samples / x->split, mem, &pending);
         }
         if (x->fwd_coll != COLL_OP_COUNT)
           coll(&b, PL_PH_FWD, i, x->fwd_coll, PL_GRP_TP, x->fwd_why, x->fwd_bytes, TRUE, &pending);
@@ -694,9 +888,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
         if (c->recompute) flops += l->fwd_flops * x->samples / x->split; /* re-run forward */
         double mem = 2.0 * ((double)in_elems(l) * x->samples +
                             (double)l->out_elems * x->samples / x->split + (double)l->params / x->split) * dt;
-        pl_op *k = kernel(&b, PL_PH_BWD, i, kn, gemm_like_kind(l->kind), flops, mem, x->samples,
-                          x->split, &pending);
-        k->microbatch = mb;
+        layer_kernels(&b, c, rank, x, i, mb, 1, kn, gemm_like_kind(l->kind), flops, mem, &pending);
       }
       if (x->bwd_coll != COLL_OP_COUNT)
         coll(&b, PL_PH_BWD, i, x->bwd_coll, PL_GRP_TP, x->bwd_why, x->bwd_bytes, TRUE, &pending);
@@ -788,7 +980,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
   for (int i = l0; i < l1; i++) {
     const wl_layer *l = &m->layers[i];
     const layer_role *x = &role[i];
-    double saved = (double)l->saved_elems * x->samples * dt;
+    double saved = (double)l->saved_elems * x->samples * dt * (x->domain ? x->row_share : 1.0);
     per_mb += x->replicated_stash ? saved : saved / x->split;
     if (l->block < 0 || l->block != blk) { /* recomputation keeps each block's input */
       keep += (double)in_elems(l) * x->samples * dt;

@@ -33,7 +33,8 @@
   X(PL_WHY_REDIST, "redistribute") X(PL_WHY_FWD_REDUCE, "fwd_allreduce") \
   X(PL_WHY_ACT, "activation") X(PL_WHY_ACT_GRAD, "activation_grad") \
   X(PL_WHY_TIED, "tied_grad_sync") X(PL_WHY_MOE_DISPATCH, "moe_dispatch") \
-  X(PL_WHY_MOE_COMBINE, "moe_combine") X(PL_WHY_EXPERT_GRAD, "expert_grad_sync")
+  X(PL_WHY_MOE_COMBINE, "moe_combine") X(PL_WHY_EXPERT_GRAD, "expert_grad_sync") \
+  X(PL_WHY_HALO, "halo") X(PL_WHY_BN_STATS, "bn_stats")
 
 #define PL_ENUM(e, s) e,
 typedef enum { PL_OP_KINDS(PL_ENUM) PL_N_OP_KINDS } pl_op_kind;

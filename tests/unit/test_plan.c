@@ -222,7 +222,66 @@ static void test_analytic_data_parallel_no_overlap(void) {
   plat_free(pl);
 }
 
+/* Bytes of point-to-point ops of one kind and purpose for one layer and direction. */
+static double p2p_bytes(const pl_rank_plan *p, pl_op_kind kind, int layer, pl_phase ph, int *n) {
+  double s = 0;
+  *n = 0;
+  for (int i = 0; i < p->n_ops; i++) {
+    const pl_op *op = &p->ops[i];
+    if (op->kind == kind && op->purpose == PL_WHY_HALO && op->layer == layer && op->phase == ph) {
+      s += op->bytes;
+      (*n)++;
+    }
+  }
+  return s;
+}
+
+static void test_domain_halos(void) {
+  /* cnn-small split 4 ways along the height (grid 4x1, --domain conv), batch 8, fp32.
+   * conv1 (3x3, stride 1, pad 1, input 3x32x32): rank 1 holds input rows [8, 16) and needs
+   *   [7, 17): one row from each neighbour, 32 x 3 x 8 x 4 = 3,072 B each; it sends one row each
+   *   way; backward it exchanges one output-gradient row each way, 32 x 16 x 8 x 4 = 16,384 B.
+   *   Rank 0 (top edge) only talks to rank 1.
+   * pool1 (2x2, stride 2) reads exactly its own rows: no halo.
+   * conv2 (3x3 on 16x16x16): one row of 16 x 16 x 8 x 4 = 8,192 B each way.
+   * bn1 sums 2 x 16 floats over the group; the activations are gathered before flatten
+   *   (2048 x 8 x 4 = 65,536 B); conv weights are all-reduced over all P (432 x 4 B). */
+  GError *e = NULL;
+  wl_model *m = wl_load("cnn-small", &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  cfg_run c;
+  cfg_init(&c);
+  c.gpus = 4;
+  c.batch = 8;
+  c.domain_conv = TRUE;
+  CU_ASSERT_FATAL(cfg_grid_parse(&c, "4x1", NULL));
+  CU_ASSERT_FATAL(cfg_resolve(&c, 64, NULL));
+  pl_rank_plan *p = pl_build(m, &c, NULL, 1, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  int n;
+  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PL_RECV, 0, PL_PH_FWD, &n), 2 * 3072, 1e-9);
+  CU_ASSERT_EQUAL(n, 2);
+  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PL_SEND, 0, PL_PH_FWD, &n), 2 * 3072, 1e-9);
+  CU_ASSERT_EQUAL(n, 2);
+  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PL_RECV, 0, PL_PH_BWD, &n), 2 * 16384, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PL_RECV, 3, PL_PH_FWD, &n), 0, 1e-9);
+  CU_ASSERT_EQUAL(n, 0);
+  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PL_RECV, 4, PL_PH_FWD, &n), 2 * 8192, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_BN_STATS, PL_GRP_TP, 1, &n), 2 * (2 * 16 * 4), 1e-9);
+  CU_ASSERT_EQUAL(n, 2); /* forward and backward */
+  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_REDIST, PL_GRP_TP, -1, &n), 65536, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_GRAD, PL_GRP_WORLD, 0, &n), 432 * 4, 1e-9);
+  pl_rank_plan_free(p);
+  p = pl_build(m, &c, NULL, 0, &e);
+  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PL_RECV, 0, PL_PH_FWD, &n), 3072, 1e-9);
+  CU_ASSERT_EQUAL(n, 1);
+  pl_rank_plan_free(p);
+  cfg_release(&c);
+  wl_free(m);
+}
+
 static const dl_cu_test plan_tests[] = {
+    DL_CU_TEST(test_domain_halos),
     DL_CU_TEST(test_grid_volumes_eq8), DL_CU_TEST(test_pure_model_and_batch),
     DL_CU_TEST(test_ddp_buckets), DL_CU_END};
 static const dl_cu_test analytic_tests[] = {
