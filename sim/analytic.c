@@ -435,7 +435,9 @@ gboolean an_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
     r->kdb_interpolated = worst.kernels[KDB_INTERPOLATED];
     r->kdb_estimated = worst.kernels[KDB_ESTIMATED];
     r->ranks = c->gpus;
-    ok = an_gholami_comm_s(m, c, pl, &r->gholami_comm_s, err);
+    /* the paper's equations cover data parallelism and its grid only */
+    if (c->pp == 1 && c->ep == 1 && !(c->tp > 1 && c->tp_style == CFG_TP_MEGATRON))
+      ok = an_gholami_comm_s(m, c, pl, &r->gholami_comm_s, err);
   }
   if (worst.colls) g_array_free(worst.colls, TRUE);
   g_hash_table_destroy(gc.groups);

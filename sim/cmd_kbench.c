@@ -126,7 +126,9 @@ static gboolean add_batch(GPtrArray *jobs, GHashTable *seen, const wl_model *m, 
   c.gpus = 1;
   c.batch = batch;
   c.precision = prec;
-  gboolean ok = cfg_resolve(&c, batch, err) && add_plan(jobs, seen, m, &c, max_layer, err);
+  gboolean ok = cfg_resolve(&c, batch, err);
+  if (ok) cfg_resolve_style(&c, wl_has_tp_roles(m));
+  ok = ok && add_plan(jobs, seen, m, &c, max_layer, err);
   cfg_release(&c);
   return ok;
 }
@@ -275,6 +277,7 @@ int cmd_kbench(int argc, char **argv) {
     if (!m) goto out;
     g_ptr_array_add(models, m);
     if (!cfg_resolve(&c, (long)m->default_batch, &e)) goto out;
+    cfg_resolve_style(&c, wl_has_tp_roles(m));
     if (!add_plan(jobs, seen, m, &c, -1, &e)) goto out;
     if (o.grid_shapes) {
       static const long grid[] = {1, 4, 16, 64};

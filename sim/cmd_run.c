@@ -105,6 +105,7 @@ int cmd_run(int argc, char **argv) {
   m = wl_load(c.workload, &e);
   if (!m) goto out;
   if (!cfg_resolve(&c, (long)m->default_batch, &e)) goto out;
+  cfg_resolve_style(&c, wl_has_tp_roles(m));
   if (c.dump_weights && c.mode != CFG_MODE_REAL) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT,
                 "--dump-weights: only --mode real has weights to write");
@@ -118,6 +119,22 @@ int cmd_run(int argc, char **argv) {
   }
   pl = plat_load(c.platform, &e);
   if (!pl) goto out;
+  if (c.gpus > plat_n_hosts(pl) && !strchr(c.platform, '/') && !strchr(c.platform, ':')) {
+    /* a named cluster design (a preset) grows to the GPUs asked for, with the same nodes and
+     * network; a platform file stays what it is */
+    plat_gen_params gp;
+    if (plat_gen_preset(c.platform, &gp, NULL)) {
+      int per = plat_gpus_per_node(pl);
+      char *scaled = g_strdup_printf("%s:%d", c.platform, (c.gpus + per - 1) / per);
+      fprintf(stderr, "dlsim: note: %s has %d GPUs; simulating %d on %s (same nodes and "
+              "network, more of them)\n", c.platform, plat_n_hosts(pl), c.gpus, scaled);
+      plat_free(pl);
+      pl = plat_load(scaled, &e);
+      g_free(c.platform);
+      c.platform = scaled;
+      if (!pl) goto out;
+    }
+  }
   /* The closed form runs first in every mode: it checks the configuration against the planner
    * and the platform, gives the memory figures, and for --grid auto picks the grid. */
   if (!(c.grid_auto ? an_grid_search(m, &c, pl, &r, &e) : an_run(m, &c, pl, &r, &e))) goto out;

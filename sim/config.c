@@ -51,7 +51,7 @@ void cfg_init(cfg_run *c) {
   c->platform = g_strdup("thetagpu");
   c->workload = g_strdup("resnet18-cifar100");
   c->gpus = 8;
-  c->tp_style = CFG_TP_GHOLAMI;
+  c->tp_style = CFG_TP_AUTO;
   c->schedule = CFG_SCHED_GPIPE;
   c->precision = GS_FP32;
   c->mode = CFG_MODE_SIM;
@@ -93,6 +93,11 @@ bad:
   g_set_error(err, DL_ERROR, DL_ERR_INPUT,
               "--grid: expected PrxPc with positive integers (e.g. 4x2) or 'auto', got '%s'", text);
   return FALSE;
+}
+
+void cfg_resolve_style(cfg_run *c, gboolean has_tp_roles) {
+  if (c->tp_style == CFG_TP_AUTO)
+    c->tp_style = has_tp_roles && c->grid_pr == 0 ? CFG_TP_MEGATRON : CFG_TP_GHOLAMI;
 }
 
 char *cfg_grid_string(const cfg_run *c) {
@@ -292,7 +297,8 @@ gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err) {
       {"domain", 0, 0, G_OPTION_ARG_STRING, &r.domain,
        "with --grid: conv = Pr splits the image in convolution layers", "conv|none"},
       {"tp-style", 0, 0, G_OPTION_ARG_STRING, &r.tp_style,
-       "how layers split across tp/Pr (default gholami)", "gholami|megatron"},
+       "how layers split across tp/Pr (default auto: megatron for transformers, gholami "
+       "otherwise)", "gholami|megatron|auto"},
       {"schedule", 0, 0, G_OPTION_ARG_STRING, &r.schedule, "pipeline schedule (default gpipe)",
        "gpipe|1f1b"},
       {"microbatches", 0, 0, G_OPTION_ARG_INT, &c->microbatches, "pipeline micro-batches", "M"},
@@ -384,7 +390,8 @@ gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err) {
     goto out;
   }
   if (r.tp_style && !cfg_tp_style_parse(r.tp_style, &c->tp_style)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--tp-style: expected gholami or megatron, got '%s'",
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--tp-style: expected gholami, megatron or auto, got '%s'",
                 r.tp_style);
     goto out;
   }

@@ -27,7 +27,10 @@ typedef enum {
 #undef X
 } cfg_schedule;
 
-#define CFG_TP_STYLES(X) X(CFG_TP_GHOLAMI, "gholami") X(CFG_TP_MEGATRON, "megatron")
+/* auto: megatron for models whose linear layers are marked column/row (transformers), gholami
+ * otherwise; cfg_resolve_for_model() settles it. */
+#define CFG_TP_STYLES(X) X(CFG_TP_GHOLAMI, "gholami") X(CFG_TP_MEGATRON, "megatron") \
+  X(CFG_TP_AUTO, "auto")
 typedef enum {
 #define X(e, s) e,
   CFG_TP_STYLES(X)
@@ -101,6 +104,10 @@ gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err);
 /* The options that reproduce `c` through cfg_parse_args (resolved degrees included; --out and
  * --trace left out). A newly allocated NULL-terminated vector (g_strfreev). */
 char **cfg_to_args(const cfg_run *c);
+
+/* Settles what depends on the model: --tp-style auto becomes megatron when a linear layer of
+ * `has_tp_roles` models is marked column/row (a transformer), gholami otherwise. */
+void cfg_resolve_style(cfg_run *c, gboolean has_tp_roles);
 
 /* "PrxPc", or "none": newly allocated. */
 char *cfg_grid_string(const cfg_run *c);

@@ -97,7 +97,8 @@ static void load_shared(int argc, char **argv) {
   cfg_init(&shared.cfg);
   if (!cfg_parse_args(&shared.cfg, &argc, &argv, &e) ||
       !(shared.model = wl_load(shared.cfg.workload, &e)) ||
-      !cfg_resolve(&shared.cfg, (long)shared.model->default_batch, &e)) {
+      !cfg_resolve(&shared.cfg, (long)shared.model->default_batch, &e) ||
+      (cfg_resolve_style(&shared.cfg, wl_has_tp_roles(shared.model)), FALSE)) {
     shared.error = g_strdup(e->message);
     g_error_free(e);
     return;

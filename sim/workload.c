@@ -907,3 +907,9 @@ void wl_print(const wl_model *m, FILE *out) {
   g_free(act);
   g_free(saved);
 }
+
+gboolean wl_has_tp_roles(const wl_model *m) {
+  for (int i = 0; i < m->n_layers; i++)
+    if (m->layers[i].tp_role != WL_TP_NONE) return TRUE;
+  return FALSE;
+}

@@ -136,6 +136,9 @@ wl_model *wl_load(const char *name_or_path, GError **err);
 /* Frees a model from wl_load; NULL is ignored. */
 void wl_free(wl_model *m);
 
+/* TRUE when some linear layer is marked as a Megatron column/row partner (a transformer). */
+gboolean wl_has_tp_roles(const wl_model *m);
+
 /* Index of the layer named `name`, or -1. */
 int wl_find_layer(const wl_model *m, const char *name);
 
