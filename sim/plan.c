@@ -25,7 +25,10 @@
  * features; the layers between a pair (attention heads, GELU) work on 1/tp. Forward: one
  * all-reduce of the row layer's output (g); backward: one all-reduce of the column layer's input
  * gradient (f). The token embedding is vocabulary-parallel (forward all-reduce of its output) and
- * an output layer tied to it column-parallel over the vocabulary; other layers are replicated.
+ * an output layer tied to it column-parallel over the vocabulary; the loss after it works on
+ * 1/tp of the vocabulary and needs two small all-reduces of the rows' statistics (Megatron's
+ * parallel cross-entropy: the max of the logits, then Σ exp and the target's logit); other
+ * layers are replicated.
  *
  * Pipelines (pp > 1): the layers are cut into pp contiguous stages (pl_partition) and every
  * micro-batch's activations (forward) and their gradients (backward) move between neighbouring
@@ -33,7 +36,7 @@
  * micro-batch order, as torchgpipe); 1F1B (PipeDream-Flush, Narayanan et al. 2021) runs
  * pp − stage − 1 warm-up forwards, then alternates one forward and one backward, then drains.
  * Gradients are synchronised during the last micro-batch's backward. With m > 1 and pp = 1 the
- * micro-batches are gradient accumulation.
+ * micro-batches are gradient accumulation: each one's backward follows its forward.
  *
  * Mixture of experts (GShard, Lepikhin et al. 2021; Switch, Fedus et al. 2022): an MoE layer is a
  * router kernel, an all-to-all dispatch of the routed tokens to the ranks holding their experts
@@ -253,6 +256,7 @@ static void roles(const wl_model *m, const cfg_run *c, layer_role *r) {
   }
   const int64_t mbs = c->batch / Pc / mb;
   gboolean in_pair = FALSE; /* between a Megatron column layer and its row partner */
+  gboolean ce_next = FALSE; /* the loss reads logits split over the vocabulary */
   for (int i = 0; i < m->n_layers; i++) {
     const wl_layer *l = &m->layers[i];
     layer_role *x = &r[i];
@@ -295,6 +299,20 @@ static void roles(const wl_model *m, const cfg_run *c, layer_role *r) {
         x->bwd_why = PL_WHY_BWD_DX;
         x->bwd_bytes = (double)in_elems(l) * mbs * dt;
         in_pair = l->tp_role == WL_TP_COLUMN;
+        if (i + 1 < m->n_layers && m->layers[i + 1].kind == WL_SOFTMAX_CE &&
+            m->layers[i + 1].inputs[0] == i) {
+          /* vocabulary-parallel cross-entropy (Megatron's): the logits' row maxima are
+           * all-reduced (max) here, Σ exp(z − max) and the target logit (sum) after the loss */
+          x->fwd_coll = COLL_ALLREDUCE;
+          x->fwd_why = PL_WHY_FWD_REDUCE;
+          x->fwd_bytes = (double)mbs * l->in.h * l->in.w * dt;
+          ce_next = TRUE;
+        }
+      } else if (l->kind == WL_SOFTMAX_CE && ce_next) {
+        x->split = Pr; /* its 1/tp of the vocabulary */
+        x->fwd_coll = COLL_ALLREDUCE;
+        x->fwd_why = PL_WHY_FWD_REDUCE;
+        x->fwd_bytes = 2.0 * mbs * l->in.h * l->in.w * dt;
       } else if (l->kind == WL_LINEAR && l->tp_role == WL_TP_ROW) {
         x->split = Pr;
         x->fwd_coll = COLL_ALLREDUCE; /* g: sum the partial outputs */
@@ -764,7 +782,12 @@ typedef struct {
 static void schedule(const cfg_run *c, int stage, step *out) {
   const int m = c->microbatches, pp = c->pp;
   int n = 0;
-  if (c->schedule == CFG_SCHED_1F1B && pp > 1) {
+  if (pp == 1) { /* gradient accumulation: each micro-batch's backward right after its forward */
+    for (int k = 0; k < m; k++) {
+      out[n++] = (step){TRUE, k};
+      out[n++] = (step){FALSE, k};
+    }
+  } else if (c->schedule == CFG_SCHED_1F1B) {
     int warm = MIN(pp - stage - 1, m), f = 0, b = 0;
     for (; f < warm; f++) out[n++] = (step){TRUE, f};
     while (f < m) {
@@ -831,9 +854,10 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
   int inflight = 0;
   for (int st = 0; st < nsteps; st++) {
     const int mb = steps[st].mb;
-    const gboolean last_mb = steps[st].fwd ? FALSE : (c->schedule == CFG_SCHED_1F1B && c->pp > 1
-                                                          ? mb == c->microbatches - 1
-                                                          : mb == 0);
+    /* the last backward of the schedule: GPipe runs backwards in reverse micro-batch order */
+    const gboolean last_mb = steps[st].fwd ? FALSE : (c->schedule == CFG_SCHED_GPIPE && c->pp > 1
+                                                          ? mb == 0
+                                                          : mb == c->microbatches - 1);
     if (steps[st].fwd) {
       inflight++;
       if (inflight > p->max_stash) p->max_stash = inflight;

@@ -34,6 +34,9 @@ static const sw_option options[] = {
     {"coll", "--coll", SW_STR},           {"kernels", "--kernels", SW_STR},
     {"iters", "--iters", SW_INT},         {"bucket_mb", "--bucket-mb", SW_NUM},
     {"ignore_memory", "--ignore-memory", SW_BOOL},
+    /* added later: at the end, so that the keys of earlier sweeps stay the same */
+    {"pp_balance", "--pp-balance", SW_STR}, {"routing", "--routing", SW_STR},
+    {"capacity_factor", "--capacity-factor", SW_NUM}, {"seed", "--seed", SW_INT},
 };
 #define N_OPTS G_N_ELEMENTS(options)
 enum { OPT_GPUS = 3, OPT_BATCH = 4, OPT_BATCH_PER_GPU = 5 };
