@@ -37,6 +37,7 @@
 #include "platform.h"
 #include "real_exec.h"
 #include "real_model.h"
+#include "real_shard.h"
 #include "realrun.h"
 #include "workload.h"
 
@@ -86,34 +87,49 @@ static gpointer compute_thread(gpointer data) {
   return NULL;
 }
 
-/* The layers of each gradient bucket: weighted layers of the stage in reverse order, taken
- * greedily by the buckets in plan order until each bucket's byte count is met. Returns per op
- * index a GArray of layer indices (NULL for other ops); FALSE when the plan's bytes do not
- * match the stage's layers. */
+/* The layers of each gradient all-reduce. Per-layer all-reduces (the Gholami grid) name their
+ * layer; DDP buckets hold the weighted layers of the stage in reverse order, taken greedily by
+ * the buckets in plan order until each bucket's count is met, counted as the planner does
+ * (parameters / split; an MoE layer's router only). Returns per op index a GArray of layer
+ * indices (NULL for other ops); FALSE when the plan's bytes do not match the stage's layers. */
 static gboolean bucket_layers(const wl_model *m, const cfg_run *c, const pl_rank_plan *p,
                               GArray **buckets, GError **err) {
   int next = p->end_layer - 1;
   const double eb = pl_grad_bytes(c);
-  for (int i = 0; i < p->n_ops; i++) {
+  const gboolean bucketed = !(c->tp > 1 && c->tp_style == CFG_TP_GHOLAMI) && c->grid_pr == 0;
+  int *split = g_new(int, m->n_layers);
+  for (int i = 0; i < m->n_layers; i++) split[i] = 1;
+  for (int i = 0; i < p->n_ops; i++)
+    if (p->ops[i].kind == PL_KERNEL && p->ops[i].layer >= 0) split[p->ops[i].layer] = p->ops[i].split;
+  gboolean ok = TRUE;
+  for (int i = 0; i < p->n_ops && ok; i++) {
     const pl_op *op = &p->ops[i];
     if (op->kind != PL_COLL || op->purpose != PL_WHY_GRAD) continue;
     buckets[i] = g_array_new(FALSE, FALSE, sizeof(int));
+    if (!bucketed) {
+      g_array_append_val(buckets[i], op->layer);
+      continue;
+    }
     double need = op->bytes / eb, have = 0;
-    while (have < need && next >= p->first_layer) {
+    while (have < need * (1 - 1e-9) && next >= p->first_layer) {
       const wl_layer *l = &m->layers[next];
       if (l->weighted && l->params > 0) {
         g_array_append_val(buckets[i], next);
-        have += (double)l->params;
+        double n = (double)l->params / split[next];
+        if (l->kind == WL_MOE)
+          n = (double)l->params - (double)l->experts * (2.0 * l->in.c * l->ffn + l->ffn + l->in.c);
+        have += n;
       }
       next--;
     }
-    if (have != need) {
+    if (fabs(have - need) > 1e-6 * need) {
       g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "real executor: gradient bucket of op %d "
                   "holds %.0f parameters, the stage's layers give %.0f", i, need, have);
-      return FALSE;
+      ok = FALSE;
     }
   }
-  return TRUE;
+  g_free(split);
+  return ok;
 }
 
 typedef struct {
@@ -124,15 +140,18 @@ typedef struct {
   size_t cap;
 } comms;
 
-/* Sum-all-reduces `n` floats of `buf` in place over group `g` with the run's algorithm;
- * returns the algorithm's name. */
-static const char *allreduce(comms *k, const cfg_run *c, pl_group g, float *buf, size_t n,
-                             double *wire) {
+/* All-reduces `n` floats of `in` into `out` (they may be the same buffer) over group `g` with
+ * the run's algorithm and `op`; returns the algorithm's name. */
+static const char *allreduce_op(comms *k, const cfg_run *c, pl_group g, const float *in, float *out,
+                                size_t n, MPI_Op op, double *wire) {
   const size_t bytes = n * sizeof(float);
   const char *algo = coll_resolve(COLL_ALLREDUCE, c->coll, (double)bytes, k->size[g], 1);
   const coll_algo *a = coll_find(COLL_ALLREDUCE, algo);
   *wire = coll_wire_bytes(COLL_ALLREDUCE, algo, (double)bytes, k->size[g], &k->topo[g]);
-  if (!a || k->size[g] < 2 || n == 0) return a ? a->name : algo;
+  if (!a || k->size[g] < 2 || n == 0) {
+    if (out != in) memcpy(out, in, bytes);
+    return a ? a->name : algo;
+  }
   if (n > k->cap) {
     g_free(k->send);
     g_free(k->recv);
@@ -140,28 +159,84 @@ static const char *allreduce(comms *k, const cfg_run *c, pl_group g, float *buf,
     k->send = g_new(float, n);
     k->recv = g_new(float, n);
   }
-  memcpy(k->send, buf, bytes);
-  a->fn(k->send, k->recv, bytes, k->comm[g], &k->topo[g], MPI_SUM);
-  memcpy(buf, k->recv, bytes);
+  memcpy(k->send, in, bytes);
+  a->fn(k->send, k->recv, bytes, k->comm[g], &k->topo[g], op);
+  memcpy(out, k->recv, bytes);
   return a->name;
+}
+
+/* Sum-all-reduces `n` floats of `buf` in place over group `g`. */
+static const char *allreduce(comms *k, const cfg_run *c, pl_group g, float *buf, size_t n,
+                             double *wire) {
+  return allreduce_op(k, c, g, buf, buf, n, MPI_SUM, wire);
+}
+
+/* Runs a tensor- or expert-parallel collective on the buffers real_model.c names. */
+static const char *run_xfer(comms *k, const cfg_run *c, rm_rank *rm, const pl_op *op, int mb,
+                            double *wire) {
+  rm_xfer x;
+  const char *name = "none";
+  const pl_group g = op->group;
+  *wire = 0;
+  if (!rm_coll_begin(rm, op, mb, &x)) return name;
+  if (x.how == RM_X_COUNTS) { /* MoE: the group's routing counts before the tokens */
+    MPI_Allgather(x.isend, (int)x.n, MPI_INT, x.irecv, (int)x.n, MPI_INT, k->comm[g]);
+    *wire += (double)x.n * sizeof(int) * (k->size[g] - 1);
+    rm_coll_begin(rm, op, mb, &x);
+  }
+  switch (x.how) {
+  case RM_X_ALLREDUCE_SUM:
+  case RM_X_ALLREDUCE_MAX: {
+    double w = 0;
+    name = allreduce_op(k, c, g, x.send, x.recv, x.n, x.how == RM_X_ALLREDUCE_MAX ? MPI_MAX : MPI_SUM,
+                        &w);
+    *wire += w;
+    break;
+  }
+  case RM_X_ALLGATHER: {
+    const size_t bytes = x.n * sizeof(float) * (size_t)k->size[g];
+    const char *algo = coll_resolve(COLL_ALLGATHER, c->coll, (double)bytes, k->size[g], 1);
+    const coll_algo *a = coll_find(COLL_ALLGATHER, algo);
+    *wire += coll_wire_bytes(COLL_ALLGATHER, algo, (double)bytes, k->size[g], &k->topo[g]);
+    if (k->size[g] < 2 || !a) memcpy(x.recv, x.send, x.n * sizeof(float));
+    else a->fn(x.send, x.recv, bytes, k->comm[g], &k->topo[g], MPI_SUM);
+    name = a ? a->name : algo;
+    break;
+  }
+  case RM_X_ALLTOALLV: {
+    int me = 0;
+    MPI_Comm_rank(k->comm[g], &me);
+    coll_alltoallv_pairwise(x.send, x.send_n, x.recv, x.recv_n, k->comm[g]);
+    size_t soff = 0, roff = 0; /* the pairwise exchange leaves out the rank's own block */
+    for (int j = 0; j < me; j++) soff += (size_t)x.send_n[j], roff += (size_t)x.recv_n[j];
+    memcpy((char *)x.recv + roff, (const char *)x.send + soff, (size_t)x.send_n[me]);
+    for (int j = 0; j < k->size[g]; j++)
+      if (j != me) *wire += x.send_n[j];
+    name = "pairwise";
+    break;
+  }
+  case RM_X_COUNTS: break;
+  }
+  rm_coll_end(rm, op, mb);
+  return name;
 }
 
 /* Runs PL_COLL op `op` on real gradients. */
 static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, rm_rank *rm,
-                            const pl_op *op, const GArray *bucket, double *wire) {
+                            const pl_op *op, int mb, const GArray *bucket, double *wire) {
   *wire = 0;
   if (op->purpose == PL_WHY_GRAD && bucket) {
     size_t n = 0;
     for (guint j = 0; j < bucket->len; j++) {
       int64_t len = 0;
-      rm_layer_grad(rm, g_array_index(bucket, int, j), &len);
+      rm_layer_grad(rm, g_array_index(bucket, int, j), RM_GRAD_DENSE, &len);
       n += (size_t)len;
     }
     float *packed = g_new(float, n + 1);
     size_t at = 0;
     for (guint j = 0; j < bucket->len; j++) {
       int64_t len = 0;
-      const float *gr = rm_layer_grad(rm, g_array_index(bucket, int, j), &len);
+      const float *gr = rm_layer_grad(rm, g_array_index(bucket, int, j), RM_GRAD_DENSE, &len);
       memcpy(packed + at, gr, sizeof(float) * (size_t)len);
       at += (size_t)len;
     }
@@ -169,7 +244,7 @@ static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, rm_ra
     at = 0;
     for (guint j = 0; j < bucket->len; j++) {
       int64_t len = 0;
-      float *gr = rm_layer_grad(rm, g_array_index(bucket, int, j), &len);
+      float *gr = rm_layer_grad(rm, g_array_index(bucket, int, j), RM_GRAD_DENSE, &len);
       memcpy(gr, packed + at, sizeof(float) * (size_t)len);
       at += (size_t)len;
     }
@@ -179,14 +254,19 @@ static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, rm_ra
   if (op->purpose == PL_WHY_TIED) {
     const int i = op->layer, t = m->layers[i].tied_to;
     int64_t n = 0;
-    float *gr = rm_layer_grad(rm, i, &n);
-    if (!gr) gr = rm_layer_grad(rm, t, &n);
+    float *gr = rm_layer_grad(rm, i, RM_GRAD_ALL, &n);
+    if (!gr) gr = rm_layer_grad(rm, t, RM_GRAD_ALL, &n);
     double w = 0;
     const char *name = allreduce(k, c, op->group, gr, gr ? (size_t)n : 0, &w);
     *wire += w;
     return name;
   }
-  return "none"; /* tensor-parallel collectives: refused by rr_check */
+  if (op->purpose == PL_WHY_EXPERT_GRAD) { /* among the replicas of the same experts */
+    int64_t n = 0;
+    float *gr = rm_layer_grad(rm, op->layer, RM_GRAD_EXPERTS, &n);
+    return allreduce(k, c, op->group, gr, gr ? (size_t)n : 0, wire);
+  }
+  return run_xfer(k, c, rm, op, mb, wire);
 }
 
 static gboolean make_comms(comms *k, const cfg_run *c, int rank) {
@@ -199,7 +279,7 @@ static gboolean make_comms(comms *k, const cfg_run *c, int rank) {
       if (members[i] == rank) me = i;
     if (g == PL_GRP_WORLD) {
       k->comm[g] = MPI_COMM_WORLD;
-    } else if (g != PL_GRP_EP) { /* every rank takes part in every split */
+    } else { /* every rank takes part in every split */
       MPI_Comm_split(MPI_COMM_WORLD, me >= 0 && n > 1 ? members[0] : MPI_UNDEFINED, rank,
                      &k->comm[g]);
     }
@@ -210,11 +290,11 @@ static gboolean make_comms(comms *k, const cfg_run *c, int rank) {
   return TRUE;
 }
 
-/* Rank 0 writes the weights: each stage's first data-parallel replica sends its layers. */
+/* Rank 0 writes the weights in the serial layout: for each layer, the first data-parallel
+ * replica of its stage sends its slice from every tp rank (and, for experts, from each of the
+ * ep ranks that hold them); rank 0 places each value by rs_param_index. */
 static char *dump_weights(const wl_model *m, const cfg_run *c, const double *layer_t,
                           rm_rank *rm, int rank) {
-  int dp_i, tp_i, pp_i;
-  pl_coords(c, rank, &dp_i, &tp_i, &pp_i);
   int *first = g_new(int, c->pp + 1);
   GError *e = NULL;
   char *err = NULL;
@@ -223,28 +303,43 @@ static char *dump_weights(const wl_model *m, const cfg_run *c, const double *lay
   GString *head = g_string_new("{\"format\": \"dlsim-weights-1\", \"layers\": [");
   GByteArray *data = g_byte_array_new();
   gboolean sep = FALSE;
+  rs_layer *rs = g_new(rs_layer, m->n_layers);
   for (int i = 0; i < m->n_layers; i++) {
     const wl_layer *l = &m->layers[i];
     if (l->params <= 0) continue;
     int stage = 0;
     while (stage + 1 < c->pp && i >= first[stage + 1]) stage++;
-    const int owner = stage * c->dp * c->tp; /* dp 0, tp 0 of the stage */
-    int64_t n = 0;
-    if (rank == owner && rank != 0) {
-      const float *w = rm_layer_params(rm, i, &n);
-      MPI_Send(w, (int)n, MPI_FLOAT, 0, i, MPI_COMM_WORLD);
-    } else if (rank == 0) {
-      float *w = g_new(float, l->params);
-      if (owner == 0) memcpy(w, rm_layer_params(rm, i, &n), sizeof(float) * (size_t)l->params);
-      else MPI_Recv(w, (int)l->params, MPI_FLOAT, owner, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const int eps = l->kind == WL_MOE ? c->ep : 1;
+    float *w = rank == 0 ? g_new0(float, l->params) : NULL;
+    for (int t = 0; t < c->tp; t++)
+      for (int x = 0; x < eps; x++) {
+        const int owner = (stage * c->dp + x) * c->tp + t; /* plan.h's rank layout */
+        int64_t n = 0;
+        if (rank == owner && rank != 0) {
+          const float *mine = rm_layer_params(rm, i, &n);
+          MPI_Send(mine, (int)n, MPI_FLOAT, 0, i, MPI_COMM_WORLD);
+        } else if (rank == 0) {
+          rs_plan(m, c, t, x, rs, NULL); /* succeeded on the owner */
+          n = rs_param_index(l, &rs[i], NULL);
+          int64_t *idx = g_new(int64_t, n + 1);
+          float *got = g_new(float, n + 1);
+          rs_param_index(l, &rs[i], idx);
+          if (owner == 0) memcpy(got, rm_layer_params(rm, i, &n), sizeof(float) * (size_t)n);
+          else MPI_Recv(got, (int)n, MPI_FLOAT, owner, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          for (int64_t j = 0; j < n; j++) w[idx[j]] = got[j];
+          g_free(idx);
+          g_free(got);
+        }
+      }
+    if (rank == 0) {
       g_byte_array_append(data, (const guint8 *)w, (guint)(sizeof(float) * (size_t)l->params));
-      g_free(w);
       char *name = g_strescape(l->name, NULL);
       g_string_append_printf(head, "%s{\"name\": \"%s\", \"params\": %" G_GINT64_FORMAT "}",
                              sep ? ", " : "", name, l->params);
       g_free(name);
       sep = TRUE;
     }
+    g_free(w);
   }
   if (rank == 0) {
     g_string_append(head, "]}\n");
@@ -254,6 +349,7 @@ static char *dump_weights(const wl_model *m, const cfg_run *c, const double *lay
       g_clear_error(&e);
     }
   }
+  g_free(rs);
   g_string_free(head, TRUE);
   g_byte_array_free(data, TRUE);
   g_free(first);
@@ -318,7 +414,7 @@ int real_exec_main(int argc, char **argv) {
   if (!msg) {
     pl_coords(c, rank, &dp_i, &tp_i, &pp_i);
     buckets = g_new0(GArray *, plan->n_ops);
-    if (!bucket_layers(m, c, plan, buckets, &e) || !(rm = rm_new(m, c, plan, dp_i, &e)))
+    if (!bucket_layers(m, c, plan, buckets, &e) || !(rm = rm_new(m, c, plan, rank, &e)))
       msg = g_strdup(e->message);
   }
   g_clear_error(&e);
@@ -341,6 +437,17 @@ int real_exec_main(int argc, char **argv) {
   g_mutex_init(&gs.lock);
   g_cond_init(&gs.cond);
   gs.done = g_new0(guint8, (size_t)c->iters * plan->n_events + 1);
+  /* the micro-batch of each collective: the planner leaves it out of tensor- and expert-parallel
+   * ones; it is the one of the nearest kernel op before it (after it, for a redistribution) */
+  int *mb_of = g_new(int, plan->n_ops + 1);
+  for (int i = 0, last = 0; i < plan->n_ops; i++) {
+    if (plan->ops[i].kind == PL_KERNEL && plan->ops[i].microbatch >= 0) last = plan->ops[i].microbatch;
+    mb_of[i] = plan->ops[i].microbatch >= 0 ? plan->ops[i].microbatch : last;
+  }
+  for (int i = plan->n_ops - 1, after = 0; i >= 0; i--) {
+    if (plan->ops[i].kind == PL_KERNEL && plan->ops[i].microbatch >= 0) after = plan->ops[i].microbatch;
+    if (plan->ops[i].purpose == PL_WHY_REDIST) mb_of[i] = after;
+  }
   int n_recv = 0, n_send = 0;
   for (int i = 0; i < plan->n_ops; i++) {
     n_recv += plan->ops[i].kind == PL_RECV;
@@ -393,7 +500,7 @@ int real_exec_main(int argc, char **argv) {
         if (it >= it0) xc_add_coll(&o, op, "p2p", t1 > from ? t1 - from : 0, 0);
       } else if (op->kind == PL_COLL) {
         double wire = 0;
-        const char *algo = run_coll(&k, m, c, rm, op, buckets[i], &wire);
+        const char *algo = run_coll(&k, m, c, rm, op, mb_of[i], buckets[i], &wire);
         double t1 = now_s(&gs);
         xc_add_span(&o, PL_STREAM_COMM, t0, t1, i, it);
         if (it >= it0) xc_add_coll(&o, op, algo, t1 - t0, wire);
@@ -454,6 +561,7 @@ int real_exec_main(int argc, char **argv) {
   g_free(loss_all);
   g_free(rreq);
   g_free(sreq);
+  g_free(mb_of);
   g_free(gs.done);
   g_mutex_clear(&gs.lock);
   g_cond_clear(&gs.cond);

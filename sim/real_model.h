@@ -42,10 +42,10 @@
 
 typedef struct rm_rank rm_rank;
 
-/* The layers of `plan` (stage [first_layer, end_layer)) for data-parallel index `dp_i`, with
- * weights initialised. `m`, `c`, `plan` are borrowed and must outlive the result. DL_ERR_INPUT
- * when rr_check refuses the configuration (realrun.h). */
-rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, int dp_i,
+/* The layers of `plan` (stage [first_layer, end_layer)) of rank `rank`, each the rank's slice
+ * (real_shard.h), with weights initialised. `m`, `c`, `plan` are borrowed and must outlive the
+ * result. DL_ERR_INPUT when rr_check (realrun.h) or rs_plan refuses the configuration. */
+rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, int rank,
                 GError **err);
 void rm_free(rm_rank *r);
 
@@ -65,16 +65,48 @@ float *rm_act_in(rm_rank *r, int mb, int64_t *n);
 float *rm_grad_out(rm_rank *r, int mb, int64_t *n);
 float *rm_grad_in(rm_rank *r, int mb, int64_t *n);
 
-/* The gradient of layer `layer`'s parameters on this rank (for a tied layer whose target is on
- * another stage: the gradient of its copy; for a tied layer whose target is here: the target's)
- * and its length in floats; NULL when the layer is elsewhere or has no parameters. */
-float *rm_layer_grad(rm_rank *r, int layer, int64_t *n);
+/* Which gradients of a layer: all, those synchronised with the dense layers (an MoE layer's
+ * router), or an MoE layer's experts (synchronised over "expert_dp"). */
+typedef enum { RM_GRAD_ALL, RM_GRAD_DENSE, RM_GRAD_EXPERTS } rm_grad_part;
 
-/* The parameters a layer owns (not tied copies), serial layout (weights then bias; γ then β),
- * NULL when it owns none or is not on this rank. */
+/* The gradient of layer `layer`'s parameters on this rank (its slice; for a tied layer whose
+ * target is on another stage: the gradient of its copy; for a tied layer whose target is here:
+ * the target's) and its length in floats; NULL when the layer is elsewhere or has no
+ * parameters. The parts of an MoE layer are contiguous (router first). */
+float *rm_layer_grad(rm_rank *r, int layer, rm_grad_part part, int64_t *n);
+
+/* The parameters a layer owns (not tied copies) on this rank, in the local order of
+ * rs_param_index (the serial layout when the layer is whole), NULL when it owns none or is not
+ * on this rank. */
 const float *rm_layer_params(const rm_rank *r, int layer, int64_t *n);
 
-/* Σ over micro-batches of the mean loss of iteration `iter` (0 on ranks without the loss). */
+/* Σ over micro-batches of the mean loss of iteration `iter` (0 on ranks without the loss, and
+ * on tensor-parallel ranks other than tp_i = 0, which compute the same loss). */
 double rm_loss_sum(const rm_rank *r, int iter);
+
+/* A tensor- or expert-parallel collective on real buffers: what the communication thread moves.
+ *   RM_X_ALLREDUCE_SUM/MAX  n floats of `send` reduced into `recv` (they may be the same buffer)
+ *   RM_X_ALLGATHER          n floats of `send` from each member, `recv` gets them in member order
+ *   RM_X_COUNTS             n ints of `isend` all-gathered into `irecv`; then ask again
+ *   RM_X_ALLTOALLV          send_n[j] floats of `send` to member j (packed in member order),
+ *                           recv_n[j] floats from member j into `recv` */
+typedef enum { RM_X_ALLREDUCE_SUM, RM_X_ALLREDUCE_MAX, RM_X_ALLGATHER, RM_X_COUNTS,
+               RM_X_ALLTOALLV } rm_xfer_kind;
+typedef struct {
+  rm_xfer_kind how;
+  const float *send;     /* borrowed */
+  float *recv;           /* borrowed */
+  size_t n;              /* floats (ints for RM_X_COUNTS), see above */
+  const int *isend;      /* RM_X_COUNTS */
+  int *irecv;
+  const double *send_n;  /* RM_X_ALLTOALLV: floats per member (group order) */
+  const double *recv_n;
+} rm_xfer;
+
+/* The buffers of collective `op` (a tensor-parallel or MoE collective of micro-batch `mb`);
+ * FALSE when the op moves no tensor of this module (gradients: see rm_layer_grad). Between
+ * rm_coll_begin and rm_coll_end the caller owns the buffers; rm_coll_end unpacks the result. */
+gboolean rm_coll_begin(rm_rank *r, const pl_op *op, int mb, rm_xfer *x);
+void rm_coll_end(rm_rank *r, const pl_op *op, int mb);
 
 #endif

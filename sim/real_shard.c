@@ -44,8 +44,6 @@ gboolean rs_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, rs_lay
     const wl_layer *l = &m->layers[i];
     rs_layer *s = &out[i];
     *s = (rs_layer){RS_FULL, 1, 0, 0, 0, 0, row_S, 0, FALSE, l->out_elems};
-    const gboolean feeds_loss = i + 1 < n && m->layers[i + 1].kind == WL_SOFTMAX_CE &&
-                                m->layers[i + 1].inputs[0] == i;
     if (l->kind == WL_MOE && (tp > 1 || c->grid_pr > 0))
       return refuse(err, m, l, "--tp", "mixture of experts with tensor parallelism");
     if (l->kind == WL_MOE && c->ep > 1) {
@@ -103,7 +101,6 @@ gboolean rs_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, rs_lay
       s->kind = RS_CE;
       slice(s, l->in.c, tp, tp_i);
     }
-    (void)feeds_loss;
   }
   return TRUE;
 }

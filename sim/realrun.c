@@ -14,8 +14,7 @@
 
 static gboolean check_layer(const wl_model *m, const wl_layer *l, int i, GError **err) {
   const char *why = NULL;
-  if (l->kind == WL_MOE) why = "mixture-of-experts layers";
-  else if (l->kind == WL_LINEAR && l->tied_to >= 0 && l->bias) why = "tied linears with a bias";
+  if (l->kind == WL_LINEAR && l->tied_to >= 0 && l->bias) why = "tied linears with a bias";
   else if (l->kind == WL_LINEAR && l->tied_to >= 0 && m->layers[l->tied_to].kind != WL_EMBEDDING)
     why = "linears tied to a linear";
   else if (l->kind == WL_EMBEDDING && l->inputs[0] != -1) why = "embeddings that read a layer";
@@ -31,14 +30,9 @@ static gboolean check_layer(const wl_model *m, const wl_layer *l, int i, GError 
 }
 
 gboolean rr_check(const wl_model *m, const cfg_run *c, GError **err) {
-  if (c->tp > 1 || c->grid_pr > 0 || c->grid_auto) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: tensor parallelism (--tp %d, --grid) "
-                "is not run for real yet; use --dp and --pp", c->tp);
-    return FALSE;
-  }
-  if (c->ep > 1) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: expert parallelism (--ep %d) is not "
-                "run for real yet; use --dp and --pp", c->ep);
+  if (c->grid_auto) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --grid auto searches grids without "
+                "running them; name one grid, e.g. --grid 2x2");
     return FALSE;
   }
   if (c->precision == GS_FP16 || c->precision == GS_BF16) {

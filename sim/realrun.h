@@ -6,7 +6,10 @@
  * The real executor (real_exec.c, real_model.c) runs the planner's op lists on real MPI with
  * real buffers and the CPU twins of the kernels: forward, backward and optimizer steps on
  * seeded synthetic data, gradients all-reduced in the plan's DDP buckets with the collectives of
- * coll_mpi.h, activations and their gradients sent between pipeline stages. Times are host
+ * coll_mpi.h, activations and their gradients sent between pipeline stages, tensor-parallel
+ * layers split as the planner splits them (Gholami's grid, Megatron; real_shard.h) with their
+ * all-gathers and all-reduces, and mixture-of-experts layers with their all-to-alls
+ * (real_moe.h). Times are host
  * wall-clock (g_get_monotonic_time), aggregated as in simulation.
  *
  * --dump-weights FILE (real mode only) writes every parameter after the last step in the serial
@@ -26,9 +29,9 @@
 #include "workload.h"
 
 /* What the real executor refuses (DL_ERR_INPUT, one line naming the option or the layer):
- * tensor parallelism (--tp > 1, --grid), expert parallelism (--ep > 1), --precision fp16/bf16
- * (the CPU kernels compute in fp32), --recompute, and layers without a real implementation
- * (mixture of experts, ...). The configuration must be resolved. */
+ * --grid auto, --precision fp16/bf16 (the CPU kernels compute in fp32), --recompute, and layers
+ * without a real implementation. Splits it cannot make are refused by rs_plan (real_shard.h)
+ * when the ranks start. The configuration must be resolved. */
 gboolean rr_check(const wl_model *m, const cfg_run *c, GError **err);
 
 /* Runs configuration `c` (resolved, rr_check passed) for real and fills the times, collectives,

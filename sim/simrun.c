@@ -27,8 +27,16 @@ gboolean sr_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
   const char **hosts = g_new(const char *, c->gpus);
   for (int i = 0; i < c->gpus; i++) hosts[i] = plat_host_at(pl, i)->id;
   gint64 t0 = g_get_monotonic_time();
-  if (launch_smpi(plat_path(pl), c->gpus, hosts, (const char *const *)argv->pdata, NULL, NULL, err) &&
-      xc_read(result, c, r, err)) {
+  gboolean ran = launch_smpi(plat_path(pl), c->gpus, hosts, (const char *const *)argv->pdata,
+                             NULL, NULL, err);
+  if (ran && !g_file_test(result, G_FILE_TEST_EXISTS)) {
+    /* smpirun exits 0 when SimGrid finds a deadlock: the ranks never reached the end */
+    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL,
+                "the simulation ended before its ranks finished (SimGrid found them waiting for "
+                "each other): a planner bug, please report this command");
+    ran = FALSE;
+  }
+  if (ran && xc_read(result, c, r, err)) {
     r->wall_s = (g_get_monotonic_time() - t0) / 1e6;
     r->ranks = c->gpus;
     ok = TRUE;

@@ -76,6 +76,9 @@ static void gpu_actor(int argc, char **argv) {
     for (int i = 0; i < g->plan->n_ops; i++) {
       const pl_op *op = &g->plan->ops[i];
       if (op->stream != PL_STREAM_COMPUTE) continue;
+      if (g_getenv("DLSIM_DEBUG_OPS"))
+        fprintf(stderr, "dlsim-smpi: gpu %d iter %d op %d %s: waits %d records %d\n", g->rank,
+                it, i, op->kname, op->wait_event, op->record_event);
       event_wait(g, it, op->wait_event);
       double t0 = simgrid_get_clock();
       double s = kernel_s(op);
@@ -167,20 +170,24 @@ int smpi_exec_main(int argc, char **argv) {
   for (int g = 0; g < PL_N_GROUPS; g++) {
     comm[g] = MPI_COMM_NULL;
     int n = pl_group_members(c, (pl_group)g, rank, members);
-    if (g == PL_GRP_WORLD) comm[g] = MPI_COMM_WORLD;
-    else if (degree[g] > 1) MPI_Comm_split(MPI_COMM_WORLD, members[0], rank, &comm[g]);
-    int rpn = 0, me = 0;
+    int rpn = 0, me = -1;
     for (int i = 0; i < n; i++) {
       if (shared.node_of[members[i]] == shared.node_of[rank]) rpn++;
       if (members[i] == rank) me = i;
     }
+    /* every rank takes part in every split; a rank outside its group (a middle pipeline stage
+     * and the tied-embedding group) gets a communicator of its own, never used */
+    if (g == PL_GRP_WORLD) comm[g] = MPI_COMM_WORLD;
+    else if (degree[g] > 1)
+      MPI_Comm_split(MPI_COMM_WORLD, me >= 0 ? members[0] : P + rank, rank, &comm[g]);
+    if (me < 0) me = 0;
     coll_topo_init(&topo[g], me, n, rpn);
   }
 
-  /* buffers: payload-free, as large as the largest collective */
+  /* buffers: payload-free, as large as the largest collective or message */
   double maxb = 0;
   for (int i = 0; i < plan->n_ops; i++)
-    if (plan->ops[i].kind == PL_COLL) {
+    if (plan->ops[i].kind != PL_KERNEL) { /* collectives and point-to-point messages */
       double b = plan->ops[i].bytes, in = 0;
       if (plan->ops[i].peer_recv_bytes) /* uneven all-to-all: what arrives may exceed what leaves */
         for (int j = 0; j < c->ep; j++) in += plan->ops[i].peer_recv_bytes[j];
@@ -206,6 +213,8 @@ int smpi_exec_main(int argc, char **argv) {
   sg_actor_start(gpu, gpu_actor, 0, NULL);
 
   int it0 = c->iters > 1 ? 1 : 0;
+  /* DLSIM_DEBUG_OPS=1: every communication op as the rank reaches it (finding a stuck schedule) */
+  const gboolean debug_ops = g_getenv("DLSIM_DEBUG_OPS") != NULL;
   /* point-to-point: every receive of an iteration is posted when the iteration starts, so a
    * message moves as soon as its sender posts it; sends never block the stream */
   int n_recv = 0, n_send = 0;
@@ -223,6 +232,10 @@ int smpi_exec_main(int argc, char **argv) {
     for (int i = 0; i < plan->n_ops; i++) {
       const pl_op *op = &plan->ops[i];
       if (op->stream != PL_STREAM_COMM) continue;
+      if (debug_ops)
+        fprintf(stderr, "dlsim-smpi: rank %d iter %d op %d %s %s %s peer %d tag %d bytes %.0f: waits %d\n",
+                rank, it, i, pl_op_kind_name(op->kind), pl_group_name(op->group),
+                pl_purpose_name(op->purpose), op->peer, op->tag, op->bytes, op->wait_event);
       event_wait(&gs, it, op->wait_event);
       double t0 = simgrid_get_clock();
       if (op->kind == PL_SEND) {
@@ -295,7 +308,7 @@ int smpi_exec_main(int argc, char **argv) {
   for (size_t i = 0; i < (size_t)c->iters * plan->n_events; i++) sg_sem_destroy(gs.events[i]);
   g_free(gs.events);
   for (int g = 1; g < PL_N_GROUPS; g++)
-    if (comm[g] != MPI_COMM_NULL) MPI_Comm_free(&comm[g]);
+    if (comm[g] != MPI_COMM_NULL && comm[g] != MPI_COMM_WORLD) MPI_Comm_free(&comm[g]);
   MPI_Op_free(&noop);
   SMPI_SHARED_FREE(sendbuf);
   SMPI_SHARED_FREE(recvbuf);

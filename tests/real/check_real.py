@@ -29,11 +29,25 @@ Tolerances (measured margins in brackets):
              element within 0.1 * lr (a tenth of one Adam step), and 99.5% within the SGD
              bound above (observed 99.9%). gpt-tiny-sgd (the same model trained with SGD)
              carries the tight check for the transformer.
+Tensor and expert parallelism change only where sums are cut, so the same tolerances apply:
+  grid Pr x Pc   every conv/linear keeps rows [tp_i*d/Pr, ...) (uneven for 10 outputs over 4),
+                 its output is all-gathered and the partial input gradients all-reduced over Pr:
+                 forward values are bit-identical, input gradients re-associated over Pr;
+                 --grid-layers fc runs the convolutions batch-parallel over all P and all-
+                 gathers their output over Pr before the first linear (Gholami et al. Eq. 6);
+  Megatron tp    the parallel cross-entropy adds exp terms per vocabulary slice; the row
+                 linears' partial outputs are summed by the all-reduce;
+  experts (ep)   with dp = ep and one micro-batch the EP group is the whole batch, so each
+                 token meets the serial run's capacity decisions (capacity factor 1.0 drops
+                 tokens in tests/real/moe-tiny.json); with dp 4 and ep 2 each EP group decides
+                 on its own tokens, so that case runs with --capacity-factor 0 (nothing dropped),
+                 and dp 2 without ep (capacity per rank) is checked to DIFFER.
+Every tp/ep case also checks that the result has tp/ep collective rows that moved bytes.
 Batch norm: each rank (and each micro-batch) normalises with its own batch's statistics, as
 PyTorch DDP without SyncBatchNorm, so cnn-small equals the serial run only with one micro-batch
 per stage and dp 1 (pipeline, m = 1: checked); with dp 2 the test checks that it DIFFERS, which
 also shows that the comparison can fail. The BN-free tests/real/cnn-nobn.json takes every
-strategy.
+strategy; on the grid batch norm sees B/Pc samples, so cnn-small is checked on the 4x1 grid.
 """
 import array
 import json
@@ -132,6 +146,7 @@ def main():
     t0 = time.time()
     cnn_nobn = os.path.join(HERE, "cnn-nobn.json")
     gpt_sgd = os.path.join(HERE, "gpt-tiny-sgd.json")
+    moe_tiny = os.path.join(HERE, "moe-tiny.json")
     # (workload, adam, [(tag, options)])
     cases = [
         ("mlp-small", False, [
@@ -162,6 +177,44 @@ def main():
                                                              "--microbatches", "8"]),
             ("pp2 dp2 gpipe m4", ["--gpus", "4", "--pp", "2", "--dp", "2", "--microbatches", "4"]),
         ]),
+        # Gholami's Pr x Pc grid: conv/linear rows split over Pr (uneven: fc 10 over 4), outputs
+        # all-gathered, partial input gradients all-reduced over Pr, weight gradients over Pc
+        ("mlp-small", False, [
+            ("grid 2x2", ["--gpus", "4", "--grid", "2x2"]),
+            ("grid 4x1", ["--gpus", "4", "--grid", "4x1"]),
+            ("grid 1x4", ["--gpus", "4", "--grid", "1x4"]),
+        ]),
+        (cnn_nobn, False, [
+            ("grid 2x2", ["--gpus", "4", "--grid", "2x2"]),
+            ("grid 4x1", ["--gpus", "4", "--grid", "4x1"]),
+            ("grid 1x4", ["--gpus", "4", "--grid", "1x4"]),
+            ("grid 2x2 --grid-layers fc (convs batch-parallel over 4, then redistributed)",
+             ["--gpus", "4", "--grid", "2x2", "--grid-layers", "fc"]),
+            ("grid 4x1 --grid-layers fc", ["--gpus", "4", "--grid", "4x1", "--grid-layers", "fc"]),
+        ]),
+        ("cnn-small", False, [
+            ("grid 4x1 (batch norm on channel slices sees the whole batch)",
+             ["--gpus", "4", "--grid", "4x1"]),
+        ]),
+        # Megatron: QKV split by heads, vocabulary-parallel embedding and cross-entropy
+        (gpt_sgd, False, [
+            ("megatron tp2", ["--gpus", "2", "--tp", "2", "--tp-style", "megatron"]),
+            ("megatron tp4", ["--gpus", "4", "--tp", "4", "--tp-style", "megatron"]),
+            ("megatron tp2 dp2", ["--gpus", "4", "--tp", "2", "--dp", "2", "--tp-style", "megatron"]),
+            ("megatron tp2 pp2 1f1b m2", ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style",
+                                          "megatron", "--microbatches", "2", "--schedule", "1f1b"]),
+        ]),
+        # experts over dp = ep ranks: capacity decided over the EP group's tokens = the batch
+        (moe_tiny, False, [
+            ("ep2 (capacity 1.0 drops tokens)", ["--gpus", "2", "--ep", "2"]),
+            ("ep4", ["--gpus", "4", "--ep", "4"]),
+        ]),
+        # dp 4, ep 2: two EP groups decide capacity on their own tokens, so the serial run
+        # agrees only when nothing is dropped (--capacity-factor 0: unlimited); expert
+        # gradients are all-reduced over expert_dp
+        (moe_tiny, False, [
+            ("dp4 ep2, no capacity limit", ["--gpus", "4", "--ep", "2"]),
+        ], ["--capacity-factor", "0"]),
         ("gpt-tiny", True, [
             ("dp2", ["--gpus", "2"]),
             ("pp2 dp2 1f1b m8", ["--gpus", "4", "--pp", "2", "--dp", "2", "--microbatches", "8",
@@ -169,14 +222,24 @@ def main():
         ]),
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        for wl, adam, runs in cases:
-            name = os.path.basename(wl).replace(".json", "")
-            ref_res, ref_w, p = run(tmp, name + "-serial", ["--workload", wl, "--gpus", "1"])
+        serial = {}
+        for case in cases:
+            wl, adam, runs = case[:3]
+            extra = case[3] if len(case) > 3 else []
+            name = os.path.basename(wl).replace(".json", "") + "".join(extra)
+            if name not in serial:
+                serial[name] = run(tmp, name + "-serial", ["--workload", wl, "--gpus", "1"] + extra)
+            ref_res, ref_w, p = serial[name]
             check(ref_res is not None, f"{name}: serial run")
             if ref_res is None:
                 continue
             for i, (tag, opts) in enumerate(runs):
-                res, w, p = run(tmp, f"{name}-{i}", ["--workload", wl] + opts)
+                res, w, p = run(tmp, f"{name}-{tag.split()[0]}{i}", ["--workload", wl] + opts + extra)
+                if res is not None and any(o in opts for o in ("--grid", "--tp", "--ep")):
+                    split = [c for c in res["collectives"] if c["group"] in ("tp", "ep")]
+                    want = not any(g in opts for g in ("1x4",))
+                    check(bool(split) == want and all(c["wire_bytes"] > 0 for c in split),
+                          f"{name} {tag}: {len(split)} tp/ep collective rows with wire bytes")
                 check(res is not None, f"{name} {tag}: run")
                 if res is not None:
                     compare(f"{name} {tag}", (ref_res, ref_w), (res, w), adam)
@@ -215,11 +278,21 @@ def main():
             check(pids == {0, 1} and len(kernels) == 13 * ITERS,
                   f"trace: spans on both ranks, {len(kernels)} kernels on rank 0 (expected {13 * ITERS})")
 
+        # without an EP group the capacity is decided per rank: a different function of the batch
+        ref_res, ref_w, _ = serial["moe-tiny"]
+        res, w, _ = run(tmp, "moe-dp2", ["--workload", moe_tiny, "--gpus", "2"])
+        if ref_res and res:
+            d = abs(ref_res["loss"][0] - res["loss"][0]) / ref_res["loss"][0]
+            check(d > 1e-5, f"moe-tiny dp2 without ep: per-rank capacity drops other tokens "
+                            f"(loss rel {d:.1e} > 1e-5)")
+        else:
+            check(False, "moe-tiny dp2 runs")
+
         # what the real executor refuses, with exit status 2 and one line
-        _, _, p = run(tmp, "tp", ["--workload", "gpt-tiny", "--gpus", "2", "--tp", "2",
-                                  "--tp-style", "megatron"], expect_rc=2)
-        check(p.returncode == 2 and "tensor parallelism" in p.stderr and p.stderr.count("\n") == 1,
-              f"--tp 2 refused in real mode: {p.stderr.strip()}")
+        _, _, p = run(tmp, "fp16", ["--workload", "mlp-small", "--gpus", "2", "--precision", "fp16"],
+                      expect_rc=2)
+        check(p.returncode == 2 and "--precision" in p.stderr and p.stderr.count("\n") == 1,
+              f"--precision fp16 refused in real mode: {p.stderr.strip()}")
     print(f"{time.time() - t0:.1f} s")
     print(f"PASSED: {failures} failure(s)" if failures == 0 else f"FAILED: {failures} failure(s)")
     return 1 if failures else 0
