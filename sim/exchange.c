@@ -83,7 +83,8 @@ void xc_out_finish(xc_out *o, int iters, double t_start) {
         o->comm_s += x->end - x->start;
       }
     }
-  o->iteration_time_s = it0 ? (end[iters - 1] - end[0]) / steady : end[0] - t_start;
+  o->iteration_time_s =
+      (it0 ? end[iters - 1] - end[0] : end[0] - t_start) / steady - o->host_s / steady;
   o->compute_s /= steady;
   o->comm_s /= steady;
   o->overlap_s = overlap_s(o->spans[PL_STREAM_COMPUTE], o->spans[PL_STREAM_COMM], it0) / steady;

@@ -48,6 +48,8 @@ typedef struct {
   double iteration_time_s, compute_s, comm_s, overlap_s; /* per steady-state iteration, s */
   double phase_s[PL_N_PHASES]; /* compute per phase per steady-state iteration, s */
   int kernels;                 /* kernel ops per iteration */
+  double host_s;               /* host work outside the plan over the steady-state iterations
+                                  (the real flavour's synthetic data), left out of the time */
   GArray *colls;               /* xc_coll rows, steady state only (owned) */
   GArray *spans[PL_N_STREAMS]; /* xc_span per stream, every iteration, in time order (owned) */
   const pl_rank_plan *plan;    /* the rank's plan (borrowed; names the ops in the trace) */
