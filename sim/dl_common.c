@@ -116,3 +116,13 @@ gboolean dl_parse_bytes(const char *text, double *bytes) {
   *bytes = v * mult;
   return TRUE;
 }
+
+char *dl_last_line(const char *text) {
+  char **lines = g_strsplit(text ? text : "", "\n", -1);
+  const char *found = NULL;
+  for (int i = 0; lines[i]; i++)
+    if (*g_strstrip(lines[i])) found = lines[i];
+  char *out = g_strdup(found ? found : "(no message)");
+  g_strfreev(lines);
+  return out;
+}

@@ -42,6 +42,10 @@ char *dl_read_file(const char *path, gsize *len, GError **err);
  * failure never leaves a half-written file behind. DL_ERR_IO on failure. */
 gboolean dl_write_file_atomic(const char *path, const char *data, gsize len, GError **err);
 
+/* Last non-empty line of `text` (a child's standard error, say), newly allocated (g_free), or
+ * "(no message)". */
+char *dl_last_line(const char *text);
+
 /* Parses a size with an optional unit suffix: B, KB, MB, GB, TB (10^3) or KiB, MiB, GiB (2^10).
  * Returns FALSE (no error set) when the text is not a size. */
 gboolean dl_parse_bytes(const char *text, double *bytes);

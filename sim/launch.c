@@ -51,17 +51,6 @@ static gboolean same_key(const char *a, const char *b) {
   return la == lb && strncmp(a, b, la) == 0;
 }
 
-/* Last non-empty line of `text` (newly allocated), or a placeholder. */
-static char *last_line(const char *text) {
-  gchar **lines = g_strsplit(text ? text : "", "\n", -1);
-  const char *found = NULL;
-  for (int i = 0; lines[i]; i++)
-    if (*g_strstrip(lines[i])) found = lines[i];
-  char *out = g_strdup(found ? found : "(no message)");
-  g_strfreev(lines);
-  return out;
-}
-
 gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *hosts,
                      const char *const *prog_argv, const char *const *extra_cfg,
                      GString *out_stdout, GError **err) {
@@ -104,7 +93,7 @@ gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *h
   if (out_stdout) g_string_append(out_stdout, child_out);
   GError *werr = NULL;
   if (!g_spawn_check_wait_status(wait_status, &werr)) {
-    char *line = last_line(child_err);
+    char *line = dl_last_line(child_err);
     g_set_error(err, DL_ERROR, DL_ERR_IO, "smpirun %s: %s: %s", exec, werr->message, line);
     fputs(child_err, stderr);
     g_free(line);

@@ -55,16 +55,6 @@ static char *real_exec_path(void) {
   return env && *env ? g_strdup(env) : g_build_filename(DLSIM_BINARY_DIR, "dlsim-real", NULL);
 }
 
-static char *last_line(const char *text) {
-  char **lines = g_strsplit(text ? text : "", "\n", -1);
-  const char *found = NULL;
-  for (int i = 0; lines[i]; i++)
-    if (*g_strstrip(lines[i])) found = lines[i];
-  char *out = g_strdup(found ? found : "(no message)");
-  g_strfreev(lines);
-  return out;
-}
-
 gboolean rr_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result *r, GError **err) {
   (void)m, (void)pl;
   gboolean ok = FALSE;
@@ -100,7 +90,7 @@ gboolean rr_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
     g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: %s", DLSIM_MPIRUN, werr->message);
     g_error_free(werr);
   } else if (!g_spawn_check_wait_status(wait_status, &werr)) {
-    char *line = last_line(child_err);
+    char *line = dl_last_line(child_err);
     g_set_error(err, DL_ERROR, DL_ERR_IO, "%s %s: %s: %s", DLSIM_MPIRUN, exec, werr->message, line);
     fputs(child_err, stderr);
     g_free(line);

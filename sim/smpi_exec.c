@@ -209,6 +209,10 @@ int smpi_exec_main(int argc, char **argv) {
   char name[32];
   g_snprintf(name, sizeof name, "gpu%d", rank);
   sg_actor_t gpu = sg_actor_init(name, sg_host_self());
+  /* sg_actor_init hands back a pointer whose only reference belongs to the running actor: once
+   * the compute stream ends (it may end before this rank's last sends complete), SimGrid frees
+   * it and sg_actor_join below would read freed memory. Hold a reference until the join. */
+  sg_actor_ref(gpu);
   sg_actor_set_data(gpu, &gs);
   sg_actor_start(gpu, gpu_actor, 0, NULL);
 
@@ -291,6 +295,7 @@ int smpi_exec_main(int argc, char **argv) {
   g_free(rreq);
   g_free(sreq);
   sg_actor_join(gpu, -1);
+  sg_actor_unref(gpu);
 
   xc_out_finish(o, c->iters, t_start);
 

@@ -16,16 +16,11 @@ import subprocess
 import sys
 import tempfile
 
+from checklib import check, finish, run
+
 import jsonschema
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-failures = 0
-
-
-def check(what, ok, detail=""):
-    global failures
-    print(f"{'ok  ' if ok else 'FAIL'} {what}{': ' + detail if detail else ''}")
-    failures += not ok
 
 
 def schema(name):
@@ -80,8 +75,7 @@ def main(dlsim):
             s = sorted((e["ts"], e["ts"] + e["dur"]) for e in spans if (e["pid"], e["tid"]) == key)
             ok &= all(a[1] <= b[0] + 0.002 for a, b in zip(s, s[1:]))  # ts, dur printed to 1 ns
         check("trace: ops of one stream run one after another", ok)
-    print(f"{'FAILED' if failures else 'PASSED'}: {failures} failure(s)")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

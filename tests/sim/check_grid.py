@@ -14,21 +14,12 @@ import subprocess
 import sys
 import tempfile
 
-failures = 0
+from checklib import check, finish, run
 
 
-def check(what, ok, detail):
-    global failures
-    print(f"{'ok  ' if ok else 'FAIL'} {what}: {detail}")
-    failures += not ok
 
-
-def run(dlsim, d, *args):
-    out = os.path.join(d, "r.json")
-    subprocess.run([dlsim, "run", "--platform", "star", "--coll", "ring", "--gpus", "4",
-                    "--out", out, *args], check=True, stdout=subprocess.DEVNULL)
-    with open(out) as f:
-        return json.load(f)
+def run_star(dlsim, d, *args):
+    return run(dlsim, d, "--platform", "star", "--coll", "ring", "--gpus", "4", *args)
 
 
 def main(dlsim):
@@ -41,12 +32,12 @@ def main(dlsim):
         cases.append(("cnn-small", ["--grid", "4x1", "--domain", "conv", "--batch", "64"]))
         cases.append(("cnn-small", ["--grid", "2x2", "--domain", "conv", "--batch", "64"]))
         for w, args in cases:
-            a = run(dlsim, d, "--mode", "analytic", "--workload", w, *args)
-            s = run(dlsim, d, "--mode", "sim", "--workload", w, *args)
+            a = run_star(dlsim, d, "--mode", "analytic", "--workload", w, *args)
+            s = run_star(dlsim, d, "--mode", "sim", "--workload", w, *args)
             ta, ts = a["iteration_time_s"], s["iteration_time_s"]
             check(f"{w} {' '.join(args)}: simulation within 2% of the closed form",
                   abs(ts / ta - 1) <= 0.02, f"sim {ts * 1e6:.2f} us, closed form {ta * 1e6:.2f} us")
-        r = run(dlsim, d, "--mode", "analytic", "--workload", "mlp-small", "--grid", "auto",
+        r = run_star(dlsim, d, "--mode", "analytic", "--workload", "mlp-small", "--grid", "auto",
                 "--batch", "64")
         best = min(r["grid_search"], key=lambda x: x["iteration_time_s"])
         check("--grid auto picks the fastest grid of its table", r["config"]["grid"] == best["grid"],
@@ -54,8 +45,7 @@ def main(dlsim):
         check("--grid auto evaluates every factorisation of 4",
               sorted(x["grid"] for x in r["grid_search"]) == ["1x4", "2x2", "4x1"],
               str([x["grid"] for x in r["grid_search"]]))
-    print(f"{'FAILED' if failures else 'PASSED'}: {failures} failure(s)")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

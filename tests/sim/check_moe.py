@@ -17,28 +17,19 @@ import subprocess
 import sys
 import tempfile
 
-failures = 0
+from checklib import check, finish, run
 
 
-def check(what, ok, detail):
-    global failures
-    print(f"{'ok  ' if ok else 'FAIL'} {what}: {detail}")
-    failures += not ok
 
-
-def run(dlsim, d, *args):
-    out = os.path.join(d, "r.json")
-    subprocess.run([dlsim, "run", "--out", out, "--workload", "moe-gpt-8x", "--platform",
-                    "thetagpu", "--gpus", "8", "--ep", "4", "--batch", "8", "--iters", "2", *args],
-                   check=True, stdout=subprocess.DEVNULL)
-    with open(out) as f:
-        return json.load(f)
+def run_moe(dlsim, d, *args):
+    return run(dlsim, d, "--workload", "moe-gpt-8x", "--platform", "thetagpu", "--gpus", "8",
+               "--ep", "4", "--batch", "8", "--iters", "2", *args)
 
 
 def main(dlsim):
     with tempfile.TemporaryDirectory() as d:
         for mode in ("analytic", "sim"):
-            r = run(dlsim, d, "--mode", mode)
+            r = run_moe(dlsim, d, "--mode", mode)
             rows = [c for c in r["collectives"] if c["purpose"] in ("moe_dispatch", "moe_combine")]
             calls = sum(c["calls"] for c in rows)
             wire = sum(c["wire_bytes"] for c in rows)
@@ -51,7 +42,7 @@ def main(dlsim):
             for cf in ("0", "1.25"):
                 times = []
                 for s in ("uniform", "zipf:0.3", "zipf:0.6", "zipf:1.2"):
-                    r = run(dlsim, d, "--mode", mode, "--routing", s, "--capacity-factor", cf)
+                    r = run_moe(dlsim, d, "--mode", mode, "--routing", s, "--capacity-factor", cf)
                     times.append((s, r["iteration_time_s"], r["moe"]["imbalance_max_over_mean"],
                                   r["moe"]["dropped_fraction"]))
                 detail = ", ".join(f"{s}: {t * 1e3:.2f} ms (max/mean {i:.2f}, dropped {100 * f:.1f}%)"
@@ -65,8 +56,7 @@ def main(dlsim):
                           times[1][1] > times[0][1] and
                           all(b[3] >= a[3] for a, b in zip(times, times[1:])) and times[-1][3] > 0,
                           detail)
-    print(f"{'FAILED' if failures else 'PASSED'}: {failures} failure(s)")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -16,21 +16,11 @@ import subprocess
 import sys
 import tempfile
 
+from checklib import check, finish, run
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-failures = 0
 
 
-def check(what, ok, detail):
-    global failures
-    print(f"{'ok  ' if ok else 'FAIL'} {what}: {detail}")
-    failures += not ok
-
-
-def run(dlsim, d, *args):
-    out = os.path.join(d, "r.json")
-    subprocess.run([dlsim, "run", "--out", out, *args], check=True, stdout=subprocess.DEVNULL)
-    with open(out) as f:
-        return json.load(f)
 
 
 def main(dlsim):
@@ -74,8 +64,7 @@ def main(dlsim):
                   f["memory_bytes_per_gpu"]["peak"] <= g["memory_bytes_per_gpu"]["peak"],
                   f"{f['memory_bytes_per_gpu']['peak'] / 1e9:.3f} GB vs "
                   f"{g['memory_bytes_per_gpu']['peak'] / 1e9:.3f} GB")
-    print(f"{'FAILED' if failures else 'PASSED'}: {failures} failure(s)")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":
