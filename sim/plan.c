@@ -368,16 +368,28 @@ static gboolean windowed(const wl_layer *l) {
          (l->kh > 1 || l->stride > 1) && l->out.h > 1;
 }
 
+static int domain_end(const wl_model *m) {
+  int end = 0;
+  while (end < m->n_layers && m->layers[end].kind != WL_LINEAR &&
+         (m->layers[end].out.h > 1 || (m->layers[end].in.h > 1 && m->layers[end].kind == WL_AVGPOOL)))
+    end++;
+  return end;
+}
+
+int pl_domain_end(const wl_model *m) { return domain_end(m); }
+void pl_domain_slab(int n, int parts, int i, int *lo, int *hi) { slab(n, parts, i, lo, hi); }
+void pl_domain_needs(const wl_layer *l, int parts, int i, int dir, int *lo, int *hi) {
+  (dir ? needs_bwd : needs_fwd)(l, parts, i, lo, hi);
+}
+gboolean pl_domain_windowed(const wl_layer *l) { return windowed(l); }
+
 /* The domain-parallel roles of layers [0, end) for rank tp_i of the Pr group; returns the index
  * of the first layer after the domain part, or -1 with DL_ERR_INPUT. */
 static int domain_roles(const wl_model *m, const cfg_run *c, int tp_i, layer_role *r,
                         GError **err) {
   const int Pr = c->tp;
   const double dt = gs_precision_bytes(c->precision);
-  int end = 0;
-  while (end < m->n_layers && m->layers[end].kind != WL_LINEAR &&
-         (m->layers[end].out.h > 1 || (m->layers[end].in.h > 1 && m->layers[end].kind == WL_AVGPOOL)))
-    end++;
+  const int end = domain_end(m);
   for (int i = 0; i < end; i++) {
     const wl_layer *l = &m->layers[i];
     layer_role *x = &r[i];

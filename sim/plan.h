@@ -131,4 +131,14 @@ int pl_group_members(const cfg_run *c, pl_group g, int rank, int *members);
 /* Bytes per element of gradients exchanged and of the weights a rank holds, for the precision. */
 int pl_grad_bytes(const cfg_run *c);
 
+/* Domain parallelism (--domain conv, plan.c's file comment): the first layer after the domain
+ * part; rows [lo, hi) of slab i when n rows are split into `parts`; the rows a windowed layer's
+ * slab i needs from its neighbours' (dir 0: input rows for its output rows; dir 1: output-
+ * gradient rows whose windows reach its input rows), clipped to the image; whether a layer is
+ * windowed (exchanges halo rows). */
+int pl_domain_end(const wl_model *m);
+void pl_domain_slab(int n, int parts, int i, int *lo, int *hi);
+void pl_domain_needs(const wl_layer *l, int parts, int i, int dir, int *lo, int *hi);
+gboolean pl_domain_windowed(const wl_layer *l);
+
 #endif

@@ -469,7 +469,9 @@ int real_exec_main(int argc, char **argv) {
       const pl_op *op = &plan->ops[i];
       if (op->kind != PL_RECV) continue;
       int64_t n = 0;
-      float *buf = op->tag & 1 ? rm_grad_in(rm, op->microbatch, &n) : rm_act_in(rm, op->microbatch, &n);
+      float *buf = op->purpose == PL_WHY_HALO ? rm_halo_buf(rm, op, &n)
+                   : op->tag & 1              ? rm_grad_in(rm, op->microbatch, &n)
+                                              : rm_act_in(rm, op->microbatch, &n);
       MPI_Irecv(buf, (int)n + RM_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag, MPI_COMM_WORLD,
                 &rreq[q++]);
     }
@@ -481,8 +483,9 @@ int real_exec_main(int argc, char **argv) {
       double t0 = now_s(&gs);
       if (op->kind == PL_SEND) {
         int64_t n = 0;
-        float *buf = op->tag & 1 ? rm_grad_out(rm, op->microbatch, &n)
-                                 : rm_act_out(rm, op->microbatch, &n);
+        float *buf = op->purpose == PL_WHY_HALO ? rm_halo_buf(rm, op, &n)
+                     : op->tag & 1              ? rm_grad_out(rm, op->microbatch, &n)
+                                                : rm_act_out(rm, op->microbatch, &n);
         double posted = t0 + gs.origin_s; /* the receiver's clock is the same machine's */
         memcpy(buf + n, &posted, sizeof posted);
         MPI_Isend(buf, (int)n + RM_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag,
@@ -494,8 +497,9 @@ int real_exec_main(int argc, char **argv) {
         MPI_Wait(&rreq[ri++], MPI_STATUS_IGNORE);
         double t1 = now_s(&gs), posted;
         int64_t n = 0;
-        float *buf = op->tag & 1 ? rm_grad_in(rm, op->microbatch, &n)
-                                 : rm_act_in(rm, op->microbatch, &n);
+        float *buf = op->purpose == PL_WHY_HALO ? rm_halo_buf(rm, op, &n)
+                     : op->tag & 1              ? rm_grad_in(rm, op->microbatch, &n)
+                                                : rm_act_in(rm, op->microbatch, &n);
         memcpy(&posted, buf + n, sizeof posted);
         posted -= gs.origin_s;
         /* the transfer is communication; waiting for the sender to get there is bubble */

@@ -1,6 +1,7 @@
 /* real_model.c — one rank's layers, run for real with the CPU twins (see real_model.h). */
 #include "real_model.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -48,6 +49,20 @@ typedef struct {
   float *dpart;        /* partial input gradient, summed over tp before it joins the input's */
   float *dred;         /* its all-reduced value */
   rm_moe *moe;         /* mixture of experts state (real_moe.h), NULL otherwise */
+  /* RS_DOMAIN (--domain conv): rows of the image */
+  int ilo, ihi;        /* the input rows this rank holds (its source's slab) */
+  int hrows[2][2][2];  /* halo rows [fwd: input rows / bwd: output-gradient rows][recv/send]
+                          [up (tp_i − 1) / down (tp_i + 1)], as plan.c's domain_roles */
+  int64_t hrow_f[2];   /* floats of one halo row of one sample: [fwd] C_in·W, [bwd] C_out·W_out
+                          (twice that for max pooling: the argmax rides along) */
+  float **halo[2][2][2]; /* [m] halo message buffers (+ trailer), indexed as hrows */
+  float **win;         /* [m] windowed layers: the input rows the output slab's windows read,
+                          explicitly padded: S × C_in × fh × (W + 2·pad) */
+  int fr0, fh;         /* first padded row of win (olo·stride − pad) and its rows */
+  float *dext;         /* backward: output-gradient rows [blo, bhi) (own and halo) */
+  float *dinx;         /* their input gradient on the padded rows */
+  float *dwx;          /* convolution: weight gradient of that pass (discarded) */
+  float *bnst;         /* batch norm: Σdy and Σdy·x̂ per channel, summed over the tp group */
 } rm_layer;
 
 struct rm_rank {
@@ -56,6 +71,10 @@ struct rm_rank {
   int l0, l1;          /* the stage's layers [l0, l1) */
   int nmb;             /* micro-batches m */
   int dp_i, tp_i;      /* data-parallel and tensor-parallel index */
+  int rank;            /* this rank (halo neighbours are rank ± 1) */
+  const pl_rank_plan *plan; /* borrowed */
+  guint8 *idle;        /* [n_ops] kernel ops that compute nothing here: the interior part of a
+                          windowed domain layer, whose boundary op computes the whole slab */
   rs_layer *rs;        /* [n_layers] the rank's slice of every layer (owned) */
   int64_t S_in, sub_in;/* samples of the model input per micro-batch and their first (rs) */
   rm_layer *L;         /* l1 - l0 layers */
@@ -190,6 +209,48 @@ static int64_t local_in_c(const rm_layer *y) {
   return y->s->kind == RS_ROW || y->s->kind == RS_LOCAL ? y->l->in.c / y->s->parts : y->l->in.c;
 }
 
+/* RS_DOMAIN buffers: the halo rows of a windowed layer (plan.c's domain_roles), its padded
+ * window, and the backward's staging. */
+static void domain_alloc(rm_rank *r, rm_layer *y, int tp_i) {
+  const wl_layer *l = y->l;
+  const int P = y->s->parts;
+  const int64_t S = y->S;
+  pl_domain_slab((int)l->in.h, P, tp_i, &y->ilo, &y->ihi);
+  if (l->kind == WL_BATCHNORM) y->bnst = g_new0(float, 2 * (size_t)l->in.c);
+  if (l->kind != WL_CONV2D && l->kind != WL_MAXPOOL && l->kind != WL_AVGPOOL) return;
+  const int st = MAX(l->stride, 1);
+  const int64_t Wp = l->in.w + 2 * l->pad;
+  y->fr0 = (int)y->s->c0 * st - l->pad;
+  y->fh = ((int)y->s->cn - 1) * st + l->kh;
+  y->win = per_mb(r->nmb, (size_t)(S * l->in.c * y->fh * Wp));
+  y->hrow_f[0] = l->in.c * l->in.w;
+  y->hrow_f[1] = l->out.c * l->out.w * (l->kind == WL_MAXPOOL ? 2 : 1);
+  for (int dir = 0; dir < 2 && pl_domain_windowed(l); dir++) {
+    const int rows = dir ? (int)l->out.h : (int)l->in.h;
+    int own_lo, own_hi, nlo, nhi;
+    pl_domain_slab(rows, P, tp_i, &own_lo, &own_hi);
+    pl_domain_needs(l, P, tp_i, dir, &nlo, &nhi);
+    int (*h)[2] = y->hrows[dir];
+    h[0][0] = tp_i > 0 ? MAX(0, own_lo - nlo) : 0;
+    h[0][1] = tp_i < P - 1 ? MAX(0, nhi - own_hi) : 0;
+    if (tp_i > 0) { /* what the rank above needs from below its slab */
+      pl_domain_needs(l, P, tp_i - 1, dir, &nlo, &nhi);
+      h[1][0] = MAX(0, nhi - own_lo);
+    }
+    if (tp_i < P - 1) {
+      pl_domain_needs(l, P, tp_i + 1, dir, &nlo, &nhi);
+      h[1][1] = MAX(0, own_hi - nlo);
+    }
+    for (int a = 0; a < 4; a++)
+      if (h[a / 2][a % 2])
+        y->halo[dir][a / 2][a % 2] =
+            per_mb(r->nmb, (size_t)(S * y->hrow_f[dir] * h[a / 2][a % 2]) + RM_P2P_TRAILER_FLOATS);
+  }
+  y->dext = g_new0(float, (size_t)(S * l->out.c * l->out.h * l->out.w) + 1);
+  y->dinx = g_new0(float, (size_t)(S * l->in.c * (l->in.h + 2 * l->pad + l->kh) * Wp) + 1);
+  if (l->kind == WL_CONV2D) y->dwx = g_new0(float, (size_t)l->params + 1);
+}
+
 rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, int rank,
                 GError **err) {
   if (!rr_check(m, c, err)) return NULL;
@@ -209,6 +270,19 @@ rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, i
   r->nmb = c->microbatches;
   r->dp_i = dp_i;
   r->tp_i = tp_i;
+  r->rank = rank;
+  r->plan = plan;
+  r->idle = g_new0(guint8, plan->n_ops + 1);
+  for (int a = 0; a < plan->n_ops; a++) {
+    const pl_op *o = &plan->ops[a];
+    if (o->kind != PL_KERNEL || o->layer < 0 || rs[o->layer].kind != RS_DOMAIN) continue;
+    for (int b = a + 1; b < plan->n_ops && !r->idle[a]; b++) {
+      const pl_op *q = &plan->ops[b];
+      r->idle[a] = q->kind == PL_KERNEL && q->layer == o->layer && q->phase == o->phase &&
+                   q->microbatch == o->microbatch;
+      if (q->kind == PL_KERNEL && q->layer != o->layer) break;
+    }
+  }
   r->L = g_new0(rm_layer, r->l1 - r->l0);
   r->loss_sum = g_new0(double, c->iters);
   const size_t trailer = RM_P2P_TRAILER_FLOATS;
@@ -244,6 +318,12 @@ rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, i
       y->gath = g_new0(float, (size_t)(rows * rs[i].cmax * u * rs[i].parts) + 1);
       y->dslice = g_new0(float, (size_t)(rows * rs[i].cmax * u) + 1);
     }
+    if (rs[i].redist_rows) { /* the domain slabs of the input, cmax rows each, all-gathered */
+      const size_t blk = (size_t)(S * l->in.c * rs[i - 1].cmax * l->in.w);
+      y->part = g_new0(float, blk + 1);
+      y->gath = g_new0(float, blk * (size_t)rs[i - 1].parts + 1);
+    }
+    if (rs[i].kind == RS_DOMAIN) domain_alloc(r, y, tp_i);
     if (rs[i].kind == RS_ROWS || rs[i].kind == RS_COL || rs[i].kind == RS_QKV) {
       if (!y->dpart) y->dpart = g_new0(float, in_n + 1);
       if (!y->dred) y->dred = g_new0(float, in_n + 1);
@@ -288,7 +368,7 @@ rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, i
     const int64_t M = S * positions(&l->in);
     const int heads = rs[i].kind == RS_LOCAL ? l->heads / rs[i].parts : l->heads;
     switch (l->kind) {
-    case WL_BATCHNORM: saved = 2 * (size_t)l->in.c; break;
+    case WL_BATCHNORM: saved = 4 * (size_t)l->in.c; break; /* mean, rstd (, Σx, Σx²) */
     case WL_LAYERNORM: saved = 2 * (size_t)M; break;
     case WL_SOFTMAX_CE:
       saved = rs[i].kind == RS_CE ? (size_t)(M * rs[i].cn + 3 * M) : (size_t)(M * l->in.c);
@@ -366,9 +446,16 @@ void rm_free(rm_rank *r) {
     g_free(y->dpart);
     g_free(y->dred);
     rmoe_free(y->moe);
+    for (int a = 0; a < 8; a++) free_per_mb((void **)y->halo[a / 4][a / 2 % 2][a % 2], r->nmb);
+    free_per_mb((void **)y->win, r->nmb);
+    g_free(y->dext);
+    g_free(y->dinx);
+    g_free(y->dwx);
+    g_free(y->bnst);
   }
   g_free(r->L);
   g_free(r->rs);
+  g_free(r->idle);
   free_per_mb((void **)r->x, r->nmb);
   free_per_mb((void **)r->tok, r->nmb);
   free_per_mb((void **)r->lab, r->nmb);
@@ -453,6 +540,194 @@ static float *bias_of(const rm_layer *y, float *base) {
   return base && nb > 0 && y->l->tied_to < 0 ? base + y->n_params - nb : NULL;
 }
 
+/* ---- domain parallelism (RS_DOMAIN) --------------------------------------------------------- */
+
+#define BN_EPS 1e-5 /* kernels/cpu/norm.c's ε */
+
+/* Row g (global) of channel c of sample s of a domain layer's input: from the model input, the
+ * source's slab or a halo received in direction `dir` 0 (forward). */
+static const float *domain_in_row(rm_rank *r, const rm_layer *y, int mb, int64_t s, int64_t c,
+                                  int g) {
+  const wl_layer *l = y->l;
+  const int64_t C = l->in.c, W = l->in.w;
+  if (l->inputs[0] == -1) return r->x[mb] + ((s * C + c) * l->in.h + g) * W;
+  if (g >= y->ilo && g < y->ihi)
+    return in_ptr(r, l->inputs[0], mb) + ((s * C + c) * (y->ihi - y->ilo) + g - y->ilo) * W;
+  const int up = g < y->ilo, n = y->hrows[0][0][up ? 0 : 1];
+  const int row = up ? g - (y->ilo - n) : g - y->ihi;
+  return y->halo[0][0][up ? 0 : 1][mb] + ((s * C + c) * n + row) * W;
+}
+
+/* The padded window input of a windowed domain layer: rows [fr0, fr0 + fh) and W + 2·pad columns,
+ * zero outside the image (−FLT_MAX for max pooling, which never picks it). */
+static void domain_window(rm_rank *r, rm_layer *y, int mb) {
+  const wl_layer *l = y->l;
+  const int64_t C = l->in.c, W = l->in.w, Wp = W + 2 * l->pad;
+  const float fill = l->kind == WL_MAXPOOL ? -FLT_MAX : 0.0f;
+  float *win = y->win[mb];
+  for (int64_t s = 0; s < y->S; s++)
+    for (int64_t c = 0; c < C; c++)
+      for (int pr = 0; pr < y->fh; pr++) {
+        float *dst = win + ((s * C + c) * y->fh + pr) * Wp;
+        const int g = y->fr0 + pr;
+        for (int64_t x = 0; x < Wp; x++) dst[x] = fill;
+        if (g >= 0 && g < l->in.h)
+          memcpy(dst + l->pad, domain_in_row(r, y, mb, s, c, g), sizeof(float) * (size_t)W);
+      }
+}
+
+static void domain_forward(rm_rank *r, rm_layer *y, int mb) {
+  const wl_layer *l = y->l;
+  const kn_backend *k = &kn_cpu;
+  const int64_t S = y->S, Wp = l->in.w + 2 * l->pad, HW = y->s->cn * l->out.w;
+  float *out = y->out[mb];
+  if (l->kind == WL_BATCHNORM) { /* local Σx, Σx²; rm_coll_end normalises with the group's */
+    float *sum = y->saved[mb] + 2 * l->in.c;
+    for (int64_t c = 0; c < l->in.c; c++) {
+      double s1 = 0, s2 = 0;
+      for (int64_t n = 0; n < S; n++) {
+        const float *x = in_ptr(r, l->inputs[0], mb) + (n * l->in.c + c) * HW;
+        for (int64_t p = 0; p < HW; p++) s1 += x[p], s2 += (double)x[p] * x[p];
+      }
+      sum[c] = (float)s1;
+      sum[l->in.c + c] = (float)s2;
+    }
+    return;
+  }
+  domain_window(r, y, mb);
+  if (l->kind == WL_CONV2D) {
+    kn_conv s = {(int)S, (int)l->in.c, y->fh, (int)Wp, (int)l->out.c, l->kh, l->kw, l->stride, 0,
+                 l->groups};
+    k->conv2d_fwd(out, r->ws, y->win[mb], y->w, bias_of(y, y->w), &s, KN_MATH_FP32);
+    return;
+  }
+  kn_pool s = {(int)S, (int)l->in.c, y->fh, (int)Wp, l->kh, l->kw, l->stride, 0};
+  if (l->kind == WL_AVGPOOL) {
+    k->avgpool_fwd(out, y->win[mb], &s);
+    return;
+  }
+  int *am = y->argmax[mb];
+  k->maxpool_fwd(out, am, y->win[mb], &s);
+  for (int64_t e = 0; e < S * y->s->out_per; e++) { /* padded plane -> the image's (H, W) */
+    if (am[e] < 0) continue;
+    const int64_t gy = y->fr0 + am[e] / Wp, gx = am[e] % Wp - l->pad;
+    am[e] = gy >= 0 && gy < l->in.h && gx >= 0 && gx < l->in.w ? (int)(gy * l->in.w + gx) : -1;
+  }
+}
+
+/* Adds rows [ilo, ihi) of a whole-image gradient (S × C × H × W) into this rank's slab. */
+static void domain_take_rows(const rm_layer *y, float *slab, const float *full, int ilo, int ihi) {
+  const int64_t C = y->l->in.c, H = y->l->in.h, W = y->l->in.w, n = ihi - ilo;
+  for (int64_t s = 0; s < y->S; s++)
+    for (int64_t c = 0; c < C; c++) {
+      const float *f = full + ((s * C + c) * H + ilo) * W;
+      float *d = slab + (s * C + c) * n * W;
+      for (int64_t e = 0; e < n * W; e++) d[e] += f[e];
+    }
+}
+
+/* Backward of a windowed domain layer. The weight gradient comes from the rank's output rows;
+ * the input gradient of its input rows from the output-gradient rows [blo, bhi) whose windows
+ * reach them (its own and the neighbours' halo rows, Gholami et al. 2018's ΔY halo): the
+ * convolution's transpose and the pooling backward run on them and the rank's rows are kept. */
+static void domain_backward(rm_rank *r, rm_layer *y, int mb, float *din) {
+  const wl_layer *l = y->l;
+  const kn_backend *k = &kn_cpu;
+  const int64_t S = y->S, Co = l->out.c, Wo = l->out.w, Ci = l->in.c, W = l->in.w;
+  const int64_t Wp = W + 2 * l->pad, c0 = y->s->c0, cn = y->s->cn;
+  const int st = MAX(l->stride, 1);
+  const float *dout = din_ptr(r, y->index, mb);
+  if (l->kind == WL_CONV2D) {
+    kn_conv s = {(int)S, (int)Ci, y->fh, (int)Wp, (int)Co, l->kh, l->kw, l->stride, 0, l->groups};
+    k->conv2d_bwd(NULL, y->g, bias_of(y, y->g), r->ws, dout, y->win[mb], y->w, &s, KN_MATH_FP32);
+  }
+  if (!din) return;
+  int blo = (int)c0, bhi = (int)(c0 + cn);
+  if (pl_domain_windowed(l)) pl_domain_needs(l, y->s->parts, r->tp_i, 1, &blo, &bhi);
+  const int nb = bhi - blo, up = y->hrows[1][0][0], dn = y->hrows[1][0][1];
+  if (nb <= 0) return;
+  const gboolean mx = l->kind == WL_MAXPOOL;
+  const int64_t rowf = Co * Wo; /* one row of every channel of one sample, in a halo buffer */
+  for (int64_t s = 0; s < S; s++) /* ΔY rows [blo, bhi) (and for max pooling their argmax) */
+    for (int64_t c = 0; c < Co; c++)
+      for (int g = blo; g < bhi; g++) {
+        float *d = y->dext + ((s * Co + c) * nb + g - blo) * Wo;
+        const float *from;
+        const int *am = NULL;
+        const float *amf = NULL;
+        if (g >= c0 && g < c0 + cn) {
+          from = dout + ((s * Co + c) * cn + g - c0) * Wo;
+          if (mx) am = y->argmax[mb] + ((s * Co + c) * cn + g - c0) * Wo;
+        } else {
+          const int u = g < c0, n = u ? up : dn;
+          const float *h = y->halo[1][0][u ? 0 : 1][mb];
+          from = h + ((s * Co + c) * n + (u ? g - (c0 - n) : g - (c0 + cn))) * Wo;
+          if (mx) amf = from + S * rowf * n;
+        }
+        if (!mx) {
+          memcpy(d, from, sizeof(float) * (size_t)Wo);
+          continue;
+        }
+        for (int64_t x = 0; x < Wo; x++) { /* max pooling: scatter to the rank's input rows */
+          const int a = am ? am[x] : (int)amf[x];
+          if (a < 0 || a / W < y->ilo || a / W >= y->ihi) continue;
+          din[((s * Ci + c) * (y->ihi - y->ilo) + a / W - y->ilo) * W + a % W] += from[x];
+        }
+      }
+  if (mx) return;
+  const int br0 = blo * st - l->pad, bh = (nb - 1) * st + l->kh;
+  memset(y->dinx, 0, sizeof(float) * (size_t)(S * Ci * bh * Wp));
+  if (l->kind == WL_CONV2D) { /* ΔX = Wᵀ·ΔY; the pass's weight gradient is discarded (the input
+                                 it reads is the zeroed ΔX itself) */
+    kn_conv s = {(int)S, (int)Ci, bh, (int)Wp, (int)Co, l->kh, l->kw, l->stride, 0, l->groups};
+    k->conv2d_bwd(y->dinx, y->dwx, NULL, r->ws, y->dext, y->dinx, y->w, &s, KN_MATH_FP32);
+  } else {
+    kn_pool s = {(int)S, (int)Ci, bh, (int)Wp, l->kh, l->kw, l->stride, 0};
+    k->avgpool_bwd(y->dinx, y->dext, &s);
+  }
+  const int lo = MAX(y->ilo, br0), hi = MIN(y->ihi, br0 + bh);
+  for (int64_t s = 0; s < S; s++)
+    for (int64_t c = 0; c < Ci; c++)
+      for (int g = lo; g < hi; g++) {
+        const float *f = y->dinx + ((s * Ci + c) * bh + g - br0) * Wp + l->pad;
+        float *d = din + ((s * Ci + c) * (y->ihi - y->ilo) + g - y->ilo) * W;
+        for (int64_t x = 0; x < W; x++) d[x] += f[x];
+      }
+}
+
+float *rm_halo_buf(rm_rank *r, const pl_op *op, int64_t *n) {
+  rm_layer *y = LAY(r, op->layer);
+  const wl_layer *l = y->l;
+  const int dir = op->phase == PL_PH_BWD, send = op->kind == PL_SEND, k = op->peer > r->rank;
+  const int rows = y->hrows[dir][send][k], mb = op->microbatch;
+  float *buf = y->halo[dir][send][k][mb];
+  const int64_t S = y->S, rowf = y->hrow_f[dir];
+  *n = S * rowf * rows;
+  if (!send) return buf;
+  if (dir == 0) { /* input rows next to the boundary: the top ones up, the bottom ones down */
+    const int g0 = k ? y->ihi - rows : y->ilo;
+    for (int64_t s = 0; s < S; s++)
+      for (int64_t c = 0; c < l->in.c; c++)
+        for (int g = g0; g < g0 + rows; g++)
+          memcpy(buf + ((s * l->in.c + c) * rows + g - g0) * l->in.w,
+                 domain_in_row(r, y, mb, s, c, g), sizeof(float) * (size_t)l->in.w);
+    return buf;
+  }
+  /* output-gradient rows (and for max pooling their argmax after them) */
+  const int64_t Co = l->out.c, Wo = l->out.w, cn = y->s->cn, r0 = k ? cn - rows : 0;
+  const float *dout = din_ptr(r, y->index, mb);
+  const int64_t half = S * Co * Wo * rows;
+  for (int64_t s = 0; s < S; s++)
+    for (int64_t c = 0; c < Co; c++)
+      for (int64_t g = 0; g < rows; g++) {
+        const int64_t src = ((s * Co + c) * cn + r0 + g) * Wo, dst = ((s * Co + c) * rows + g) * Wo;
+        memcpy(buf + dst, dout + src, sizeof(float) * (size_t)Wo);
+        if (l->kind == WL_MAXPOOL)
+          for (int64_t x = 0; x < Wo; x++) buf[half + dst + x] = (float)y->argmax[mb][src + x];
+      }
+  return buf;
+}
+
 static void forward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
   rm_layer *y = LAY(r, i);
   const wl_layer *l = y->l;
@@ -462,6 +737,11 @@ static void forward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
   float *out = y->out[mb];
   const kn_backend *k = &kn_cpu;
   const float *bias = bias_of(y, y->w);
+  if (sh->kind == RS_DOMAIN && (l->kind == WL_CONV2D || l->kind == WL_MAXPOOL ||
+                                l->kind == WL_AVGPOOL || l->kind == WL_BATCHNORM)) {
+    domain_forward(r, y, mb);
+    return;
+  }
   switch (l->kind) {
   case WL_CONV2D: {
     kn_conv s = conv_shape(l, S);
@@ -595,6 +875,30 @@ static void backward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
   float *din_any = din ? din : r->scratch;
   const kn_backend *k = &kn_cpu;
   float *dbias = bias_of(y, y->g);
+  if (sh->kind == RS_DOMAIN && l->kind == WL_BATCHNORM) { /* local sums; rm_coll_end: ΔX */
+    const int64_t C = l->in.c, HW = sh->cn * l->out.w;
+    const float *mean = y->saved[mb], *rstd = mean + C;
+    for (int64_t c = 0; c < C; c++) {
+      double sdy = 0, sdyx = 0;
+      for (int64_t s = 0; s < S; s++) {
+        const float *x = in + (s * C + c) * HW, *dy = dout + (s * C + c) * HW;
+        for (int64_t p = 0; p < HW; p++) {
+          sdy += dy[p];
+          sdyx += dy[p] * ((x[p] - mean[c]) * rstd[c]);
+        }
+      }
+      y->g[c] += (float)sdyx;
+      y->g[C + c] += (float)sdy;
+      y->bnst[c] = (float)sdy;
+      y->bnst[C + c] = (float)sdyx;
+    }
+    return;
+  }
+  if (sh->kind == RS_DOMAIN && (l->kind == WL_CONV2D || l->kind == WL_MAXPOOL ||
+                                l->kind == WL_AVGPOOL)) {
+    domain_backward(r, y, mb, din);
+    return;
+  }
   if (sh->kind == RS_ROWS) { /* this rank's channels of the (replicated) output gradient */
     int64_t rows, u;
     rows_geom(y, &rows, &u);
@@ -699,6 +1003,10 @@ static void backward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
     break;
   case WL_N_LAYER_KINDS: break;
   }
+  if (sh->redist_rows && sh->kind != RS_ROWS && din) { /* the rank's rows of the whole gradient */
+    const rs_layer *src = &r->rs[l->inputs[0]];
+    domain_take_rows(y, din_ptr(r, l->inputs[0], mb), din, (int)src->c0, (int)(src->c0 + src->cn));
+  }
 }
 
 static void step(rm_rank *r, int iter) {
@@ -719,6 +1027,7 @@ static void step(rm_rank *r, int iter) {
 }
 
 void rm_kernel(rm_rank *r, const pl_op *op, int iter) {
+  if (r->idle[op - r->plan->ops]) return;
   if (op->phase == PL_PH_OPT) step(r, iter);
   else if (op->phase == PL_PH_FWD)
     forward(r, op->layer, op->microbatch, iter, strstr(op->kname, "experts") != NULL);
@@ -798,6 +1107,18 @@ gboolean rm_coll_begin(rm_rank *r, const pl_op *op, int mb, rm_xfer *x) {
   case PL_WHY_REDIST: { /* the batch-parallel samples of the tp group, in sample order */
     if (!y->redist) return FALSE;
     const int src = l->inputs[0];
+    if (sh->redist_rows) { /* the domain slabs, cmax rows each */
+      const rs_layer *ss = &r->rs[src];
+      const int64_t C = l->in.c, W = l->in.w;
+      const float *from = in_ptr(r, src, mb);
+      for (int64_t e = 0; e < y->S * C; e++)
+        memcpy(y->part + e * ss->cmax * W, from + e * ss->cn * W, sizeof(float) * (size_t)(ss->cn * W));
+      x->how = RM_X_ALLGATHER;
+      x->send = y->part;
+      x->recv = y->gath;
+      x->n = (size_t)(y->S * C * ss->cmax * W);
+      return TRUE;
+    }
     x->how = RM_X_ALLGATHER;
     x->send = in_ptr(r, src, mb);
     x->recv = y->redist[mb];
@@ -810,6 +1131,12 @@ gboolean rm_coll_begin(rm_rank *r, const pl_op *op, int mb, rm_xfer *x) {
     x->send = y->dpart;
     x->recv = y->dred;
     x->n = (size_t)(y->S * shape_elems(&l->in));
+    return TRUE;
+  case PL_WHY_BN_STATS: /* forward Σx, Σx²; backward Σdy, Σdy·x̂, per channel */
+    if (sh->kind != RS_DOMAIN || l->kind != WL_BATCHNORM) return FALSE;
+    x->how = RM_X_ALLREDUCE_SUM;
+    x->send = x->recv = op->phase == PL_PH_FWD ? y->saved[mb] + 2 * l->in.c : y->bnst;
+    x->n = 2 * (size_t)l->in.c;
     return TRUE;
   case PL_WHY_FWD_REDUCE:
     x->how = RM_X_ALLREDUCE_SUM;
@@ -840,7 +1167,52 @@ gboolean rm_coll_begin(rm_rank *r, const pl_op *op, int mb, rm_xfer *x) {
 void rm_coll_end(rm_rank *r, const pl_op *op, int mb) {
   rm_layer *y = LAY(r, op->layer);
   const rs_layer *sh = y->s;
-  if (op->purpose == PL_WHY_FWD_GATHER) { /* blocks (member, row, cmax·u) -> (row, d·u) */
+  const wl_layer *l = y->l;
+  if (op->purpose == PL_WHY_REDIST && sh->redist_rows) { /* slabs -> (S, C, H, W) */
+    const rs_layer *ss = &r->rs[l->inputs[0]];
+    const int64_t C = l->in.c, H = l->in.h, W = l->in.w, cmax = ss->cmax;
+    for (int t = 0; t < ss->parts; t++) {
+      int lo, hi;
+      pl_domain_slab((int)H, ss->parts, t, &lo, &hi);
+      const float *blk = y->gath + (size_t)t * y->S * C * cmax * W;
+      for (int64_t e = 0; e < y->S * C; e++)
+        memcpy(y->redist[mb] + (e * H + lo) * W, blk + e * cmax * W,
+               sizeof(float) * (size_t)((hi - lo) * W));
+    }
+  } else if (op->purpose == PL_WHY_BN_STATS) { /* Ioffe & Szegedy 2015 with the group's sums */
+    const int64_t C = l->in.c, HW = sh->cn * l->out.w, S = y->S;
+    const double cnt = (double)S * l->out.h * l->out.w;
+    const float *in = layer_in(r, y, 0, mb);
+    float *mean = y->saved[mb], *rstd = mean + C;
+    if (op->phase == PL_PH_FWD) {
+      const float *sum = mean + 2 * C;
+      for (int64_t c = 0; c < C; c++) {
+        const double mu = sum[c] / cnt, var = MAX(0.0, sum[C + c] / cnt - mu * mu);
+        const double rs = 1.0 / sqrt(var + BN_EPS);
+        mean[c] = (float)mu;
+        rstd[c] = (float)rs;
+        for (int64_t s = 0; s < S; s++) {
+          const float *x = in + (s * C + c) * HW;
+          float *o = y->out[mb] + (s * C + c) * HW;
+          for (int64_t p = 0; p < HW; p++) o[p] = (float)((x[p] - mu) * rs) * y->w[c] + y->w[C + c];
+        }
+      }
+    } else if (l->inputs[0] != -1) {
+      const float *dout = din_ptr(r, op->layer, mb);
+      float *din = din_ptr(r, l->inputs[0], mb);
+      for (int64_t c = 0; c < C; c++) {
+        const double sdy = y->bnst[c], sdyx = y->bnst[C + c];
+        for (int64_t s = 0; s < S; s++) {
+          const float *x = in + (s * C + c) * HW, *dy = dout + (s * C + c) * HW;
+          float *dx = din + (s * C + c) * HW;
+          for (int64_t p = 0; p < HW; p++) {
+            const double xh = (x[p] - mean[c]) * rstd[c];
+            dx[p] += (float)(y->w[c] * rstd[c] * (dy[p] - sdy / cnt - xh * sdyx / cnt));
+          }
+        }
+      }
+    }
+  } else if (op->purpose == PL_WHY_FWD_GATHER) { /* blocks (member, row, cmax·u) -> (row, d·u) */
     int64_t rows, u;
     rows_geom(y, &rows, &u);
     float *out = y->out[mb];
@@ -856,7 +1228,10 @@ void rm_coll_end(rm_rank *r, const pl_op *op, int mb) {
     const int64_t n = act_floats(r, src);
     /* with --grid-layers fc the input was gathered: take this rank's samples back */
     const float *from = y->dred + (y->redist ? r->rs[src].sub * r->m->layers[src].out_elems : 0);
-    for (int64_t e = 0; e < n; e++) din[e] += from[e];
+    if (sh->redist_rows)
+      domain_take_rows(y, din, y->dred, (int)r->rs[src].c0, (int)(r->rs[src].c0 + r->rs[src].cn));
+    else
+      for (int64_t e = 0; e < n; e++) din[e] += from[e];
   } else if (op->purpose == PL_WHY_MOE_DISPATCH || op->purpose == PL_WHY_MOE_COMBINE) {
     rmoe_xfer_done(y->moe, op->phase == PL_PH_FWD, op->purpose == PL_WHY_MOE_DISPATCH, mb,
                    y->out[mb]);

@@ -65,6 +65,13 @@ float *rm_act_in(rm_rank *r, int mb, int64_t *n);
 float *rm_grad_out(rm_rank *r, int mb, int64_t *n);
 float *rm_grad_in(rm_rank *r, int mb, int64_t *n);
 
+/* The buffer of halo op `op` (PL_SEND/PL_RECV with purpose PL_WHY_HALO, --domain conv) with
+ * RM_P2P_TRAILER_FLOATS floats of slack after *n floats of payload; a send's rows are packed
+ * into it on the call (call it when the op runs). Forward: the input rows the neighbour's windows
+ * read; backward: the output-gradient rows whose windows reach the neighbour's input rows, for
+ * max pooling followed by their argmax (as floats, exact below 2^24). */
+float *rm_halo_buf(rm_rank *r, const pl_op *op, int64_t *n);
+
 /* Which gradients of a layer: all, those synchronised with the dense layers (an MoE layer's
  * router), or an MoE layer's experts (synchronised over "expert_dp"). */
 typedef enum { RM_GRAD_ALL, RM_GRAD_DENSE, RM_GRAD_EXPERTS } rm_grad_part;

@@ -2,6 +2,7 @@
 #include "real_shard.h"
 
 #include "dl_common.h"
+#include "plan.h"
 
 /* Slice `idx` of `dim` cut into `parts`: [idx·dim/parts, (idx+1)·dim/parts). */
 static void slice(rs_layer *s, int64_t dim, int parts, int idx) {
@@ -39,11 +40,38 @@ gboolean rs_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, rs_lay
     }
   }
   const int64_t row_S = c->batch / c->dp / c->microbatches;
+  const int dom_end = grid && c->domain_conv && tp > 1 ? pl_domain_end(m) : 0;
+  if (dom_end > 0 && c->pp > 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --domain conv with --pp %d is not run "
+                "for real; leave out --pp", c->pp);
+    return FALSE;
+  }
   gboolean in_pair = FALSE;
   for (int i = 0; i < n; i++) {
     const wl_layer *l = &m->layers[i];
     rs_layer *s = &out[i];
-    *s = (rs_layer){RS_FULL, 1, 0, 0, 0, 0, row_S, 0, FALSE, l->out_elems};
+    *s = (rs_layer){RS_FULL, 1, 0, 0, 0, 0, row_S, 0, FALSE, FALSE, l->out_elems};
+    if (i < dom_end) { /* rows of the image (plan.c: domain parallelism) */
+      const wl_layer_kind k = l->kind;
+      if (k != WL_CONV2D && k != WL_MAXPOOL && k != WL_AVGPOOL && k != WL_BATCHNORM &&
+          k != WL_RELU && k != WL_GELU && k != WL_ADD)
+        return refuse(err, m, l, "--domain conv", "only convolution, pooling, batch norm, ReLU, "
+                      "GELU and add are split by rows for real");
+      if (l->out.h <= 1)
+        return refuse(err, m, l, "--domain conv", "a global pooling at the end of the domain "
+                      "part is not run for real");
+      s->kind = RS_DOMAIN;
+      s->parts = tp;
+      s->dim = l->out.h;
+      int lo, hi;
+      pl_domain_slab((int)l->out.h, tp, tp_i, &lo, &hi);
+      s->c0 = lo;
+      s->cn = hi - lo;
+      s->cmax = (l->out.h + tp - 1) / tp;
+      s->out_per = l->out.c * s->cn * l->out.w;
+      continue;
+    }
+    if (i == dom_end && dom_end > 0) s->redist = s->redist_rows = TRUE;
     if (l->kind == WL_MOE && (tp > 1 || c->grid_pr > 0))
       return refuse(err, m, l, "--tp", "mixture of experts with tensor parallelism");
     if (l->kind == WL_MOE && c->ep > 1) {
@@ -57,7 +85,7 @@ gboolean rs_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, rs_lay
         s->sub = tp_i * s->S;
         continue;
       }
-      s->redist = i == first_grid && first_grid > 0 && tp > 1;
+      s->redist = s->redist || (i == first_grid && first_grid > 0 && tp > 1);
       if (tp > 1 && (l->kind == WL_CONV2D || l->kind == WL_LINEAR)) {
         if (l->kind == WL_CONV2D && l->groups != 1)
           return refuse(err, m, l, "--grid", "grouped convolutions are not split for real");

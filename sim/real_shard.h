@@ -23,6 +23,11 @@
  *     RS_VOCAB  token embedding, rows [tp_i·V/tp, …) of the table (vocabulary parallel);
  *     RS_CE     softmax cross-entropy after an output linear split over the vocabulary
  *               (Megatron's parallel cross-entropy: max and sum all-reduced over tp).
+ *   Domain parallelism (--domain conv with a grid, Pr > 1)
+ *     RS_DOMAIN  a layer before the first linear (plan.c's pl_domain_end): whole parameters,
+ *               output rows [c0, c0 + cn) of its dim = out.h rows (pl_domain_slab); the first
+ *               layer after the part reads the tp group's all-gather of the rows (`redist` with
+ *               `redist_rows`).
  *   Experts (--ep)
  *     RS_EXPERTS an MoE layer: the router whole, experts [ep_i·E/ep, …) with ep_i = dp_i % ep.
  * Everything else is RS_FULL: whole parameters, whole activations.
@@ -38,7 +43,7 @@
 
 #define RS_KINDS(X) X(RS_FULL, "full") X(RS_ROWS, "rows") X(RS_COL, "column") X(RS_QKV, "qkv") \
   X(RS_ROW, "row") X(RS_LOCAL, "local") X(RS_VOCAB, "vocab") X(RS_CE, "vocab_ce")             \
-  X(RS_EXPERTS, "experts")
+  X(RS_EXPERTS, "experts") X(RS_DOMAIN, "domain")
 #define RS_ENUM(e, s) e,
 typedef enum { RS_KINDS(RS_ENUM) RS_N_KINDS } rs_kind;
 #undef RS_ENUM
@@ -52,7 +57,9 @@ typedef struct {
   int64_t cmax;      /* the largest slice of any member (all-gather block) */
   int64_t S;         /* samples of one micro-batch on this rank */
   int64_t sub;       /* first of them within its data-parallel row's micro-batch */
-  gboolean redist;   /* the layer's input is all-gathered over tp first (--grid-layers fc) */
+  gboolean redist;   /* the layer's input is all-gathered over tp first (--grid-layers fc, or
+                        after the domain part) */
+  gboolean redist_rows; /* that input arrives as RS_DOMAIN row slabs (--domain conv) */
   int64_t out_per;   /* floats per sample of the layer's output buffer on this rank */
 } rs_layer;
 
@@ -60,7 +67,9 @@ typedef struct {
  * index ep_i. DL_ERR_INPUT (one line naming the option and the layer) for what the real
  * executor does not split: grouped convolutions on the grid, Megatron splits that do not divide,
  * layers other than attention, GELU and ReLU between a column and a row linear, mixture of
- * experts with tp, --grid-layers fc with --pp. */
+ * experts with tp, --grid-layers fc with --pp, --domain conv with --pp or with layers other than
+ * convolution, pooling, batch norm, ReLU, GELU and add in the domain part, or ending in a global
+ * pooling. */
 gboolean rs_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, rs_layer *out,
                  GError **err);
 

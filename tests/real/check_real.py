@@ -29,12 +29,17 @@ Tolerances (measured margins in brackets):
              element within 0.1 * lr (a tenth of one Adam step), and 99.5% within the SGD
              bound above (observed 99.9%). gpt-tiny-sgd (the same model trained with SGD)
              carries the tight check for the transformer.
-Tensor and expert parallelism change only where sums are cut, so the same tolerances apply:
+Tensor, domain and expert parallelism change only where sums are cut, so the same tolerances apply:
   grid Pr x Pc   every conv/linear keeps rows [tp_i*d/Pr, ...) (uneven for 10 outputs over 4),
                  its output is all-gathered and the partial input gradients all-reduced over Pr:
                  forward values are bit-identical, input gradients re-associated over Pr;
                  --grid-layers fc runs the convolutions batch-parallel over all P and all-
                  gathers their output over Pr before the first linear (Gholami et al. Eq. 6);
+  domain         --domain conv: rank tp_i of Pr holds rows of every image before the first
+                 linear; convolution and pooling read their neighbours' halo rows (forward values
+                 bit-identical), input gradients come from the neighbours' output-gradient rows,
+                 batch norm sums Σx, Σx² and its backward sums over Pr (mean and variance from
+                 E[x²] − μ²: a few ulps), weight gradients are summed over all P;
   Megatron tp    the parallel cross-entropy adds exp terms per vocabulary slice; the row
                  linears' partial outputs are summed by the all-reduce;
   experts (ep)   with dp = ep and one micro-batch the EP group is the whole batch, so each
@@ -195,6 +200,19 @@ def main():
         ("cnn-small", False, [
             ("grid 4x1 (batch norm on channel slices sees the whole batch)",
              ["--gpus", "4", "--grid", "4x1"]),
+        ]),
+        # domain parallelism: image rows split over Pr, halo rows exchanged by the windowed layers,
+        # weights replicated (gradients over all P), rows all-gathered before the flatten; 3x1
+        # splits 32 rows 10/11/11 and pool1's 16 output rows 5/5/6 (slabs that do not line up)
+        (cnn_nobn, False, [
+            ("domain 4x1", ["--gpus", "4", "--grid", "4x1", "--domain", "conv"]),
+            ("domain 2x2", ["--gpus", "4", "--grid", "2x2", "--domain", "conv"]),
+            ("domain 3x1 (uneven rows)", ["--gpus", "3", "--grid", "3x1", "--domain", "conv"]),
+            ("domain 1x4", ["--gpus", "4", "--grid", "1x4", "--domain", "conv"]),
+        ]),
+        ("cnn-small", False, [
+            ("domain 4x1 (batch norm sums its statistics over the rows' group)",
+             ["--gpus", "4", "--grid", "4x1", "--domain", "conv"]),
         ]),
         # Megatron: QKV split by heads, vocabulary-parallel embedding and cross-entropy
         (gpt_sgd, False, [
