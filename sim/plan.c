@@ -935,7 +935,9 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
         double h = (double)l->in.c, ffn = (double)l->ffn;
         double expert = (double)l->experts / c->ep * (2 * h * ffn + ffn + h) * gb;
         if (c->dp / c->ep > 1)
-          coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_EDP, PL_WHY_EXPERT_GRAD, expert, FALSE,
+          /* with ep = 1 every rank holds every expert: the replicas are the dp group */
+          coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, c->ep > 1 ? PL_GRP_EDP : PL_GRP_DP,
+               PL_WHY_EXPERT_GRAD, expert, FALSE,
                &pending);
         gbytes = ((double)l->params - (double)l->experts * (2 * h * ffn + ffn + h)) * gb;
       }

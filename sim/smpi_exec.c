@@ -165,8 +165,10 @@ int smpi_exec_main(int argc, char **argv) {
   MPI_Comm comm[PL_N_GROUPS];
   coll_topo topo[PL_N_GROUPS];
   int *members = g_new(int, P);
+  /* communicators the plan can use (each split costs a collective over all ranks): the expert
+   * replicas' group only with expert parallelism (with ep = 1 it is the dp group) */
   const int degree[PL_N_GROUPS] = {P, c->dp, c->tp, c->pp, c->ep, c->pp > 1 ? 2 : 1,
-                                   c->dp / c->ep};
+                                   c->ep > 1 ? c->dp / c->ep : 1};
   for (int g = 0; g < PL_N_GROUPS; g++) {
     comm[g] = MPI_COMM_NULL;
     int n = pl_group_members(c, (pl_group)g, rank, members);
@@ -177,7 +179,9 @@ int smpi_exec_main(int argc, char **argv) {
     }
     /* every rank takes part in every split; a rank outside its group (a middle pipeline stage
      * and the tied-embedding group) gets a communicator of its own, never used */
-    if (g == PL_GRP_WORLD) comm[g] = MPI_COMM_WORLD;
+    /* a group of every rank (in rank order) is the world: no split, which costs a collective
+     * over all ranks (minutes at 1,024 ranks) */
+    if (g == PL_GRP_WORLD || (degree[g] == P && n == P)) comm[g] = MPI_COMM_WORLD;
     else if (degree[g] > 1)
       MPI_Comm_split(MPI_COMM_WORLD, me >= 0 ? members[0] : P + rank, rank, &comm[g]);
     if (me < 0) me = 0;
