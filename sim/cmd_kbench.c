@@ -20,6 +20,9 @@ typedef struct {
   char *device;    /* "cpu" or "cuda" */
   int repeats;     /* max timed repeats, 0 = default */
   char *note;      /* free text added to provenance */
+  char *derive_for;/* --derive-for: spec sheet of the device to derive a database for */
+  char *from;      /* --from: the measured database it is derived from */
+  char *from_spec; /* --from-spec: spec sheet of the measured device (default: from provenance) */
 } kb_opts;
 
 typedef struct {
@@ -35,7 +38,8 @@ static gboolean take_opts(kb_opts *o, int *argc, char **argv, GError **err) {
     const char *a = argv[i];
     const char *val = NULL;
     gboolean has_val = strcmp(a, "--device") == 0 || strcmp(a, "--repeats") == 0 ||
-                       strcmp(a, "--note") == 0;
+                       strcmp(a, "--note") == 0 || strcmp(a, "--derive-for") == 0 ||
+                       strcmp(a, "--from") == 0 || strcmp(a, "--from-spec") == 0;
     if (has_val) {
       if (i + 1 >= *argc) {
         g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: %s: expected a value", a);
@@ -66,6 +70,15 @@ static gboolean take_opts(kb_opts *o, int *argc, char **argv, GError **err) {
     } else if (strcmp(a, "--note") == 0) {
       g_free(o->note);
       o->note = g_strdup(val);
+    } else if (strcmp(a, "--derive-for") == 0) {
+      g_free(o->derive_for);
+      o->derive_for = g_strdup(val);
+    } else if (strcmp(a, "--from") == 0) {
+      g_free(o->from);
+      o->from = g_strdup(val);
+    } else if (strcmp(a, "--from-spec") == 0) {
+      g_free(o->from_spec);
+      o->from_spec = g_strdup(val);
     } else {
       argv[w++] = argv[i];
     }
@@ -89,7 +102,12 @@ static void usage(void) {
          "  --repeats N      at most N timed repeats per kernel (default 100; stops earlier when\n"
          "                   the median is stable to 2%%)\n"
          "  --out FILE       where to write the database\n"
-         "  --note TEXT      free text recorded in the provenance\n");
+         "  --note TEXT      free text recorded in the provenance\n\n"
+         "       dlsim kbench --derive-for GPU --from DB [--from-spec SPEC] [--out FILE]\n\n"
+         "Derives a database for a device nobody measured (a spec sheet name: a100-40gb,\n"
+         "a100-80gb, h100-sxm, h200, cpu) from a measured one: every entry's time is scaled by the\n"
+         "two devices' roofline ratio for that entry; the provenance says derived. --from-spec\n"
+         "names the measured device's sheet (default: cpu for CPU databases).\n");
 }
 
 /* Adds rank 0's kernel ops of `m` under configuration `c` (resolved) to `jobs`, once per key. */
@@ -218,9 +236,55 @@ static void fill_provenance(kdb *db, const char *device, const kb_opts *o, const
   kdb_set_prov_bool(db, "derived", FALSE);
 }
 
+/* --derive-for: a database for another device by spec ratios (kdb_derive). */
+static int derive(const kb_opts *o, int argc, char **argv, GError **err) {
+  cfg_run c;
+  cfg_init(&c);
+  kdb *src = NULL, *db = NULL;
+  char *out = NULL, *json = NULL;
+  int status = 2;
+  const gs_spec *to = o->derive_for ? gs_find(o->derive_for) : NULL;
+  if (!o->derive_for || !o->from) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --derive-for GPU and --from DB go together");
+    goto out;
+  }
+  if (!to) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --derive-for %s: no spec sheet of that "
+                "name (a100-40gb, a100-80gb, h100-sxm, h200, cpu)", o->derive_for);
+    goto out;
+  }
+  if (!cfg_parse_args(&c, &argc, &argv, err)) goto out;
+  if (!(src = kdb_load(o->from, err))) goto out;
+  const char *backend = kdb_prov_str(src, "backend");
+  const gs_spec *from = o->from_spec ? gs_find(o->from_spec)
+                        : (backend && strcmp(backend, "cpu") == 0 ? gs_local_cpu() : NULL);
+  if (!from) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --from %s: say which spec sheet the measured "
+                "device has with --from-spec (a100-40gb, a100-80gb, h100-sxm, h200, cpu)", o->from);
+    goto out;
+  }
+  db = kdb_derive(src, from, to);
+  out = c.out ? g_strdup(c.out) : g_strdup_printf("%s/kernels/db/%s.json", dl_datadir(), to->name);
+  json = kdb_to_json(db);
+  if (!dl_write_file_atomic(out, json, strlen(json), err)) {
+    status = 1;
+    goto out;
+  }
+  printf("kbench: %d kernel times for %s derived from %s (%s) -> %s\n", kdb_n_entries(db),
+         to->name, kdb_name(src), from->name, out);
+  status = 0;
+out:
+  g_free(json);
+  g_free(out);
+  kdb_free(db);
+  kdb_free(src);
+  cfg_release(&c);
+  return status;
+}
+
 int cmd_kbench(int argc, char **argv) {
   GError *e = NULL;
-  kb_opts o = {FALSE, FALSE, FALSE, g_strdup("cpu"), 0, NULL};
+  kb_opts o = {FALSE, FALSE, FALSE, g_strdup("cpu"), 0, NULL, NULL, NULL, NULL};
   cfg_run c;
   cfg_init(&c);
   gboolean workload_given = FALSE;
@@ -235,6 +299,10 @@ int cmd_kbench(int argc, char **argv) {
   if (o.help) {
     usage();
     status = 0;
+    goto out;
+  }
+  if (o.derive_for || o.from) {
+    status = derive(&o, argc, argv, &e);
     goto out;
   }
   for (int i = 1; i < argc; i++)
@@ -384,6 +452,9 @@ out:
   g_free(device);
   g_free(o.device);
   g_free(o.note);
+  g_free(o.derive_for);
+  g_free(o.from);
+  g_free(o.from_spec);
   cfg_release(&c);
   return status;
 }
