@@ -490,12 +490,11 @@ static void halo(builder *b, const cfg_run *c, int rank, const layer_role *x, in
 }
 
 static gboolean refuse(const cfg_run *c, const wl_model *m, GError **err) {
-  const char *what = NULL;
-  if (c->domain_conv && (c->tp_style == CFG_TP_MEGATRON || c->grid_fc_only))
-    what = "--domain conv with --tp-style megatron or --grid-layers fc";
-  if (what) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: not built yet; this version plans data, "
-                "tensor (Gholami grid or Megatron) and pipeline parallelism", what);
+  if (c->domain_conv && (c->tp_style == CFG_TP_MEGATRON || c->grid_fc_only)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--domain conv: splits the convolutions' images over Pr, so it combines with "
+                "--grid (all layers), not with %s", c->grid_fc_only ? "--grid-layers fc"
+                                                                   : "--tp-style megatron");
     return TRUE;
   }
   const gboolean megatron = c->tp > 1 && c->tp_style == CFG_TP_MEGATRON;
