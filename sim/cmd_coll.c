@@ -30,7 +30,7 @@ static int fail(const char *msg) {
 
 int cmd_coll(int argc, char **argv) {
   char *platform = NULL, *op_name = NULL, *algo = NULL, *min_s = NULL, *max_s = NULL;
-  char *json = NULL, *help = algo_help(), *msg = NULL;
+  char *json = NULL, *help = algo_help(), *msg = NULL, *mode = NULL;
   int gpus = 0, iters = 5, status = 2;
   GOptionEntry entries[] = {
       {"platform", 0, 0, G_OPTION_ARG_STRING, &platform, "platform name or SimGrid XML file", "P"},
@@ -42,6 +42,9 @@ int cmd_coll(int argc, char **argv) {
       {"max-bytes", 0, 0, G_OPTION_ARG_STRING, &max_s, "largest size (default 128MB)", "SIZE"},
       {"iters", 0, 0, G_OPTION_ARG_INT, &iters, "timed calls per size (default 5)", "K"},
       {"json", 0, 0, G_OPTION_ARG_FILENAME, &json, "write the rows as JSON to FILE", "FILE"},
+      {"mode", 0, 0, G_OPTION_ARG_STRING, &mode,
+       "sim (default: SMPI on --platform) or real (this machine's MPI, real data and sums)",
+       "sim|real"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("- nccl-tests-style collective benchmark (simulated)");
   g_option_context_add_main_entries(ctx, entries, NULL);
@@ -62,7 +65,12 @@ int cmd_coll(int argc, char **argv) {
     msg = g_strdup_printf("coll: unexpected argument '%s'", argv[1]);
     goto bad;
   }
-  if (!platform) { msg = g_strdup("--platform: required (a name under platforms/ or an XML file)"); goto bad; }
+  const gboolean real = mode && strcmp(mode, "real") == 0;
+  if (mode && !real && strcmp(mode, "sim") != 0) {
+    msg = g_strdup_printf("--mode: expected sim or real, got '%s'", mode);
+    goto bad;
+  }
+  if (!platform && !real) { msg = g_strdup("--platform: required (a name under platforms/ or an XML file)"); goto bad; }
   if (!op_name || coll_op_parse(op_name) < 0) {
     msg = g_strdup_printf("--op: expected allreduce, allgather, reducescatter, broadcast, alltoall or sendrecv, got '%s'",
                           op_name ? op_name : "");
@@ -79,18 +87,24 @@ int cmd_coll(int argc, char **argv) {
     goto bad;
   }
   if (iters < 1) { msg = g_strdup_printf("--iters: expected >= 1, got %d", iters); goto bad; }
-  pl = plat_load(platform, &err);
-  if (!pl) {
-    status = fail(err->message);
-    goto out;
-  }
-  int n_hosts = plat_n_hosts(pl);
-  if (gpus < 1 || gpus > n_hosts) {
-    msg = g_strdup_printf("--gpus: expected 1..%d (the GPUs of platform %s), got %d", n_hosts,
-                          platform, gpus);
+  if (real && gpus < 1) {
+    msg = g_strdup_printf("--gpus: expected a positive number of ranks, got %d", gpus);
     goto bad;
   }
-  int rpn = plat_gpus_per_node(pl);
+  if (!real) {
+    pl = plat_load(platform, &err);
+    if (!pl) {
+      status = fail(err->message);
+      goto out;
+    }
+    int n_hosts = plat_n_hosts(pl);
+    if (gpus < 1 || gpus > n_hosts) {
+      msg = g_strdup_printf("--gpus: expected 1..%d (the GPUs of platform %s), got %d", n_hosts,
+                            platform, gpus);
+      goto bad;
+    }
+  }
+  int rpn = real ? gpus : plat_gpus_per_node(pl); /* real: the ranks share this machine */
   if (rpn > gpus) rpn = gpus;
   int nodes = (gpus + rpn - 1) / rpn;
   const char *name = algo ? algo : coll_default(op, max_b, gpus, nodes);
@@ -110,7 +124,7 @@ int cmd_coll(int argc, char **argv) {
   g_ptr_array_add(extra, NULL);
 
   hosts = g_new0(const char *, gpus + 1);
-  for (int i = 0; i < gpus; i++) hosts[i] = plat_host_at(pl, i)->id;
+  for (int i = 0; i < gpus && !real; i++) hosts[i] = plat_host_at(pl, i)->id;
   char min_a[32], max_a[32], iters_a[16], rpn_a[16];
   g_snprintf(min_a, sizeof min_a, "%.0f", min_b);
   g_snprintf(max_a, sizeof max_a, "%.0f", max_b);
@@ -121,7 +135,9 @@ int cmd_coll(int argc, char **argv) {
   int k = 13;
   if (json) pargv[k++] = "--json", pargv[k++] = json;
   pargv[k] = NULL;
-  if (!launch_smpi(plat_path(pl), gpus, hosts, pargv, (const char *const *)extra->pdata, out, &err)) {
+  if (real ? !launch_mpirun(gpus, pargv, out, &err)
+           : !launch_smpi(plat_path(pl), gpus, hosts, pargv, (const char *const *)extra->pdata, out,
+                          &err)) {
     fprintf(stderr, "dlsim: %s\n", err->message);
     status = 1;
     goto out;
@@ -147,5 +163,6 @@ out:
   g_free(min_s);
   g_free(max_s);
   g_free(json);
+  g_free(mode);
   return status;
 }

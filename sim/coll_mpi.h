@@ -41,6 +41,14 @@ const coll_algo *coll_find(coll_op op, const char *name);
 int coll_alltoallv_pairwise(const void *sendbuf, const double *send_bytes, void *recvbuf,
                             const double *recv_bytes, MPI_Comm comm);
 
+/* The flavour's choice of data: `want_real` is --check's request for real data; returns whether
+ * the buffers hold real data (SMPI: as asked, payload-free otherwise; real flavour: always). */
+int coll_buf_real(int want_real);
+
+/* `coll` mode of both executors: the nccl-tests-style benchmark (coll_bench.c). argv[0] is
+ * "coll"; collective over MPI_COMM_WORLD; returns the exit status. */
+int coll_bench_main(int argc, char **argv);
+
 /* Flavour-provided scratch memory, `bytes` >= 0 (0 may return NULL). */
 void *coll_buf_alloc(size_t bytes);
 void coll_buf_free(void *p);

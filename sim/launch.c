@@ -115,3 +115,55 @@ out:
   g_ptr_array_free(argv, TRUE);
   return ok;
 }
+
+#ifndef DLSIM_MPIRUN
+#define DLSIM_MPIRUN "mpirun"
+#endif
+
+char *launch_real_exec(void) {
+  const char *env = g_getenv("DLSIM_REAL_EXEC");
+  return env && *env ? g_strdup(env) : g_build_filename(DLSIM_BINARY_DIR, "dlsim-real", NULL);
+}
+
+gboolean launch_mpirun(int np, const char *const *prog_argv, GString *out_stdout, GError **err) {
+  char *exec = launch_real_exec(), *nps = g_strdup_printf("%d", np);
+  char *child_out = NULL, *child_err = NULL;
+  GPtrArray *argv = g_ptr_array_new();
+  g_ptr_array_add(argv, DLSIM_MPIRUN);
+  g_ptr_array_add(argv, "--oversubscribe");
+  if (geteuid() == 0) g_ptr_array_add(argv, "--allow-run-as-root");
+  /* ranks wait in MPI without spinning a core: there may be more ranks than cores */
+  g_ptr_array_add(argv, "--mca");
+  g_ptr_array_add(argv, "mpi_yield_when_idle");
+  g_ptr_array_add(argv, "1");
+  g_ptr_array_add(argv, "-np");
+  g_ptr_array_add(argv, nps);
+  g_ptr_array_add(argv, exec);
+  for (const char *const *a = prog_argv; *a; a++) g_ptr_array_add(argv, (char *)*a);
+  g_ptr_array_add(argv, NULL);
+  int wait_status = 0;
+  GError *werr = NULL;
+  gboolean ok = FALSE;
+  if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL,
+                    out_stdout ? 0 : G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
+                    out_stdout ? &child_out : NULL, &child_err, &wait_status, &werr)) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: %s", DLSIM_MPIRUN, werr->message);
+    g_error_free(werr);
+  } else if (!g_spawn_check_wait_status(wait_status, &werr)) {
+    char *line = dl_last_line(child_err);
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s %s: %s: %s", DLSIM_MPIRUN, exec, werr->message,
+                line);
+    fputs(child_err, stderr);
+    g_free(line);
+    g_error_free(werr);
+  } else {
+    if (out_stdout && child_out) g_string_append(out_stdout, child_out);
+    ok = TRUE;
+  }
+  g_ptr_array_free(argv, TRUE);
+  g_free(child_out);
+  g_free(child_err);
+  g_free(nps);
+  g_free(exec);
+  return ok;
+}

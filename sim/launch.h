@@ -29,4 +29,14 @@ gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *h
                      const char *const *prog_argv, const char *const *extra_cfg,
                      GString *out_stdout, GError **err);
 
+/* Path of the real executor: $DLSIM_REAL_EXEC or DLSIM_BINARY_DIR/dlsim-real. Newly allocated. */
+char *launch_real_exec(void);
+
+/* Runs `mpirun --oversubscribe [--allow-run-as-root as root] --mca mpi_yield_when_idle 1 -np NP
+ * <dlsim-real> prog_argv...` on this machine and waits for it (ranks may outnumber cores, so
+ * they yield while they wait). The program's standard output is appended to `out_stdout` (may be
+ * NULL: discarded); its standard error is passed on when it fails. FALSE with DL_ERR_IO when
+ * mpirun cannot start or exits non-zero (the message has its last stderr line). */
+gboolean launch_mpirun(int np, const char *const *prog_argv, GString *out_stdout, GError **err);
+
 #endif

@@ -7,10 +7,8 @@
 
 #include "dl_common.h"
 #include "exchange.h"
+#include "launch.h"
 
-#ifndef DLSIM_MPIRUN
-#define DLSIM_MPIRUN "mpirun"
-#endif
 
 static gboolean check_layer(const wl_model *m, const wl_layer *l, int i, GError **err) {
   const char *why = NULL;
@@ -50,11 +48,6 @@ gboolean rr_check(const wl_model *m, const cfg_run *c, GError **err) {
   return TRUE;
 }
 
-static char *real_exec_path(void) {
-  const char *env = g_getenv("DLSIM_REAL_EXEC");
-  return env && *env ? g_strdup(env) : g_build_filename(DLSIM_BINARY_DIR, "dlsim-real", NULL);
-}
-
 gboolean rr_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result *r, GError **err) {
   (void)m, (void)pl;
   gboolean ok = FALSE;
@@ -63,39 +56,17 @@ gboolean rr_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
     g_set_error(err, DL_ERROR, DL_ERR_IO, "cannot create a temporary directory");
     return FALSE;
   }
-  char *result = g_build_filename(dir, "result.json", NULL), *exec = real_exec_path();
-  char *np = g_strdup_printf("%d", c->gpus), *child_err = NULL;
+  char *result = g_build_filename(dir, "result.json", NULL);
   char **opts = cfg_to_args(c);
   GPtrArray *argv = g_ptr_array_new();
-  g_ptr_array_add(argv, DLSIM_MPIRUN);
-  g_ptr_array_add(argv, "--oversubscribe");
-  if (geteuid() == 0) g_ptr_array_add(argv, "--allow-run-as-root");
-  /* ranks wait in MPI without spinning a core: there are more ranks than cores here */
-  g_ptr_array_add(argv, "--mca");
-  g_ptr_array_add(argv, "mpi_yield_when_idle");
-  g_ptr_array_add(argv, "1");
-  g_ptr_array_add(argv, "-np");
-  g_ptr_array_add(argv, np);
-  g_ptr_array_add(argv, exec);
   g_ptr_array_add(argv, "run");
   g_ptr_array_add(argv, result);
   g_ptr_array_add(argv, c->trace ? c->trace : "-");
   for (char **o = opts; *o; o++) g_ptr_array_add(argv, *o);
   g_ptr_array_add(argv, NULL);
   gint64 t0 = g_get_monotonic_time();
-  int wait_status = 0;
-  GError *werr = NULL;
-  if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
-                    NULL, &child_err, &wait_status, &werr)) {
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: %s", DLSIM_MPIRUN, werr->message);
-    g_error_free(werr);
-  } else if (!g_spawn_check_wait_status(wait_status, &werr)) {
-    char *line = dl_last_line(child_err);
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s %s: %s: %s", DLSIM_MPIRUN, exec, werr->message, line);
-    fputs(child_err, stderr);
-    g_free(line);
-    g_error_free(werr);
-  } else if (xc_read(result, c, r, err)) {
+  if (launch_mpirun(c->gpus, (const char *const *)argv->pdata, NULL, err) &&
+      xc_read(result, c, r, err)) {
     r->wall_s = (g_get_monotonic_time() - t0) / 1e6;
     r->ranks = c->gpus;
     r->kdb_measured = r->kdb_estimated; /* every kernel time was measured on this machine */
@@ -107,12 +78,9 @@ gboolean rr_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result 
   }
   g_ptr_array_free(argv, TRUE);
   g_strfreev(opts);
-  g_free(child_err);
   g_unlink(result);
   g_rmdir(dir);
   g_free(result);
-  g_free(exec);
-  g_free(np);
   g_free(dir);
   return ok;
 }
