@@ -507,6 +507,23 @@ static gboolean refuse(const cfg_run *c, const wl_model *m, GError **err) {
                   wl_layer_kind_name(k));
       return TRUE;
     }
+    if (megatron && k == WL_ATTENTION && m->layers[i].heads % c->tp) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--tp %d: %s: layer '%s' has %d attention heads; Megatron splits whole heads, "
+                  "so tp must divide them", c->tp, m->path, m->layers[i].name,
+                  m->layers[i].heads);
+      return TRUE;
+    }
+    if (megatron && k == WL_LINEAR && m->layers[i].tp_role != WL_TP_NONE &&
+        (m->layers[i].tp_role == WL_TP_COLUMN ? m->layers[i].out.c : m->layers[i].in.c) % c->tp) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--tp %d: %s: layer '%s' has %ld %s features; tp must divide them", c->tp,
+                  m->path, m->layers[i].name,
+                  (long)(m->layers[i].tp_role == WL_TP_COLUMN ? m->layers[i].out.c
+                                                               : m->layers[i].in.c),
+                  m->layers[i].tp_role == WL_TP_COLUMN ? "output" : "input");
+      return TRUE;
+    }
     if (megatron && k == WL_CONV2D) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                   "--tp-style megatron: %s: layer '%s' (%s) has no Megatron split; use --tp-style "
