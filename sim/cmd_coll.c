@@ -32,6 +32,7 @@ int cmd_coll(int argc, char **argv) {
   char *platform = NULL, *op_name = NULL, *algo = NULL, *min_s = NULL, *max_s = NULL;
   char *json = NULL, *help = algo_help(), *msg = NULL, *mode = NULL;
   int gpus = 0, iters = 5, status = 2;
+  gboolean check = FALSE;
   GOptionEntry entries[] = {
       {"platform", 0, 0, G_OPTION_ARG_STRING, &platform, "platform name or SimGrid XML file", "P"},
       {"gpus", 0, 0, G_OPTION_ARG_INT, &gpus, "number of GPUs (MPI ranks): the first N hosts", "N"},
@@ -42,6 +43,8 @@ int cmd_coll(int argc, char **argv) {
       {"max-bytes", 0, 0, G_OPTION_ARG_STRING, &max_s, "largest size (default 128MB)", "SIZE"},
       {"iters", 0, 0, G_OPTION_ARG_INT, &iters, "timed calls per size (default 5)", "K"},
       {"json", 0, 0, G_OPTION_ARG_FILENAME, &json, "write the rows as JSON to FILE", "FILE"},
+      {"check", 0, 0, G_OPTION_ARG_NONE, &check,
+       "real data and real sums, every output element checked against its known value", NULL},
       {"mode", 0, 0, G_OPTION_ARG_STRING, &mode,
        "sim (default: SMPI on --platform) or real (this machine's MPI, real data and sums)",
        "sim|real"},
@@ -134,6 +137,7 @@ int cmd_coll(int argc, char **argv) {
                            "--max-bytes", max_a, "--iters", iters_a, "--ranks-per-node", rpn_a};
   int k = 13;
   if (json) pargv[k++] = "--json", pargv[k++] = json;
+  if (check) pargv[k++] = "--check";
   pargv[k] = NULL;
   if (real ? !launch_mpirun(gpus, pargv, out, &err)
            : !launch_smpi(plat_path(pl), gpus, hosts, pargv, (const char *const *)extra->pdata, out,
