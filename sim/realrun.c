@@ -1,12 +1,9 @@
 /* realrun.c — checking and launching the real executor (see realrun.h). */
 #include "realrun.h"
 
-#include <glib/gstdio.h>
 #include <stdio.h>
-#include <unistd.h>
 
 #include "dl_common.h"
-#include "exchange.h"
 #include "launch.h"
 
 
@@ -48,39 +45,18 @@ gboolean rr_check(const wl_model *m, const cfg_run *c, GError **err) {
   return TRUE;
 }
 
+static gboolean start_real(const char *const *prog_argv, void *data, GError **err) {
+  return launch_mpirun(*(const int *)data, prog_argv, NULL, err);
+}
+
 gboolean rr_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result *r, GError **err) {
   (void)m, (void)pl;
-  gboolean ok = FALSE;
-  char *dir = g_dir_make_tmp("dlsim-XXXXXX", NULL);
-  if (!dir) {
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "cannot create a temporary directory");
-    return FALSE;
-  }
-  char *result = g_build_filename(dir, "result.json", NULL);
-  char **opts = cfg_to_args(c);
-  GPtrArray *argv = g_ptr_array_new();
-  g_ptr_array_add(argv, "run");
-  g_ptr_array_add(argv, result);
-  g_ptr_array_add(argv, c->trace ? c->trace : "-");
-  for (char **o = opts; *o; o++) g_ptr_array_add(argv, *o);
-  g_ptr_array_add(argv, NULL);
-  gint64 t0 = g_get_monotonic_time();
-  if (launch_mpirun(c->gpus, (const char *const *)argv->pdata, NULL, err) &&
-      xc_read(result, c, r, err)) {
-    r->wall_s = (g_get_monotonic_time() - t0) / 1e6;
-    r->ranks = c->gpus;
-    r->kdb_measured = r->kdb_estimated; /* every kernel time was measured on this machine */
-    r->kdb_estimated = 0;
-    r->kdb_interpolated = 0;
-    g_free(r->kdb_name);
-    r->kdb_name = g_strdup("measured:cpu");
-    ok = TRUE;
-  }
-  g_ptr_array_free(argv, TRUE);
-  g_strfreev(opts);
-  g_unlink(result);
-  g_rmdir(dir);
-  g_free(result);
-  g_free(dir);
-  return ok;
+  int np = c->gpus;
+  if (!launch_executor(c, start_real, &np, r, err)) return FALSE;
+  r->kdb_measured = r->kdb_estimated; /* every kernel time was measured on this machine */
+  r->kdb_estimated = 0;
+  r->kdb_interpolated = 0;
+  g_free(r->kdb_name);
+  r->kdb_name = g_strdup("measured:cpu");
+  return TRUE;
 }
