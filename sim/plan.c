@@ -460,9 +460,8 @@ static int domain_roles(const wl_model *m, const cfg_run *c, int tp_i, layer_rol
 }
 
 /* Halo messages of one layer: sends to and receives from the neighbours above and below. */
-static void halo(builder *b, const cfg_run *c, int rank, const layer_role *x, int layer, int mb,
+static void halo(builder *b, int rank, const layer_role *x, int layer, int mb,
                  int dir, int *pending) {
-  int tp_i = rank % c->tp;
   for (int k = 0; k < 2; k++) { /* sends first: they never block */
     int rows = x->halo[dir][1][k];
     if (!rows) continue;
@@ -479,7 +478,6 @@ static void halo(builder *b, const cfg_run *c, int rank, const layer_role *x, in
     int rows = x->halo[dir][0][k];
     if (!rows) continue;
     int peer = k == 0 ? rank - 1 : rank + 1;
-    (void)tp_i;
     p2p(b, PL_RECV, dir ? PL_PH_BWD : PL_PH_FWD, layer, peer, mb, 0,
         rows * x->halo_row_bytes[dir], pending);
     pl_op *op = &g_array_index(b->ops, pl_op, b->ops->len - 1);
@@ -771,7 +769,7 @@ static void moe_layer(builder *b, GPtrArray *pool, const cfg_run *c, const wl_la
  * `flops`/`mem` (divided by the tp split already). Domain-parallel layers run their share of the
  * rows; a windowed one exchanges halo rows while it computes its interior rows, then computes the
  * rows next to the boundary. */
-static void layer_kernels(builder *b, const cfg_run *c, int rank, const layer_role *x, int layer,
+static void layer_kernels(builder *b, int rank, const layer_role *x, int layer,
                           int mb, int dir, const char *kn, gboolean gemm_like, double flops,
                           double mem, int *pending) {
   const pl_phase ph = dir ? PL_PH_BWD : PL_PH_FWD;
@@ -786,7 +784,7 @@ static void layer_kernels(builder *b, const cfg_run *c, int rank, const layer_ro
   }
   int before = *pending; /* what the layer waited for anyway */
   *pending = -1;
-  halo(b, c, rank, x, layer, mb, dir, pending);
+  halo(b, rank, x, layer, mb, dir, pending);
   int halo_ev = *pending; /* the last receive (the stream completes them in order) */
   double edge = x->out_rows > 0 ? (double)MIN(x->boundary_rows, x->out_rows) / x->out_rows : 0;
   *pending = before;
@@ -908,7 +906,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
           g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
           double mem = ((double)in_elems(l) * x->samples +
                         (double)l->out_elems * x->samples / x->split + (double)l->params / x->split) * dt;
-          layer_kernels(&b, c, rank, x, i, mb, 0, kn, gemm_like_kind(l->kind),
+          layer_kernels(&b, rank, x, i, mb, 0, kn, gemm_like_kind(l->kind),
                         l->fwd_flops * x->samples / x->split, mem, &pending);
         }
         if (x->fwd_coll != COLL_OP_COUNT)
@@ -940,7 +938,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
         if (c->recompute) flops += l->fwd_flops * x->samples / x->split; /* re-run forward */
         double mem = 2.0 * ((double)in_elems(l) * x->samples +
                             (double)l->out_elems * x->samples / x->split + (double)l->params / x->split) * dt;
-        layer_kernels(&b, c, rank, x, i, mb, 1, kn, gemm_like_kind(l->kind), flops, mem, &pending);
+        layer_kernels(&b, rank, x, i, mb, 1, kn, gemm_like_kind(l->kind), flops, mem, &pending);
       }
       if (x->bwd_coll != COLL_OP_COUNT)
         coll(&b, PL_PH_BWD, i, x->bwd_coll, PL_GRP_TP, x->bwd_why, x->bwd_bytes, TRUE, &pending);

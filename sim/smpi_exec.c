@@ -43,6 +43,7 @@ static struct {
   kt_source kt;       /* kernel durations */
   double *layer_t;    /* per-layer times that pipeline stages are balanced with */
   int *node_of;       /* node index of each rank's host */
+  gboolean debug_ops; /* DLSIM_DEBUG_OPS set: print every op as the ranks reach it */
   GHashTable *sent;   /* "src:dst:iter:tag" -> simulated time the send was posted (double*) */
   xc_out *out;        /* per rank */
 } shared;
@@ -76,7 +77,7 @@ static void gpu_actor(int argc, char **argv) {
     for (int i = 0; i < g->plan->n_ops; i++) {
       const pl_op *op = &g->plan->ops[i];
       if (op->stream != PL_STREAM_COMPUTE) continue;
-      if (g_getenv("DLSIM_DEBUG_OPS"))
+      if (shared.debug_ops)
         fprintf(stderr, "dlsim-smpi: gpu %d iter %d op %d %s: waits %d records %d\n", g->rank,
                 it, i, op->kname, op->wait_event, op->record_event);
       event_wait(g, it, op->wait_event);
@@ -123,6 +124,7 @@ static void load_shared(int argc, char **argv) {
   shared.layer_t = kt_layer_times(&shared.kt, &shared.cfg);
   shared.sent = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   shared.node_of = g_new0(int, shared.cfg.gpus);
+  shared.debug_ops = g_getenv("DLSIM_DEBUG_OPS") != NULL;
   shared.out = g_new0(xc_out, shared.cfg.gpus);
 }
 
@@ -222,7 +224,7 @@ int smpi_exec_main(int argc, char **argv) {
 
   int it0 = c->iters > 1 ? 1 : 0;
   /* DLSIM_DEBUG_OPS=1: every communication op as the rank reaches it (finding a stuck schedule) */
-  const gboolean debug_ops = g_getenv("DLSIM_DEBUG_OPS") != NULL;
+  const gboolean debug_ops = shared.debug_ops;
   /* point-to-point: every receive of an iteration is posted when the iteration starts, so a
    * message moves as soon as its sender posts it; sends never block the stream */
   int n_recv = 0, n_send = 0;
