@@ -1,7 +1,9 @@
 # kernels.cmake — the kernel libraries, their tests and the timing harness (included from the
 # top-level CMakeLists.txt after dlcore is defined).
 #   dlkernels       CPU twins (OpenBLAS), the timing harness and its descriptors; always built
-#   dlkernels_cuda  CUDA kernels (cuBLAS) for sm_80 and sm_90, only when nvcc is found
+#   dlsim-cuda      CUDA kernels (cuBLAS) for sm_80 and sm_90, only when nvcc is found: a loadable
+#                   module (build/libdlsim-cuda.so) that kernels/cuda_loader.c opens on first use,
+#                   so that no program pays for loading the CUDA libraries unless it uses a GPU
 # dlcore links dlkernels (sim/cmd_kbench.c times kernels; sim/kdb.c is the lookup).
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(OPENBLAS IMPORTED_TARGET openblas)
@@ -27,40 +29,33 @@ if(DLSIM_CUDA)
     if(CUDAToolkit_FOUND)
       set(DL_HAVE_CUDA ON)
     endif()
-    # targets created before CUDA was enabled have no architectures: give them ours
-    foreach(t dlcore dlsim)
-      if(TARGET ${t})
-        set_target_properties(${t} PROPERTIES CUDA_ARCHITECTURES "80;90")
-      endif()
-    endforeach()
   endif()
 endif()
 
 file(GLOB DL_KERNELS_CPU CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cpu/*.c)
 set(DL_KERNELS_SRC ${DL_KERNELS_CPU} ${CMAKE_SOURCE_DIR}/kernels/harness.c
-    ${CMAKE_SOURCE_DIR}/kernels/bench.c)
-if(NOT DL_HAVE_CUDA)
-  list(APPEND DL_KERNELS_SRC ${CMAKE_SOURCE_DIR}/kernels/cuda_none.c)
-endif()
+    ${CMAKE_SOURCE_DIR}/kernels/bench.c ${CMAKE_SOURCE_DIR}/kernels/cuda_loader.c)
 add_library(dlkernels STATIC ${DL_KERNELS_SRC})
+# PIC: the CUDA module links the CPU library too (shape helpers)
+set_target_properties(dlkernels PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(dlkernels PUBLIC ${CMAKE_SOURCE_DIR}/kernels)
+target_compile_definitions(dlkernels PRIVATE
+  DLSIM_CUDA_MODULE="${CMAKE_BINARY_DIR}/libdlsim-cuda.so")
 if(OPENBLAS_INC)
   target_include_directories(dlkernels PRIVATE ${OPENBLAS_INC})
 endif()
 target_compile_options(dlkernels PRIVATE ${DL_WARN} ${DL_SAN_FLAGS})
-target_link_libraries(dlkernels PUBLIC ${DL_BLAS} ${M_LIB})
+target_link_libraries(dlkernels PUBLIC ${DL_BLAS} ${M_LIB} ${CMAKE_DL_LIBS})
 target_link_options(dlkernels PUBLIC ${DL_SAN_FLAGS})
 
 if(DL_HAVE_CUDA)
   file(GLOB DL_KERNELS_CU CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
-  add_library(dlkernels_cuda STATIC ${DL_KERNELS_CU})
-  set_target_properties(dlkernels_cuda PROPERTIES CUDA_ARCHITECTURES "80;90"
-                        POSITION_INDEPENDENT_CODE ON)
-  target_include_directories(dlkernels_cuda PUBLIC ${CMAKE_SOURCE_DIR}/kernels)
-  target_compile_options(dlkernels_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall>)
-  target_link_libraries(dlkernels_cuda PUBLIC CUDA::cudart CUDA::cublas)
-  target_link_libraries(dlkernels PUBLIC dlkernels_cuda)
-  target_link_libraries(dlkernels_cuda PUBLIC dlkernels) # shape helpers live in the CPU library
+  add_library(dlsim-cuda MODULE ${DL_KERNELS_CU})
+  set_target_properties(dlsim-cuda PROPERTIES CUDA_ARCHITECTURES "80;90"
+                        LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+  target_include_directories(dlsim-cuda PRIVATE ${CMAKE_SOURCE_DIR}/kernels)
+  target_compile_options(dlsim-cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall>)
+  target_link_libraries(dlsim-cuda PRIVATE CUDA::cudart CUDA::cublas dlkernels)
   message(STATUS "dlsim: CUDA kernels enabled (${CMAKE_CUDA_COMPILER}, sm ${CMAKE_CUDA_ARCHITECTURES})")
 else()
   message(STATUS "dlsim: CUDA kernels skipped (no nvcc or DLSIM_CUDA=OFF)")

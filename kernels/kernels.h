@@ -259,9 +259,10 @@ typedef struct {
 extern const kn_backend kn_cpu;
 void kn_cpu_init(void);
 
-/* The CUDA backend when this build has one and a device is present (initialises the device and
- * cuBLAS on first call), else NULL. `why` (may be NULL) gets a static reason when NULL is
- * returned: "built without CUDA" or "no CUDA device". */
+/* The CUDA backend when the module libdlsim-cuda.so is found (kernels/cuda_loader.c) and a
+ * device is present (initialises the device and cuBLAS on first call), else NULL. `why` (may be
+ * NULL) gets a static reason when NULL is returned: "built without CUDA", "no CUDA device", or
+ * why the module could not be loaded. */
 const kn_backend *kn_cuda(const char **why);
 
 /* What the timing harness records about the CUDA device (provenance). */

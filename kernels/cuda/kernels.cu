@@ -2,7 +2,12 @@
  * CUDA backend table, and the CUDA clock for the timing harness. GEMMs go through cuBLAS
  * (cublasGemmEx with fp32 accumulation; fp16/bf16 inputs are converted into a scratch buffer
  * first); the other kernels are straightforward one-thread-per-output kernels, written for
- * clarity and compared with the CPU twins by tests/kernels/test_kernels_cuda.c. */
+ * clarity and compared with the CPU twins by tests/kernels/test_kernels_cuda.c.
+ *
+ * This file is built into the loadable module libdlsim-cuda.so, never into the driver: the CUDA
+ * runtime and cuBLAS take a third of a second to load, which every `dlsim run` would pay.
+ * kernels/cuda_loader.c opens the module on first use and looks up the three entry points at the
+ * end of this file (dlsim_cuda_backend, dlsim_cuda_info, dlsim_cuda_device). */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -804,7 +809,7 @@ static const kn_backend cuda_backend = {
 #undef KN_CUDA_ENTRY
 };
 
-extern "C" const kn_backend *kn_cuda(const char **why) {
+extern "C" const kn_backend *dlsim_cuda_backend(const char **why) {
   static int state = 0; /* 0 unknown, 1 ready, -1 none */
   if (state == 0) {
     int n = 0;
@@ -823,8 +828,8 @@ extern "C" const kn_backend *kn_cuda(const char **why) {
   return &cuda_backend;
 }
 
-extern "C" int kn_cuda_info_get(kn_cuda_info *info) {
-  if (!kn_cuda(NULL)) return -1;
+extern "C" int dlsim_cuda_info(kn_cuda_info *info) {
+  if (!dlsim_cuda_backend(NULL)) return -1;
   int dev = 0;
   cudaDeviceProp p;
   cudaGetDevice(&dev);
@@ -875,4 +880,6 @@ static double cu_stop(void) {
 }
 static const kh_device cuda_device = {"cuda", cu_flush, cu_start, cu_stop};
 
-extern "C" const kh_device *kh_cuda_device(void) { return kn_cuda(NULL) ? &cuda_device : NULL; }
+extern "C" const kh_device *dlsim_cuda_device(void) {
+  return dlsim_cuda_backend(NULL) ? &cuda_device : NULL;
+}
