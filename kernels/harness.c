@@ -80,8 +80,14 @@ static double median(const double *t, int n, double *tmp) {
 }
 
 int kh_time(kh_bench *b, const kh_device *dev, const kh_opts *o, kh_stats *st) {
+  if (o->min_repeats < 1 || o->max_repeats < o->min_repeats) return -1;
   double *t = malloc(sizeof(double) * o->max_repeats);
   double *tmp = malloc(sizeof(double) * o->max_repeats);
+  if (!t || !tmp) {
+    free(t);
+    free(tmp);
+    return -1;
+  }
   for (int i = 0; i < o->warmup; i++) {
     kh_bench_run(b);
   }
@@ -106,7 +112,7 @@ int kh_time(kh_bench *b, const kh_device *dev, const kh_opts *o, kh_stats *st) {
       if (total >= o->budget_s) break;
     }
   }
-  double mean = 0, var = 0, mn = t[0];
+  double mean = 0, var = 0, mn = INFINITY; /* n >= 1: the loop ran at least once */
   for (int i = 0; i < n; i++) {
     mean += t[i];
     mn = t[i] < mn ? t[i] : mn;

@@ -75,7 +75,8 @@ typedef struct {
   int stable;            /* 1 when the median met the tolerance */
 } kh_stats;
 
-/* Times `b` on `dev`. Returns 0. */
+/* Times `b` on `dev`. Returns 0, or -1 (nothing timed) when o->min_repeats < 1,
+ * o->max_repeats < o->min_repeats, or memory runs out. */
 int kh_time(kh_bench *b, const kh_device *dev, const kh_opts *o, kh_stats *st);
 
 /* Version of the timing loop, written into every database's provenance. */

@@ -382,7 +382,10 @@ int cmd_kbench(int argc, char **argv) {
   db = kdb_new(device);
   kh_opts ho;
   kh_opts_default(&ho);
-  if (o.repeats) ho.max_repeats = o.repeats;
+  if (o.repeats) {
+    ho.max_repeats = o.repeats;
+    ho.min_repeats = MIN(ho.min_repeats, o.repeats);
+  }
   gint64 t_start = g_get_monotonic_time();
   for (guint i = 0; i < jobs->len; i++) {
     kb_job *j = g_ptr_array_index(jobs, i);
@@ -397,8 +400,14 @@ int cmd_kbench(int argc, char **argv) {
       goto out;
     }
     kh_stats st;
-    kh_time(b, dev, &ho, &st);
+    int timed = kh_time(b, dev, &ho, &st);
     kh_bench_free(b);
+    if (timed != 0) {
+      g_set_error(&e, DL_ERROR, DL_ERR_INTERNAL, "kbench: %s: out of memory for the timings",
+                  j->key);
+      status = 1;
+      goto out;
+    }
     kdb_entry en = {j->key, j->op.kname, c.precision, j->op.gemm_like, j->op.flops,
                     j->op.mem_bytes, st.median_s, st.mean_s, st.stddev_s, st.repeats,
                     shape_json(&kl)};

@@ -191,7 +191,7 @@ static void test_json_and_names(void) {
   for (int k = 0; k < WL_N_LAYER_KINDS; k++) {
     wl_layer_kind back;
     CU_ASSERT(wl_layer_kind_from_name(wl_layer_kind_name((wl_layer_kind)k), &back));
-    CU_ASSERT_EQUAL(back, k);
+    CU_ASSERT_EQUAL((int)back, k);
   }
   CU_ASSERT_STRING_EQUAL(wl_layer_kind_name(WL_SOFTMAX_CE), "softmax_ce");
   wl_model *m = load_ok("alexnet-imagenet");
