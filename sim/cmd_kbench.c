@@ -12,6 +12,7 @@
 #include "harness.h"
 #include "kdb.h"
 #include "kernels.h"
+#include "ktime.h"
 #include "plan.h"
 #include "workload.h"
 
@@ -26,8 +27,8 @@ typedef struct {
 } kb_opts;
 
 typedef struct {
-  const wl_model *m; /* borrowed */
-  pl_op op;          /* the kernel op */
+  pl_op op;          /* the kernel op (its name is the descriptor's) */
+  kdb_kernel k;      /* what the database knows it by (borrows op.kname and the model) */
   char *key;         /* kdb_key, owned */
 } kb_job;
 
@@ -113,22 +114,23 @@ static void usage(void) {
 /* Adds rank 0's kernel ops of `m` under configuration `c` (resolved) to `jobs`, once per key. */
 static gboolean add_plan(GPtrArray *jobs, GHashTable *seen, const wl_model *m, cfg_run *c,
                          int max_layer, GError **err) {
-  c->recompute = FALSE; /* measure backward alone; kdb adds the forward on recompute */
   pl_rank_plan *p = pl_build(m, c, NULL, 0, err);
   if (!p) return FALSE;
   for (int i = 0; i < p->n_ops; i++) {
     const pl_op *op = &p->ops[i];
     if (op->kind != PL_KERNEL) continue;
     if (max_layer >= 0 && (op->layer < 0 || op->layer > max_layer)) continue;
-    char *key = kdb_key(m, op, c->precision);
+    kdb_kernel k = kt_describe(m, op);
+    char *key = kdb_key(&k, c->precision);
     if (g_hash_table_contains(seen, key)) {
       g_free(key);
       continue;
     }
     g_hash_table_add(seen, key);
     kb_job *j = g_new0(kb_job, 1);
-    j->m = m;
     j->op = *op;
+    j->k = k;
+    j->k.kname = j->op.kname;
     j->key = g_strdup(key);
     g_ptr_array_add(jobs, j);
   }
@@ -151,19 +153,18 @@ static gboolean add_batch(GPtrArray *jobs, GHashTable *seen, const wl_model *m, 
   return ok;
 }
 
-static void layer_of(kh_layer *k, const wl_model *m, const pl_op *op) {
+static void layer_of(kh_layer *k, const kdb_kernel *d) {
   memset(k, 0, sizeof *k);
-  if (op->layer < 0) {
-    gboolean adam = g_str_has_prefix(op->kname, "adam");
-    k->kind = adam ? "adam" : "sgd";
-    k->params = (long)(op->flops / (adam ? 10 : 3) + 0.5);
+  if (!d->layer) {
+    k->kind = g_str_has_prefix(d->kname, "adam") ? "adam" : "sgd";
+    k->params = (long)d->params;
     return;
   }
-  const wl_layer *l = &m->layers[op->layer];
-  int split = op->split > 0 ? op->split : 1;
+  const wl_layer *l = d->layer;
+  int split = d->split > 0 ? d->split : 1;
   k->kind = wl_layer_kind_name(l->kind);
-  k->bwd = g_str_has_suffix(op->kname, ".bwd");
-  k->n = op->samples;
+  k->bwd = g_str_has_suffix(d->kname, ".bwd");
+  k->n = d->samples;
   k->in_c = l->in.c, k->in_h = l->in.h, k->in_w = l->in.w;
   k->out_c = l->out.c, k->out_h = l->out.h, k->out_w = l->out.w;
   if (l->kind == WL_CONV2D || l->kind == WL_LINEAR) {
@@ -390,7 +391,7 @@ int cmd_kbench(int argc, char **argv) {
   for (guint i = 0; i < jobs->len; i++) {
     kb_job *j = g_ptr_array_index(jobs, i);
     kh_layer kl;
-    layer_of(&kl, j->m, &j->op);
+    layer_of(&kl, &j->k);
     char *why = NULL;
     kh_bench *b = kh_bench_new(be, &kl, math, &why);
     if (!b) {
@@ -408,15 +409,14 @@ int cmd_kbench(int argc, char **argv) {
       status = 1;
       goto out;
     }
-    kdb_entry en = {j->key, j->op.kname, c.precision, j->op.gemm_like, j->op.flops,
-                    j->op.mem_bytes, st.median_s, st.mean_s, st.stddev_s, st.repeats,
-                    shape_json(&kl)};
+    kdb_entry en = {j->key, j->op.kname, c.precision, j->k.gemm_like, j->k.flops, j->k.bytes,
+                    st.median_s, st.mean_s, st.stddev_s, st.repeats, shape_json(&kl)};
     kdb_add(db, &en);
     g_free(en.shape);
     fprintf(stderr, "\rkbench [%u/%u] %6.1f s  %-12s n=%-5" G_GINT64_FORMAT " %9.3f ms  %7.2f "
             "GFLOP/s%s", i + 1, jobs->len, (g_get_monotonic_time() - t_start) / 1e6,
-            j->op.kname, j->op.samples, st.median_s * 1e3,
-            j->op.flops / st.median_s / 1e9, "        ");
+            j->op.kname, j->k.samples, st.median_s * 1e3, j->k.flops / st.median_s / 1e9,
+            "        ");
     fflush(stderr);
   }
   fprintf(stderr, "\n");

@@ -264,14 +264,12 @@ out:
 
 /* ---- keys and lookup --------------------------------------------------------------------- */
 
-char *kdb_key(const wl_model *m, const pl_op *op, gs_precision prec) {
+char *kdb_key(const kdb_kernel *k, gs_precision prec) {
   const char *p = gs_precision_name(prec);
-  if (op->layer < 0 || !m || op->layer >= m->n_layers) {
-    double per = strncmp(op->kname, "adam", 4) == 0 ? 10 : 3; /* FLOP per parameter (plan.c) */
-    return g_strdup_printf("%s params=%.0f %s", op->kname, op->flops / per, p);
-  }
-  const wl_layer *l = &m->layers[op->layer];
-  GString *s = g_string_new(op->kname);
+  if (!k->layer)
+    return g_strdup_printf("%s params=%" G_GINT64_FORMAT " %s", k->kname, k->params, p);
+  const wl_layer *l = k->layer;
+  GString *s = g_string_new(k->kname);
   g_string_append_printf(s, " in=%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
                          " out=%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
                          l->in.c, l->in.h, l->in.w, l->out.c, l->out.h, l->out.w);
@@ -296,37 +294,39 @@ char *kdb_key(const wl_model *m, const pl_op *op, gs_precision prec) {
   }
   /* whether backward computes the input gradient (not for the first layer) */
   if (l->weighted) g_string_append_printf(s, " dx=%d", l->inputs[0] >= 0 ? 1 : 0);
-  g_string_append_printf(s, " n=%" G_GINT64_FORMAT " split=%d %s", op->samples, op->split, p);
+  g_string_append_printf(s, " n=%" G_GINT64_FORMAT " split=%d %s", k->samples, k->split, p);
   return g_string_free(s, FALSE);
 }
 
-/* The rate measure of an entry or op: FLOP for compute-bound kernels, bytes otherwise (and
+/* The rate measure of an entry or kernel: FLOP for compute-bound kernels, bytes otherwise (and
  * whenever the FLOP count is zero). */
 static double size_of(gboolean gemm_like, double flops, double bytes) {
   return gemm_like && flops > 0 ? flops : bytes;
 }
 
-static double lookup_one(const kdb *db, const gs_spec *gpu, const wl_model *m, const pl_op *op,
-                         gs_precision prec, kdb_origin *origin) {
+double kdb_kernel_s(const kdb *db, const gs_spec *gpu, const kdb_kernel *k, gs_precision prec,
+                    kdb_origin *origin) {
+  kdb_origin o = KDB_ESTIMATED;
+  double t = -1;
   if (db) {
-    char *key = kdb_key(m, op, prec);
+    char *key = kdb_key(k, prec);
     gpointer idx1 = g_hash_table_lookup(db->by_key, key);
     g_free(key);
     if (idx1) {
-      *origin = KDB_MEASURED;
-      return kdb_entry_at(db, GPOINTER_TO_INT(idx1) - 1)->median_s;
+      o = KDB_MEASURED;
+      t = kdb_entry_at(db, GPOINTER_TO_INT(idx1) - 1)->median_s;
     }
-    char *ck = class_key(op->kname, prec);
-    GArray *cls = g_hash_table_lookup(db->by_class, ck);
+    char *ck = class_key(k->kname, prec);
+    GArray *cls = t < 0 ? g_hash_table_lookup(db->by_class, ck) : NULL;
     g_free(ck);
-    double x = size_of(op->gemm_like, op->flops, op->mem_bytes);
+    double x = size_of(k->gemm_like, k->flops, k->bytes);
     if (cls && cls->len > 0 && x > 0) {
       /* nearest measured sizes below and above on a log scale */
       const kdb_entry *lo = NULL, *hi = NULL;
       double slo = 0, shi = 0;
       for (guint i = 0; i < cls->len; i++) {
         const kdb_entry *e = kdb_entry_at(db, g_array_index(cls, int, i));
-        double s = size_of(op->gemm_like, e->flops, e->bytes);
+        double s = size_of(k->gemm_like, e->flops, e->bytes);
         if (s <= 0) continue;
         if (s <= x && (!lo || s > slo)) lo = e, slo = s;
         if (s >= x && (!hi || s < shi)) hi = e, shi = s;
@@ -341,38 +341,16 @@ static double lookup_one(const kdb *db, const gs_spec *gpu, const wl_model *m, c
           const kdb_entry *e = lo ? lo : hi; /* clamp outside the measured range */
           rate = (lo ? slo : shi) / e->median_s;
         }
-        *origin = KDB_INTERPOLATED;
-        return x / rate;
+        o = KDB_INTERPOLATED;
+        t = x / rate;
       }
     }
   }
-  *origin = KDB_ESTIMATED;
-  if (!gpu) gpu = gs_find("cpu");
-  return gs_roofline_s(gpu, prec, op->gemm_like, op->flops, op->mem_bytes);
-}
-
-double kdb_kernel_s(const kdb *db, const gs_spec *gpu, const wl_model *m, const pl_op *op,
-                    gs_precision prec, kdb_origin *origin) {
-  kdb_origin o1 = KDB_ESTIMATED, o2 = KDB_MEASURED;
-  pl_op base = *op;
-  pl_op fwd;
-  gboolean recompute = FALSE;
-  if (m && op->layer >= 0 && op->layer < m->n_layers && g_str_has_suffix(op->kname, ".bwd")) {
-    const wl_layer *l = &m->layers[op->layer];
-    double split = op->split > 0 ? op->split : 1;
-    double bwd = l->bwd_flops * op->samples / split, f = l->fwd_flops * op->samples / split;
-    if (f > 0 && op->flops > bwd + 0.5 * f) { /* plan.c adds the forward FLOP on recompute */
-      recompute = TRUE;
-      base.flops = bwd;
-      fwd = *op;
-      g_snprintf(fwd.kname, sizeof fwd.kname, "%s.fwd", wl_layer_kind_name(l->kind));
-      fwd.flops = f;
-      fwd.mem_bytes = op->mem_bytes / 2; /* plan.c: backward moves twice the forward's bytes */
-    }
+  if (t < 0) {
+    if (!gpu) gpu = gs_find("cpu");
+    t = gs_roofline_s(gpu, prec, k->gemm_like, k->flops, k->bytes);
   }
-  double t = lookup_one(db, gpu, m, &base, prec, &o1);
-  if (recompute) t += lookup_one(db, gpu, m, &fwd, prec, &o2);
-  if (origin) *origin = o1 > o2 ? o1 : o2;
+  if (origin) *origin = o;
   return t;
 }
 

@@ -1,17 +1,16 @@
 /* kdb.h — the kernel database: measured kernel times (kernels/db/<device>.json, written by
  * `dlsim kbench`) and the lookup every executor uses for a kernel op's duration.
  *
- * An entry is one kernel at one shape: its key (kdb_key), kname ("conv2d.fwd"), precision,
- * FLOP and bytes as the planner counts them (pl_op.flops, pl_op.mem_bytes), and the measured
- * time (median, mean, stddev, repeats). Lookup order (DESIGN.md "Kernel database"):
+ * A kernel is known by a descriptor (kdb_kernel: its name, the workload layer it belongs to,
+ * samples, split, FLOP and bytes); ktime.h makes one from a planner op. An entry is one kernel at
+ * one shape: its key (kdb_key), kname ("conv2d.fwd"), precision, FLOP and bytes, and the
+ * measured time (median, mean, stddev, repeats). Lookup order:
  *   1. MEASURED: an entry with the op's exact key;
  *   2. INTERPOLATED: entries of the same kname and precision exist: the two nearest in size
  *      (FLOP for GEMM-like kernels, bytes for bandwidth-bound ones) on a log scale give achieved
  *      rates r = size/time; the op's rate is interpolated linearly in log(size) between them and
  *      clamped to the nearer one outside the measured range; time = size / rate;
  *   3. ESTIMATED: the roofline of the device's spec sheet (gs_roofline_s).
- * A backward op that re-runs its forward (--recompute: op FLOP above the layer's backward FLOP)
- * costs backward + forward, each looked up as above; its origin is the less certain of the two.
  *
  * File format: {"format": "dlsim-kdb-1", "provenance": {...}, "entries": [{"key", "kname",
  * "precision", "gemm_like", "flops", "bytes", "median_s", "mean_s", "stddev_s", "repeats",
@@ -24,7 +23,6 @@
 #include <glib.h>
 
 #include "gpuspec.h"
-#include "plan.h"
 #include "workload.h"
 
 #define KDB_ORIGINS(X) X(KDB_MEASURED, "measured") X(KDB_INTERPOLATED, "interpolated") \
@@ -39,6 +37,19 @@ typedef enum {
 const char *kdb_origin_name(kdb_origin o); /* "measured"…; static */
 
 typedef struct kdb kdb;
+
+/* A kernel as the database knows it. */
+typedef struct {
+  const char *kname;      /* "<layer kind>.<fwd|bwd>" or "<sgd|adam>.step" (borrowed) */
+  const wl_layer *layer;  /* the workload layer whose kernel it is; NULL for optimizer steps
+                             (borrowed) */
+  int64_t samples;        /* samples (or micro-batch) processed */
+  int split;              /* the layer's output channels/features are split this many ways */
+  int64_t params;         /* optimizer step: parameters updated */
+  gboolean gemm_like;     /* compute-bound class: interpolated in FLOP/s, else in bytes/s */
+  double flops;           /* FLOP of one call */
+  double bytes;           /* bytes moved to and from device memory by one call */
+} kdb_kernel;
 
 /* One measurement. Strings are owned by the database once added. */
 typedef struct {
@@ -82,19 +93,18 @@ const char *kdb_prov_str(const kdb *db, const char *field);
 /* The database as JSON text (newly allocated, g_free); entries sorted by key. */
 char *kdb_to_json(const kdb *db);
 
-/* The key of a kernel op: kname, the layer's shape parameters (m->layers[op->layer]),
- * op->samples, op->split and the precision, e.g.
- * "conv2d.fwd in=3x32x32 out=16x32x32 k=3x3 s=1 p=1 g=1 bias=0 dx=0 n=64 split=1 fp32".
- * Optimizer steps (op->layer == -1) are keyed by parameter count: "sgd.step params=669706 fp32".
+/* The key of kernel `k`: kname, the layer's shape parameters, samples, split and the precision,
+ * e.g. "conv2d.fwd in=3x32x32 out=16x32x32 k=3x3 s=1 p=1 g=1 bias=0 dx=0 n=64 split=1 fp32".
+ * Optimizer steps (no layer) are keyed by parameter count: "sgd.step params=669706 fp32".
  * Newly allocated (g_free). */
-char *kdb_key(const wl_model *m, const pl_op *op, gs_precision prec);
+char *kdb_key(const kdb_kernel *k, gs_precision prec);
 
-/* Duration in seconds of kernel op `op` of model `m` at precision `prec`, following the lookup
- * order above. `db` may be NULL (roofline only); `gpu` is the spec sheet for the roofline (NULL
- * with db given: an op the database cannot answer costs the roofline of the local CPU sheet).
- * `origin` (may be NULL) says how the time was obtained. */
-double kdb_kernel_s(const kdb *db, const gs_spec *gpu, const wl_model *m, const pl_op *op,
-                    gs_precision prec, kdb_origin *origin);
+/* Duration in seconds of kernel `k` at precision `prec`, following the lookup order above. `db`
+ * may be NULL (roofline only); `gpu` is the spec sheet for the roofline (NULL with db given: a
+ * kernel the database cannot answer costs the roofline of the local CPU sheet). `origin` (may
+ * be NULL) says how the time was obtained. */
+double kdb_kernel_s(const kdb *db, const gs_spec *gpu, const kdb_kernel *k, gs_precision prec,
+                    kdb_origin *origin);
 
 /* A database for device `to` derived from `src`, measured on device `from`: every entry's time
  * is scaled by the ratio of the two devices' roofline times for that entry

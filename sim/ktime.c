@@ -3,8 +3,15 @@
 
 #include "dl_common.h"
 
+kdb_kernel kt_describe(const wl_model *m, const pl_op *op) {
+  kdb_kernel k = {op->kname, op->layer >= 0 ? &m->layers[op->layer] : NULL, op->samples,
+                  op->split, op->params, op->gemm_like, op->flops, op->mem_bytes};
+  return k;
+}
+
 double kt_kernel_s(const kt_source *k, const pl_op *op, kdb_origin *origin) {
-  return kdb_kernel_s(k->db, k->gpu, k->model, op, k->precision, origin);
+  kdb_kernel d = kt_describe(k->model, op);
+  return kdb_kernel_s(k->db, k->gpu, &d, k->precision, origin);
 }
 
 double *kt_layer_times(const kt_source *k, const cfg_run *c) {
@@ -14,23 +21,18 @@ double *kt_layer_times(const kt_source *k, const cfg_run *c) {
   const double mbs = (double)c->batch / c->dp / c->microbatches;
   for (int i = 0; i < m->n_layers; i++) {
     const wl_layer *l = &m->layers[i];
-    pl_op op = {0};
-    op.kind = PL_KERNEL;
-    op.gemm_like = l->kind == WL_CONV2D || l->kind == WL_LINEAR || l->kind == WL_ATTENTION ||
-                   l->kind == WL_MOE;
-    op.layer = i;
-    op.samples = (int64_t)mbs;
-    op.split = 1;
+    char kn[40];
+    kdb_kernel d = {kn, l, (int64_t)mbs, 1, 0, wl_kind_gemm_like(l->kind), 0, 0};
     double io = ((double)l->in.c * l->in.h * l->in.w + (double)l->out_elems) * mbs * dt +
                 (double)l->params * dt;
-    g_snprintf(op.kname, sizeof op.kname, "%s.fwd", wl_layer_kind_name(l->kind));
-    op.flops = l->fwd_flops * mbs;
-    op.mem_bytes = io;
-    t[i] = kt_kernel_s(k, &op, NULL);
-    g_snprintf(op.kname, sizeof op.kname, "%s.bwd", wl_layer_kind_name(l->kind));
-    op.flops = l->bwd_flops * mbs;
-    op.mem_bytes = 2 * io;
-    t[i] += kt_kernel_s(k, &op, NULL);
+    g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
+    d.flops = l->fwd_flops * mbs;
+    d.bytes = io;
+    t[i] = kdb_kernel_s(k->db, k->gpu, &d, k->precision, NULL);
+    g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
+    d.flops = l->bwd_flops * mbs;
+    d.bytes = 2 * io;
+    t[i] += kdb_kernel_s(k->db, k->gpu, &d, k->precision, NULL);
   }
   return t;
 }

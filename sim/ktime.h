@@ -19,6 +19,10 @@ typedef struct {
   const kdb *db;          /* kernel database, NULL = roofline only (borrowed) */
 } kt_source;
 
+/* The kernel-database descriptor of kernel op `op` (kind PL_KERNEL) of model `m`; it borrows the
+ * op's name and the model's layer. */
+kdb_kernel kt_describe(const wl_model *m, const pl_op *op);
+
 /* Duration in seconds of kernel op `op` (kind PL_KERNEL), and where the figure comes from. */
 double kt_kernel_s(const kt_source *k, const pl_op *op, kdb_origin *origin);
 

@@ -71,12 +71,14 @@ static const char *const op_kind_names[] = {PL_OP_KINDS(PL_NAME)};
 static const char *const phase_names[] = {PL_PHASES(PL_NAME)};
 static const char *const group_names[] = {PL_GROUPS(PL_NAME)};
 static const char *const purpose_names[] = {PL_PURPOSES(PL_NAME)};
+static const char *const part_names[] = {PL_PARTS(PL_NAME)};
 #undef PL_NAME
 
 const char *pl_op_kind_name(pl_op_kind k) { return op_kind_names[k]; }
 const char *pl_phase_name(pl_phase p) { return phase_names[p]; }
 const char *pl_group_name(pl_group g) { return group_names[g]; }
 const char *pl_purpose_name(pl_purpose p) { return purpose_names[p]; }
+const char *pl_part_name(pl_part p) { return part_names[p]; }
 
 #define DDP_FIRST_BUCKET_BYTES (1024.0 * 1024.0) /* torch.distributed _DEFAULT_FIRST_BUCKET_BYTES */
 
@@ -86,7 +88,7 @@ void pl_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i) {
   *pp_i = rank / (c->tp * c->dp);
 }
 
-static int rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i) {
+int pl_rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i) {
   return (pp_i * c->dp + dp_i) * c->tp + tp_i;
 }
 
@@ -98,23 +100,23 @@ int pl_group_members(const cfg_run *c, pl_group g, int rank, int *members) {
     for (int r = 0; r < c->gpus; r++) members[n++] = r;
     break;
   case PL_GRP_EP: /* ep consecutive data-parallel ranks: together they hold every expert */
-    for (int i = 0; i < c->ep; i++) members[n++] = rank_of(c, dp_i / c->ep * c->ep + i, tp_i, pp_i);
+    for (int i = 0; i < c->ep; i++) members[n++] = pl_rank_of(c, dp_i / c->ep * c->ep + i, tp_i, pp_i);
     break;
   case PL_GRP_EDP: /* the data-parallel ranks holding the same experts */
-    for (int i = dp_i % c->ep; i < c->dp; i += c->ep) members[n++] = rank_of(c, i, tp_i, pp_i);
+    for (int i = dp_i % c->ep; i < c->dp; i += c->ep) members[n++] = pl_rank_of(c, i, tp_i, pp_i);
     break;
   case PL_GRP_DP:
-    for (int i = 0; i < c->dp; i++) members[n++] = rank_of(c, i, tp_i, pp_i);
+    for (int i = 0; i < c->dp; i++) members[n++] = pl_rank_of(c, i, tp_i, pp_i);
     break;
   case PL_GRP_TP:
-    for (int i = 0; i < c->tp; i++) members[n++] = rank_of(c, dp_i, i, pp_i);
+    for (int i = 0; i < c->tp; i++) members[n++] = pl_rank_of(c, dp_i, i, pp_i);
     break;
   case PL_GRP_PP:
-    for (int i = 0; i < c->pp; i++) members[n++] = rank_of(c, dp_i, tp_i, i);
+    for (int i = 0; i < c->pp; i++) members[n++] = pl_rank_of(c, dp_i, tp_i, i);
     break;
   case PL_GRP_EMBED: /* first and last stage of the rank's pipeline (tied embeddings) */
-    members[n++] = rank_of(c, dp_i, tp_i, 0);
-    if (c->pp > 1) members[n++] = rank_of(c, dp_i, tp_i, c->pp - 1);
+    members[n++] = pl_rank_of(c, dp_i, tp_i, 0);
+    if (c->pp > 1) members[n++] = pl_rank_of(c, dp_i, tp_i, c->pp - 1);
     break;
   case PL_N_GROUPS:
     break;
@@ -128,11 +130,21 @@ int pl_grad_bytes(const cfg_run *c) {
   return gs_precision_bytes(c->precision);
 }
 
+gboolean pl_layer_has_grads(const wl_layer *l) { return l->weighted && l->params > 0; }
+
+int pl_bucket_layers(const wl_model *m, const pl_op *op, int *layers) {
+  int n = 0;
+  for (int i = op->bucket.end_layer - 1; i >= op->bucket.first_layer; i--)
+    if (op->purpose == PL_WHY_TIED || pl_layer_has_grads(&m->layers[i])) layers[n++] = i;
+  return n;
+}
+
 /* ---- op list building ------------------------------------------------------------------ */
 
 typedef struct {
   GArray *ops;
   int n_events;
+  int mb;       /* micro-batch of the step being built, -1 after the schedule */
 } builder;
 
 static pl_op *push(builder *b, pl_op_kind kind, int stream, pl_phase phase, int layer) {
@@ -145,7 +157,7 @@ static pl_op *push(builder *b, pl_op_kind kind, int stream, pl_phase phase, int 
   op.wait_event = -1;
   op.record_event = -1;
   op.peer = -1;
-  op.microbatch = -1;
+  op.microbatch = b->mb;
   g_array_append_val(b->ops, op);
   return &g_array_index(b->ops, pl_op, b->ops->len - 1);
 }
@@ -177,8 +189,8 @@ static pl_op *kernel(builder *b, pl_phase phase, int layer, const char *kname, g
 
 /* A collective on the communication stream once the last compute op is done. If `blocking`, the
  * next compute op waits for it (activations the next layer needs); otherwise it overlaps. */
-static void coll(builder *b, pl_phase phase, int layer, coll_op cop, pl_group g, pl_purpose why,
-                 double bytes, gboolean blocking, int *pending) {
+static pl_op *coll(builder *b, pl_phase phase, int layer, coll_op cop, pl_group g,
+                   pl_purpose why, double bytes, gboolean blocking, int *pending) {
   int ev = last_compute_event(b);
   pl_op *op = push(b, PL_COLL, PL_STREAM_COMM, phase, layer);
   op->wait_event = ev;
@@ -188,6 +200,7 @@ static void coll(builder *b, pl_phase phase, int layer, coll_op cop, pl_group g,
   op->bytes = bytes;
   op->record_event = b->n_events++;
   if (blocking) *pending = op->record_event;
+  return op;
 }
 
 /* Point-to-point: a send leaves once the last compute op is done and never blocks compute; the
@@ -202,7 +215,6 @@ static void p2p(builder *b, pl_op_kind kind, pl_phase phase, int layer, int peer
   op->purpose = grad ? PL_WHY_ACT_GRAD : PL_WHY_ACT;
   op->peer = peer;
   op->tag = mb * 2 + grad;
-  op->microbatch = mb;
   op->bytes = bytes;
   if (kind == PL_RECV) {
     op->record_event = b->n_events++;
@@ -210,9 +222,6 @@ static void p2p(builder *b, pl_op_kind kind, pl_phase phase, int layer, int peer
   }
 }
 
-static gboolean gemm_like_kind(wl_layer_kind k) {
-  return k == WL_CONV2D || k == WL_LINEAR || k == WL_ATTENTION || k == WL_MOE;
-}
 
 static int64_t in_elems(const wl_layer *l) { return l->in.c * l->in.h * l->in.w; }
 
@@ -685,10 +694,13 @@ void pl_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignments
   g_free(rank_of_expert);
 }
 
-/* Kernels and all-to-alls of one MoE layer for one micro-batch, forward or backward. */
+/* Kernels and all-to-alls of one MoE layer for one micro-batch, forward or backward; a
+ * recomputed forward (`recompute`) runs in the backward phase and leaves the plan's routing
+ * statistics alone. */
 static void moe_layer(builder *b, GPtrArray *pool, const cfg_run *c, const wl_layer *l, int li,
-                      int mb, gboolean fwd, int64_t samples, int split, int ep_index, double dt,
-                      pl_rank_plan *p, int *pending) {
+                      int mb, gboolean fwd, gboolean recompute, int64_t samples, int split,
+                      int ep_index, double dt, pl_rank_plan *p, int *pending) {
+  const pl_phase ph = fwd && !recompute ? PL_PH_FWD : PL_PH_BWD;
   const int E = l->experts, ep = c->ep, per = E / ep;
   const double h = (double)l->in.c, ffn = (double)l->ffn;
   const double tokens = (double)samples * l->in.h * l->in.w / split; /* this rank's tokens */
@@ -711,13 +723,13 @@ static void moe_layer(builder *b, GPtrArray *pool, const cfg_run *c, const wl_la
     recv[j] = send[ep_index];
     even = even && fabs(send[j] - send[0]) <= 1e-9 * send[0];
   }
-  if (fwd && p) {
+  if (fwd && !recompute) {
     double mean = assign / E;
     if (mean > 0 && maxl / mean > p->moe_max_over_mean) p->moe_max_over_mean = maxl / mean;
     p->moe_dropped_tokens += dropped / ep;
     p->moe_routed_tokens += assign / ep;
   }
-  const double expert_params = (double)per * (2 * h * ffn + ffn + h);
+  const double expert_params = (double)per * (double)wl_moe_expert_params(l);
   const double router_flops = tokens * 2 * h * E, expert_flops = mine * (4 * h * ffn + ffn + h);
   const double router_bytes = tokens * (h + E) * dt + h * E * dt;
   const double expert_bytes = mine * 2 * (h + ffn) * dt + expert_params * dt;
@@ -731,22 +743,23 @@ static void moe_layer(builder *b, GPtrArray *pool, const cfg_run *c, const wl_la
     gboolean to_experts = fwd ? step == 1 : step == 0;
     if ((fwd && step == 0) || (!fwd && step == 3)) { /* router */
       g_snprintf(kn, sizeof kn, "moe.router.%s", dir);
-      pl_op *op = kernel(b, fwd ? PL_PH_FWD : PL_PH_BWD, li, kn, TRUE, k * router_flops,
-                         k * router_bytes, samples, split, pending);
-      op->microbatch = mb;
+      pl_op *op = kernel(b, ph, li, kn, TRUE, k * router_flops, k * router_bytes, samples, split,
+                         pending);
+      op->part = PL_PART_ROUTER;
+      op->recompute = recompute;
     } else if ((fwd && step == 2) || (!fwd && step == 1)) { /* experts */
       g_snprintf(kn, sizeof kn, "moe.experts.%s", dir);
-      pl_op *op = kernel(b, fwd ? PL_PH_FWD : PL_PH_BWD, li, kn, TRUE, k * expert_flops,
-                         k * expert_bytes, samples, split, pending);
-      op->microbatch = mb;
+      pl_op *op = kernel(b, ph, li, kn, TRUE, k * expert_flops, k * expert_bytes, samples, split,
+                         pending);
+      op->part = PL_PART_EXPERTS;
+      op->recompute = recompute;
     } else if (ep > 1) { /* all-to-all */
       gboolean dispatch = fwd ? step == 1 : step == 2;
       double total = 0;
       for (int j = 0; j < ep; j++) total += send[j];
-      coll(b, fwd ? PL_PH_FWD : PL_PH_BWD, li, COLL_ALLTOALL, PL_GRP_EP,
-           dispatch ? PL_WHY_MOE_DISPATCH : PL_WHY_MOE_COMBINE, total, TRUE, pending);
+      pl_op *op = coll(b, ph, li, COLL_ALLTOALL, PL_GRP_EP,
+                       dispatch ? PL_WHY_MOE_DISPATCH : PL_WHY_MOE_COMBINE, total, TRUE, pending);
       if (!even) {
-        pl_op *op = &g_array_index(b->ops, pl_op, b->ops->len - 1);
         double *s = g_memdup2(to_experts ? send : recv, sizeof(double) * ep);
         double *r = g_memdup2(to_experts ? recv : send, sizeof(double) * ep);
         g_ptr_array_add(pool, s);
@@ -777,9 +790,7 @@ static void layer_kernels(builder *b, int rank, const layer_role *x, int layer,
   gboolean halos = x->domain && (x->halo[dir][0][0] || x->halo[dir][0][1] || x->halo[dir][1][0] ||
                                  x->halo[dir][1][1]);
   if (!halos) {
-    pl_op *k = kernel(b, ph, layer, kn, gemm_like, flops * share, mem * share, x->samples,
-                      x->split, pending);
-    k->microbatch = mb;
+    kernel(b, ph, layer, kn, gemm_like, flops * share, mem * share, x->samples, x->split, pending);
     return;
   }
   int before = *pending; /* what the layer waited for anyway */
@@ -790,11 +801,11 @@ static void layer_kernels(builder *b, int rank, const layer_role *x, int layer,
   *pending = before;
   pl_op *k = kernel(b, ph, layer, kn, gemm_like, flops * share * (1 - edge),
                     mem * share * (1 - edge), x->samples, x->split, pending);
-  k->microbatch = mb;
+  k->part = PL_PART_INTERIOR;
   *pending = halo_ev;
   k = kernel(b, ph, layer, kn, gemm_like, flops * share * edge, mem * share * edge, x->samples,
              x->split, pending);
-  k->microbatch = mb;
+  k->part = PL_PART_BOUNDARY;
 }
 
 /* ---- the schedule of one stage -------------------------------------------------------------- */
@@ -867,7 +878,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
   const int prev = pp_i > 0 ? rank - c->tp * c->dp : -1;
   const int next = pp_i < c->pp - 1 ? rank + c->tp * c->dp : -1;
 
-  builder b = {g_array_new(FALSE, FALSE, sizeof(pl_op)), 0};
+  builder b = {g_array_new(FALSE, FALSE, sizeof(pl_op)), 0, -1};
   pl_rank_plan *p = g_new0(pl_rank_plan, 1);
   GPtrArray *pool = p->pool = g_ptr_array_new_with_free_func(g_free);
   p->stage = pp_i;
@@ -879,7 +890,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
   schedule(c, pp_i, steps);
   int inflight = 0;
   for (int st = 0; st < nsteps; st++) {
-    const int mb = steps[st].mb;
+    const int mb = b.mb = steps[st].mb;
     /* the last backward of the schedule: GPipe runs backwards in reverse micro-batch order */
     const gboolean last_mb = steps[st].fwd ? FALSE : (c->schedule == CFG_SCHED_GPIPE && c->pp > 1
                                                           ? mb == 0
@@ -899,14 +910,14 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
           coll(&b, PL_PH_FWD, i, COLL_ALLGATHER, PL_GRP_TP, PL_WHY_REDIST, x->redist_bytes, TRUE,
                &pending);
         if (l->kind == WL_MOE) {
-          moe_layer(&b, pool, c, l, i, mb, TRUE, x->samples, x->split, dp_i % c->ep, dt, p,
+          moe_layer(&b, pool, c, l, i, mb, TRUE, FALSE, x->samples, x->split, dp_i % c->ep, dt, p,
                     &pending);
         } else {
           char kn[40];
           g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
           double mem = ((double)in_elems(l) * x->samples +
                         (double)l->out_elems * x->samples / x->split + (double)l->params / x->split) * dt;
-          layer_kernels(&b, rank, x, i, mb, 0, kn, gemm_like_kind(l->kind),
+          layer_kernels(&b, rank, x, i, mb, 0, kn, wl_kind_gemm_like(l->kind),
                         l->fwd_flops * x->samples / x->split, mem, &pending);
         }
         if (x->fwd_coll != COLL_OP_COUNT)
@@ -921,67 +932,84 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
     if (next >= 0)
       p2p(&b, PL_RECV, PL_PH_BWD, l1 - 1, next, mb, 1,
           (double)m->layers[l1 - 1].out_elems * role[l1 - 1].samples * dt, &pending);
-    double bucket = 0, cap = 1024.0 * 1024.0; /* torch.distributed _DEFAULT_FIRST_BUCKET_BYTES */
+    double bucket = 0, cap = DDP_FIRST_BUCKET_BYTES;
+    int bucket_end = l1; /* the open bucket holds the weighted layers of [i, bucket_end) */
     for (int i = l1 - 1; i >= l0; i--) {
       const wl_layer *l = &m->layers[i];
       const layer_role *x = &role[i];
       if (l->kind == WL_MOE) {
         if (c->recompute)
-          moe_layer(&b, pool, c, l, i, mb, TRUE, x->samples, x->split, dp_i % c->ep, dt, NULL,
-                    &pending);
-        moe_layer(&b, pool, c, l, i, mb, FALSE, x->samples, x->split, dp_i % c->ep, dt, p,
-                  &pending);
+          moe_layer(&b, pool, c, l, i, mb, TRUE, TRUE, x->samples, x->split, dp_i % c->ep, dt,
+                    p, &pending);
+        moe_layer(&b, pool, c, l, i, mb, FALSE, FALSE, x->samples, x->split, dp_i % c->ep, dt,
+                  p, &pending);
       } else {
         char kn[40];
+        const double fwd_mem = ((double)in_elems(l) * x->samples +
+                                (double)l->out_elems * x->samples / x->split +
+                                (double)l->params / x->split) * dt;
+        if (c->recompute) { /* the forward again, from the stashed block input */
+          g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
+          const double share = x->domain ? x->row_share : 1.0;
+          pl_op *k = kernel(&b, PL_PH_BWD, i, kn, wl_kind_gemm_like(l->kind),
+                            l->fwd_flops * x->samples / x->split * share, fwd_mem * share,
+                            x->samples, x->split, &pending);
+          k->recompute = TRUE;
+        }
         g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
-        double flops = l->bwd_flops * x->samples / x->split;
-        if (c->recompute) flops += l->fwd_flops * x->samples / x->split; /* re-run forward */
-        double mem = 2.0 * ((double)in_elems(l) * x->samples +
-                            (double)l->out_elems * x->samples / x->split + (double)l->params / x->split) * dt;
-        layer_kernels(&b, rank, x, i, mb, 1, kn, gemm_like_kind(l->kind), flops, mem, &pending);
+        layer_kernels(&b, rank, x, i, mb, 1, kn, wl_kind_gemm_like(l->kind),
+                      l->bwd_flops * x->samples / x->split, 2.0 * fwd_mem, &pending);
       }
       if (x->bwd_coll != COLL_OP_COUNT)
         coll(&b, PL_PH_BWD, i, x->bwd_coll, PL_GRP_TP, x->bwd_why, x->bwd_bytes, TRUE, &pending);
-      if (!last_mb || !l->weighted || l->params == 0) continue;
+      if (!last_mb || !pl_layer_has_grads(l)) continue;
       double gbytes = (double)l->params / x->split * gb;
       if (l->kind == WL_MOE) {
         /* experts: among the replicas of the same experts; the router joins the bucket below */
-        double h = (double)l->in.c, ffn = (double)l->ffn;
-        double expert = (double)l->experts / c->ep * (2 * h * ffn + ffn + h) * gb;
-        if (c->dp / c->ep > 1)
+        double expert = (double)l->experts / c->ep * (double)wl_moe_expert_params(l) * gb;
+        if (c->dp / c->ep > 1) {
           /* with ep = 1 every rank holds every expert: the replicas are the dp group */
-          coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, c->ep > 1 ? PL_GRP_EDP : PL_GRP_DP,
-               PL_WHY_EXPERT_GRAD, expert, FALSE,
-               &pending);
-        gbytes = ((double)l->params - (double)l->experts * (2 * h * ffn + ffn + h)) * gb;
+          pl_op *op = coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, c->ep > 1 ? PL_GRP_EDP : PL_GRP_DP,
+                           PL_WHY_EXPERT_GRAD, expert, FALSE, &pending);
+          op->bucket = (pl_bucket){i, i + 1};
+        }
+        gbytes = (double)wl_moe_router_params(l) * gb;
       }
       if (x->grad_degree <= 1) continue;
       if (!bucketed) {
-        coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PL_WHY_GRAD, gbytes, FALSE, &pending);
+        pl_op *op = coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PL_WHY_GRAD, gbytes,
+                         FALSE, &pending);
+        op->bucket = (pl_bucket){i, i + 1};
         continue;
       }
       bucket += gbytes;
       if (bucket >= cap) {
-        coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PL_WHY_GRAD, bucket, FALSE, &pending);
+        pl_op *op = coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PL_WHY_GRAD, bucket,
+                         FALSE, &pending);
+        op->bucket = (pl_bucket){i, bucket_end};
+        bucket_end = i;
         bucket = 0;
         cap = c->bucket_bytes;
       }
     }
-    if (last_mb && bucketed && bucket > 0)
-      coll(&b, PL_PH_BWD, -1, COLL_ALLREDUCE, PL_GRP_DP, PL_WHY_GRAD, bucket, FALSE, &pending);
+    if (last_mb && bucketed && bucket > 0) {
+      pl_op *op = coll(&b, PL_PH_BWD, -1, COLL_ALLREDUCE, PL_GRP_DP, PL_WHY_GRAD, bucket, FALSE,
+                       &pending);
+      op->bucket = (pl_bucket){l0, bucket_end};
+    }
     if (prev >= 0)
       p2p(&b, PL_SEND, PL_PH_BWD, l0, prev, mb, 1,
           (double)m->layers[l0 - 1].out_elems * role[l0 - 1].samples * dt, &pending);
   }
   g_free(steps);
+  b.mb = -1; /* what follows belongs to the iteration, not to a micro-batch */
 
   /* tied weights whose layers sit on different stages: sum their gradients (first <-> last) */
   int64_t local_params = 0;
   for (int i = l0; i < l1; i++) {
     const wl_layer *l = &m->layers[i];
     if (l->kind == WL_MOE) { /* the router, and E/ep experts */
-      double h = (double)l->in.c, ffn = (double)l->ffn, one = 2 * h * ffn + ffn + h;
-      local_params += (int64_t)((double)l->params - l->experts * one + l->experts / c->ep * one);
+      local_params += wl_moe_router_params(l) + l->experts / c->ep * wl_moe_expert_params(l);
     } else {
       local_params += l->params / role[i].split;
     }
@@ -996,9 +1024,11 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
       local_params += m->layers[t].params / role[t].split; /* a copy of the weights */
       /* the copy is in no bucket: its data-parallel sum first (Megatron does the same) */
       if (c->dp > 1)
-        coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_DP, PL_WHY_TIED, bytes, FALSE, &pending);
+        coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_DP, PL_WHY_TIED, bytes, FALSE, &pending)
+            ->bucket = (pl_bucket){i, i + 1};
     }
-    coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_EMBED, PL_WHY_TIED, bytes, FALSE, &pending);
+    coll(&b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_EMBED, PL_WHY_TIED, bytes, FALSE, &pending)
+        ->bucket = (pl_bucket){i, i + 1};
   }
 
   /* ---- optimizer step: waits for the last collective (the stream is in order) ---- */
@@ -1015,7 +1045,8 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
   double bytes_pp = words * 4 + (mixed ? 2 * 2 : 0);
   pending = last_comm;
   kernel(&b, PL_PH_OPT, -1, adam ? "adam.step" : "sgd.step", FALSE,
-         (double)local_params * (adam ? 10 : 3), (double)local_params * bytes_pp, 0, 1, &pending);
+         (double)local_params * (adam ? 10 : 3), (double)local_params * bytes_pp, 0, 1, &pending)
+      ->params = local_params;
 
   p->n_ops = (int)b.ops->len;
   p->ops = (pl_op *)g_array_free(b.ops, FALSE);

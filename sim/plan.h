@@ -36,8 +36,15 @@
   X(PL_WHY_MOE_COMBINE, "moe_combine") X(PL_WHY_EXPERT_GRAD, "expert_grad_sync") \
   X(PL_WHY_HALO, "halo") X(PL_WHY_BN_STATS, "bn_stats")
 
+/* Which part of its layer's work a kernel op does: all of it; a domain-parallel layer's interior
+ * rows (computed while the halo rows travel) or its rows next to the boundary; an MoE layer's
+ * router or its experts. */
+#define PL_PARTS(X) X(PL_PART_WHOLE, "whole") X(PL_PART_INTERIOR, "interior") \
+  X(PL_PART_BOUNDARY, "boundary") X(PL_PART_ROUTER, "router") X(PL_PART_EXPERTS, "experts")
+
 #define PL_ENUM(e, s) e,
 typedef enum { PL_OP_KINDS(PL_ENUM) PL_N_OP_KINDS } pl_op_kind;
+typedef enum { PL_PARTS(PL_ENUM) PL_N_PARTS } pl_part;
 typedef enum { PL_PHASES(PL_ENUM) PL_N_PHASES } pl_phase;
 typedef enum { PL_GROUPS(PL_ENUM) PL_N_GROUPS } pl_group;
 typedef enum { PL_PURPOSES(PL_ENUM) PL_N_PURPOSES } pl_purpose;
@@ -47,16 +54,27 @@ const char *pl_op_kind_name(pl_op_kind k);
 const char *pl_phase_name(pl_phase p);
 const char *pl_group_name(pl_group g);
 const char *pl_purpose_name(pl_purpose p);
+const char *pl_part_name(pl_part p);
 
 enum { PL_STREAM_COMPUTE = 0, PL_STREAM_COMM = 1, PL_N_STREAMS = 2 };
+
+/* The layers whose gradients a gradient collective carries: the weighted layers of
+ * [first_layer, end_layer) (an MoE layer's router only when the purpose is grad_sync, its
+ * experts only for expert_grad_sync). */
+typedef struct {
+  int first_layer, end_layer; /* [first, end); first = end = 0 for other ops */
+} pl_bucket;
 
 typedef struct {
   pl_op_kind kind;
   int stream;          /* PL_STREAM_COMPUTE or PL_STREAM_COMM */
-  pl_phase phase;
-  int layer;           /* workload layer index, -1 for none (optimizer, buckets) */
+  pl_phase phase;      /* when in the iteration: a recomputed forward runs in backward */
+  int layer;           /* workload layer index, -1 for none (optimizer, a bucket's remainder) */
   int wait_event;      /* event to wait for before starting, -1 none */
   int record_event;    /* event recorded when this op completes, -1 none */
+  int microbatch;      /* micro-batch the op belongs to (every kernel, collective and message of
+                          a forward or backward step), -1 for iteration-level ops (optimizer,
+                          tied-weight sums) */
   /* PL_KERNEL */
   char kname[40];      /* "<layer kind>.<fwd|bwd|step>", the kernel-database key */
   gboolean gemm_like;  /* compute-bound class (conv, linear, attention, moe) */
@@ -64,6 +82,9 @@ typedef struct {
   double mem_bytes;    /* bytes this kernel moves to and from device memory */
   int64_t samples;     /* samples (or micro-batch) the kernel processes on this rank */
   int split;           /* the layer's output channels/features are split this many ways (Pr) */
+  pl_part part;        /* which part of the layer's work */
+  gboolean recompute;  /* a forward kernel re-run in backward (--recompute) */
+  int64_t params;      /* optimizer step: parameters it updates; 0 otherwise */
   /* PL_COLL, PL_SEND, PL_RECV */
   coll_op coll;        /* which collective (coll.h) */
   pl_group group;
@@ -75,7 +96,7 @@ typedef struct {
   const double *peer_send_bytes; /* all-to-all with uneven blocks: bytes to each group member
                                     (group order), NULL when blocks are even (owned by the plan) */
   const double *peer_recv_bytes; /* and bytes from each member */
-  int microbatch;      /* micro-batch the op belongs to, -1 for none */
+  pl_bucket bucket;    /* gradient collectives (grad_sync, expert_grad_sync, tied_grad_sync) */
 } pl_op;
 
 typedef struct {
@@ -123,10 +144,21 @@ void pl_rank_plan_free(pl_rank_plan *p);
  * Deterministic for a given c->seed. `load` has E entries. */
 void pl_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignments, double *load);
 
-/* Coordinates of a rank and the members of its groups (rank-ordered). `members` must hold
- * c->gpus entries; returns the group size. */
+/* Coordinates of a rank, the rank at given coordinates (the layout in this file's comment), and
+ * the members of its groups (rank-ordered). `members` must hold c->gpus entries; returns the
+ * group size. */
 void pl_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i);
+int pl_rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i);
 int pl_group_members(const cfg_run *c, pl_group g, int rank, int *members);
+
+/* TRUE when layer `l` owns parameters whose gradients are synchronised (weighted, params > 0; a
+ * tied copy is summed apart, by the tied_grad_sync collectives). */
+gboolean pl_layer_has_grads(const wl_layer *l);
+
+/* The layers whose gradients gradient collective `op` carries (pl_bucket), in the order they
+ * are packed: the planner's, highest layer first. `layers` has room for end_layer − first_layer
+ * entries; returns how many. */
+int pl_bucket_layers(const wl_model *m, const pl_op *op, int *layers);
 
 /* Bytes per element of gradients exchanged and of the weights a rank holds, for the precision. */
 int pl_grad_bytes(const cfg_run *c);

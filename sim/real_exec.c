@@ -91,51 +91,6 @@ static gpointer compute_thread(gpointer data) {
   return NULL;
 }
 
-/* The layers of each gradient all-reduce. Per-layer all-reduces (the Gholami grid) name their
- * layer; DDP buckets hold the weighted layers of the stage in reverse order, taken greedily by
- * the buckets in plan order until each bucket's count is met, counted as the planner does
- * (parameters / split; an MoE layer's router only). Returns per op index a GArray of layer
- * indices (NULL for other ops); FALSE when the plan's bytes do not match the stage's layers. */
-static gboolean bucket_layers(const wl_model *m, const cfg_run *c, const pl_rank_plan *p,
-                              GArray **buckets, GError **err) {
-  int next = p->end_layer - 1;
-  const double eb = pl_grad_bytes(c);
-  const gboolean bucketed = !(c->tp > 1 && c->tp_style == CFG_TP_GHOLAMI) && c->grid_pr == 0;
-  int *split = g_new(int, m->n_layers);
-  for (int i = 0; i < m->n_layers; i++) split[i] = 1;
-  for (int i = 0; i < p->n_ops; i++)
-    if (p->ops[i].kind == PL_KERNEL && p->ops[i].layer >= 0) split[p->ops[i].layer] = p->ops[i].split;
-  gboolean ok = TRUE;
-  for (int i = 0; i < p->n_ops && ok; i++) {
-    const pl_op *op = &p->ops[i];
-    if (op->kind != PL_COLL || op->purpose != PL_WHY_GRAD) continue;
-    buckets[i] = g_array_new(FALSE, FALSE, sizeof(int));
-    if (!bucketed) {
-      g_array_append_val(buckets[i], op->layer);
-      continue;
-    }
-    double need = op->bytes / eb, have = 0;
-    while (have < need * (1 - 1e-9) && next >= p->first_layer) {
-      const wl_layer *l = &m->layers[next];
-      if (l->weighted && l->params > 0) {
-        g_array_append_val(buckets[i], next);
-        double n = (double)l->params / split[next];
-        if (l->kind == WL_MOE)
-          n = (double)l->params - (double)l->experts * (2.0 * l->in.c * l->ffn + l->ffn + l->in.c);
-        have += n;
-      }
-      next--;
-    }
-    if (fabs(have - need) > 1e-6 * need) {
-      g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "real executor: gradient bucket of op %d "
-                  "holds %.0f parameters, the stage's layers give %.0f", i, need, have);
-      ok = FALSE;
-    }
-  }
-  g_free(split);
-  return ok;
-}
-
 typedef struct {
   MPI_Comm comm[PL_N_GROUPS];
   coll_topo topo[PL_N_GROUPS];
@@ -227,32 +182,35 @@ static const char *run_xfer(comms *k, const cfg_run *c, rm_rank *rm, const pl_op
 
 /* Runs PL_COLL op `op` on real gradients. */
 static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, rm_rank *rm,
-                            const pl_op *op, int mb, const GArray *bucket, double *wire) {
+                            const pl_op *op, double *wire) {
   *wire = 0;
-  if (op->purpose == PL_WHY_GRAD && bucket) {
+  if (op->purpose == PL_WHY_GRAD) { /* the bucket's layers, packed in the planner's order */
+    int *layers = g_new(int, op->bucket.end_layer - op->bucket.first_layer + 1);
+    const int nl = pl_bucket_layers(m, op, layers);
     size_t n = 0;
-    for (guint j = 0; j < bucket->len; j++) {
+    for (int j = 0; j < nl; j++) {
       int64_t len = 0;
-      rm_layer_grad(rm, g_array_index(bucket, int, j), RM_GRAD_DENSE, &len);
+      rm_layer_grad(rm, layers[j], RM_GRAD_DENSE, &len);
       n += (size_t)len;
     }
     float *packed = g_new(float, n + 1);
     size_t at = 0;
-    for (guint j = 0; j < bucket->len; j++) {
+    for (int j = 0; j < nl; j++) {
       int64_t len = 0;
-      const float *gr = rm_layer_grad(rm, g_array_index(bucket, int, j), RM_GRAD_DENSE, &len);
+      const float *gr = rm_layer_grad(rm, layers[j], RM_GRAD_DENSE, &len);
       memcpy(packed + at, gr, sizeof(float) * (size_t)len);
       at += (size_t)len;
     }
     const char *name = allreduce(k, c, op->group, packed, n, wire);
     at = 0;
-    for (guint j = 0; j < bucket->len; j++) {
+    for (int j = 0; j < nl; j++) {
       int64_t len = 0;
-      float *gr = rm_layer_grad(rm, g_array_index(bucket, int, j), RM_GRAD_DENSE, &len);
+      float *gr = rm_layer_grad(rm, layers[j], RM_GRAD_DENSE, &len);
       memcpy(gr, packed + at, sizeof(float) * (size_t)len);
       at += (size_t)len;
     }
     g_free(packed);
+    g_free(layers);
     return name;
   }
   if (op->purpose == PL_WHY_TIED) {
@@ -270,7 +228,7 @@ static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, rm_ra
     float *gr = rm_layer_grad(rm, op->layer, RM_GRAD_EXPERTS, &n);
     return allreduce(k, c, op->group, gr, gr ? (size_t)n : 0, wire);
   }
-  return run_xfer(k, c, rm, op, mb, wire);
+  return run_xfer(k, c, rm, op, op->microbatch, wire);
 }
 
 static gboolean make_comms(comms *k, const cfg_run *c, int rank) {
@@ -317,7 +275,7 @@ static char *dump_weights(const wl_model *m, const cfg_run *c, const double *lay
     float *w = rank == 0 ? g_new0(float, l->params) : NULL;
     for (int t = 0; t < c->tp; t++)
       for (int x = 0; x < eps; x++) {
-        const int owner = (stage * c->dp + x) * c->tp + t; /* plan.h's rank layout */
+        const int owner = pl_rank_of(c, x, t, stage);
         int64_t n = 0;
         if (rank == owner && rank != 0) {
           const float *mine = rm_layer_params(rm, i, &n);
@@ -409,18 +367,11 @@ int real_exec_main(int argc, char **argv) {
   const cfg_run *c = &cfg;
   pl_rank_plan *plan = NULL, **plans = NULL;
   rm_rank *rm = NULL;
-  GArray **buckets = NULL;
   GError *e = NULL;
   int status = 2;
   if (!msg && P != c->gpus) msg = g_strdup_printf("%d ranks for --gpus %d", P, c->gpus);
   if (!msg && !(plan = pl_build(m, c, layer_t, rank, &e))) msg = g_strdup(e->message);
-  int dp_i = 0, tp_i, pp_i;
-  if (!msg) {
-    pl_coords(c, rank, &dp_i, &tp_i, &pp_i);
-    buckets = g_new0(GArray *, plan->n_ops);
-    if (!bucket_layers(m, c, plan, buckets, &e) || !(rm = rm_new(m, c, plan, rank, &e)))
-      msg = g_strdup(e->message);
-  }
+  if (!msg && !(rm = rm_new(m, c, plan, rank, &e))) msg = g_strdup(e->message);
   g_clear_error(&e);
   /* every rank reaches the same verdict from the same options, except for local failures */
   int bad = msg != NULL, any = 0;
@@ -441,17 +392,6 @@ int real_exec_main(int argc, char **argv) {
   g_mutex_init(&gs.lock);
   g_cond_init(&gs.cond);
   gs.done = g_new0(guint8, (size_t)c->iters * plan->n_events + 1);
-  /* the micro-batch of each collective: the planner leaves it out of tensor- and expert-parallel
-   * ones; it is the one of the nearest kernel op before it (after it, for a redistribution) */
-  int *mb_of = g_new(int, plan->n_ops + 1);
-  for (int i = 0, last = 0; i < plan->n_ops; i++) {
-    if (plan->ops[i].kind == PL_KERNEL && plan->ops[i].microbatch >= 0) last = plan->ops[i].microbatch;
-    mb_of[i] = plan->ops[i].microbatch >= 0 ? plan->ops[i].microbatch : last;
-  }
-  for (int i = plan->n_ops - 1, after = 0; i >= 0; i--) {
-    if (plan->ops[i].kind == PL_KERNEL && plan->ops[i].microbatch >= 0) after = plan->ops[i].microbatch;
-    if (plan->ops[i].purpose == PL_WHY_REDIST) mb_of[i] = after;
-  }
   int n_recv = 0, n_send = 0;
   for (int i = 0; i < plan->n_ops; i++) {
     n_recv += plan->ops[i].kind == PL_RECV;
@@ -508,7 +448,7 @@ int real_exec_main(int argc, char **argv) {
         if (it >= it0) xc_add_coll(&o, op, "p2p", t1 > from ? t1 - from : 0, 0);
       } else if (op->kind == PL_COLL) {
         double wire = 0;
-        const char *algo = run_coll(&k, m, c, rm, op, mb_of[i], buckets[i], &wire);
+        const char *algo = run_coll(&k, m, c, rm, op, &wire);
         double t1 = now_s(&gs);
         xc_add_span(&o, PL_STREAM_COMM, t0, t1, i, it);
         if (it >= it0) xc_add_coll(&o, op, algo, t1 - t0, wire);
@@ -569,7 +509,6 @@ int real_exec_main(int argc, char **argv) {
   g_free(loss_all);
   g_free(rreq);
   g_free(sreq);
-  g_free(mb_of);
   g_free(gs.done);
   g_mutex_clear(&gs.lock);
   g_cond_clear(&gs.cond);
@@ -579,10 +518,6 @@ int real_exec_main(int argc, char **argv) {
   g_free(k.send);
   g_free(k.recv);
 out:
-  if (buckets)
-    for (int i = 0; i < plan->n_ops; i++)
-      if (buckets[i]) g_array_free(buckets[i], TRUE);
-  g_free(buckets);
   g_free(plans);
   rm_free(rm);
   pl_rank_plan_free(plan);

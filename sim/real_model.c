@@ -72,9 +72,6 @@ struct rm_rank {
   int nmb;             /* micro-batches m */
   int dp_i, tp_i;      /* data-parallel and tensor-parallel index */
   int rank;            /* this rank (halo neighbours are rank ± 1) */
-  const pl_rank_plan *plan; /* borrowed */
-  guint8 *idle;        /* [n_ops] kernel ops that compute nothing here: the interior part of a
-                          windowed domain layer, whose boundary op computes the whole slab */
   rs_layer *rs;        /* [n_layers] the rank's slice of every layer (owned) */
   int64_t S_in, sub_in;/* samples of the model input per micro-batch and their first (rs) */
   rm_layer *L;         /* l1 - l0 layers */
@@ -271,18 +268,6 @@ rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, i
   r->dp_i = dp_i;
   r->tp_i = tp_i;
   r->rank = rank;
-  r->plan = plan;
-  r->idle = g_new0(guint8, plan->n_ops + 1);
-  for (int a = 0; a < plan->n_ops; a++) {
-    const pl_op *o = &plan->ops[a];
-    if (o->kind != PL_KERNEL || o->layer < 0 || rs[o->layer].kind != RS_DOMAIN) continue;
-    for (int b = a + 1; b < plan->n_ops && !r->idle[a]; b++) {
-      const pl_op *q = &plan->ops[b];
-      r->idle[a] = q->kind == PL_KERNEL && q->layer == o->layer && q->phase == o->phase &&
-                   q->microbatch == o->microbatch;
-      if (q->kind == PL_KERNEL && q->layer != o->layer) break;
-    }
-  }
   r->L = g_new0(rm_layer, r->l1 - r->l0);
   r->loss_sum = g_new0(double, c->iters);
   const size_t trailer = RM_P2P_TRAILER_FLOATS;
@@ -455,7 +440,6 @@ void rm_free(rm_rank *r) {
   }
   g_free(r->L);
   g_free(r->rs);
-  g_free(r->idle);
   free_per_mb((void **)r->x, r->nmb);
   free_per_mb((void **)r->tok, r->nmb);
   free_per_mb((void **)r->lab, r->nmb);
@@ -1027,11 +1011,13 @@ static void step(rm_rank *r, int iter) {
 }
 
 void rm_kernel(rm_rank *r, const pl_op *op, int iter) {
-  if (r->idle[op - r->plan->ops]) return;
+  /* a windowed domain layer's boundary op computes the whole slab once the halo rows are in;
+   * its interior op (timed apart in simulation) has nothing left to do here */
+  if (op->part == PL_PART_INTERIOR) return;
+  const gboolean experts = op->part == PL_PART_EXPERTS;
   if (op->phase == PL_PH_OPT) step(r, iter);
-  else if (op->phase == PL_PH_FWD)
-    forward(r, op->layer, op->microbatch, iter, strstr(op->kname, "experts") != NULL);
-  else backward(r, op->layer, op->microbatch, iter, strstr(op->kname, "experts") != NULL);
+  else if (op->phase == PL_PH_FWD) forward(r, op->layer, op->microbatch, iter, experts);
+  else backward(r, op->layer, op->microbatch, iter, experts);
 }
 
 /* ---- buffers for the communication thread ------------------------------------------------- */

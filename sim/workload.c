@@ -349,7 +349,7 @@ static void derive(wl_layer *l) {
     const int64_t h = l->in.c, E = l->experts, f = l->ffn;
     /* Switch Transformer (Fedus et al. 2021) / GShard: per token a router h×E and top_k experts
      * of two linears h→ffn→h. */
-    l->params = E * (2 * h * f + f + h) + h * E + (l->bias ? E : 0);
+    l->params = E * wl_moe_expert_params(l) + wl_moe_router_params(l);
     l->fwd_flops = pos * (2.0 * h * E + l->top_k * (4.0 * h * f));
     l->bwd_flops = 2 * l->fwd_flops;
     l->saved_elems = (int64_t)pos * (h + E + l->top_k * (h + 2 * f));
@@ -358,6 +358,16 @@ static void derive(wl_layer *l) {
   }
   case WL_N_LAYER_KINDS: break;
   }
+}
+
+gboolean wl_kind_gemm_like(wl_layer_kind k) {
+  return k == WL_CONV2D || k == WL_LINEAR || k == WL_ATTENTION || k == WL_MOE;
+}
+
+int64_t wl_moe_expert_params(const wl_layer *l) { return 2 * l->in.c * l->ffn + l->ffn + l->in.c; }
+
+int64_t wl_moe_router_params(const wl_layer *l) {
+  return l->in.c * l->experts + (l->bias ? l->experts : 0);
 }
 
 /* ---- one layer --------------------------------------------------------------------------- */

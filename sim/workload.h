@@ -139,6 +139,15 @@ void wl_free(wl_model *m);
 /* TRUE when some linear layer is marked as a Megatron column/row partner (a transformer). */
 gboolean wl_has_tp_roles(const wl_model *m);
 
+/* TRUE for the compute-bound kinds (conv2d, linear, attention, moe): their kernels are timed by
+ * FLOP, the others by bytes. */
+gboolean wl_kind_gemm_like(wl_layer_kind k);
+
+/* An MoE layer's parameters: one expert holds two linears h→ffn→h with biases
+ * (2·h·ffn + ffn + h), the router h·E weights (+ E with a bias); params = E·expert + router. */
+int64_t wl_moe_expert_params(const wl_layer *l);
+int64_t wl_moe_router_params(const wl_layer *l);
+
 /* Index of the layer named `name`, or -1. */
 int wl_find_layer(const wl_model *m, const char *name);
 

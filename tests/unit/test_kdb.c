@@ -1,6 +1,6 @@
 /* test_kdb.c — the kernel database lookup: exact hit, interpolation in achieved FLOP/s between
- * two measured shapes (hand-computed), clamping, roofline fallback, recompute, derived database,
- * and a write/load round trip. */
+ * two measured shapes (hand-computed), clamping, roofline fallback, derived database, and a
+ * write/load round trip. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,7 +9,6 @@
 #include "cu_main.h"
 #include "dl_common.h"
 #include "kdb.h"
-#include "plan.h"
 #include "workload.h"
 
 static wl_model *model(void) {
@@ -19,24 +18,16 @@ static wl_model *model(void) {
   return m;
 }
 
-/* An op of layer fc2 (linear 512->512) at `samples`, with the planner's FLOP count. */
-static pl_op fc2_op(const wl_model *m, int64_t samples) {
-  pl_op op;
-  memset(&op, 0, sizeof op);
-  op.kind = PL_KERNEL;
-  op.layer = 2;
-  g_strlcpy(op.kname, "linear.fwd", sizeof op.kname);
-  op.gemm_like = TRUE;
-  op.flops = m->layers[2].fwd_flops * samples;
-  op.mem_bytes = 4.0 * (512 * samples * 2 + 262656);
-  op.samples = samples;
-  op.split = 1;
-  return op;
+/* The forward kernel of layer fc2 (linear 512->512) at `samples`, with the planner's FLOP count. */
+static kdb_kernel fc2_op(const wl_model *m, int64_t samples) {
+  kdb_kernel k = {"linear.fwd", &m->layers[2], samples, 1, 0, TRUE,
+                  m->layers[2].fwd_flops * samples, 4.0 * (512 * samples * 2 + 262656)};
+  return k;
 }
 
-static void add(kdb *db, const wl_model *m, const pl_op *op, double t) {
-  char *key = kdb_key(m, op, GS_FP32);
-  kdb_entry e = {key, (char *)op->kname, GS_FP32, op->gemm_like, op->flops, op->mem_bytes,
+static void add(kdb *db, const kdb_kernel *k, double t) {
+  char *key = kdb_key(k, GS_FP32);
+  kdb_entry e = {key, (char *)k->kname, GS_FP32, k->gemm_like, k->flops, k->bytes,
                  t, t, 0, 10, NULL};
   kdb_add(db, &e);
   g_free(key);
@@ -44,16 +35,12 @@ static void add(kdb *db, const wl_model *m, const pl_op *op, double t) {
 
 static void test_key(void) {
   wl_model *m = model();
-  pl_op op = fc2_op(m, 64);
-  char *k = kdb_key(m, &op, GS_FP32);
+  kdb_kernel op = fc2_op(m, 64);
+  char *k = kdb_key(&op, GS_FP32);
   CU_ASSERT_STRING_EQUAL(k, "linear.fwd in=512x1x1 out=512x1x1 bias=1 dx=1 n=64 split=1 fp32");
   g_free(k);
-  pl_op st;
-  memset(&st, 0, sizeof st);
-  st.layer = -1;
-  g_strlcpy(st.kname, "sgd.step", sizeof st.kname);
-  st.flops = 3.0 * 669706;
-  k = kdb_key(m, &st, GS_FP16);
+  kdb_kernel st = {"sgd.step", NULL, 0, 1, 669706, FALSE, 3.0 * 669706, 20.0 * 669706};
+  k = kdb_key(&st, GS_FP16);
   CU_ASSERT_STRING_EQUAL(k, "sgd.step params=669706 fp16");
   g_free(k);
   wl_free(m);
@@ -62,39 +49,30 @@ static void test_key(void) {
 static void test_lookup(void) {
   wl_model *m = model();
   kdb *db = kdb_new("test");
-  pl_op a = fc2_op(m, 16), b = fc2_op(m, 256), mid = fc2_op(m, 64), big = fc2_op(m, 1024);
+  kdb_kernel a = fc2_op(m, 16), b = fc2_op(m, 256), mid = fc2_op(m, 64), big = fc2_op(m, 1024);
   /* fc2 fwd FLOP per sample: 2·512·512 + 512 = 524,800 */
   CU_ASSERT_DOUBLE_EQUAL(a.flops, 524800.0 * 16, 1e-6);
-  add(db, m, &a, 1e-3); /* 8.3968 GFLOP/s */
-  add(db, m, &b, 4e-3); /* 33.5872 GFLOP/s */
+  add(db, &a, 1e-3); /* 8.3968 GFLOP/s */
+  add(db, &b, 4e-3); /* 33.5872 GFLOP/s */
   kdb_origin o;
-  CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(db, gs_find("a100-40gb"), m, &a, GS_FP32, &o), 1e-3, 0);
+  CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(db, gs_find("a100-40gb"), &a, GS_FP32, &o), 1e-3, 0);
   CU_ASSERT_EQUAL(o, KDB_MEASURED);
   /* 64 samples: log position (ln 64 − ln 16)/(ln 256 − ln 16) = 0.5, rate = 20.992 GFLOP/s,
    * time = 33,587,200 FLOP / 20.992e9 = 1.6 ms */
-  double t = kdb_kernel_s(db, gs_find("a100-40gb"), m, &mid, GS_FP32, &o);
+  double t = kdb_kernel_s(db, gs_find("a100-40gb"), &mid, GS_FP32, &o);
   CU_ASSERT_EQUAL(o, KDB_INTERPOLATED);
   CU_ASSERT_DOUBLE_EQUAL(t, 1.6e-3, 1e-12);
   /* above the range: clamped to the largest's rate: 4 × 4 ms */
-  t = kdb_kernel_s(db, gs_find("a100-40gb"), m, &big, GS_FP32, &o);
+  t = kdb_kernel_s(db, gs_find("a100-40gb"), &big, GS_FP32, &o);
   CU_ASSERT_EQUAL(o, KDB_INTERPOLATED);
   CU_ASSERT_DOUBLE_EQUAL(t, 16e-3, 1e-12);
   /* other precision or other kernel: roofline of the spec sheet */
   const gs_spec *g = gs_find("a100-40gb");
-  t = kdb_kernel_s(db, g, m, &mid, GS_TF32, &o);
+  t = kdb_kernel_s(db, g, &mid, GS_TF32, &o);
   CU_ASSERT_EQUAL(o, KDB_ESTIMATED);
-  CU_ASSERT_DOUBLE_EQUAL(t, gs_roofline_s(g, GS_TF32, TRUE, mid.flops, mid.mem_bytes), 1e-15);
-  t = kdb_kernel_s(NULL, g, m, &mid, GS_FP32, &o);
+  CU_ASSERT_DOUBLE_EQUAL(t, gs_roofline_s(g, GS_TF32, TRUE, mid.flops, mid.bytes), 1e-15);
+  t = kdb_kernel_s(NULL, g, &mid, GS_FP32, &o);
   CU_ASSERT_EQUAL(o, KDB_ESTIMATED);
-  /* recompute: backward op carrying the forward FLOP costs bwd + fwd */
-  pl_op bw = fc2_op(m, 16);
-  g_strlcpy(bw.kname, "linear.bwd", sizeof bw.kname);
-  bw.flops = m->layers[2].bwd_flops * 16;
-  bw.mem_bytes = 2 * a.mem_bytes;
-  add(db, m, &bw, 2e-3);
-  bw.flops += m->layers[2].fwd_flops * 16;
-  CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(db, g, m, &bw, GS_FP32, &o), 3e-3, 1e-15);
-  CU_ASSERT_EQUAL(o, KDB_MEASURED);
   kdb_free(db);
   wl_free(m);
 }
@@ -102,8 +80,8 @@ static void test_lookup(void) {
 static void test_roundtrip_and_derive(void) {
   wl_model *m = model();
   kdb *db = kdb_new("a100-40gb");
-  pl_op a = fc2_op(m, 16);
-  add(db, m, &a, 1e-3);
+  kdb_kernel a = fc2_op(m, 16);
+  add(db, &a, 1e-3);
   kdb_set_prov_str(db, "device", "a100-40gb");
   char *json = kdb_to_json(db);
   char path[] = "/tmp/test_kdb_XXXXXX.json";
@@ -122,9 +100,9 @@ static void test_roundtrip_and_derive(void) {
   CU_ASSERT(kdb_is_derived(d));
   CU_ASSERT_STRING_EQUAL(kdb_prov_str(d, "derived_from"), "a100-40gb");
   kdb_origin o;
-  double r = gs_roofline_s(to, GS_FP32, TRUE, a.flops, a.mem_bytes) /
-             gs_roofline_s(from, GS_FP32, TRUE, a.flops, a.mem_bytes);
-  CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(d, to, m, &a, GS_FP32, &o), 1e-3 * r, 1e-15);
+  double r = gs_roofline_s(to, GS_FP32, TRUE, a.flops, a.bytes) /
+             gs_roofline_s(from, GS_FP32, TRUE, a.flops, a.bytes);
+  CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(d, to, &a, GS_FP32, &o), 1e-3 * r, 1e-15);
   CU_ASSERT_EQUAL(o, KDB_MEASURED);
   /* bad file: one-line error naming it */
   FILE *f = fopen(path, "w");

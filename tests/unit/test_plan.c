@@ -283,7 +283,98 @@ static void test_domain_halos(void) {
   wl_free(m);
 }
 
+static void test_op_says_what_it_is(void) {
+  /* Buckets name their layers: mlp-small's two buckets are [fc2, fc3] then [fc1] (highest layer
+   * first), and every weighted layer is in exactly one bucket. */
+  wl_model *m = mlp();
+  cfg_run c;
+  config(&c, 4, 64, NULL);
+  c.microbatches = 2;
+  pl_rank_plan *p = pl_build(m, &c, NULL, 0, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  int in_buckets[8] = {0}, layers[8], nb = 0;
+  for (int i = 0; i < p->n_ops; i++) {
+    const pl_op *op = &p->ops[i];
+    if (op->kind == PL_COLL && op->purpose == PL_WHY_GRAD) {
+      int n = pl_bucket_layers(m, op, layers);
+      if (nb == 0) {
+        CU_ASSERT_EQUAL(n, 2);
+        CU_ASSERT_EQUAL(layers[0], layer_index(m, "fc3"));
+        CU_ASSERT_EQUAL(layers[1], layer_index(m, "fc2"));
+      }
+      for (int k = 0; k < n; k++) in_buckets[layers[k]]++;
+      nb++;
+      CU_ASSERT_EQUAL(op->microbatch, 1); /* the last micro-batch's backward */
+    }
+    /* every op of a step knows its micro-batch; only the optimizer step belongs to none */
+    CU_ASSERT(op->phase == PL_PH_OPT ? op->microbatch == -1
+                                     : op->microbatch >= 0 && op->microbatch < 2);
+  }
+  CU_ASSERT_EQUAL(nb, 2);
+  for (int i = 0; i < m->n_layers; i++)
+    CU_ASSERT_EQUAL(in_buckets[i], pl_layer_has_grads(&m->layers[i]) ? 1 : 0);
+  /* the optimizer step counts its parameters */
+  CU_ASSERT_EQUAL(p->ops[p->n_ops - 1].params, p->local_params);
+  CU_ASSERT_EQUAL(p->local_params, (int64_t)(W[0] + W[1] + W[2]));
+  pl_rank_plan_free(p);
+
+  /* --recompute: each layer's forward runs again in backward as its own kernel, right before
+   * the layer's backward kernel, and the backward kernel keeps its own FLOP */
+  c.recompute = TRUE;
+  p = pl_build(m, &c, NULL, 0, NULL);
+  int recomputed = 0;
+  for (int i = 0; i < p->n_ops; i++) {
+    const pl_op *op = &p->ops[i];
+    if (!op->recompute) continue;
+    recomputed++;
+    CU_ASSERT_EQUAL(op->phase, PL_PH_BWD);
+    CU_ASSERT(g_str_has_suffix(op->kname, ".fwd"));
+    const pl_op *next = &p->ops[i + 1];
+    CU_ASSERT_EQUAL(next->layer, op->layer);
+    CU_ASSERT(g_str_has_suffix(next->kname, ".bwd"));
+    CU_ASSERT_DOUBLE_EQUAL(next->flops, m->layers[op->layer].bwd_flops * 8, 1e-6); /* B/dp/m = 64/4/2 */
+    CU_ASSERT_DOUBLE_EQUAL(op->flops, m->layers[op->layer].fwd_flops * 8, 1e-6);
+  }
+  CU_ASSERT_EQUAL(recomputed, 2 * m->n_layers); /* every layer, both micro-batches */
+  pl_rank_plan_free(p);
+  cfg_release(&c);
+  wl_free(m);
+}
+
+static void test_domain_parts(void) {
+  /* A windowed domain layer computes its interior rows while the halo rows travel, then its
+   * boundary rows; the two kernels say which is which and together hold the rank's share. */
+  GError *e = NULL;
+  wl_model *m = wl_load("cnn-small", &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  cfg_run c;
+  cfg_init(&c);
+  c.gpus = 4;
+  c.batch = 8;
+  c.domain_conv = TRUE;
+  CU_ASSERT_FATAL(cfg_grid_parse(&c, "4x1", NULL));
+  CU_ASSERT_FATAL(cfg_resolve(&c, 64, NULL));
+  pl_rank_plan *p = pl_build(m, &c, NULL, 1, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  double interior = 0, boundary = 0;
+  for (int i = 0; i < p->n_ops; i++) {
+    const pl_op *op = &p->ops[i];
+    if (op->kind != PL_KERNEL || op->layer != 0 || op->phase != PL_PH_FWD) continue;
+    if (op->part == PL_PART_INTERIOR) interior += op->flops;
+    else if (op->part == PL_PART_BOUNDARY) boundary += op->flops;
+    else CU_FAIL("conv1 forward is split into interior and boundary");
+  }
+  /* rank 1 holds 8 of 32 output rows; 2 of them need a neighbour's row */
+  const double share = m->layers[0].fwd_flops * 8 * 8.0 / 32;
+  CU_ASSERT_DOUBLE_EQUAL(interior + boundary, share, 1e-6 * share);
+  CU_ASSERT_DOUBLE_EQUAL(boundary, share * 2 / 8, 1e-6 * share);
+  pl_rank_plan_free(p);
+  cfg_release(&c);
+  wl_free(m);
+}
+
 static const dl_cu_test plan_tests[] = {
+    DL_CU_TEST(test_op_says_what_it_is), DL_CU_TEST(test_domain_parts),
     DL_CU_TEST(test_domain_halos),
     DL_CU_TEST(test_grid_volumes_eq8), DL_CU_TEST(test_pure_model_and_batch),
     DL_CU_TEST(test_ddp_buckets), DL_CU_END};
