@@ -1,12 +1,20 @@
 /* config.c — defaults, enum names and validation of a run's configuration. */
 #include "config.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
 #include "dl_common.h"
+
+static void set_str(char **dst, char *src) {
+  if (!src) return;
+  g_free(*dst);
+  *dst = g_strdup(src);
+}
 
 #define ENUM_NAMES(LIST, fn, type)                                           \
   static const char *const fn##_names[] = {LIST(ENUM_NAME_ENTRY)};           \
@@ -188,6 +196,212 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
   return TRUE;
 }
 
+cJSON *cfg_to_json(const cfg_run *c) {
+  cJSON *cf = cJSON_CreateObject();
+  char *grid = cfg_grid_string(c);
+  cJSON_AddStringToObject(cf, "platform", c->platform);
+  cJSON_AddStringToObject(cf, "workload", c->workload);
+  cJSON_AddNumberToObject(cf, "gpus", c->gpus);
+  cJSON_AddNumberToObject(cf, "batch", (double)c->batch);
+  cJSON_AddNumberToObject(cf, "dp", c->dp);
+  cJSON_AddNumberToObject(cf, "tp", c->tp);
+  cJSON_AddNumberToObject(cf, "pp", c->pp);
+  cJSON_AddNumberToObject(cf, "ep", c->ep);
+  cJSON_AddStringToObject(cf, "grid", grid);
+  cJSON_AddBoolToObject(cf, "grid_auto", c->grid_auto);
+  cJSON_AddStringToObject(cf, "grid_layers", c->grid_fc_only ? "fc" : "all");
+  cJSON_AddStringToObject(cf, "domain", c->domain_conv ? "conv" : "none");
+  cJSON_AddStringToObject(cf, "tp_style", cfg_tp_style_name(c->tp_style));
+  cJSON_AddStringToObject(cf, "schedule", cfg_schedule_name(c->schedule));
+  cJSON_AddNumberToObject(cf, "microbatches", c->microbatches);
+  cJSON_AddStringToObject(cf, "precision", gs_precision_name(c->precision));
+  cJSON_AddBoolToObject(cf, "recompute", c->recompute);
+  cJSON_AddStringToObject(cf, "coll", c->coll ? c->coll : "default");
+  cJSON_AddStringToObject(cf, "kernels", c->kernels ? c->kernels : "default");
+  cJSON_AddNumberToObject(cf, "bucket_bytes", c->bucket_bytes);
+  cJSON_AddNumberToObject(cf, "iters", c->iters);
+  cJSON *pb = cJSON_AddArrayToObject(cf, "pp_balance");
+  for (int i = 0; i < c->n_pp_balance; i++)
+    cJSON_AddItemToArray(pb, cJSON_CreateNumber(c->pp_balance[i]));
+  cJSON_AddStringToObject(cf, "routing", c->routing ? c->routing : "uniform");
+  cJSON *rw = cJSON_AddArrayToObject(cf, "routing_weights");
+  for (int i = 0; i < c->n_routing_weights; i++)
+    cJSON_AddItemToArray(rw, cJSON_CreateNumber(c->routing_weights[i]));
+  cJSON_AddNumberToObject(cf, "capacity_factor", c->capacity_factor);
+  cJSON_AddNumberToObject(cf, "seed", c->seed);
+  cJSON_AddBoolToObject(cf, "ignore_memory", c->ignore_memory);
+  cJSON_AddStringToObject(cf, "mode", cfg_mode_name(c->mode));
+  cJSON_AddBoolToObject(cf, "reproducible", c->reproducible);
+  g_free(grid);
+  return cf;
+}
+
+/* Reading the echo back: each getter names the key on failure. */
+typedef struct {
+  const cJSON *o;
+  const char *what;
+  GError **err;
+  gboolean ok;
+} echo_reader;
+
+static const cJSON *echo_item(echo_reader *r, const char *key, gboolean (*is)(const cJSON *),
+                              const char *expected) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->o, key);
+  if (r->ok && !is(v)) {
+    g_set_error(r->err, DL_ERROR, DL_ERR_INPUT, "%s: config.%s: expected %s", r->what, key,
+                expected);
+    r->ok = FALSE;
+  }
+  return r->ok ? v : NULL;
+}
+
+static gboolean is_int(const cJSON *v) {
+  return cJSON_IsNumber(v) && v->valuedouble == (double)(int64_t)v->valuedouble &&
+         fabs(v->valuedouble) < 9e15;
+}
+static gboolean is_str(const cJSON *v) { return cJSON_IsString(v); }
+static gboolean is_bool(const cJSON *v) { return cJSON_IsBool(v); }
+static gboolean is_num(const cJSON *v) { return cJSON_IsNumber(v) && isfinite(v->valuedouble); }
+static gboolean is_array(const cJSON *v) { return cJSON_IsArray(v); }
+
+static int64_t echo_int(echo_reader *r, const char *key, int64_t lo, int64_t hi) {
+  const cJSON *v = echo_item(r, key, is_int, "an integer");
+  if (!v) return 0;
+  if (v->valuedouble < (double)lo || v->valuedouble > (double)hi) {
+    g_set_error(r->err, DL_ERROR, DL_ERR_INPUT, "%s: config.%s: expected %" G_GINT64_FORMAT
+                "..%" G_GINT64_FORMAT ", got %g", r->what, key, lo, hi, v->valuedouble);
+    r->ok = FALSE;
+    return 0;
+  }
+  return (int64_t)v->valuedouble;
+}
+
+static const char *echo_str(echo_reader *r, const char *key) {
+  const cJSON *v = echo_item(r, key, is_str, "a string");
+  return v ? v->valuestring : NULL;
+}
+
+static void echo_enum(echo_reader *r, const char *key, gboolean (*parse)(const char *, int *),
+                      int *out) {
+  const char *t = echo_str(r, key);
+  if (t && !parse(t, out)) {
+    g_set_error(r->err, DL_ERROR, DL_ERR_INPUT, "%s: config.%s: unknown value '%s'", r->what,
+                key, t);
+    r->ok = FALSE;
+  }
+}
+
+static gboolean parse_mode(const char *t, int *v) { return cfg_mode_parse(t, (cfg_mode *)v); }
+static gboolean parse_sched(const char *t, int *v) {
+  return cfg_schedule_parse(t, (cfg_schedule *)v);
+}
+static gboolean parse_style(const char *t, int *v) {
+  return cfg_tp_style_parse(t, (cfg_tp_style *)v);
+}
+static gboolean parse_prec(const char *t, int *v) {
+  return gs_precision_parse(t, (gs_precision *)v);
+}
+static gboolean parse_layers(const char *t, int *v) {
+  *v = strcmp(t, "fc") == 0;
+  return *v || strcmp(t, "all") == 0;
+}
+static gboolean parse_domain(const char *t, int *v) {
+  *v = strcmp(t, "conv") == 0;
+  return *v || strcmp(t, "none") == 0;
+}
+
+gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **err) {
+  echo_reader r = {o, what, err, TRUE};
+  if (!cJSON_IsObject(o)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: config: expected an object", what);
+    return FALSE;
+  }
+  const int big = 1 << 30;
+  const char *s;
+  if ((s = echo_str(&r, "platform"))) set_str(&c->platform, (char *)s);
+  if ((s = echo_str(&r, "workload"))) set_str(&c->workload, (char *)s);
+  c->gpus = (int)echo_int(&r, "gpus", 1, big);
+  c->batch = (long)echo_int(&r, "batch", 1, G_MAXINT64 / 4);
+  c->dp = (int)echo_int(&r, "dp", 1, big);
+  c->tp = (int)echo_int(&r, "tp", 1, big);
+  c->pp = (int)echo_int(&r, "pp", 1, big);
+  c->ep = (int)echo_int(&r, "ep", 1, big);
+  if ((s = echo_str(&r, "grid"))) {
+    c->grid_pr = c->grid_pc = 0;
+    if (strcmp(s, "none") != 0 && strcmp(s, "auto") != 0 && !cfg_grid_parse(c, s, err))
+      r.ok = FALSE;
+  }
+  const cJSON *v = echo_item(&r, "grid_auto", is_bool, "true or false");
+  if (v) c->grid_auto = cJSON_IsTrue(v);
+  int e = 0;
+  echo_enum(&r, "grid_layers", parse_layers, &e);
+  c->grid_fc_only = e;
+  echo_enum(&r, "domain", parse_domain, &e);
+  c->domain_conv = e;
+  echo_enum(&r, "tp_style", parse_style, &e);
+  c->tp_style = (cfg_tp_style)e;
+  echo_enum(&r, "schedule", parse_sched, &e);
+  c->schedule = (cfg_schedule)e;
+  c->microbatches = (int)echo_int(&r, "microbatches", 1, big);
+  echo_enum(&r, "precision", parse_prec, &e);
+  c->precision = (gs_precision)e;
+  if ((v = echo_item(&r, "recompute", is_bool, "true or false"))) c->recompute = cJSON_IsTrue(v);
+  if ((s = echo_str(&r, "coll"))) {
+    g_free(c->coll);
+    c->coll = strcmp(s, "default") ? g_strdup(s) : NULL;
+  }
+  if ((s = echo_str(&r, "kernels"))) {
+    g_free(c->kernels);
+    c->kernels = strcmp(s, "default") ? g_strdup(s) : NULL;
+  }
+  if ((v = echo_item(&r, "bucket_bytes", is_num, "a number"))) c->bucket_bytes = v->valuedouble;
+  c->iters = (int)echo_int(&r, "iters", 1, big);
+  if ((v = echo_item(&r, "pp_balance", is_array, "a list"))) {
+    g_free(c->pp_balance);
+    c->n_pp_balance = cJSON_GetArraySize(v);
+    c->pp_balance = g_new0(int, c->n_pp_balance + 1);
+    for (int i = 0; i < c->n_pp_balance && r.ok; i++) {
+      const cJSON *x = cJSON_GetArrayItem(v, i);
+      if (!is_int(x) || x->valuedouble < 1 || x->valuedouble > big) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: config.pp_balance[%d]: expected a positive "
+                    "layer count", what, i);
+        r.ok = FALSE;
+      } else {
+        c->pp_balance[i] = (int)x->valuedouble;
+      }
+    }
+    if (!c->n_pp_balance) g_clear_pointer(&c->pp_balance, g_free);
+  }
+  if ((s = echo_str(&r, "routing"))) {
+    g_free(c->routing);
+    c->routing = strcmp(s, "uniform") ? g_strdup(s) : NULL;
+    c->routing_zipf_s = g_str_has_prefix(s, "zipf:") ? g_ascii_strtod(s + 5, NULL) : 0;
+  }
+  if ((v = echo_item(&r, "routing_weights", is_array, "a list"))) {
+    g_free(c->routing_weights);
+    c->n_routing_weights = cJSON_GetArraySize(v);
+    c->routing_weights = g_new0(double, c->n_routing_weights + 1);
+    for (int i = 0; i < c->n_routing_weights && r.ok; i++) {
+      const cJSON *x = cJSON_GetArrayItem(v, i);
+      if (!is_num(x) || x->valuedouble < 0) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: config.routing_weights[%d]: expected a "
+                    "non-negative number", what, i);
+        r.ok = FALSE;
+      } else {
+        c->routing_weights[i] = x->valuedouble;
+      }
+    }
+    if (!c->n_routing_weights) g_clear_pointer(&c->routing_weights, g_free);
+  }
+  if ((v = echo_item(&r, "capacity_factor", is_num, "a number"))) c->capacity_factor = v->valuedouble;
+  c->seed = (unsigned)echo_int(&r, "seed", 0, G_MAXUINT32);
+  if ((v = echo_item(&r, "ignore_memory", is_bool, "true or false"))) c->ignore_memory = cJSON_IsTrue(v);
+  echo_enum(&r, "mode", parse_mode, &e);
+  c->mode = (cfg_mode)e;
+  if ((v = echo_item(&r, "reproducible", is_bool, "true or false"))) c->reproducible = cJSON_IsTrue(v);
+  return r.ok;
+}
+
 gboolean cfg_routing_parse(cfg_run *c, const char *text, GError **err) {
   g_free(c->routing);
   c->routing = g_strdup(text);
@@ -265,12 +479,6 @@ static void raw_release(raw_opts *r) {
   g_free(r->pp_balance);
   g_free(r->routing);
   g_free(r->dump_weights);
-}
-
-static void set_str(char **dst, char *src) {
-  if (!src) return;
-  g_free(*dst);
-  *dst = g_strdup(src);
 }
 
 gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err) {

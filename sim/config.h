@@ -105,6 +105,17 @@ gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err);
  * --trace left out). A newly allocated NULL-terminated vector (g_strfreev). */
 char **cfg_to_args(const cfg_run *c);
 
+/* The resolved configuration as a JSON object (cJSON, the caller owns it): every field that
+ * decides a run, in a fixed order — the "config" echo of every result and what the driver hands
+ * an executor. Output paths (--out, --trace, --dump-weights) are left out. `kernels` is the
+ * user's --kernels, or "default". */
+struct cJSON *cfg_to_json(const cfg_run *c);
+
+/* Reads such an object back into `c` (cfg_init'ed), resolved as it was written: no defaults are
+ * applied and cfg_resolve is not needed. `what` names the document in messages
+ * ("<what>: config.<key>: ..."). DL_ERR_INPUT when a key is missing or of the wrong type. */
+gboolean cfg_from_json(cfg_run *c, const struct cJSON *o, const char *what, GError **err);
+
 /* Settles what depends on the model: --tp-style auto becomes megatron when a linear layer of
  * `has_tp_roles` models is marked column/row (a transformer), gholami otherwise. */
 void cfg_resolve_style(cfg_run *c, gboolean has_tp_roles);

@@ -34,34 +34,7 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   cJSON_AddStringToObject(root, "dlsim_version", DL_VERSION);
   cJSON_AddStringToObject(root, "mode", cfg_mode_name(c->mode));
 
-  cJSON *cf = cJSON_AddObjectToObject(root, "config");
-  char *grid = cfg_grid_string(c);
-  cJSON_AddStringToObject(cf, "platform", c->platform);
-  cJSON_AddStringToObject(cf, "workload", c->workload);
-  cJSON_AddNumberToObject(cf, "gpus", c->gpus);
-  cJSON_AddNumberToObject(cf, "batch", (double)c->batch);
-  cJSON_AddNumberToObject(cf, "dp", c->dp);
-  cJSON_AddNumberToObject(cf, "tp", c->tp);
-  cJSON_AddNumberToObject(cf, "pp", c->pp);
-  cJSON_AddNumberToObject(cf, "ep", c->ep);
-  if (c->grid_auto && c->grid_pr > 0) {
-    g_free(grid);
-    grid = g_strdup_printf("%dx%d", c->grid_pr, c->grid_pc);
-  }
-  cJSON_AddStringToObject(cf, "grid", grid);
-  cJSON_AddBoolToObject(cf, "grid_auto", c->grid_auto);
-  cJSON_AddStringToObject(cf, "grid_layers", c->grid_fc_only ? "fc" : "all");
-  cJSON_AddStringToObject(cf, "domain", c->domain_conv ? "conv" : "none");
-  cJSON_AddStringToObject(cf, "tp_style", cfg_tp_style_name(c->tp_style));
-  cJSON_AddStringToObject(cf, "schedule", cfg_schedule_name(c->schedule));
-  cJSON_AddNumberToObject(cf, "microbatches", c->microbatches);
-  cJSON_AddStringToObject(cf, "precision", gs_precision_name(c->precision));
-  cJSON_AddBoolToObject(cf, "recompute", c->recompute);
-  cJSON_AddStringToObject(cf, "coll", c->coll ? c->coll : "default");
-  cJSON_AddStringToObject(cf, "kernels", r->kdb_name ? r->kdb_name : "");
-  cJSON_AddNumberToObject(cf, "bucket_bytes", c->bucket_bytes);
-  cJSON_AddNumberToObject(cf, "iters", c->iters);
-  g_free(grid);
+  cJSON_AddItemToObject(root, "config", cfg_to_json(c));
 
   double T = r->iteration_time_s;
   cJSON_AddNumberToObject(root, "iteration_time_s", T);
