@@ -9,28 +9,7 @@
 #include "gpuspec.h"
 #include "ktime.h"
 #include "plan.h"
-
-typedef struct {
-  double start, end;
-} span;
-
-/* Length of the intersection of two sorted lists of disjoint intervals. */
-static double overlap_s(const GArray *a, const GArray *b) {
-  double tot = 0;
-  guint i = 0, j = 0;
-  while (i < a->len && j < b->len) {
-    const span *x = &g_array_index(a, span, i), *y = &g_array_index(b, span, j);
-    double lo = MAX(x->start, y->start), hi = MIN(x->end, y->end);
-    if (hi > lo) tot += hi - lo;
-    if (x->end < y->end) i++;
-    else j++;
-  }
-  return tot;
-}
-
-static int rank_row_cmp(gconstpointer a, gconstpointer b) {
-  return ((const res_rank *)a)->rank - ((const res_rank *)b)->rank;
-}
+#include "record.h"
 
 typedef struct {
   const plat *pl;
@@ -55,75 +34,6 @@ static const cm_group *group_get(group_cache *gc, pl_group g, int rank, GError *
 }
 
 typedef struct {
-  double T, compute, comm, overlap, exposed;
-  double phase[PL_N_PHASES];
-  GArray *colls; /* res_coll */
-  int kernels[KDB_N_ORIGINS]; /* kernel ops by where their time came from */
-  double moe_max_over_mean, moe_dropped, moe_routed; /* from the plan */
-  pl_memory mem;
-} rank_eval;
-
-static void add_coll(GArray *colls, const pl_op *op, const char *algo, double t, double wire) {
-  /* a receive adds its transfer time to the row of the messages; the send counts the message */
-  const gboolean recv = op->kind == PL_RECV;
-  for (guint i = 0; i < colls->len; i++) {
-    res_coll *rc = &g_array_index(colls, res_coll, i);
-    if (rc->op == op->coll && rc->group == op->group && rc->purpose == op->purpose &&
-        strcmp(rc->algo, algo) == 0) {
-      if (recv) {
-        rc->time_s += t;
-        return;
-      }
-      rc->calls++;
-      rc->bytes += op->bytes;
-      rc->wire_bytes += wire;
-      rc->time_s += t;
-      return;
-    }
-  }
-  res_coll rc = {op->coll, op->group, op->purpose, algo, recv ? 0 : 1, recv ? 0 : op->bytes, wire, t};
-  g_array_append_val(colls, rc);
-}
-
-/* Union length of a list of spans (sorted by start, possibly overlapping). */
-static double union_s(GArray *a) {
-  double tot = 0, lo = 0, hi = -1;
-  for (guint i = 0; i < a->len; i++) {
-    const span *x = &g_array_index(a, span, i);
-    if (x->start > hi) {
-      if (hi > lo) tot += hi - lo;
-      lo = x->start;
-      hi = x->end;
-    } else if (x->end > hi) {
-      hi = x->end;
-    }
-  }
-  if (hi > lo) tot += hi - lo;
-  return tot;
-}
-
-static int span_cmp(gconstpointer a, gconstpointer b) {
-  const span *x = a, *y = b;
-  return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
-}
-
-/* Merges overlapping spans in place (sorted by start). */
-static void merge_spans(GArray *a) {
-  g_array_sort(a, span_cmp);
-  guint n = 0;
-  for (guint i = 0; i < a->len; i++) {
-    span x = g_array_index(a, span, i);
-    if (n && x.start <= g_array_index(a, span, n - 1).end) {
-      span *last = &g_array_index(a, span, n - 1);
-      if (x.end > last->end) last->end = x.end;
-    } else {
-      g_array_index(a, span, n++) = x;
-    }
-  }
-  g_array_set_size(a, n);
-}
-
-typedef struct {
   const pl_rank_plan *plan;
   int rank;
   int coll_seq[PL_N_GROUPS]; /* collectives this rank has finished, per communicator kind */
@@ -131,8 +41,7 @@ typedef struct {
   int next[PL_N_STREAMS];  /* index of the next op of each stream */
   double free_at[PL_N_STREAMS];
   double *event_t;          /* NAN until recorded */
-  GArray *spans[PL_N_STREAMS];
-  rank_eval ev;
+  rec_rank *rec;            /* what the rank did (one iteration) */
 } rank_run;
 
 /* Arrival times of point-to-point messages, keyed "src:dst:tag", and of ranks at collectives,
@@ -185,13 +94,12 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
         if (isnan(t)) break;
         if (t > start) start = t;
       }
-      double end = start, busy_from = start;
+      double end = start;
+      const double arrived = start; /* when this rank reached the op */
       if (op->kind == PL_KERNEL) {
         kdb_origin o;
         end = start + kt_kernel_s(ks, op, &o);
-        rr->ev.compute += end - start;
-        rr->ev.phase[op->phase] += end - start;
-        rr->ev.kernels[o]++;
+        rec_kernel(rr->rec, i, 0, start, end, o);
       } else if (op->kind == PL_COLL) {
         const cm_group *g = group_get(gc, op->group, rr->rank, err);
         if (!g) return -1;
@@ -222,8 +130,10 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
                        : cm_coll_s(op->coll, algo, op->bytes, g);
         if (op->peer_send_bytes) algo = "pairwise";
         end = start + d;
-        rr->ev.comm += d;
-        add_coll(rr->ev.colls, op, algo, d, cm_coll_wire_bytes(op->coll, algo, op->bytes, g));
+        /* from the rank's arrival: waiting for the other members is part of the collective, as
+         * it is for a rank blocked in a simulated or real one */
+        rec_coll(rr->rec, i, 0, arrived, end, algo,
+                 cm_coll_wire_bytes(op->coll, algo, op->bytes, g));
       } else if (op->kind == PL_SEND) {
         plat_route_info route;
         if (!plat_route(pl, rr->rank, op->peer, &route, err)) return -1;
@@ -233,7 +143,7 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
         double xfer = op->bytes / route.bottleneck_bps;
         *lf = go + xfer;
         *msg_slot(ps->arrival, rr->rank, op->peer, op->tag, TRUE) = go + route.latency_s + xfer;
-        add_coll(rr->ev.colls, op, "p2p", 0, op->bytes); /* the receiver adds the time */
+        rec_send(rr->rec, i, 0);
       } else if (op->kind == PL_RECV) {
         double *arr = msg_slot(ps->arrival, op->peer, rr->rank, op->tag, FALSE);
         if (!arr || isnan(*arr)) break;
@@ -241,18 +151,10 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
         if (!plat_route(pl, op->peer, rr->rank, &route, err)) return -1;
         double xfer = route.latency_s + op->bytes / route.bottleneck_bps;
         end = *arr > start ? *arr : start;
-        /* the transfer is communication; waiting for the sender to get there is bubble */
-        busy_from = MAX(start, end - xfer);
-        add_coll(rr->ev.colls, op, "p2p", end - busy_from, 0);
-        rr->ev.comm += end - busy_from;
+        rec_recv(rr->rec, i, 0, start, end - xfer, end); /* posted: when the transfer began */
       }
       rr->free_at[s] = end;
       if (op->record_event >= 0) rr->event_t[op->record_event] = end;
-      if (end > busy_from) {
-        span sp = {busy_from, end};
-        g_array_append_val(rr->spans[s], sp);
-      }
-      if (end > rr->ev.T) rr->ev.T = end;
       rr->next[s] = i + 1;
       ran++;
     }
@@ -260,39 +162,38 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
   return ran;
 }
 
-/* Evaluates ranks[0..n-1] together: point-to-point messages arrive when their sender posted them
+/* Evaluates every rank together: point-to-point messages arrive when their sender posted them
  * plus the route's time; a collective starts when its last member arrives and then takes each
- * member its own alpha-beta time. `ranks` must hold every member of every group they use. */
-static gboolean eval_ranks(const wl_model *m, const cfg_run *c, const double *layer_t,
-                              const int *ranks, int n, const kt_source *ks, group_cache *gc,
-                              const plat *pl, rank_eval *out, GError **err) {
+ * member its own alpha-beta time. Fills recs[0..P-1] (rec_init'ed here, one iteration) with
+ * their plans in plans[]. */
+static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *layer_t,
+                           pl_rank_plan **plans, rec_rank *recs, GError **err) {
+  const int n = c->gpus;
   rank_run *rr = g_new0(rank_run, n);
+  group_cache gc = {x->platform, c, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
+                    g_new(int, c->gpus)};
   p2p_state ps = {g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
                   g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
                   g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
   gboolean ok = TRUE;
   for (int k = 0; k < n && ok; k++) {
-    pl_rank_plan *p = pl_build(m, c, layer_t, ranks[k], err);
+    pl_rank_plan *p = plans[k] = pl_build(x->model, c, layer_t, k, err);
     if (!p) {
       ok = FALSE;
       break;
     }
+    rec_init(&recs[k], k, p, 1);
     rr[k].plan = p;
-    rr[k].rank = ranks[k];
+    rr[k].rank = k;
+    rr[k].rec = &recs[k];
     rr[k].registered = -1;
     rr[k].event_t = g_new(double, p->n_events + 1);
     for (int e = 0; e <= p->n_events; e++) rr[k].event_t[e] = NAN;
-    for (int s = 0; s < PL_N_STREAMS; s++) rr[k].spans[s] = g_array_new(FALSE, FALSE, sizeof(span));
-    rr[k].ev.colls = g_array_new(FALSE, FALSE, sizeof(res_coll));
-    rr[k].ev.mem = p->mem;
-    rr[k].ev.moe_max_over_mean = p->moe_max_over_mean;
-    rr[k].ev.moe_dropped = p->moe_dropped_tokens;
-    rr[k].ev.moe_routed = p->moe_routed_tokens;
   }
   for (gboolean busy = ok; busy && ok;) {
     int ran = 0;
     for (int k = 0; k < n; k++) {
-      int r = advance(&rr[k], c, ks, gc, &ps, pl, err);
+      int r = advance(&rr[k], c, &x->kt, &gc, &ps, x->platform, err);
       if (r < 0) {
         ok = FALSE;
         break;
@@ -303,146 +204,66 @@ static gboolean eval_ranks(const wl_model *m, const cfg_run *c, const double *la
     for (int k = 0; k < n && ok; k++)
       for (int s = 0; s < PL_N_STREAMS; s++) busy |= next_op(&rr[k], s) >= 0;
     if (ok && busy && !ran) {
-      g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "closed form: the op lists of ranks %d..%d "
-                  "wait for each other (planner bug)", ranks[0], ranks[n - 1]);
+      g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "closed form: the op lists of ranks 0..%d "
+                  "wait for each other (planner bug)", n - 1);
       ok = FALSE;
     }
   }
   for (int k = 0; k < n; k++) {
-    if (ok) {
-      rank_eval *ev = &rr[k].ev;
-      merge_spans(rr[k].spans[PL_STREAM_COMM]);
-      ev->overlap = overlap_s(rr[k].spans[PL_STREAM_COMPUTE], rr[k].spans[PL_STREAM_COMM]);
-      ev->exposed = union_s(rr[k].spans[PL_STREAM_COMM]) - ev->overlap;
-      out[k] = *ev;
-    } else if (rr[k].ev.colls) {
-      g_array_free(rr[k].ev.colls, TRUE);
-    }
-    for (int s = 0; s < PL_N_STREAMS; s++)
-      if (rr[k].spans[s]) g_array_free(rr[k].spans[s], TRUE);
+    if (ok) rec_finish(&recs[k], 0);
     g_free(rr[k].event_t);
-    pl_rank_plan_free((pl_rank_plan *)rr[k].plan);
   }
   g_hash_table_destroy(ps.arrival);
   g_hash_table_destroy(ps.link_free);
   g_hash_table_destroy(ps.colls);
+  g_hash_table_destroy(gc.groups);
+  g_free(gc.members);
   g_free(rr);
   return ok;
 }
 
-static const gs_spec *platform_gpu(const plat *pl, GError **err) {
-  const plat_host *h = plat_host_at(pl, 0);
-  const gs_spec *gs = h ? gs_find(h->gpu_model) : NULL;
-  if (!gs) {
-    GString *known = g_string_new(NULL);
-    for (const gs_spec *const *s = gs_all(); *s; s++)
-      g_string_append_printf(known, "%s%s", known->len ? ", " : "", (*s)->name);
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "%s: host property gpu_model '%s' has no spec sheet (known: %s)", plat_path(pl),
-                h ? h->gpu_model : "", known->str);
-    g_string_free(known, TRUE);
-  }
-  return gs;
-}
-
-gboolean an_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result *r,
-                GError **err) {
-  if (c->gpus > plat_n_hosts(pl)) {
+gboolean an_check(const run_ctx *x, const cfg_run *c, GError **err) {
+  if (c->gpus > plat_n_hosts(x->platform)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--gpus %d: platform %s has only %d GPUs", c->gpus,
-                c->platform, plat_n_hosts(pl));
+                c->platform, plat_n_hosts(x->platform));
     return FALSE;
   }
-  if (c->coll && (!coll_family_known(c->coll) || g_str_has_prefix(c->coll, "smpi"))) {
+  /* SMPI's own algorithms have no closed form: a simulation's closed-form pre-run costs them
+   * as rings, a closed-form run refuses them */
+  if (c->coll && (!coll_family_known(c->coll) ||
+                  (c->mode == CFG_MODE_ANALYTIC && g_str_has_prefix(c->coll, "smpi")))) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--coll %s: expected ring, tree, hier, rhd or pairwise (smpi:<name> only in "
                 "--mode sim)", c->coll);
     return FALSE;
   }
-  const gs_spec *gs = platform_gpu(pl, err);
-  if (!gs) return FALSE;
+  return TRUE;
+}
+
+gboolean an_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
+  if (!an_check(x, c, err)) return FALSE;
   gint64 t0 = g_get_monotonic_time();
-  kdb *db = NULL;
-  if (!kt_open_db(c->kernels, gs->name, &db, err)) return FALSE;
-  kt_source ks = {gs, c->precision, m, db};
-  double *layer_t = kt_layer_times(&ks, c);
-  group_cache gc = {pl, c, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
-                    g_new(int, c->gpus)};
-  gboolean ok = TRUE;
-  rank_eval worst = {0};
-  worst.T = -1;
-  double worst_peak = -1;
-  /* all ranks together: messages between stages, and collectives that start when their last
-   * member arrives */
   const int P = c->gpus;
-  int *ranks = g_new(int, P);
-  rank_eval *evs = g_new0(rank_eval, P);
-  for (int k = 0; k < P; k++) ranks[k] = k;
-  if (!eval_ranks(m, c, layer_t, ranks, P, &ks, &gc, pl, evs, err)) ok = FALSE;
-  for (int s = 0; s < P && ok; s++) {
-      {
-        r->moe_max_over_mean = MAX(r->moe_max_over_mean, evs[s].moe_max_over_mean);
-        r->moe_dropped_tokens += evs[s].moe_dropped;
-        r->moe_routed_tokens += evs[s].moe_routed;
-        rank_eval *ev = &evs[s];
-        double peak = ev->mem.params + ev->mem.grads + ev->mem.optimizer + ev->mem.activations;
-        res_rank rr = {ranks[s], ev->T, ev->compute, ev->comm, peak, ev->mem.activations};
-        g_array_append_val(r->rank_rows, rr);
-        if (peak > worst_peak) {
-          worst_peak = peak;
-          r->mem = ev->mem;
-        }
-        /* the slowest rank; among ranks that finish together, the busiest one */
-        gboolean tie = fabs(ev->T - worst.T) <= 1e-9 * worst.T;
-        if ((!tie && ev->T > worst.T) || (tie && ev->compute > worst.compute)) {
-          if (worst.colls) g_array_free(worst.colls, TRUE);
-          worst = *ev;
-          r->slowest_rank = ranks[s];
-        } else {
-          g_array_free(ev->colls, TRUE);
-        }
-      }
-  }
-  g_free(ranks);
-  g_free(evs);
-  g_free(layer_t);
+  double *layer_t = kt_layer_times(&x->kt, c);
+  pl_rank_plan **plans = g_new0(pl_rank_plan *, P);
+  rec_rank *recs = g_new0(rec_rank, P);
+  gboolean ok = eval_ranks(x, c, layer_t, plans, recs, err);
   if (ok) {
-    /* rows in rank order */
-    g_array_sort(r->rank_rows, rank_row_cmp);
-    r->iteration_time_s = worst.T;
-    r->compute_s = worst.compute;
-    r->comm_s = worst.comm;
-    memcpy(r->phase_compute_s, worst.phase, sizeof worst.phase);
-    r->overlapped_comm_s = worst.overlap;
-    r->exposed_comm_s = worst.exposed;
-    double rest = worst.T - worst.compute - worst.exposed;
-    if (rest < 0) rest = 0; /* rounding */
-    /* with a pipeline, the compute stream's waits for other stages are the bubble */
-    r->bubble_s = c->pp > 1 ? rest : 0;
-    r->idle_s = c->pp > 1 ? 0 : rest;
-    g_array_append_vals(r->colls, worst.colls->data, worst.colls->len);
-    r->comm_bytes_per_gpu = 0;
-    for (guint i = 0; i < worst.colls->len; i++)
-      r->comm_bytes_per_gpu += g_array_index(worst.colls, res_coll, i).wire_bytes;
-    r->peak_mem_bytes = worst_peak;
-    r->gpu_mem_bytes = gs->mem_bytes;
-    const plat_host *h = plat_host_at(pl, 0);
-    if (h->gpu_mem_bytes > 0) r->gpu_mem_bytes = h->gpu_mem_bytes;
-    r->fits_in_memory = worst_peak <= r->gpu_mem_bytes;
-    r->gpu_model = gs->name;
+    rec_result(recs, P, c, x->gpu_mem_bytes, r);
+    r->gpu_model = x->gpu->name;
     g_free(r->kdb_name);
-    r->kdb_name = db ? g_strdup(kdb_name(db)) : g_strdup_printf("roofline:%s", gs->name);
-    r->kdb_measured = worst.kernels[KDB_MEASURED];
-    r->kdb_interpolated = worst.kernels[KDB_INTERPOLATED];
-    r->kdb_estimated = worst.kernels[KDB_ESTIMATED];
-    r->ranks = c->gpus;
+    r->kdb_name = g_strdup(x->kdb_name);
     /* the paper's equations cover data parallelism and its grid only */
     if (c->pp == 1 && c->ep == 1 && !(c->tp > 1 && c->tp_style == CFG_TP_MEGATRON))
-      ok = an_gholami_comm_s(m, c, pl, &r->gholami_comm_s, err);
+      ok = an_gholami_comm_s(x->model, c, x->platform, &r->gholami_comm_s, err);
   }
-  if (worst.colls) g_array_free(worst.colls, TRUE);
-  g_hash_table_destroy(gc.groups);
-  g_free(gc.members);
-  kdb_free(db);
+  for (int k = 0; k < P; k++) {
+    if (recs[k].colls) rec_release(&recs[k]);
+    pl_rank_plan_free(plans[k]);
+  }
+  g_free(recs);
+  g_free(plans);
+  g_free(layer_t);
   r->wall_s = (g_get_monotonic_time() - t0) / 1e6;
   return ok;
 }
@@ -498,8 +319,7 @@ gboolean an_gholami_comm_s(const wl_model *m, const cfg_run *c, const plat *pl, 
   return TRUE;
 }
 
-gboolean an_grid_search(const wl_model *m, cfg_run *c, const plat *pl, res_result *r,
-                        GError **err) {
+gboolean an_grid_search(const run_ctx *x, cfg_run *c, res_result *r, GError **err) {
   const int P = c->gpus;
   double best = INFINITY;
   int best_pr = 0;
@@ -515,7 +335,7 @@ gboolean an_grid_search(const wl_model *m, cfg_run *c, const plat *pl, res_resul
     t.dp = pc;
     res_result tr;
     res_init(&tr);
-    if (!an_run(m, &t, pl, &tr, err)) {
+    if (!an_run(x, &t, &tr, err)) {
       res_release(&tr);
       return FALSE;
     }
@@ -547,7 +367,7 @@ gboolean an_grid_search(const wl_model *m, cfg_run *c, const plat *pl, res_resul
   g_array_free(r->grid_search, TRUE);
   r->grid_search = rows;
   c->grid_auto = FALSE;
-  gboolean ok = an_run(m, c, pl, r, err);
+  gboolean ok = an_run(x, c, r, err);
   c->grid_auto = TRUE; /* the configuration echo says how the grid was chosen */
   return ok;
 }

@@ -15,13 +15,19 @@
 #include <glib.h>
 
 #include "config.h"
+#include "context.h"
 #include "platform.h"
 #include "result.h"
 #include "workload.h"
 
-/* Evaluates one configuration (resolved by cfg_resolve) into `r` (res_init'ed by the caller).
- * DL_ERR_INPUT for configurations the platform or planner cannot take. */
-gboolean an_run(const wl_model *m, const cfg_run *c, const plat *pl, res_result *r, GError **err);
+/* What the closed form refuses of configuration `c` on the run's platform: more GPUs than hosts,
+ * a --coll it has no formula for. DL_ERR_INPUT naming the option. */
+gboolean an_check(const run_ctx *x, const cfg_run *c, GError **err);
+
+/* Evaluates configuration `c` (x->cfg, or a variant of it with other degrees) of the run opened
+ * in `x` into `r` (res_init'ed by the caller). DL_ERR_INPUT for configurations the platform or
+ * planner cannot take. */
+gboolean an_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err);
 
 /* Gholami et al. 2018 Eq. 8 (Eq. 4 when Pr = 1, Eq. 3 when Pc = 1), in seconds, with alpha and
  * beta of the platform's Pr and Pc groups containing rank 0 and the rhd collective costs the paper
@@ -34,7 +40,6 @@ gboolean an_gholami_comm_s(const wl_model *m, const cfg_run *c, const plat *pl, 
 /* --grid auto in closed form: evaluates every factorisation Pr×Pc of --gpus that the batch
  * allows, appends one row per grid to r->grid_search, and leaves in `r` the full result of the
  * fastest (ties: the smaller Pr). Sets c->grid_pr/grid_pc/tp/dp to the winner. */
-gboolean an_grid_search(const wl_model *m, cfg_run *c, const plat *pl, res_result *r,
-                        GError **err);
+gboolean an_grid_search(const run_ctx *x, cfg_run *c, res_result *r, GError **err);
 
 #endif

@@ -7,12 +7,10 @@
 #include "analytic.h"
 #include "cmds.h"
 #include "config.h"
+#include "context.h"
 #include "dl_common.h"
-#include "platform.h"
+#include "exec.h"
 #include "result.h"
-#include "realrun.h"
-#include "simrun.h"
-#include "workload.h"
 
 static gboolean check_out_path(const char *opt, const char *path, GError **err) {
   if (!path) return TRUE;
@@ -50,8 +48,7 @@ static int row_by_time(gconstpointer a, gconstpointer b) {
 
 /* Simulates the SIM_BEST_GRIDS fastest grids of the closed form's table and leaves the fastest
  * simulated one in c (grid_pr, grid_pc, tp, dp). */
-static gboolean simulate_best_grids(const wl_model *m, cfg_run *c, const plat *pl, res_result *r,
-                                    GError **err) {
+static gboolean simulate_best_grids(const run_ctx *x, cfg_run *c, res_result *r, GError **err) {
   GPtrArray *order = g_ptr_array_new();
   for (guint i = 0; i < r->grid_search->len; i++)
     g_ptr_array_add(order, &g_array_index(r->grid_search, res_grid_row, i));
@@ -71,7 +68,7 @@ static gboolean simulate_best_grids(const wl_model *m, cfg_run *c, const plat *p
     res_init(&tr);
     fprintf(stderr, "dlsim: simulating grid %s (%u of %d)\n", row->grid, k + 1,
             MIN((int)order->len, SIM_BEST_GRIDS));
-    ok = sr_run(m, &t, pl, &tr, err);
+    ok = exec_for(CFG_MODE_SIM)->run(x, &t, &tr, err);
     if (ok) {
       row->simulated = TRUE;
       row->sim_iteration_time_s = tr.iteration_time_s;
@@ -89,68 +86,52 @@ static gboolean simulate_best_grids(const wl_model *m, cfg_run *c, const plat *p
 }
 
 int cmd_run(int argc, char **argv) {
-  cfg_run c;
-  cfg_init(&c);
+  cfg_run parsed;
+  cfg_init(&parsed);
+  run_ctx x;
+  memset(&x, 0, sizeof x);
   GError *e = NULL;
-  wl_model *m = NULL;
-  plat *pl = NULL;
   res_result r;
   res_init(&r);
   gboolean ok = FALSE;
 
-  if (!cfg_parse_args(&c, &argc, &argv, &e)) goto out;
-  if (!check_out_path("--out", c.out, &e) || !check_out_path("--trace", c.trace, &e) ||
-      !check_out_path("--dump-weights", c.dump_weights, &e))
+  if (!cfg_parse_args(&parsed, &argc, &argv, &e)) goto out;
+  if (!check_out_path("--out", parsed.out, &e) || !check_out_path("--trace", parsed.trace, &e) ||
+      !check_out_path("--dump-weights", parsed.dump_weights, &e))
     goto out;
-  m = wl_load(c.workload, &e);
-  if (!m) goto out;
-  if (!cfg_resolve(&c, (long)m->default_batch, &e)) goto out;
-  cfg_resolve_style(&c, wl_has_tp_roles(m));
-  if (c.dump_weights && c.mode != CFG_MODE_REAL) {
+  if (parsed.dump_weights && parsed.mode != CFG_MODE_REAL) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT,
                 "--dump-weights: only --mode real has weights to write");
     goto out;
   }
-  if (c.mode == CFG_MODE_REAL && !rr_check(m, &c, &e)) goto out;
-  if (c.mode == CFG_MODE_ANALYTIC && c.trace) {
-    g_set_error(&e, DL_ERROR, DL_ERR_INPUT,
-                "--trace: the closed form has no timeline; traces come from --mode sim");
-    goto out;
-  }
-  pl = plat_load(c.platform, &e);
-  if (!pl) goto out;
-  if (c.gpus > plat_n_hosts(pl) && !strchr(c.platform, '/') && !strchr(c.platform, ':')) {
-    /* a named cluster design (a preset) grows to the GPUs asked for, with the same nodes and
-     * network; a platform file stays what it is */
-    plat_gen_params gp;
-    if (plat_gen_preset(c.platform, &gp, NULL)) {
-      int per = plat_gpus_per_node(pl);
-      char *scaled = g_strdup_printf("%s:%d", c.platform, (c.gpus + per - 1) / per);
-      fprintf(stderr, "dlsim: note: %s has %d GPUs; simulating %d on %s (same nodes and "
-              "network, more of them)\n", c.platform, plat_n_hosts(pl), c.gpus, scaled);
-      plat_free(pl);
-      pl = plat_load(scaled, &e);
-      g_free(c.platform);
-      c.platform = scaled;
-      if (!pl) goto out;
-    }
-  }
+  if (!ctx_open(&x, &parsed, &e)) goto out;
+  if (x.note) fprintf(stderr, "dlsim: note: %s\n", x.note);
+  cfg_run *c = &x.cfg;
+  const exec_ops *ex = exec_for(c->mode);
+  if (!ex->check(&x, c, &e)) goto out;
   /* The closed form runs first in every mode: it checks the configuration against the planner
    * and the platform, gives the memory figures, and for --grid auto picks the grid. */
-  if (!(c.grid_auto ? an_grid_search(m, &c, pl, &r, &e) : an_run(m, &c, pl, &r, &e))) goto out;
-  if (!r.fits_in_memory && !c.ignore_memory) {
-    not_fitting(&r, m, &e);
+  if (!(c->grid_auto ? an_grid_search(&x, c, &r, &e) : an_run(&x, c, &r, &e))) goto out;
+  if (!r.fits_in_memory && !c->ignore_memory) {
+    not_fitting(&r, x.model, &e);
     goto out;
   }
   /* --grid auto in simulation: the closed form ranks every grid, the best few are simulated */
-  if (c.mode == CFG_MODE_SIM && c.grid_auto && !simulate_best_grids(m, &c, pl, &r, &e)) goto out;
-  /* the simulation replaces the closed form's times; memory figures stay the planner's */
-  if (c.mode == CFG_MODE_SIM && !sr_run(m, &c, pl, &r, &e)) goto out;
-  if (c.mode == CFG_MODE_REAL && !rr_run(m, &c, pl, &r, &e)) goto out;
-  res_print(&r, &c, m, stdout);
-  if (c.out) {
-    char *json = res_to_json(&r, &c, m);
-    gboolean w = dl_write_file_atomic(c.out, json, strlen(json), &e);
+  if (c->mode == CFG_MODE_SIM && c->grid_auto && !simulate_best_grids(&x, c, &r, &e)) goto out;
+  if (c->mode != CFG_MODE_ANALYTIC) {
+    /* the executor's measurements replace the closed form's; memory stays the planner's */
+    res_result m;
+    res_init(&m);
+    ok = ex->run(&x, c, &m, &e);
+    if (ok) res_take_measured(&r, &m);
+    res_release(&m);
+    if (!ok) goto out;
+    ok = FALSE;
+  }
+  res_print(&r, c, x.model, stdout);
+  if (c->out) {
+    char *json = res_to_json(&r, c, x.model);
+    gboolean w = dl_write_file_atomic(c->out, json, strlen(json), &e);
     g_free(json);
     if (!w) goto out;
   }
@@ -164,8 +145,7 @@ out:;
     if (e) g_error_free(e);
   }
   res_release(&r);
-  plat_free(pl);
-  wl_free(m);
-  cfg_release(&c);
+  ctx_release(&x);
+  cfg_release(&parsed);
   return status;
 }

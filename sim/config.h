@@ -62,7 +62,7 @@ typedef struct {
   char *out;           /* result JSON path, NULL = none */
   char *trace;         /* Chrome trace path, NULL = none */
   char *dump_weights;  /* --mode real: write every parameter tensor after the last step here
-                          (serial layout, see realrun.h), NULL = none */
+                          (serial layout, see exec.h), NULL = none */
   char *routing;       /* MoE routing: "uniform", "zipf:S" or "file:F" (NULL = uniform) */
   double routing_zipf_s; /* parsed S of zipf:S (0 = uniform) */
   double *routing_weights; /* parsed weights of file:F (owned), NULL otherwise */

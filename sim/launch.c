@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "dl_common.h"
-#include "exchange.h"
 
 #ifndef DLSIM_BINARY_DIR
 #define DLSIM_BINARY_DIR "."
@@ -166,40 +165,5 @@ gboolean launch_mpirun(int np, const char *const *prog_argv, GString *out_stdout
   g_free(child_err);
   g_free(nps);
   g_free(exec);
-  return ok;
-}
-
-gboolean launch_executor(const cfg_run *c, launch_fn fn, void *data, res_result *r, GError **err) {
-  char *dir = g_dir_make_tmp("dlsim-XXXXXX", NULL);
-  if (!dir) {
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "cannot create a temporary directory");
-    return FALSE;
-  }
-  char *result = g_build_filename(dir, "result.json", NULL);
-  char **opts = cfg_to_args(c);
-  GPtrArray *argv = g_ptr_array_new();
-  g_ptr_array_add(argv, "run");
-  g_ptr_array_add(argv, result);
-  g_ptr_array_add(argv, c->trace ? c->trace : "-");
-  for (char **o = opts; *o; o++) g_ptr_array_add(argv, *o);
-  g_ptr_array_add(argv, NULL);
-  gint64 t0 = g_get_monotonic_time();
-  gboolean ok = fn((const char *const *)argv->pdata, data, err);
-  if (ok && !g_file_test(result, G_FILE_TEST_EXISTS)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL,
-                "the executor ended before its ranks finished (for SMPI: SimGrid found them "
-                "waiting for each other): a planner bug, please report this command");
-    ok = FALSE;
-  }
-  if (ok && (ok = xc_read(result, c, r, err))) {
-    r->wall_s = (g_get_monotonic_time() - t0) / 1e6;
-    r->ranks = c->gpus;
-  }
-  g_ptr_array_free(argv, TRUE);
-  g_strfreev(opts);
-  g_unlink(result);
-  g_rmdir(dir);
-  g_free(result);
-  g_free(dir);
   return ok;
 }

@@ -10,8 +10,6 @@
 
 #include <glib.h>
 
-#include "config.h"
-#include "result.h"
 
 /* The --cfg items every run gets ("key:value"), NULL-terminated, static. An item of `extra_cfg`
  * with the same key replaces the default. */
@@ -41,15 +39,5 @@ char *launch_real_exec(void);
  * NULL: discarded); its standard error is passed on when it fails. FALSE with DL_ERR_IO when
  * mpirun cannot start or exits non-zero (the message has its last stderr line). */
 gboolean launch_mpirun(int np, const char *const *prog_argv, GString *out_stdout, GError **err);
-
-/* Starts an executor with `prog_argv` (NULL-terminated): returns FALSE with `err` set when it
- * could not run or failed. `data` is the caller's. */
-typedef gboolean (*launch_fn)(const char *const *prog_argv, void *data, GError **err);
-
-/* Runs configuration `c` through an executor started by `fn` as
- * `run RESULT TRACE|- <cfg_to_args(c)>`, then reads its exchange file into `r` (xc_read) and
- * sets the wall time and rank count. An executor that ends "successfully" without writing its
- * result (smpirun exits 0 when SimGrid finds the ranks deadlocked) is DL_ERR_INTERNAL. */
-gboolean launch_executor(const cfg_run *c, launch_fn fn, void *data, res_result *r, GError **err);
 
 #endif

@@ -124,6 +124,20 @@ int pl_group_members(const cfg_run *c, pl_group g, int rank, int *members) {
   return n;
 }
 
+int pl_group_degree(const cfg_run *c, pl_group g) {
+  switch (g) {
+  case PL_GRP_WORLD: return c->gpus;
+  case PL_GRP_DP: return c->dp;
+  case PL_GRP_TP: return c->tp;
+  case PL_GRP_PP: return c->pp;
+  case PL_GRP_EP: return c->ep;
+  case PL_GRP_EMBED: return c->pp > 1 ? 2 : 1;
+  case PL_GRP_EDP: return c->ep > 1 ? c->dp / c->ep : 1;
+  case PL_N_GROUPS: break;
+  }
+  return 1;
+}
+
 int pl_grad_bytes(const cfg_run *c) {
   /* Mixed precision keeps fp16/bf16 weights and gradients (fp32 master copy in the optimizer);
    * fp32 and tf32 keep everything in fp32. */
@@ -853,7 +867,6 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
     return NULL;
   }
   const int l0 = stage_first[pp_i], l1 = stage_first[pp_i + 1];
-  g_free(stage_first);
   /* every input of the stage comes from inside it, or from the previous stage's last layer */
   for (int i = l0; i < l1; i++)
     for (int k = 0; k < m->layers[i].n_inputs; k++) {
@@ -863,6 +876,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
                   "--pp %d: layer '%s' (stage %d) reads '%s' from an earlier stage; only the "
                   "previous stage's output crosses a stage boundary", c->pp, m->layers[i].name,
                   pp_i, src < 0 ? "input" : m->layers[src].name);
+      g_free(stage_first);
       return NULL;
     }
 
@@ -873,6 +887,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
   roles(m, c, role);
   if (c->domain_conv && domain_roles(m, c, tp_i, role, err) < 0) {
     g_free(role);
+    g_free(stage_first);
     return NULL;
   }
   const int prev = pp_i > 0 ? rank - c->tp * c->dp : -1;
@@ -884,6 +899,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
   p->stage = pp_i;
   p->first_layer = l0;
   p->end_layer = l1;
+  p->stage_first = stage_first;
   int pending = -1;
   const int nsteps = 2 * c->microbatches;
   step *steps = g_new(step, nsteps);
@@ -1081,6 +1097,7 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
 void pl_rank_plan_free(pl_rank_plan *p) {
   if (!p) return;
   if (p->pool) g_ptr_array_free(p->pool, TRUE);
+  g_free(p->stage_first);
   g_free(p->ops);
   g_free(p);
 }

@@ -110,6 +110,8 @@ typedef struct {
   int stage;           /* pipeline stage of the rank */
   int first_layer;     /* the stage's layers: [first_layer, end_layer) */
   int end_layer;
+  int *stage_first;    /* the partition (pl_partition): stage s holds [stage_first[s],
+                          stage_first[s + 1]), pp + 1 entries (owned) */
   int max_stash;       /* most micro-batches whose activations are kept at once */
   pl_op *ops;          /* owned */
   int n_ops;
@@ -159,6 +161,12 @@ gboolean pl_layer_has_grads(const wl_layer *l);
  * are packed: the planner's, highest layer first. `layers` has room for end_layer − first_layer
  * entries; returns how many. */
 int pl_bucket_layers(const wl_model *m, const pl_op *op, int *layers);
+
+/* Size of the groups of kind `g` (the same for every rank that belongs to one): P, dp, tp, pp,
+ * ep, 2 for the tied embedding's first and last stage (1 without a pipeline), and dp/ep for the
+ * replicas of the same experts (1 without expert parallelism, where they are the dp group).
+ * Communicators are made for groups larger than 1. */
+int pl_group_degree(const cfg_run *c, pl_group g);
 
 /* Bytes per element of gradients exchanged and of the weights a rank holds, for the precision. */
 int pl_grad_bytes(const cfg_run *c);

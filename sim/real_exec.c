@@ -1,23 +1,24 @@
-/* real_exec.c — `dlsim-real run`: the real executor of the planner's op lists (see realrun.h).
+/* real_exec.c — `dlsim-real run REQUEST RESULT`: the real executor of the planner's op lists.
  *
- * `dlsim-real run RESULT TRACE|- <dlsim run options>` under mpirun, one process per rank. Each
- * rank builds the same plan as the SMPI executor (pl_build with kt_layer_times, so pipeline
- * stages match), holds its layers' real tensors (real_model.h) and runs the op list on two
- * streams, as smpi_exec.c does:
+ * Run by the driver (exec.c) under mpirun, one process per rank. Each rank opens the run from the
+ * driver's request (context.h: the same plan as the SMPI executor, with the same stage balance),
+ * holds its layers' real tensors (real_model.h) and runs the op list on the two streams of
+ * stream.h:
  *   compute stream  a thread that runs the kernel ops in order (CPU twins);
  *   comm stream     the rank's main thread, the only one that calls MPI (MPI_THREAD_FUNNELED),
  *                   runs the communication ops in order: gradient buckets packed in the plan's
- *                   reverse layer order, all-reduced with coll_mpi.h's algorithm and MPI_SUM,
- *                   unpacked; activations and their gradients as MPI_Isend/MPI_Irecv.
+ *                   order, all-reduced with coll_mpi.h's algorithm and MPI_SUM, unpacked;
+ *                   activations and their gradients as MPI_Isend/MPI_Irecv.
  * An op that waits for an event sleeps on a condition variable until the op that records it is
- * done (no polling). Spans are host wall-clock seconds since a barrier before the first
- * iteration; every message carries its sender's post time after the payload, so a receive's
- * span starts when both sides were there (waiting for the sender is bubble, as in simulation).
- * Rank 0 gathers every rank's record, the losses and (--dump-weights) the weights of the first
- * data-parallel replica of each stage, then writes the exchange file, the trace and the weights.
+ * done (no polling). Times are host wall-clock seconds since a barrier before the first
+ * iteration; every message carries its sender's post time after the payload, so a receive knows
+ * when both sides were there. Rank 0 gathers every rank's record, the losses and
+ * (--dump-weights) the weights of the first data-parallel replica of each stage, then writes the
+ * result, the trace and the weights.
  *
  * Tied weights across stages: the planner all-reduces the last stage's copy over dp (it is in no
  * bucket), then sums the pair over the "embed" group (first and last stage), as Megatron does.
+ * MPI calls are not checked one by one: Open MPI's default error handler aborts on failure.
  */
 #include <mpi.h>
 
@@ -26,75 +27,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "coll_groups.h"
 #include "coll_mpi.h"
-#include "config.h"
+#include "context.h"
 #include "dl_common.h"
-#include "exchange.h"
-#include "gpuspec.h"
+#include "exec.h"
 #include "kernels.h"
-#include "ktime.h"
 #include "plan.h"
-#include "platform.h"
 #include "real_exec.h"
 #include "real_model.h"
 #include "real_shard.h"
-#include "realrun.h"
-#include "workload.h"
+#include "record.h"
+#include "stream.h"
 
 typedef struct {
-  const pl_rank_plan *plan;
-  rm_rank *model;
-  int iters;
-  xc_out *out;
-  double origin_s;   /* monotonic seconds at the start barrier */
-  GMutex lock;       /* guards `done` */
-  GCond cond;
-  guint8 *done;      /* iters × n_events: event recorded */
-} rank_state;
-
-static double now_s(const rank_state *g) { return g_get_monotonic_time() / 1e6 - g->origin_s; }
-
-static void event_wait(rank_state *g, int iter, int ev) {
-  if (ev < 0) return;
-  g_mutex_lock(&g->lock);
-  while (!g->done[(size_t)iter * g->plan->n_events + ev]) g_cond_wait(&g->cond, &g->lock);
-  g_mutex_unlock(&g->lock);
-}
-
-static void event_record(rank_state *g, int iter, int ev) {
-  if (ev < 0) return;
-  g_mutex_lock(&g->lock);
-  g->done[(size_t)iter * g->plan->n_events + ev] = 1;
-  g_cond_broadcast(&g->cond);
-  g_mutex_unlock(&g->lock);
-}
-
-/* The compute stream. */
-static gpointer compute_thread(gpointer data) {
-  rank_state *g = data;
-  for (int it = 0; it < g->iters; it++) {
-    /* making the synthetic batch (and zeroing gradients) is host work the op lists do not
-     * describe, as a data loader's would be: it is timed and left out of the iteration */
-    double h0 = now_s(g);
-    rm_iter_begin(g->model, it);
-    if (it >= (g->iters > 1 ? 1 : 0)) g->out->host_s += now_s(g) - h0;
-    for (int i = 0; i < g->plan->n_ops; i++) {
-      const pl_op *op = &g->plan->ops[i];
-      if (op->stream != PL_STREAM_COMPUTE) continue;
-      event_wait(g, it, op->wait_event);
-      double t0 = now_s(g);
-      rm_kernel(g->model, op, it);
-      xc_add_span(g->out, PL_STREAM_COMPUTE, t0, now_s(g), i, it);
-      event_record(g, it, op->record_event);
-    }
-  }
-  return NULL;
-}
-
-typedef struct {
-  MPI_Comm comm[PL_N_GROUPS];
-  coll_topo topo[PL_N_GROUPS];
-  int size[PL_N_GROUPS];
+  coll_groups g;      /* communicators of the plan's groups */
   float *send, *recv; /* bucket staging, `cap` floats each */
   size_t cap;
 } comms;
@@ -104,10 +51,11 @@ typedef struct {
 static const char *allreduce_op(comms *k, const cfg_run *c, pl_group g, const float *in, float *out,
                                 size_t n, MPI_Op op, double *wire) {
   const size_t bytes = n * sizeof(float);
-  const char *algo = coll_resolve(COLL_ALLREDUCE, c->coll, (double)bytes, k->size[g], 1);
+  const char *algo = coll_resolve(COLL_ALLREDUCE, c->coll, (double)bytes, k->g.size[g],
+                                  k->g.nodes[g]);
   const coll_algo *a = coll_find(COLL_ALLREDUCE, algo);
-  *wire = coll_wire_bytes(COLL_ALLREDUCE, algo, (double)bytes, k->size[g], &k->topo[g]);
-  if (!a || k->size[g] < 2 || n == 0) {
+  *wire = coll_wire_bytes(COLL_ALLREDUCE, algo, (double)bytes, k->g.size[g], &k->g.topo[g]);
+  if (!a || k->g.size[g] < 2 || n == 0) {
     if (out != in) memcpy(out, in, bytes);
     return a ? a->name : algo;
   }
@@ -119,7 +67,7 @@ static const char *allreduce_op(comms *k, const cfg_run *c, pl_group g, const fl
     k->recv = g_new(float, n);
   }
   memcpy(k->send, in, bytes);
-  a->fn(k->send, k->recv, bytes, k->comm[g], &k->topo[g], op);
+  a->fn(k->send, k->recv, bytes, k->g.comm[g], &k->g.topo[g], op);
   memcpy(out, k->recv, bytes);
   return a->name;
 }
@@ -139,8 +87,8 @@ static const char *run_xfer(comms *k, const cfg_run *c, rm_rank *rm, const pl_op
   *wire = 0;
   if (!rm_coll_begin(rm, op, mb, &x)) return name;
   if (x.how == RM_X_COUNTS) { /* MoE: the group's routing counts before the tokens */
-    MPI_Allgather(x.isend, (int)x.n, MPI_INT, x.irecv, (int)x.n, MPI_INT, k->comm[g]);
-    *wire += (double)x.n * sizeof(int) * (k->size[g] - 1);
+    MPI_Allgather(x.isend, (int)x.n, MPI_INT, x.irecv, (int)x.n, MPI_INT, k->g.comm[g]);
+    *wire += (double)x.n * sizeof(int) * (k->g.size[g] - 1);
     rm_coll_begin(rm, op, mb, &x);
   }
   switch (x.how) {
@@ -153,23 +101,24 @@ static const char *run_xfer(comms *k, const cfg_run *c, rm_rank *rm, const pl_op
     break;
   }
   case RM_X_ALLGATHER: {
-    const size_t bytes = x.n * sizeof(float) * (size_t)k->size[g];
-    const char *algo = coll_resolve(COLL_ALLGATHER, c->coll, (double)bytes, k->size[g], 1);
+    const size_t bytes = x.n * sizeof(float) * (size_t)k->g.size[g];
+    const char *algo = coll_resolve(COLL_ALLGATHER, c->coll, (double)bytes, k->g.size[g],
+                                    k->g.nodes[g]);
     const coll_algo *a = coll_find(COLL_ALLGATHER, algo);
-    *wire += coll_wire_bytes(COLL_ALLGATHER, algo, (double)bytes, k->size[g], &k->topo[g]);
-    if (k->size[g] < 2 || !a) memcpy(x.recv, x.send, x.n * sizeof(float));
-    else a->fn(x.send, x.recv, bytes, k->comm[g], &k->topo[g], MPI_SUM);
+    *wire += coll_wire_bytes(COLL_ALLGATHER, algo, (double)bytes, k->g.size[g], &k->g.topo[g]);
+    if (k->g.size[g] < 2 || !a) memcpy(x.recv, x.send, x.n * sizeof(float));
+    else a->fn(x.send, x.recv, bytes, k->g.comm[g], &k->g.topo[g], MPI_SUM);
     name = a ? a->name : algo;
     break;
   }
   case RM_X_ALLTOALLV: {
     int me = 0;
-    MPI_Comm_rank(k->comm[g], &me);
-    coll_alltoallv_pairwise(x.send, x.send_n, x.recv, x.recv_n, k->comm[g]);
+    MPI_Comm_rank(k->g.comm[g], &me);
+    coll_alltoallv_pairwise(x.send, x.send_n, x.recv, x.recv_n, k->g.comm[g]);
     size_t soff = 0, roff = 0; /* the pairwise exchange leaves out the rank's own block */
     for (int j = 0; j < me; j++) soff += (size_t)x.send_n[j], roff += (size_t)x.recv_n[j];
     memcpy((char *)x.recv + roff, (const char *)x.send + soff, (size_t)x.send_n[me]);
-    for (int j = 0; j < k->size[g]; j++)
+    for (int j = 0; j < k->g.size[g]; j++)
       if (j != me) *wire += x.send_n[j];
     name = "pairwise";
     break;
@@ -231,41 +180,31 @@ static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, rm_ra
   return run_xfer(k, c, rm, op, op->microbatch, wire);
 }
 
-static gboolean make_comms(comms *k, const cfg_run *c, int rank) {
-  const int P = c->gpus;
-  int *members = g_new(int, P);
-  for (int g = 0; g < PL_N_GROUPS; g++) {
-    k->comm[g] = MPI_COMM_NULL;
-    int n = pl_group_members(c, (pl_group)g, rank, members), me = -1;
-    for (int i = 0; i < n; i++)
-      if (members[i] == rank) me = i;
-    if (g == PL_GRP_WORLD) {
-      k->comm[g] = MPI_COMM_WORLD;
-    } else { /* every rank takes part in every split */
-      MPI_Comm_split(MPI_COMM_WORLD, me >= 0 && n > 1 ? members[0] : MPI_UNDEFINED, rank,
-                     &k->comm[g]);
-    }
-    k->size[g] = me >= 0 ? n : 0;
-    coll_topo_init(&k->topo[g], me < 0 ? 0 : me, n, n); /* all ranks on this machine */
-  }
-  g_free(members);
-  return TRUE;
-}
-
 /* Rank 0 writes the weights in the serial layout: for each layer, the first data-parallel
  * replica of its stage sends its slice from every tp rank (and, for experts, from each of the
  * ep ranks that hold them); rank 0 places each value by rs_param_index. */
-static char *dump_weights(const wl_model *m, const cfg_run *c, const double *layer_t,
-                          rm_rank *rm, int rank) {
-  int *first = g_new(int, c->pp + 1);
+static char *dump_weights(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan,
+                          rm_rank *rm, int rank, const char *path) {
+  const int *first = plan->stage_first;
   GError *e = NULL;
   char *err = NULL;
-  pl_partition(m, c, layer_t, first, &e); /* succeeded in pl_build already */
-  g_clear_error(&e);
+  /* rank 0 needs every (tp, ep) slice layout: made before any message moves, so a failure
+   * (none is expected: each succeeded on its owner) stops every rank at the same point */
+  rs_layer *rs = g_new(rs_layer, (size_t)c->tp * c->ep * m->n_layers);
+  int ok = 1;
+  for (int t = 0; t < c->tp && rank == 0 && ok; t++)
+    for (int x = 0; x < c->ep && ok; x++)
+      ok = rs_plan(m, c, t, x, rs + ((size_t)t * c->ep + x) * m->n_layers, &e);
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!ok) {
+    err = e ? g_strdup(e->message) : g_strdup("--dump-weights: a rank's slices are unknown");
+    g_clear_error(&e);
+    g_free(rs);
+    return err;
+  }
   GString *head = g_string_new("{\"format\": \"dlsim-weights-1\", \"layers\": [");
   GByteArray *data = g_byte_array_new();
   gboolean sep = FALSE;
-  rs_layer *rs = g_new(rs_layer, m->n_layers);
   for (int i = 0; i < m->n_layers; i++) {
     const wl_layer *l = &m->layers[i];
     if (l->params <= 0) continue;
@@ -281,11 +220,11 @@ static char *dump_weights(const wl_model *m, const cfg_run *c, const double *lay
           const float *mine = rm_layer_params(rm, i, &n);
           MPI_Send(mine, (int)n, MPI_FLOAT, 0, i, MPI_COMM_WORLD);
         } else if (rank == 0) {
-          rs_plan(m, c, t, x, rs, NULL); /* succeeded on the owner */
-          n = rs_param_index(l, &rs[i], NULL);
+          const rs_layer *li = rs + ((size_t)t * c->ep + x) * m->n_layers + i;
+          n = rs_param_index(l, li, NULL);
           int64_t *idx = g_new(int64_t, n + 1);
           float *got = g_new(float, n + 1);
-          rs_param_index(l, &rs[i], idx);
+          rs_param_index(l, li, idx);
           if (owner == 0) memcpy(got, rm_layer_params(rm, i, &n), sizeof(float) * (size_t)n);
           else MPI_Recv(got, (int)n, MPI_FLOAT, owner, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
           for (int64_t j = 0; j < n; j++) w[idx[j]] = got[j];
@@ -306,7 +245,7 @@ static char *dump_weights(const wl_model *m, const cfg_run *c, const double *lay
   if (rank == 0) {
     g_string_append(head, "]}\n");
     g_string_append_len(head, (const char *)data->data, data->len);
-    if (!dl_write_file_atomic(c->dump_weights, head->str, head->len, &e)) {
+    if (!dl_write_file_atomic(path, head->str, head->len, &e)) {
       err = g_strdup(e->message);
       g_clear_error(&e);
     }
@@ -314,66 +253,211 @@ static char *dump_weights(const wl_model *m, const cfg_run *c, const double *lay
   g_free(rs);
   g_string_free(head, TRUE);
   g_byte_array_free(data, TRUE);
-  g_free(first);
   return err;
 }
 
-/* Loads and checks everything a rank needs; NULL message on success. */
-static char *setup(int argc, char **argv, cfg_run *c, wl_model **m, double **layer_t) {
-  GError *e = NULL;
-  plat *pl = NULL;
-  kdb *db = NULL;
-  char *msg = NULL;
-  cfg_init(c);
-  if (!cfg_parse_args(c, &argc, &argv, &e) || !(*m = wl_load(c->workload, &e)) ||
-      !cfg_resolve(c, (long)(*m)->default_batch, &e) || !rr_check(*m, c, &e) ||
-      !(pl = plat_load(c->platform, &e)))
-    goto out;
-  const gs_spec *gpu = gs_find(plat_host_at(pl, 0)->gpu_model);
-  if (!gpu) {
-    msg = g_strdup_printf("%s: gpu_model '%s' has no spec sheet", c->platform,
-                          plat_host_at(pl, 0)->gpu_model);
-    goto out;
+/* ---- the two streams on this machine ------------------------------------------------------- */
+
+typedef struct {
+  const run_ctx *x;
+  const pl_rank_plan *plan;
+  rm_rank *model;
+  comms *k;
+  double origin_s;    /* monotonic seconds at the start barrier */
+  GMutex lock;        /* guards `done` */
+  GCond cond;
+  guint8 *done;       /* iters × n_events: event recorded */
+  MPI_Request *rreq;  /* per op index: the posted receive */
+  MPI_Request *sreq;  /* the iteration's sends */
+  int n_sends;
+} real_rank;
+
+static double be_now(void *be) {
+  const real_rank *g = be;
+  return g_get_monotonic_time() / 1e6 - g->origin_s;
+}
+
+/* Making the synthetic batch (and zeroing gradients) is host work the op lists do not describe,
+ * as a data loader's would be: the stream times it and leaves it out of the iteration. */
+static void be_iter_begin(void *be, int iter) { rm_iter_begin(((real_rank *)be)->model, iter); }
+
+static kdb_origin be_kernel(void *be, const pl_op *op, int iter) {
+  rm_kernel(((real_rank *)be)->model, op, iter);
+  return KDB_MEASURED; /* it ran, on this machine */
+}
+
+/* The buffer of a point-to-point op: halo rows, an activation or its gradient. */
+static float *p2p_buf(real_rank *g, const pl_op *op, int64_t *n) {
+  if (op->purpose == PL_WHY_HALO) return rm_halo_buf(g->model, op, n);
+  if (op->kind == PL_SEND)
+    return op->tag & 1 ? rm_grad_out(g->model, op->microbatch, n)
+                       : rm_act_out(g->model, op->microbatch, n);
+  return op->tag & 1 ? rm_grad_in(g->model, op->microbatch, n)
+                     : rm_act_in(g->model, op->microbatch, n);
+}
+
+static void be_recv_post(void *be, const pl_op *op, int iter) {
+  (void)iter;
+  real_rank *g = be;
+  int64_t n = 0;
+  float *buf = p2p_buf(g, op, &n);
+  MPI_Irecv(buf, (int)n + RM_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag, MPI_COMM_WORLD,
+            &g->rreq[op - g->plan->ops]);
+}
+
+static double be_recv_wait(void *be, const pl_op *op, int iter) {
+  (void)iter;
+  real_rank *g = be;
+  MPI_Wait(&g->rreq[op - g->plan->ops], MPI_STATUS_IGNORE);
+  int64_t n = 0;
+  const float *buf = p2p_buf(g, op, &n);
+  double posted;
+  memcpy(&posted, buf + n, sizeof posted);
+  return posted - g->origin_s; /* the sender's clock is this machine's */
+}
+
+static void be_send(void *be, const pl_op *op, int iter) {
+  (void)iter;
+  real_rank *g = be;
+  int64_t n = 0;
+  float *buf = p2p_buf(g, op, &n); /* a halo send packs its rows here */
+  double posted = g_get_monotonic_time() / 1e6;
+  memcpy(buf + n, &posted, sizeof posted);
+  MPI_Isend(buf, (int)n + RM_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag, MPI_COMM_WORLD,
+            &g->sreq[g->n_sends++]);
+}
+
+static void be_sends_wait(void *be, int iter) {
+  (void)iter;
+  real_rank *g = be;
+  MPI_Waitall(g->n_sends, g->sreq, MPI_STATUSES_IGNORE);
+  g->n_sends = 0;
+}
+
+static const char *be_coll(void *be, const pl_op *op, int iter, double *wire) {
+  (void)iter;
+  real_rank *g = be;
+  return run_coll(g->k, g->x->model, &g->x->cfg, g->model, op, wire);
+}
+
+static void be_ev_wait(void *be, int iter, int ev) {
+  real_rank *g = be;
+  g_mutex_lock(&g->lock);
+  while (!g->done[(size_t)iter * g->plan->n_events + ev]) g_cond_wait(&g->cond, &g->lock);
+  g_mutex_unlock(&g->lock);
+}
+
+static void be_ev_record(void *be, int iter, int ev) {
+  real_rank *g = be;
+  g_mutex_lock(&g->lock);
+  g->done[(size_t)iter * g->plan->n_events + ev] = 1;
+  g_cond_broadcast(&g->cond);
+  g_mutex_unlock(&g->lock);
+}
+
+static const exec_stream_ops real_stream = {
+    be_now, be_iter_begin, be_kernel, be_recv_post, be_recv_wait, be_send, be_sends_wait, be_coll,
+    be_ev_wait, be_ev_record,
+};
+
+static gpointer compute_thread(gpointer data) {
+  exec_stream_compute(data);
+  return NULL;
+}
+
+/* Rank 0: every rank's record (gathered as bytes), the losses, the result and the trace. NULL
+ * or a newly allocated message. */
+static char *gather_and_write(const run_ctx *x, const exec_request *req, const rec_rank *mine,
+                              rm_rank *rm, const pl_rank_plan *plan, int rank, int P,
+                              const char *result_path) {
+  const cfg_run *c = &x->cfg;
+  double *loss = g_new0(double, c->iters), *loss_all = g_new0(double, c->iters);
+  for (int it = 0; it < c->iters; it++) loss[it] = rm_loss_sum(rm, it);
+  MPI_Reduce(loss, loss_all, c->iters, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  GByteArray *bytes = g_byte_array_new();
+  rec_pack(mine, bytes);
+  int len = (int)bytes->len, *lens = NULL, *offs = NULL;
+  guint8 *all = NULL;
+  if (rank == 0) lens = g_new(int, P), offs = g_new(int, P);
+  MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    int tot = 0;
+    for (int r = 0; r < P; r++) offs[r] = tot, tot += lens[r];
+    all = g_malloc(tot + 1);
   }
-  if (!kt_open_db(c->kernels, gpu->name, &db, &e)) goto out;
-  /* the same stage balance as the SMPI executor */
-  kt_source kt = {gpu, c->precision, *m, db};
-  *layer_t = kt_layer_times(&kt, c);
-out:
-  if (e) msg = g_strdup(e->message);
-  g_clear_error(&e);
-  kdb_free(db);
-  plat_free(pl);
-  return msg;
+  MPI_Gatherv(bytes->data, len, MPI_BYTE, all, lens, offs, MPI_BYTE, 0, MPI_COMM_WORLD);
+  char *err = NULL;
+  if (rank == 0) {
+    pl_rank_plan **plans = g_new0(pl_rank_plan *, P);
+    rec_rank *recs = g_new0(rec_rank, P);
+    for (int r = 0; r < P && !err; r++) {
+      plans[r] = r == 0 ? NULL : pl_build(x->model, c, x->layer_t, r, NULL);
+      rec_init(&recs[r], r, r == 0 ? plan : plans[r], c->iters);
+      if (!recs[r].plan || !rec_unpack(&recs[r], all + offs[r], (gsize)lens[r]))
+        err = g_strdup_printf("rank %d: unreadable measurements", r);
+      else rec_finish(&recs[r], 0);
+    }
+    if (!err) {
+      res_result res;
+      res_init(&res);
+      rec_result(recs, P, c, x->gpu_mem_bytes, &res);
+      res.gpu_model = x->gpu->name;
+      res.kdb_name = g_strdup("measured:cpu");
+      for (int it = 0; it < c->iters; it++) {
+        double l = loss_all[it] / ((double)c->dp * c->microbatches);
+        g_array_append_val(res.loss, l);
+      }
+      GString *trace = req->trace ? rec_trace(recs, P) : NULL;
+      err = exec_result_write(&res, x, result_path, req->trace, trace);
+      if (trace) g_string_free(trace, TRUE);
+      res_release(&res);
+    }
+    for (int r = 0; r < P; r++) {
+      if (recs[r].colls) rec_release(&recs[r]);
+      pl_rank_plan_free(plans[r]);
+    }
+    g_free(recs);
+    g_free(plans);
+  }
+  g_free(all);
+  g_free(lens);
+  g_free(offs);
+  g_byte_array_free(bytes, TRUE);
+  g_free(loss);
+  g_free(loss_all);
+  return err;
 }
 
 int real_exec_main(int argc, char **argv) {
   int rank, P;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &P);
-  if (argc < 3) {
-    if (rank == 0) fprintf(stderr, "dlsim-real run: expected RESULT TRACE|- then run options\n");
+  if (argc != 3) {
+    if (rank == 0) fprintf(stderr, "dlsim-real run: expected REQUEST RESULT\n");
     return 2;
   }
-  const char *result_path = argv[1], *trace_path = argv[2];
-  char **args = g_new0(char *, argc - 1);
-  args[0] = argv[0];
-  for (int i = 3; i < argc; i++) args[i - 2] = argv[i];
-  cfg_run cfg;
-  wl_model *m = NULL;
-  double *layer_t = NULL;
-  char *msg = setup(argc - 2, args, &cfg, &m, &layer_t);
-  g_free(args);
-  const cfg_run *c = &cfg;
-  pl_rank_plan *plan = NULL, **plans = NULL;
+  cfg_run parsed;
+  cfg_init(&parsed);
+  run_ctx x;
+  memset(&x, 0, sizeof x);
+  exec_request req;
+  memset(&req, 0, sizeof req);
+  pl_rank_plan *plan = NULL;
   rm_rank *rm = NULL;
   GError *e = NULL;
+  char *msg = NULL;
   int status = 2;
+  if (!exec_request_read(argv[1], &parsed, &req, &e) || !ctx_open_resolved(&x, &parsed, &e) ||
+      !exec_for(CFG_MODE_REAL)->check(&x, &x.cfg, &e))
+    msg = g_strdup(e->message);
+  const cfg_run *c = &x.cfg;
   if (!msg && P != c->gpus) msg = g_strdup_printf("%d ranks for --gpus %d", P, c->gpus);
-  if (!msg && !(plan = pl_build(m, c, layer_t, rank, &e))) msg = g_strdup(e->message);
-  if (!msg && !(rm = rm_new(m, c, plan, rank, &e))) msg = g_strdup(e->message);
   g_clear_error(&e);
-  /* every rank reaches the same verdict from the same options, except for local failures */
+  if (!msg && !(plan = pl_build(x.model, c, x.layer_t, rank, &e))) msg = g_strdup(e->message);
+  g_clear_error(&e);
+  if (!msg && !(rm = rm_new(x.model, c, plan, rank, &e))) msg = g_strdup(e->message);
+  g_clear_error(&e);
+  /* every rank reaches the same verdict from the same request, except for local failures */
   int bad = msg != NULL, any = 0;
   MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (any) {
@@ -383,147 +467,52 @@ int real_exec_main(int argc, char **argv) {
 
   comms k;
   memset(&k, 0, sizeof k);
-  make_comms(&k, c, rank);
-  xc_out o;
-  xc_out_init(&o, plan);
-  rank_state gs;
-  memset(&gs, 0, sizeof gs);
-  gs.plan = plan, gs.model = rm, gs.iters = c->iters, gs.out = &o;
-  g_mutex_init(&gs.lock);
-  g_cond_init(&gs.cond);
-  gs.done = g_new0(guint8, (size_t)c->iters * plan->n_events + 1);
-  int n_recv = 0, n_send = 0;
-  for (int i = 0; i < plan->n_ops; i++) {
-    n_recv += plan->ops[i].kind == PL_RECV;
-    n_send += plan->ops[i].kind == PL_SEND;
-  }
-  MPI_Request *rreq = g_new(MPI_Request, n_recv + 1), *sreq = g_new(MPI_Request, n_send + 1);
+  int *node_of = g_new0(int, P); /* every rank on this machine */
+  coll_groups_init(&k.g, c, rank, node_of);
+  g_free(node_of);
+  int n_send = 0;
+  for (int i = 0; i < plan->n_ops; i++) n_send += plan->ops[i].kind == PL_SEND;
+  real_rank g;
+  memset(&g, 0, sizeof g);
+  g.x = &x, g.plan = plan, g.model = rm, g.k = &k;
+  g_mutex_init(&g.lock);
+  g_cond_init(&g.cond);
+  g.done = g_new0(guint8, (size_t)c->iters * plan->n_events + 1);
+  g.rreq = g_new(MPI_Request, plan->n_ops + 1);
+  g.sreq = g_new(MPI_Request, n_send + 1);
+  rec_rank rec;
+  rec_init(&rec, rank, plan, c->iters);
+  exec_stream stream = {&real_stream, &g, plan, &rec, c->iters, g_getenv("DLSIM_DEBUG_OPS") != NULL};
 
   MPI_Barrier(MPI_COMM_WORLD);
-  gs.origin_s = g_get_monotonic_time() / 1e6;
-  GThread *th = g_thread_new("compute", compute_thread, &gs);
-  const int it0 = c->iters > 1 ? 1 : 0;
-  for (int it = 0; it < c->iters; it++) {
-    /* every receive of an iteration is posted when it starts, as in simulation */
-    for (int i = 0, q = 0; i < plan->n_ops; i++) {
-      const pl_op *op = &plan->ops[i];
-      if (op->kind != PL_RECV) continue;
-      int64_t n = 0;
-      float *buf = op->purpose == PL_WHY_HALO ? rm_halo_buf(rm, op, &n)
-                   : op->tag & 1              ? rm_grad_in(rm, op->microbatch, &n)
-                                              : rm_act_in(rm, op->microbatch, &n);
-      MPI_Irecv(buf, (int)n + RM_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag, MPI_COMM_WORLD,
-                &rreq[q++]);
-    }
-    int ri = 0, si = 0;
-    for (int i = 0; i < plan->n_ops; i++) {
-      const pl_op *op = &plan->ops[i];
-      if (op->stream != PL_STREAM_COMM) continue;
-      event_wait(&gs, it, op->wait_event);
-      double t0 = now_s(&gs);
-      if (op->kind == PL_SEND) {
-        int64_t n = 0;
-        float *buf = op->purpose == PL_WHY_HALO ? rm_halo_buf(rm, op, &n)
-                     : op->tag & 1              ? rm_grad_out(rm, op->microbatch, &n)
-                                                : rm_act_out(rm, op->microbatch, &n);
-        double posted = t0 + gs.origin_s; /* the receiver's clock is the same machine's */
-        memcpy(buf + n, &posted, sizeof posted);
-        MPI_Isend(buf, (int)n + RM_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag,
-                  MPI_COMM_WORLD, &sreq[si++]);
-        if (it >= it0) xc_add_coll(&o, op, "p2p", 0, op->bytes);
-        continue;
-      }
-      if (op->kind == PL_RECV) {
-        MPI_Wait(&rreq[ri++], MPI_STATUS_IGNORE);
-        double t1 = now_s(&gs), posted;
-        int64_t n = 0;
-        float *buf = op->purpose == PL_WHY_HALO ? rm_halo_buf(rm, op, &n)
-                     : op->tag & 1              ? rm_grad_in(rm, op->microbatch, &n)
-                                                : rm_act_in(rm, op->microbatch, &n);
-        memcpy(&posted, buf + n, sizeof posted);
-        posted -= gs.origin_s;
-        /* the transfer is communication; waiting for the sender to get there is bubble */
-        double from = posted > t0 ? MIN(posted, t1) : t0;
-        if (t1 > from) xc_add_span(&o, PL_STREAM_COMM, from, t1, i, it);
-        if (it >= it0) xc_add_coll(&o, op, "p2p", t1 > from ? t1 - from : 0, 0);
-      } else if (op->kind == PL_COLL) {
-        double wire = 0;
-        const char *algo = run_coll(&k, m, c, rm, op, &wire);
-        double t1 = now_s(&gs);
-        xc_add_span(&o, PL_STREAM_COMM, t0, t1, i, it);
-        if (it >= it0) xc_add_coll(&o, op, algo, t1 - t0, wire);
-      }
-      event_record(&gs, it, op->record_event);
-    }
-    MPI_Waitall(si, sreq, MPI_STATUSES_IGNORE);
-  }
+  g.origin_s = g_get_monotonic_time() / 1e6;
+  GThread *th = g_thread_new("compute", compute_thread, &stream);
+  exec_stream_comm(&stream);
   g_thread_join(th);
-  xc_out_finish(&o, c->iters, 0);
 
-  /* rank 0 gathers the records, the losses and the weights */
-  double *loss = g_new0(double, c->iters), *loss_all = g_new0(double, c->iters);
-  for (int it = 0; it < c->iters; it++) loss[it] = rm_loss_sum(rm, it);
-  MPI_Reduce(loss, loss_all, c->iters, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-  for (int it = 0; it < c->iters; it++) loss_all[it] /= (double)c->dp * c->microbatches;
-  GByteArray *mine = g_byte_array_new();
-  xc_out_pack(&o, mine);
-  int len = (int)mine->len, *lens = NULL, *offs = NULL;
-  guint8 *all = NULL;
-  if (rank == 0) lens = g_new(int, P), offs = g_new(int, P);
-  MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (rank == 0) {
-    int tot = 0;
-    for (int r = 0; r < P; r++) offs[r] = tot, tot += lens[r];
-    all = g_malloc(tot + 1);
-  }
-  MPI_Gatherv(mine->data, len, MPI_BYTE, all, lens, offs, MPI_BYTE, 0, MPI_COMM_WORLD);
   status = 0;
-  char *werr = NULL;
-  if (c->dump_weights) werr = dump_weights(m, c, layer_t, rm, rank);
-  if (rank == 0) {
-    plans = g_new0(pl_rank_plan *, P);
-    xc_out *outs = g_new0(xc_out, P);
-    for (int r = 0; r < P && !werr; r++) {
-      plans[r] = r == 0 ? NULL : pl_build(m, c, layer_t, r, NULL);
-      xc_out_init(&outs[r], r == 0 ? plan : plans[r]);
-      if (!outs[r].plan || !xc_out_unpack(&outs[r], all + offs[r], (gsize)lens[r]))
-        werr = g_strdup_printf("rank %d: unreadable measurements", r);
-    }
-    if (!werr) werr = xc_write(outs, P, c->iters, loss_all, c->iters, result_path, trace_path);
-    for (int r = 0; r < P; r++) {
-      if (outs[r].colls) xc_out_release(&outs[r]);
-      pl_rank_plan_free(plans[r]);
-    }
-    g_free(outs);
-  }
+  char *werr = gather_and_write(&x, &req, &rec, rm, plan, rank, P, argv[2]);
+  if (!werr && req.dump_weights) werr = dump_weights(x.model, c, plan, rm, rank, req.dump_weights);
   if (werr) {
     fprintf(stderr, "dlsim-real: %s\n", werr);
     g_free(werr);
     status = 1;
   }
-  g_free(all);
-  g_free(lens);
-  g_free(offs);
-  g_byte_array_free(mine, TRUE);
-  g_free(loss);
-  g_free(loss_all);
-  g_free(rreq);
-  g_free(sreq);
-  g_free(gs.done);
-  g_mutex_clear(&gs.lock);
-  g_cond_clear(&gs.cond);
-  xc_out_release(&o);
-  for (int g = 1; g < PL_N_GROUPS; g++)
-    if (k.comm[g] != MPI_COMM_NULL) MPI_Comm_free(&k.comm[g]);
+  rec_release(&rec);
+  g_free(g.rreq);
+  g_free(g.sreq);
+  g_free(g.done);
+  g_mutex_clear(&g.lock);
+  g_cond_clear(&g.cond);
+  coll_groups_release(&k.g);
   g_free(k.send);
   g_free(k.recv);
 out:
-  g_free(plans);
+  g_free(msg);
   rm_free(rm);
   pl_rank_plan_free(plan);
-  g_free(layer_t);
-  g_free(msg);
-  wl_free(m);
-  cfg_release(&cfg);
+  exec_request_release(&req);
+  ctx_release(&x);
+  cfg_release(&parsed);
   return status;
 }

@@ -9,7 +9,6 @@
 #include "kernels.h"
 #include "real_moe.h"
 #include "real_shard.h"
-#include "realrun.h"
 
 enum { SEED_WEIGHTS = 1, SEED_INPUT = 2, SEED_TOKENS = 3, SEED_LABELS = 4, SEED_DROPOUT = 5 };
 #define DROPOUT_P 0.5f /* the loader does not keep a layer's p; every shipped workload uses 0.5 */
@@ -250,7 +249,6 @@ static void domain_alloc(rm_rank *r, rm_layer *y, int tp_i) {
 
 rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, int rank,
                 GError **err) {
-  if (!rr_check(m, c, err)) return NULL;
   int dp_i, tp_i, pp_i;
   pl_coords(c, rank, &dp_i, &tp_i, &pp_i);
   rs_layer *rs = g_new(rs_layer, m->n_layers);

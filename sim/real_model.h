@@ -44,7 +44,8 @@ typedef struct rm_rank rm_rank;
 
 /* The layers of `plan` (stage [first_layer, end_layer)) of rank `rank`, each the rank's slice
  * (real_shard.h), with weights initialised. `m`, `c`, `plan` are borrowed and must outlive the
- * result. DL_ERR_INPUT when rr_check (realrun.h) or rs_plan refuses the configuration. */
+ * result. DL_ERR_INPUT when rs_plan (real_shard.h) refuses the configuration; the executor
+ * table's real check (exec.h) has passed. */
 rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, int rank,
                 GError **err);
 void rm_free(rm_rank *r);

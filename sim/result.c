@@ -149,6 +149,184 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   return out;
 }
 
+/* ---- reading a result document ------------------------------------------------------------ */
+
+typedef struct {
+  const char *what; /* the document, for messages */
+  GError **err;
+  gboolean ok;
+} reader;
+
+static const cJSON *item(reader *rd, const cJSON *o, const char *path, const char *key) {
+  const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+  if (!v && rd->ok) {
+    g_set_error(rd->err, DL_ERROR, DL_ERR_INPUT, "%s: %s%s%s: missing", rd->what, path,
+                *path ? "." : "", key);
+    rd->ok = FALSE;
+  }
+  return v;
+}
+
+static double num(reader *rd, const cJSON *o, const char *path, const char *key) {
+  const cJSON *v = item(rd, o, path, key);
+  if (v && !cJSON_IsNumber(v) && rd->ok) {
+    g_set_error(rd->err, DL_ERROR, DL_ERR_INPUT, "%s: %s%s%s: expected a number", rd->what, path,
+                *path ? "." : "", key);
+    rd->ok = FALSE;
+  }
+  return rd->ok ? v->valuedouble : 0;
+}
+
+static const char *str(reader *rd, const cJSON *o, const char *path, const char *key) {
+  const cJSON *v = item(rd, o, path, key);
+  if (v && !cJSON_IsString(v) && rd->ok) {
+    g_set_error(rd->err, DL_ERROR, DL_ERR_INPUT, "%s: %s%s%s: expected a string", rd->what, path,
+                *path ? "." : "", key);
+    rd->ok = FALSE;
+  }
+  return rd->ok ? v->valuestring : "";
+}
+
+/* Index of `name` among `n` printable names, or -1 with an error naming the path. */
+static int name_index(reader *rd, const char *name, const char *(*name_of)(int), int n,
+                      const char *path) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(name, name_of(i)) == 0) return i;
+  if (rd->ok)
+    g_set_error(rd->err, DL_ERROR, DL_ERR_INPUT, "%s: %s: unknown name '%s'", rd->what, path,
+                name);
+  rd->ok = FALSE;
+  return 0;
+}
+static const char *op_name(int i) { return coll_op_name((coll_op)i); }
+static const char *group_name(int i) { return pl_group_name((pl_group)i); }
+static const char *purpose_name(int i) { return pl_purpose_name((pl_purpose)i); }
+static const char *phase_name(int i) { return pl_phase_name((pl_phase)i); }
+
+gboolean res_from_json(res_result *r, const char *text, const char *what, GError **err) {
+  cJSON *root = cJSON_Parse(text);
+  reader rd = {what, err, TRUE};
+  if (!cJSON_IsObject(root)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: not a JSON object", what);
+    cJSON_Delete(root);
+    return FALSE;
+  }
+  r->iteration_time_s = num(&rd, root, "", "iteration_time_s");
+  const cJSON *bd = item(&rd, root, "", "breakdown_s");
+  r->compute_s = num(&rd, bd, "breakdown_s", "compute");
+  r->exposed_comm_s = num(&rd, bd, "breakdown_s", "exposed_comm");
+  r->overlapped_comm_s = num(&rd, bd, "breakdown_s", "overlapped_comm");
+  r->bubble_s = num(&rd, bd, "breakdown_s", "bubble");
+  r->idle_s = num(&rd, bd, "breakdown_s", "idle");
+  const cJSON *ph = item(&rd, root, "", "compute_by_phase_s");
+  for (int i = 0; i < PL_N_PHASES; i++)
+    r->phase_compute_s[i] = num(&rd, ph, "compute_by_phase_s", phase_name(i));
+  r->comm_s = num(&rd, root, "", "comm_s");
+  r->comm_bytes_per_gpu = num(&rd, root, "", "comm_bytes_per_gpu");
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "gholami_eq_comm_s");
+  r->gholami_comm_s = cJSON_IsNumber(g) ? g->valuedouble : -1;
+  const cJSON *moe = cJSON_GetObjectItemCaseSensitive(root, "moe");
+  if (moe) {
+    r->moe_max_over_mean = num(&rd, moe, "moe", "imbalance_max_over_mean");
+    r->moe_routed_tokens = num(&rd, moe, "moe", "routed_tokens_per_iteration");
+    r->moe_dropped_tokens = num(&rd, moe, "moe", "dropped_tokens_per_iteration");
+  }
+  const cJSON *mem = item(&rd, root, "", "memory_bytes_per_gpu");
+  r->peak_mem_bytes = num(&rd, mem, "memory_bytes_per_gpu", "peak");
+  r->mem.params = num(&rd, mem, "memory_bytes_per_gpu", "params");
+  r->mem.grads = num(&rd, mem, "memory_bytes_per_gpu", "grads");
+  r->mem.optimizer = num(&rd, mem, "memory_bytes_per_gpu", "optimizer");
+  r->mem.activations = num(&rd, mem, "memory_bytes_per_gpu", "activations");
+  r->gpu_mem_bytes = num(&rd, mem, "memory_bytes_per_gpu", "capacity");
+  r->fits_in_memory = cJSON_IsTrue(item(&rd, root, "", "fits_in_memory"));
+  const cJSON *kd = item(&rd, root, "", "kernel_db");
+  g_free(r->kdb_name);
+  r->kdb_name = g_strdup(str(&rd, kd, "kernel_db", "name"));
+  r->kdb_measured = (int)num(&rd, kd, "kernel_db", "measured");
+  r->kdb_interpolated = (int)num(&rd, kd, "kernel_db", "interpolated");
+  r->kdb_estimated = (int)num(&rd, kd, "kernel_db", "estimated");
+  g_array_set_size(r->colls, 0);
+  const cJSON *x;
+  int i = 0;
+  cJSON_ArrayForEach(x, item(&rd, root, "", "collectives")) {
+    char path[48];
+    g_snprintf(path, sizeof path, "collectives[%d]", i++);
+    res_coll c;
+    memset(&c, 0, sizeof c);
+    c.op = (coll_op)name_index(&rd, str(&rd, x, path, "op"), op_name, COLL_OP_COUNT, path);
+    c.group = (pl_group)name_index(&rd, str(&rd, x, path, "group"), group_name, PL_N_GROUPS, path);
+    c.purpose = (pl_purpose)name_index(&rd, str(&rd, x, path, "purpose"), purpose_name,
+                                       PL_N_PURPOSES, path);
+    c.algo = g_intern_string(str(&rd, x, path, "algo"));
+    c.calls = (int)num(&rd, x, path, "calls");
+    c.bytes = num(&rd, x, path, "bytes");
+    c.wire_bytes = num(&rd, x, path, "wire_bytes");
+    c.time_s = num(&rd, x, path, "time_s");
+    if (rd.ok) g_array_append_val(r->colls, c);
+  }
+  g_array_set_size(r->rank_rows, 0);
+  i = 0;
+  cJSON_ArrayForEach(x, item(&rd, root, "", "ranks")) {
+    char path[48];
+    g_snprintf(path, sizeof path, "ranks[%d]", i++);
+    res_rank k = {(int)num(&rd, x, path, "rank"), num(&rd, x, path, "iteration_time_s"),
+                  num(&rd, x, path, "compute_s"), num(&rd, x, path, "comm_s"),
+                  num(&rd, x, path, "peak_memory_bytes"), num(&rd, x, path, "activation_bytes")};
+    if (rd.ok) g_array_append_val(r->rank_rows, k);
+  }
+  g_array_set_size(r->grid_search, 0);
+  i = 0;
+  cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(root, "grid_search")) {
+    char path[48];
+    g_snprintf(path, sizeof path, "grid_search[%d]", i++);
+    res_grid_row row;
+    memset(&row, 0, sizeof row);
+    g_strlcpy(row.grid, str(&rd, x, path, "grid"), sizeof row.grid);
+    row.iteration_time_s = num(&rd, x, path, "iteration_time_s");
+    row.comm_s = num(&rd, x, path, "comm_s");
+    row.gholami_comm_s = num(&rd, x, path, "gholami_eq_comm_s");
+    row.simulated = cJSON_IsTrue(item(&rd, x, path, "simulated"));
+    if (row.simulated) row.sim_iteration_time_s = num(&rd, x, path, "sim_iteration_time_s");
+    if (rd.ok) g_array_append_val(r->grid_search, row);
+  }
+  g_array_set_size(r->loss, 0);
+  cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(root, "loss")) {
+    double v = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+    g_array_append_val(r->loss, v);
+  }
+  const cJSON *si = item(&rd, root, "", "simulation");
+  r->wall_s = num(&rd, si, "simulation", "wall_s");
+  r->ranks = (int)num(&rd, si, "simulation", "ranks");
+  r->slowest_rank = (int)num(&rd, si, "simulation", "slowest_rank");
+  cJSON_Delete(root);
+  return rd.ok;
+}
+
+void res_take_measured(res_result *dst, res_result *src) {
+  dst->iteration_time_s = src->iteration_time_s;
+  dst->compute_s = src->compute_s;
+  dst->exposed_comm_s = src->exposed_comm_s;
+  dst->overlapped_comm_s = src->overlapped_comm_s;
+  dst->bubble_s = src->bubble_s;
+  dst->idle_s = src->idle_s;
+  dst->comm_s = src->comm_s;
+  memcpy(dst->phase_compute_s, src->phase_compute_s, sizeof src->phase_compute_s);
+  dst->comm_bytes_per_gpu = src->comm_bytes_per_gpu;
+  dst->kdb_measured = src->kdb_measured;
+  dst->kdb_interpolated = src->kdb_interpolated;
+  dst->kdb_estimated = src->kdb_estimated;
+  g_free(dst->kdb_name);
+  dst->kdb_name = src->kdb_name;
+  src->kdb_name = NULL;
+  dst->slowest_rank = src->slowest_rank;
+  dst->ranks = src->ranks;
+  dst->wall_s = src->wall_s;
+  GArray *t;
+  t = dst->colls, dst->colls = src->colls, src->colls = t;
+  t = dst->rank_rows, dst->rank_rows = src->rank_rows, src->rank_rows = t;
+  t = dst->loss, dst->loss = src->loss, src->loss = t;
+}
+
 static void human_s(char *buf, size_t n, double s) {
   if (s >= 3600) g_snprintf(buf, n, "%.2f h", s / 3600);
   else if (s >= 60) g_snprintf(buf, n, "%.2f min", s / 60);

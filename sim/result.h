@@ -75,6 +75,17 @@ void res_release(res_result *r);
  * Newly allocated (g_free). */
 char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m);
 
+/* Reads a result document (res_to_json's form) back into `r` (res_init'ed): everything
+ * res_result holds but gpu_model. `what` names the document in messages. DL_ERR_INPUT naming the
+ * JSON path when a key is missing or of the wrong kind. */
+gboolean res_from_json(res_result *r, const char *text, const char *what, GError **err);
+
+/* Moves what an executor measured from `src` into `dst`: times, breakdown, collective rows,
+ * per-rank rows, kernel counts and database name, slowest rank, losses and the wall time. What
+ * only the driver knows stays in `dst`: the grid search, Gholami's equation, the GPU and memory
+ * figures. */
+void res_take_measured(res_result *dst, res_result *src);
+
 /* Human summary to `out`. */
 void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *out);
 

@@ -1,14 +1,16 @@
-/* smpi_exec.c — `dlsim-smpi run`: the SMPI executor of the planner's op lists (see simrun.h).
+/* smpi_exec.c — `dlsim-smpi run REQUEST RESULT`: the SMPI executor of the planner's op lists.
  *
- * `dlsim-smpi run RESULT TRACE|- <dlsim run options>` under `smpirun -no-privatize`: all ranks
- * share this process's globals, so the workload is loaded once (by the first rank to start:
- * SMPI runs ranks one at a time and nothing here yields before the load is done) and every rank
- * leaves its figures in a shared table that rank 0 writes out after a barrier.
+ * Run by the driver (exec.c) under `smpirun -no-privatize`: all ranks share this process's
+ * globals, so the run is opened once (by the first rank to start: SMPI runs ranks one at a time
+ * and nothing here yields before the open is done), and every rank leaves its record in a shared
+ * table that rank 0 turns into the result after a barrier.
  *
- * Per rank: a compute-stream actor on the rank's host runs the kernels in order (an exec of
- * seconds × host speed); the rank itself runs the communication ops in order with the collectives
- * of coll_mpi.h on SMPI_SHARED_MALLOC buffers with a no-op reduction. An op that waits for an
- * event blocks on that event's semaphore (acquire, then release again so that it stays set).
+ * Per rank, the two streams of stream.h: a compute-stream actor on the rank's host runs the
+ * kernels in order (an exec of seconds × host speed); the rank itself runs the communication ops
+ * in order with the collectives of coll_mpi.h on SMPI_SHARED_MALLOC buffers with a no-op
+ * reduction. Events are SimGrid semaphores (acquire, then release again so that they stay set):
+ * no polling. A send notes its simulated post time in a shared table, so the receive knows how
+ * long it waited for the sender (bubble) and how long the transfer took (communication).
  */
 #include <mpi.h>
 #include <simgrid/actor.h>
@@ -18,142 +20,202 @@
 #include <smpi/smpi.h>
 
 #include <glib.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll_groups.h"
 #include "coll_mpi.h"
-#include "config.h"
+#include "context.h"
 #include "dl_common.h"
-#include "exchange.h"
-#include "gpuspec.h"
-#include "ktime.h"
-#include "plan.h"
+#include "exec.h"
+#include "record.h"
 #include "smpi_exec.h"
-#include "workload.h"
+#include "stream.h"
 
 /* Process-wide, shared by all ranks (-no-privatize); written once, then read-only except each
- * rank's own slot. */
+ * rank's own slots. */
 static struct {
   gboolean loaded;
-  char *error;        /* set when loading failed: every rank reports it and exits */
-  cfg_run cfg;
-  wl_model *model;
-  const gs_spec *gpu;
-  kt_source kt;       /* kernel durations */
-  double *layer_t;    /* per-layer times that pipeline stages are balanced with */
-  int *node_of;       /* node index of each rank's host */
-  gboolean debug_ops; /* DLSIM_DEBUG_OPS set: print every op as the ranks reach it */
-  GHashTable *sent;   /* "src:dst:iter:tag" -> simulated time the send was posted (double*) */
-  xc_out *out;        /* per rank */
+  char *error;           /* set when opening failed: every rank reports it and exits */
+  run_ctx ctx;           /* the run, opened from the request */
+  exec_request req;      /* output paths */
+  int *node_of;          /* node index of each rank's host */
+  gboolean debug_ops;    /* DLSIM_DEBUG_OPS set: print every op as the ranks reach it */
+  GHashTable *sent;      /* "src:dst:iter:tag" -> simulated time the send was posted (double*) */
+  rec_rank *recs;        /* per rank */
 } shared;
 
+/* One rank's backend of the two-stream loop. */
 typedef struct {
-  int rank, iters;
+  int rank;
   const pl_rank_plan *plan;
-  sg_sem_t *events;   /* iters × n_events */
-  double speed;       /* host FLOP/s */
-  xc_out *out;
-} gpu_state;
+  sg_sem_t *events;      /* iters × n_events */
+  double speed;          /* host FLOP/s */
+  coll_groups groups;
+  void *sendbuf, *recvbuf; /* payload-free, as large as the largest message or collective */
+  MPI_Op noop;
+  MPI_Request *rreq;     /* per op index: the posted receive */
+  MPI_Request *sreq;     /* the iteration's sends */
+  int n_sends;
+} smpi_rank;
 
-static sg_sem_t event_sem(gpu_state *g, int iter, int ev) {
+static double be_now(void *be) {
+  (void)be;
+  return simgrid_get_clock();
+}
+
+static kdb_origin be_kernel(void *be, const pl_op *op, int iter) {
+  (void)iter;
+  smpi_rank *g = be;
+  kdb_origin origin;
+  double s = kt_kernel_s(&shared.ctx.kt, op, &origin);
+  if (s > 0) sg_actor_execute(s * g->speed);
+  return origin;
+}
+
+static void sent_key(char *key, size_t n, int src, int dst, int iter, int tag) {
+  g_snprintf(key, n, "%d:%d:%d:%d", src, dst, iter, tag);
+}
+
+static void be_recv_post(void *be, const pl_op *op, int iter) {
+  (void)iter;
+  smpi_rank *g = be;
+  MPI_Irecv(g->recvbuf, (int)op->bytes, MPI_BYTE, op->peer, op->tag, MPI_COMM_WORLD,
+            &g->rreq[op - g->plan->ops]);
+}
+
+static double be_recv_wait(void *be, const pl_op *op, int iter) {
+  smpi_rank *g = be;
+  MPI_Wait(&g->rreq[op - g->plan->ops], MPI_STATUS_IGNORE);
+  char key[64];
+  sent_key(key, sizeof key, op->peer, g->rank, iter, op->tag);
+  const double *posted = g_hash_table_lookup(shared.sent, key);
+  return posted ? *posted : -INFINITY;
+}
+
+static void be_send(void *be, const pl_op *op, int iter) {
+  smpi_rank *g = be;
+  char key[64];
+  sent_key(key, sizeof key, g->rank, op->peer, iter, op->tag);
+  double *v = g_new(double, 1);
+  *v = simgrid_get_clock();
+  g_hash_table_replace(shared.sent, g_strdup(key), v);
+  MPI_Isend(g->sendbuf, (int)op->bytes, MPI_BYTE, op->peer, op->tag, MPI_COMM_WORLD,
+            &g->sreq[g->n_sends++]);
+}
+
+static void be_sends_wait(void *be, int iter) {
+  (void)iter;
+  smpi_rank *g = be;
+  MPI_Waitall(g->n_sends, g->sreq, MPI_STATUSES_IGNORE);
+  g->n_sends = 0;
+}
+
+static const char *be_coll(void *be, const pl_op *op, int iter, double *wire) {
+  (void)iter;
+  smpi_rank *g = be;
+  const pl_group grp = op->group;
+  const int n = g->groups.size[grp];
+  const coll_op cop = op->coll;
+  const char *algo = coll_resolve(cop, shared.ctx.cfg.coll, op->bytes, n, g->groups.nodes[grp]);
+  const coll_algo *a = coll_find(cop, algo);
+  const size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
+  if (op->peer_send_bytes) { /* MoE all-to-all with uneven blocks */
+    coll_alltoallv_pairwise(g->sendbuf, op->peer_send_bytes, g->recvbuf, op->peer_recv_bytes,
+                            g->groups.comm[grp]);
+    algo = "pairwise";
+    a = NULL;
+  } else if (a && n > 1 && bytes > 0) {
+    a->fn(g->sendbuf, g->recvbuf, bytes, g->groups.comm[grp], &g->groups.topo[grp], g->noop);
+  }
+  *wire = coll_wire_bytes(cop, algo, op->bytes, n, &g->groups.topo[grp]);
+  return a ? a->name : algo;
+}
+
+static sg_sem_t event_sem(smpi_rank *g, int iter, int ev) {
   return g->events[(size_t)iter * g->plan->n_events + ev];
 }
 
-static void event_wait(gpu_state *g, int iter, int ev) {
-  if (ev < 0) return;
-  sg_sem_t s = event_sem(g, iter, ev);
+static void be_ev_wait(void *be, int iter, int ev) {
+  sg_sem_t s = event_sem(be, iter, ev);
   sg_sem_acquire(s);
   sg_sem_release(s);
 }
 
-static double kernel_s(const pl_op *op) { return kt_kernel_s(&shared.kt, op, NULL); }
+static void be_ev_record(void *be, int iter, int ev) { sg_sem_release(event_sem(be, iter, ev)); }
+
+static const exec_stream_ops smpi_stream = {
+    be_now, NULL, be_kernel, be_recv_post, be_recv_wait, be_send, be_sends_wait, be_coll,
+    be_ev_wait, be_ev_record,
+};
 
 /* The compute stream: an actor beside the rank on the same host. */
 static void gpu_actor(int argc, char **argv) {
   (void)argc, (void)argv;
-  gpu_state *g = sg_actor_self_get_data();
-  for (int it = 0; it < g->iters; it++)
-    for (int i = 0; i < g->plan->n_ops; i++) {
-      const pl_op *op = &g->plan->ops[i];
-      if (op->stream != PL_STREAM_COMPUTE) continue;
-      if (shared.debug_ops)
-        fprintf(stderr, "dlsim-smpi: gpu %d iter %d op %d %s: waits %d records %d\n", g->rank,
-                it, i, op->kname, op->wait_event, op->record_event);
-      event_wait(g, it, op->wait_event);
-      double t0 = simgrid_get_clock();
-      double s = kernel_s(op);
-      if (s > 0) sg_actor_execute(s * g->speed);
-      xc_add_span(g->out, PL_STREAM_COMPUTE, t0, simgrid_get_clock(), i, it);
-      if (op->record_event >= 0) sg_sem_release(event_sem(g, it, op->record_event));
-    }
+  exec_stream_compute(sg_actor_self_get_data());
 }
 
 static void noop_op(void *in, void *inout, int *len, MPI_Datatype *type) {
   (void)in, (void)inout, (void)len, (void)type;
 }
 
-
-static void load_shared(int argc, char **argv) {
+static void open_shared(const char *request_path) {
   if (shared.loaded) return;
   shared.loaded = TRUE;
   GError *e = NULL;
-  cfg_init(&shared.cfg);
-  if (!cfg_parse_args(&shared.cfg, &argc, &argv, &e) ||
-      !(shared.model = wl_load(shared.cfg.workload, &e)) ||
-      !cfg_resolve(&shared.cfg, (long)shared.model->default_batch, &e) ||
-      (cfg_resolve_style(&shared.cfg, wl_has_tp_roles(shared.model)), FALSE)) {
+  cfg_run c;
+  cfg_init(&c);
+  if (!exec_request_read(request_path, &c, &shared.req, &e) ||
+      !ctx_open_resolved(&shared.ctx, &c, &e)) {
     shared.error = g_strdup(e->message);
     g_error_free(e);
+    cfg_release(&c);
     return;
   }
-  const char *gpu = sg_host_get_property_value(sg_host_self(), "gpu_model");
-  shared.gpu = gs_find(gpu);
-  if (!shared.gpu) {
-    shared.error = g_strdup_printf("host %s: gpu_model '%s' has no spec sheet",
-                                   sg_host_get_name(sg_host_self()), gpu ? gpu : "");
-    return;
-  }
-  kdb *db = NULL;
-  if (!kt_open_db(shared.cfg.kernels, shared.gpu->name, &db, &e)) {
-    shared.error = g_strdup(e->message);
-    g_error_free(e);
-    return;
-  }
-  shared.kt = (kt_source){shared.gpu, shared.cfg.precision, shared.model, db};
-  shared.layer_t = kt_layer_times(&shared.kt, &shared.cfg);
   shared.sent = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-  shared.node_of = g_new0(int, shared.cfg.gpus);
+  shared.node_of = g_new0(int, shared.ctx.cfg.gpus);
   shared.debug_ops = g_getenv("DLSIM_DEBUG_OPS") != NULL;
-  shared.out = g_new0(xc_out, shared.cfg.gpus);
+  shared.recs = g_new0(rec_rank, shared.ctx.cfg.gpus);
+}
+
+/* Rank 0: the result of every rank's record, and the trace. NULL or a newly allocated message. */
+static char *write_result(int P, const char *result_path) {
+  const run_ctx *x = &shared.ctx;
+  res_result r;
+  res_init(&r);
+  rec_result(shared.recs, P, &x->cfg, x->gpu_mem_bytes, &r);
+  r.gpu_model = x->gpu->name;
+  r.kdb_name = g_strdup(x->kdb_name);
+  GString *trace = shared.req.trace ? rec_trace(shared.recs, P) : NULL;
+  char *err = exec_result_write(&r, x, result_path, shared.req.trace, trace);
+  if (trace) g_string_free(trace, TRUE);
+  res_release(&r);
+  return err;
 }
 
 int smpi_exec_main(int argc, char **argv) {
   int rank, P;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &P);
-  if (argc < 3) {
-    if (rank == 0) fprintf(stderr, "dlsim-smpi run: expected RESULT TRACE|- then run options\n");
+  if (argc != 3) {
+    if (rank == 0) fprintf(stderr, "dlsim-smpi run: expected REQUEST RESULT\n");
     return 2;
   }
-  const char *result_path = argv[1], *trace_path = argv[2];
-  /* cfg_parse_args wants argv[0] to be the program: drop RESULT and TRACE */
-  char **args = g_new0(char *, argc - 1);
-  args[0] = argv[0];
-  for (int i = 3; i < argc; i++) args[i - 2] = argv[i];
-  load_shared(argc - 2, args);
-  g_free(args);
+  open_shared(argv[1]);
   if (shared.error) {
     if (rank == 0) fprintf(stderr, "dlsim-smpi: %s\n", shared.error);
     return 2;
   }
-  const cfg_run *c = &shared.cfg;
+  const run_ctx *x = &shared.ctx;
+  const cfg_run *c = &x->cfg;
   if (P != c->gpus) {
     if (rank == 0) fprintf(stderr, "dlsim-smpi: %d ranks for --gpus %d\n", P, c->gpus);
     return 2;
   }
   GError *e = NULL;
-  pl_rank_plan *plan = pl_build(shared.model, c, shared.layer_t, rank, &e);
+  pl_rank_plan *plan = pl_build(x->model, c, x->layer_t, rank, &e);
   if (!plan) {
     if (rank == 0) fprintf(stderr, "dlsim-smpi: %s\n", e->message);
     g_error_free(e);
@@ -163,52 +225,35 @@ int smpi_exec_main(int argc, char **argv) {
   shared.node_of[rank] = node ? atoi(node) : rank;
   MPI_Barrier(MPI_COMM_WORLD);
 
-  /* communicators and their node layout */
-  MPI_Comm comm[PL_N_GROUPS];
-  coll_topo topo[PL_N_GROUPS];
-  int *members = g_new(int, P);
-  /* communicators the plan can use (each split costs a collective over all ranks): the expert
-   * replicas' group only with expert parallelism (with ep = 1 it is the dp group) */
-  const int degree[PL_N_GROUPS] = {P, c->dp, c->tp, c->pp, c->ep, c->pp > 1 ? 2 : 1,
-                                   c->ep > 1 ? c->dp / c->ep : 1};
-  for (int g = 0; g < PL_N_GROUPS; g++) {
-    comm[g] = MPI_COMM_NULL;
-    int n = pl_group_members(c, (pl_group)g, rank, members);
-    int rpn = 0, me = -1;
-    for (int i = 0; i < n; i++) {
-      if (shared.node_of[members[i]] == shared.node_of[rank]) rpn++;
-      if (members[i] == rank) me = i;
-    }
-    /* every rank takes part in every split; a rank outside its group (a middle pipeline stage
-     * and the tied-embedding group) gets a communicator of its own, never used */
-    /* a group of every rank (in rank order) is the world: no split, which costs a collective
-     * over all ranks (minutes at 1,024 ranks) */
-    if (g == PL_GRP_WORLD || (degree[g] == P && n == P)) comm[g] = MPI_COMM_WORLD;
-    else if (degree[g] > 1)
-      MPI_Comm_split(MPI_COMM_WORLD, me >= 0 ? members[0] : P + rank, rank, &comm[g]);
-    if (me < 0) me = 0;
-    coll_topo_init(&topo[g], me, n, rpn);
-  }
-
+  smpi_rank g;
+  memset(&g, 0, sizeof g);
+  g.rank = rank;
+  g.plan = plan;
+  g.speed = sg_host_get_speed(sg_host_self());
+  coll_groups_init(&g.groups, c, rank, shared.node_of);
   /* buffers: payload-free, as large as the largest collective or message */
   double maxb = 0;
+  int n_send = 0;
   for (int i = 0; i < plan->n_ops; i++)
     if (plan->ops[i].kind != PL_KERNEL) { /* collectives and point-to-point messages */
       double b = plan->ops[i].bytes, in = 0;
       if (plan->ops[i].peer_recv_bytes) /* uneven all-to-all: what arrives may exceed what leaves */
         for (int j = 0; j < c->ep; j++) in += plan->ops[i].peer_recv_bytes[j];
-      if (MAX(b, in) > maxb) maxb = MAX(b, in);
+      maxb = MAX(maxb, MAX(b, in));
+      n_send += plan->ops[i].kind == PL_SEND;
     }
-  size_t bufb = (size_t)maxb + 64;
-  void *sendbuf = SMPI_SHARED_MALLOC(bufb), *recvbuf = SMPI_SHARED_MALLOC(bufb);
-  MPI_Op noop;
-  MPI_Op_create(noop_op, 1, &noop);
+  const size_t bufb = (size_t)maxb + 64;
+  g.sendbuf = SMPI_SHARED_MALLOC(bufb);
+  g.recvbuf = SMPI_SHARED_MALLOC(bufb);
+  MPI_Op_create(noop_op, 1, &g.noop);
+  g.rreq = g_new(MPI_Request, plan->n_ops + 1);
+  g.sreq = g_new(MPI_Request, n_send + 1);
+  g.events = g_new(sg_sem_t, (size_t)c->iters * plan->n_events + 1);
+  for (size_t i = 0; i < (size_t)c->iters * plan->n_events; i++) g.events[i] = sg_sem_init(0);
 
-  xc_out *o = &shared.out[rank];
-  xc_out_init(o, plan);
-  gpu_state gs = {rank, c->iters, plan, NULL, sg_host_get_speed(sg_host_self()), o};
-  gs.events = g_new(sg_sem_t, (size_t)c->iters * plan->n_events + 1);
-  for (size_t i = 0; i < (size_t)c->iters * plan->n_events; i++) gs.events[i] = sg_sem_init(0);
+  rec_rank *rec = &shared.recs[rank];
+  rec_init(rec, rank, plan, c->iters);
+  exec_stream stream = {&smpi_stream, &g, plan, rec, c->iters, shared.debug_ops};
 
   MPI_Barrier(MPI_COMM_WORLD);
   double t_start = simgrid_get_clock();
@@ -219,96 +264,17 @@ int smpi_exec_main(int argc, char **argv) {
    * the compute stream ends (it may end before this rank's last sends complete), SimGrid frees
    * it and sg_actor_join below would read freed memory. Hold a reference until the join. */
   sg_actor_ref(gpu);
-  sg_actor_set_data(gpu, &gs);
+  sg_actor_set_data(gpu, &stream);
   sg_actor_start(gpu, gpu_actor, 0, NULL);
-
-  int it0 = c->iters > 1 ? 1 : 0;
-  /* DLSIM_DEBUG_OPS=1: every communication op as the rank reaches it (finding a stuck schedule) */
-  const gboolean debug_ops = shared.debug_ops;
-  /* point-to-point: every receive of an iteration is posted when the iteration starts, so a
-   * message moves as soon as its sender posts it; sends never block the stream */
-  int n_recv = 0, n_send = 0;
-  for (int i = 0; i < plan->n_ops; i++) {
-    n_recv += plan->ops[i].kind == PL_RECV;
-    n_send += plan->ops[i].kind == PL_SEND;
-  }
-  MPI_Request *rreq = g_new(MPI_Request, n_recv + 1), *sreq = g_new(MPI_Request, n_send + 1);
-  for (int it = 0; it < c->iters; it++) {
-    for (int i = 0, k = 0; i < plan->n_ops; i++)
-      if (plan->ops[i].kind == PL_RECV)
-        MPI_Irecv(recvbuf, (int)plan->ops[i].bytes, MPI_BYTE, plan->ops[i].peer, plan->ops[i].tag,
-                  MPI_COMM_WORLD, &rreq[k++]);
-    int ri = 0, si = 0;
-    for (int i = 0; i < plan->n_ops; i++) {
-      const pl_op *op = &plan->ops[i];
-      if (op->stream != PL_STREAM_COMM) continue;
-      if (debug_ops)
-        fprintf(stderr, "dlsim-smpi: rank %d iter %d op %d %s %s %s peer %d tag %d bytes %.0f: waits %d\n",
-                rank, it, i, pl_op_kind_name(op->kind), pl_group_name(op->group),
-                pl_purpose_name(op->purpose), op->peer, op->tag, op->bytes, op->wait_event);
-      event_wait(&gs, it, op->wait_event);
-      double t0 = simgrid_get_clock();
-      if (op->kind == PL_SEND) {
-        char key[64];
-        g_snprintf(key, sizeof key, "%d:%d:%d:%d", rank, op->peer, it, op->tag);
-        double *v = g_new(double, 1);
-        *v = t0;
-        g_hash_table_replace(shared.sent, g_strdup(key), v);
-        MPI_Isend(sendbuf, (int)op->bytes, MPI_BYTE, op->peer, op->tag, MPI_COMM_WORLD, &sreq[si++]);
-        if (it >= it0) xc_add_coll(o, op, "p2p", 0, op->bytes);
-      } else if (op->kind == PL_RECV) {
-        MPI_Wait(&rreq[ri++], MPI_STATUS_IGNORE);
-        double t1 = simgrid_get_clock();
-        char key[64];
-        g_snprintf(key, sizeof key, "%d:%d:%d:%d", op->peer, rank, it, op->tag);
-        const double *posted = g_hash_table_lookup(shared.sent, key);
-        /* the transfer is communication; waiting for the sender to get there is bubble */
-        double from = posted && *posted > t0 ? *posted : t0;
-        if (t1 > from) xc_add_span(o, PL_STREAM_COMM, from, t1, i, it);
-        if (it >= it0) xc_add_coll(o, op, "p2p", t1 > from ? t1 - from : 0, 0);
-        if (op->record_event >= 0) sg_sem_release(event_sem(&gs, it, op->record_event));
-        continue;
-      } else if (op->kind == PL_COLL) {
-        int n = pl_group_members(c, op->group, rank, members);
-        int nodes = 0;
-        for (int k = 0; k < n; k++) {
-          gboolean seen = FALSE;
-          for (int q = 0; q < k && !seen; q++)
-            seen = shared.node_of[members[q]] == shared.node_of[members[k]];
-          if (!seen) nodes++;
-        }
-        coll_op cop = op->coll;
-        const char *algo = coll_resolve(cop, c->coll, op->bytes, n, nodes);
-        const coll_algo *a = coll_find(cop, algo);
-        size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
-        if (op->peer_send_bytes) { /* MoE all-to-all with uneven blocks */
-          coll_alltoallv_pairwise(sendbuf, op->peer_send_bytes, recvbuf, op->peer_recv_bytes,
-                                  comm[op->group]);
-          algo = "pairwise";
-          a = NULL;
-        } else if (a && n > 1 && bytes > 0) {
-          a->fn(sendbuf, recvbuf, bytes, comm[op->group], &topo[op->group], noop);
-        }
-        double t1 = simgrid_get_clock();
-        if (it >= it0) xc_add_coll(o, op, a ? a->name : algo, t1 - t0,
-                                coll_wire_bytes(cop, algo, op->bytes, n, &topo[op->group]));
-      }
-      if (op->kind != PL_SEND) xc_add_span(o, PL_STREAM_COMM, t0, simgrid_get_clock(), i, it);
-      if (op->record_event >= 0) sg_sem_release(event_sem(&gs, it, op->record_event));
-    }
-    MPI_Waitall(si, sreq, MPI_STATUSES_IGNORE);
-  }
-  g_free(rreq);
-  g_free(sreq);
+  exec_stream_comm(&stream);
   sg_actor_join(gpu, -1);
   sg_actor_unref(gpu);
-
-  xc_out_finish(o, c->iters, t_start);
+  rec_finish(rec, t_start);
 
   MPI_Barrier(MPI_COMM_WORLD);
   int status = 0;
   if (rank == 0) {
-    char *err = xc_write(shared.out, P, c->iters, NULL, 0, result_path, trace_path);
+    char *err = write_result(P, argv[2]);
     if (err) {
       fprintf(stderr, "dlsim-smpi: %s\n", err);
       g_free(err);
@@ -316,14 +282,15 @@ int smpi_exec_main(int argc, char **argv) {
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  for (size_t i = 0; i < (size_t)c->iters * plan->n_events; i++) sg_sem_destroy(gs.events[i]);
-  g_free(gs.events);
-  for (int g = 1; g < PL_N_GROUPS; g++)
-    if (comm[g] != MPI_COMM_NULL && comm[g] != MPI_COMM_WORLD) MPI_Comm_free(&comm[g]);
-  MPI_Op_free(&noop);
-  SMPI_SHARED_FREE(sendbuf);
-  SMPI_SHARED_FREE(recvbuf);
-  g_free(members);
-  /* the shared table and plans stay until the process ends: other ranks may still read them */
+  for (size_t i = 0; i < (size_t)c->iters * plan->n_events; i++) sg_sem_destroy(g.events[i]);
+  g_free(g.events);
+  g_free(g.rreq);
+  g_free(g.sreq);
+  coll_groups_release(&g.groups);
+  MPI_Op_free(&g.noop);
+  SMPI_SHARED_FREE(g.sendbuf);
+  SMPI_SHARED_FREE(g.recvbuf);
+  /* the shared table, records and plans stay until the process ends: other ranks may still
+   * read them */
   return status;
 }

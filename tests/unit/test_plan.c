@@ -9,8 +9,10 @@
  */
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analytic.h"
+#include "context.h"
 #include "costmodel.h"
 #include "cu_main.h"
 #include "plan.h"
@@ -157,6 +159,22 @@ static plat *star(int gpus, double *alpha, double *beta) {
   return pl;
 }
 
+/* The same star written to a file, for a run context (context.h). */
+static char *star_file(int gpus) {
+  plat_gen_params gp;
+  CU_ASSERT_FATAL(plat_gen_preset("star", &gp, NULL));
+  gp.nodes = 1;
+  gp.gpus_per_node = gpus;
+  char *xml = plat_generate_xml(&gp, NULL);
+  char *path = NULL;
+  int fd = g_file_open_tmp("test_plan_star_XXXXXX.xml", &path, NULL);
+  CU_ASSERT_FATAL(fd >= 0 && xml);
+  close(fd);
+  CU_ASSERT_FATAL(g_file_set_contents(path, xml, -1, NULL));
+  g_free(xml);
+  return path;
+}
+
 static void test_gholami_equation_literal(void) {
   /* Eq. 8 by hand for mlp-small on a 2x2 grid, B = 64, fp32, on a star (every route = alpha, beta):
    *   3 Σ_i (α⌈log2 2⌉ + β·64·(1/2)·d_i/2·4) + 2 Σ_i (α⌈log2 2⌉ + β(1/2)·|W_i|/2·4) */
@@ -203,14 +221,20 @@ static void test_analytic_data_parallel_buckets(void) {
    * iteration = compute + exposed communication. */
   double a, b;
   plat *pl = star(4, &a, &b);
-  wl_model *m = mlp();
   cfg_run c;
   config(&c, 4, 64, NULL);
   res_result r;
   res_init(&r);
   g_free(c.coll);
   c.coll = g_strdup("ring");
-  CU_ASSERT_FATAL(an_run(m, &c, pl, &r, NULL));
+  char *file = star_file(4);
+  g_free(c.platform);
+  c.platform = g_strdup(file);
+  g_free(c.workload);
+  c.workload = g_strdup("mlp-small");
+  run_ctx x;
+  CU_ASSERT_FATAL(ctx_open_resolved(&x, &c, NULL));
+  CU_ASSERT_FATAL(an_run(&x, &x.cfg, &r, NULL));
   const double last = 2 * 3 * (a + W[0] * 4 / 4 / b);
   CU_ASSERT(r.exposed_comm_s >= last * (1 - 1e-12));
   const double first = 2 * 3 * (a + (W[1] + W[2]) * 4 / 4 / b);
@@ -220,9 +244,11 @@ static void test_analytic_data_parallel_buckets(void) {
   CU_ASSERT_DOUBLE_EQUAL(r.idle_s, 0, 1e-15);
   CU_ASSERT_DOUBLE_EQUAL(r.iteration_time_s, r.compute_s + r.exposed_comm_s, 1e-12);
   res_release(&r);
+  ctx_release(&x);
   cfg_release(&c);
-  wl_free(m);
   plat_free(pl);
+  unlink(file);
+  g_free(file);
 }
 
 /* Bytes of point-to-point ops of one kind and purpose for one layer and direction. */
