@@ -228,6 +228,13 @@ gboolean an_check(const run_ctx *x, const cfg_run *c, GError **err) {
                 c->platform, plat_n_hosts(x->platform));
     return FALSE;
   }
+  if (c->coll && g_str_has_prefix(c->coll, "smpi") && c->mode != CFG_MODE_ANALYTIC &&
+      !coll_family_known(c->coll)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--coll %s: SimGrid 3.32 has no collective "
+                "algorithm of that name (e.g. smpi:lr, smpi:rab_rdb for allreduce; smpi:bruck for "
+                "allgather; see SimGrid's smpi/<collective> settings)", c->coll);
+    return FALSE;
+  }
   /* SMPI's own algorithms have no closed form: a simulation's closed-form pre-run costs them
    * as rings, a closed-form run refuses them */
   if (c->coll && (!coll_family_known(c->coll) ||

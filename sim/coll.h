@@ -114,12 +114,14 @@ int coll_op_parse(const char *name);
  * pointers (borrowed, NULL-terminated). */
 const coll_algo_info *const *coll_list(coll_op op, int *n);
 
-/* The table row for (op, name), NULL if none. `name` may be "smpi:<algo>" (matches "smpi"). */
+/* The table row for (op, name), NULL if none. `name` may be "smpi:<algo>": it matches "smpi"
+ * when <algo> is one of SimGrid 3.32's algorithms for `op`. */
 const coll_algo_info *coll_info_find(coll_op op, const char *name);
 
 /* For "smpi:<algo>": the SimGrid config item that pins it, as a new string
- * "smpi/allreduce:<algo>" (g_free), or NULL when `name` has no ":<algo>" part or `op` has no
- * SMPI selector (sendrecv). */
+ * "smpi/allreduce:<algo>" (g_free), or NULL when `name` has no ":<algo>" part, `op` has no SMPI
+ * selector (sendrecv) or no algorithm of that name (a run's --coll smpi:<algo> applies to the
+ * operations that have <algo>; the others keep dlsim's default). */
 char *coll_smpi_cfg(coll_op op, const char *name);
 
 /* The algorithm NCCL would pick (NCCL 2.x tuning, simplified):

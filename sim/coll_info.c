@@ -63,6 +63,39 @@ const coll_algo_info *const *coll_list(coll_op op, int *n) {
   return lists[op];
 }
 
+/* SimGrid 3.32's algorithms per selector item (src/smpi/colls/smpi_coll.cpp at v3.32): an
+ * "smpi:<name>" applies to the operations that have <name>, and SMPI aborts on any other. */
+static const char *const smpi_algos[COLL_OP_COUNT] = {
+    [COLL_ALLREDUCE] = " default lr rab1 rab2 rab_rdb rdb smp_binomial smp_binomial_pipeline "
+                       "smp_rdb smp_rsag smp_rsag_lr smp_rsag_rab redbcast ompi "
+                       "ompi_ring_segmented mpich mvapich2 mvapich2_rs mvapich2_two_level impi "
+                       "rab automatic ",
+    [COLL_ALLGATHER] = " default 2dmesh 3dmesh bruck GB loosely_lr NTSLR NTSLR_NB pair rdb rhv "
+                       "ring SMP_NTS smp_simple spreading_simple ompi ompi_neighborexchange "
+                       "mvapich2 mvapich2_smp mpich impi automatic ",
+    [COLL_REDUCESCATTER] = " default ompi ompi_basic_recursivehalving ompi_ring ompi_butterfly "
+                           "mpich mpich_pair mpich_rdb mpich_noncomm mvapich2 impi automatic ",
+    [COLL_BROADCAST] = " default arrival_pattern_aware arrival_pattern_aware_wait arrival_scatter "
+                       "binomial_tree flattree flattree_pipeline NTSB NTSL NTSL_Isend "
+                       "scatter_LR_allgather scatter_rdb_allgather SMP_binary SMP_binomial "
+                       "SMP_linear ompi ompi_split_bintree ompi_pipeline mpich mvapich2 "
+                       "mvapich2_inter_node mvapich2_intra_node mvapich2_knomial_intra_node impi "
+                       "automatic ",
+    [COLL_ALLTOALL] = " default 2dmesh 3dmesh basic_linear bruck pair pair_rma pair_light_barrier "
+                      "pair_mpi_barrier pair_one_barrier rdb ring ring_light_barrier "
+                      "ring_mpi_barrier ring_one_barrier mvapich2 mvapich2_scatter_dest ompi mpich "
+                      "impi automatic ",
+};
+
+/* TRUE when SMPI has algorithm `algo` for `op`. */
+static gboolean smpi_has(coll_op op, const char *algo) {
+  if (op < 0 || op >= COLL_OP_COUNT || !smpi_algos[op] || !*algo || strchr(algo, ' ')) return FALSE;
+  char *word = g_strdup_printf(" %s ", algo);
+  gboolean found = strstr(smpi_algos[op], word) != NULL;
+  g_free(word);
+  return found;
+}
+
 /* Length of the algorithm part of "name" or "name:param". */
 static size_t base_len(const char *name) {
   const char *colon = strchr(name, ':');
@@ -75,8 +108,9 @@ const coll_algo_info *coll_info_find(coll_op op, const char *name) {
   for (int i = 0; i < N_ALGOS; i++) {
     const coll_algo_info *a = &algo_infos[i];
     if (a->op != op || strlen(a->name) != len || strncmp(a->name, name, len) != 0) continue;
-    /* Only "smpi" takes a ":<algo>" parameter. */
-    if (name[len] == ':' && strcmp(a->name, "smpi") != 0) return NULL;
+    /* Only "smpi" takes a ":<algo>" parameter: one of SMPI's algorithms for this operation */
+    if (name[len] == ':' && (strcmp(a->name, "smpi") != 0 || !smpi_has(op, name + len + 1)))
+      return NULL;
     return a;
   }
   return NULL;
@@ -85,7 +119,7 @@ const coll_algo_info *coll_info_find(coll_op op, const char *name) {
 char *coll_smpi_cfg(coll_op op, const char *name) {
   if (op < 0 || op >= COLL_OP_COUNT || !smpi_items[op] || !name) return NULL;
   const char *colon = strchr(name, ':');
-  if (!colon || colon[1] == '\0') return NULL;
+  if (!colon || !coll_info_find(op, name)) return NULL;
   return g_strdup_printf("%s:%s", smpi_items[op], colon + 1);
 }
 

@@ -131,6 +131,7 @@ static const char *be_coll(void *be, const pl_op *op, int iter, double *wire) {
     a->fn(g->sendbuf, g->recvbuf, bytes, g->groups.comm[grp], &g->groups.topo[grp], g->noop);
   }
   *wire = coll_wire_bytes(cop, algo, op->bytes, n, &g->groups.topo[grp]);
+  if (a && g_str_has_prefix(algo, "smpi:")) return g_intern_string(algo); /* which of SMPI's */
   return a ? a->name : algo;
 }
 
