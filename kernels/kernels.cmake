@@ -4,7 +4,7 @@
 #   dlsim-cuda      CUDA kernels (cuBLAS) for sm_80 and sm_90, only when nvcc is found: a loadable
 #                   module (build/libdlsim-cuda.so) that kernels/cuda_loader.c opens on first use,
 #                   so that no program pays for loading the CUDA libraries unless it uses a GPU
-# dlcore links dlkernels (sim/cmd_kbench.c times kernels; sim/kdb.c is the lookup).
+# dlcore links dlkernels (sim/cli/cmd_kbench.c times kernels; sim/kdb/ is the lookup).
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(OPENBLAS IMPORTED_TARGET openblas)
 if(OPENBLAS_FOUND)

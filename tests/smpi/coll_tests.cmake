@@ -1,4 +1,4 @@
-# coll_tests.cmake — SMPI tests of the collectives (sim/coll*.c) through `dlsim-smpi coll`.
+# coll_tests.cmake — SMPI tests of the collectives (sim/coll/) through `dlsim-smpi coll`.
 #
 # 1. Alpha-beta exactness on tests/smpi/star8.xml: every GPU on its own SPLITDUPLEX link
 #    (β = 10 GB/s, 5 µs) to one switch, so a route has α = 10 µs and distinct pairs never share a

@@ -1,10 +1,10 @@
 /* test_calibrate.c — the ping-pong fit (calibrate.h): synthetic measurements made from SMPI's
  * model with known latency, bandwidth and piecewise factors are fitted back; the written
  * platform carries the figures; malformed input is refused with one-line messages. */
-#include "calibrate.h"
+#include "platform/calibrate.h"
 #include "cu_main.h"
-#include "dl_common.h"
-#include "platform.h"
+#include "core/dl_common.h"
+#include "platform/platform.h"
 
 #include <math.h>
 #include <string.h>

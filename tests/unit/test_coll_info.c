@@ -2,7 +2,7 @@
 #include <glib.h>
 #include <string.h>
 
-#include "coll.h"
+#include "coll/coll.h"
 #include "cu_main.h"
 
 static void test_lookup(void) {

@@ -8,9 +8,9 @@
  *   hidden    2    -> 1                  overlap −(1 − 2) / 10 = +0.10
  *                                        skew    0.25 − 0.10 − 0 − 0.10 = +0.05 (idle 1 -> 1.5)
  */
-#include "compare.h"
+#include "study/compare.h"
 #include "cu_main.h"
-#include "dl_common.h"
+#include "core/dl_common.h"
 
 #include <math.h>
 #include <string.h>

@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include "cu_main.h"
-#include "dl_common.h"
-#include "kdb.h"
-#include "workload.h"
+#include "core/dl_common.h"
+#include "kdb/kdb.h"
+#include "model/workload.h"
 
 static wl_model *model(void) {
   GError *e = NULL;

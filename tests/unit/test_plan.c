@@ -11,12 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analytic.h"
-#include "context.h"
-#include "costmodel.h"
+#include "exec/analytic/analytic.h"
+#include "exec/context.h"
+#include "coll/cost.h"
 #include "cu_main.h"
-#include "plan.h"
-#include "platform.h"
+#include "plan/plan.h"
+#include "platform/platform.h"
 
 static const double W[3] = {401920, 262656, 5130};
 static const double D[3] = {512, 512, 10};

@@ -3,8 +3,8 @@
  * NIC link 25 GB/s, 1 us + 130 ns / 2; the same values the SMPI ping-pong tests check SimGrid
  * against (tests/smpi/smpi_tests.cmake). */
 #include "cu_main.h"
-#include "dl_common.h"
-#include "platform.h"
+#include "core/dl_common.h"
+#include "platform/platform.h"
 
 #include <math.h>
 #include <string.h>

@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "cu_main.h"
-#include "dl_common.h"
-#include "sweep.h"
+#include "core/dl_common.h"
+#include "study/sweep.h"
 
 static const char *SPEC30 =
     "{\"fixed\": {\"workload\": \"resnet18-cifar100\", \"mode\": \"analytic\"},"

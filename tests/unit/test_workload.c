@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "cu_main.h"
-#include "dl_common.h"
-#include "workload.h"
+#include "core/dl_common.h"
+#include "model/workload.h"
 
 static wl_model *load_ok(const char *name) {
   GError *err = NULL;

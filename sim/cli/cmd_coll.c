@@ -1,0 +1,172 @@
+/* cmd_coll.c — `dlsim coll`: an nccl-tests-style benchmark of one collective on a platform,
+ * simulated by running `dlsim-smpi coll` under smpirun on the platform's first N GPUs. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cmds.h"
+#include "coll/coll.h"
+#include "core/dl_common.h"
+#include "exec/launch.h"
+#include "platform/platform.h"
+
+/* The algorithms of the table, per operation, for --help. */
+static char *algo_help(void) {
+  GString *s = g_string_new("Algorithms (--coll; default: what NCCL would pick, see coll.h):\n");
+  for (int op = 0; op < COLL_OP_COUNT; op++) {
+    int n;
+    const coll_algo_info *const *l = coll_list((coll_op)op, &n);
+    g_string_append_printf(s, "  %s:\n", coll_op_name((coll_op)op));
+    for (int i = 0; i < n; i++)
+      g_string_append_printf(s, "    %-10s %s\n", l[i]->name, l[i]->description);
+  }
+  g_string_append(s, "Sizes take units B, KB, MB, GB (10^3) or KiB, MiB, GiB.");
+  return g_string_free(s, FALSE);
+}
+
+static int fail(const char *msg) {
+  fprintf(stderr, "dlsim: %s\n", msg);
+  return 2;
+}
+
+int cmd_coll(int argc, char **argv) {
+  char *platform = NULL, *op_name = NULL, *algo = NULL, *min_s = NULL, *max_s = NULL;
+  char *json = NULL, *help = algo_help(), *msg = NULL, *mode = NULL;
+  int gpus = 0, iters = 5, status = 2;
+  gboolean check = FALSE;
+  GOptionEntry entries[] = {
+      {"platform", 0, 0, G_OPTION_ARG_STRING, &platform, "platform name or SimGrid XML file", "P"},
+      {"gpus", 0, 0, G_OPTION_ARG_INT, &gpus, "number of GPUs (MPI ranks): the first N hosts", "N"},
+      {"op", 0, 0, G_OPTION_ARG_STRING, &op_name,
+       "allreduce|allgather|reducescatter|broadcast|alltoall|sendrecv", "OP"},
+      {"coll", 0, 0, G_OPTION_ARG_STRING, &algo, "algorithm (see below), or smpi:<name>", "ALGO"},
+      {"min-bytes", 0, 0, G_OPTION_ARG_STRING, &min_s, "smallest size (default 8B)", "SIZE"},
+      {"max-bytes", 0, 0, G_OPTION_ARG_STRING, &max_s, "largest size (default 128MB)", "SIZE"},
+      {"iters", 0, 0, G_OPTION_ARG_INT, &iters, "timed calls per size (default 5)", "K"},
+      {"json", 0, 0, G_OPTION_ARG_FILENAME, &json, "write the rows as JSON to FILE", "FILE"},
+      {"check", 0, 0, G_OPTION_ARG_NONE, &check,
+       "real data and real sums, every output element checked against its known value", NULL},
+      {"mode", 0, 0, G_OPTION_ARG_STRING, &mode,
+       "sim (default: SMPI on --platform) or real (this machine's MPI, real data and sums)",
+       "sim|real"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionContext *ctx = g_option_context_new("- nccl-tests-style collective benchmark (simulated)");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_option_context_set_description(ctx, help);
+  GError *err = NULL;
+  plat *pl = NULL;
+  const char **hosts = NULL;
+  char *smpi_cfg = NULL;
+  GPtrArray *extra = g_ptr_array_new();
+  GString *out = g_string_new(NULL);
+  double min_b = 8, max_b = 128e6;
+
+  if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
+    status = fail(err->message);
+    goto out;
+  }
+  if (argc > 1) {
+    msg = g_strdup_printf("coll: unexpected argument '%s'", argv[1]);
+    goto bad;
+  }
+  const gboolean real = mode && strcmp(mode, "real") == 0;
+  if (mode && !real && strcmp(mode, "sim") != 0) {
+    msg = g_strdup_printf("--mode: expected sim or real, got '%s'", mode);
+    goto bad;
+  }
+  if (!platform && !real) { msg = g_strdup("--platform: required (a name under platforms/ or an XML file)"); goto bad; }
+  if (!op_name || coll_op_parse(op_name) < 0) {
+    msg = g_strdup_printf("--op: expected allreduce, allgather, reducescatter, broadcast, alltoall or sendrecv, got '%s'",
+                          op_name ? op_name : "");
+    goto bad;
+  }
+  coll_op op = (coll_op)coll_op_parse(op_name);
+  if ((min_s && !dl_parse_bytes(min_s, &min_b)) || min_b < 1) {
+    msg = g_strdup_printf("--min-bytes: expected a size such as 8, 1KB or 4MiB, got '%s'", min_s);
+    goto bad;
+  }
+  if ((max_s && !dl_parse_bytes(max_s, &max_b)) || max_b < min_b || max_b > 2e9) {
+    msg = g_strdup_printf("--max-bytes: expected a size between --min-bytes and 2GB, got '%s'",
+                          max_s ? max_s : "");
+    goto bad;
+  }
+  if (iters < 1) { msg = g_strdup_printf("--iters: expected >= 1, got %d", iters); goto bad; }
+  if (real && gpus < 1) {
+    msg = g_strdup_printf("--gpus: expected a positive number of ranks, got %d", gpus);
+    goto bad;
+  }
+  if (!real) {
+    pl = plat_load(platform, &err);
+    if (!pl) {
+      status = fail(err->message);
+      goto out;
+    }
+    int n_hosts = plat_n_hosts(pl);
+    if (gpus < 1 || gpus > n_hosts) {
+      msg = g_strdup_printf("--gpus: expected 1..%d (the GPUs of platform %s), got %d", n_hosts,
+                            platform, gpus);
+      goto bad;
+    }
+  }
+  int rpn = real ? gpus : plat_gpus_per_node(pl); /* real: the ranks share this machine */
+  if (rpn > gpus) rpn = gpus;
+  int nodes = (gpus + rpn - 1) / rpn;
+  const char *name = algo ? algo : coll_default(op, max_b, gpus, nodes);
+  if (!coll_info_find(op, name)) {
+    int n;
+    const coll_algo_info *const *l = coll_list(op, &n);
+    GString *names = g_string_new(NULL);
+    for (int i = 0; i < n; i++) g_string_append_printf(names, "%s%s", i ? ", " : "", l[i]->name);
+    msg = g_strdup_printf("--coll: expected one of %s (smpi as smpi:<name>) for %s, got '%s'",
+                          names->str, op_name, name);
+    g_string_free(names, TRUE);
+    goto bad;
+  }
+  smpi_cfg = coll_smpi_cfg(op, name);
+  if (smpi_cfg) g_ptr_array_add(extra, smpi_cfg);
+  for (const char *const *c = plat_smpi_cfg(); c && *c; c++) g_ptr_array_add(extra, (char *)*c);
+  g_ptr_array_add(extra, NULL);
+
+  hosts = g_new0(const char *, gpus + 1);
+  for (int i = 0; i < gpus && !real; i++) hosts[i] = plat_host_at(pl, i)->id;
+  char min_a[32], max_a[32], iters_a[16], rpn_a[16];
+  g_snprintf(min_a, sizeof min_a, "%.0f", min_b);
+  g_snprintf(max_a, sizeof max_a, "%.0f", max_b);
+  g_snprintf(iters_a, sizeof iters_a, "%d", iters);
+  g_snprintf(rpn_a, sizeof rpn_a, "%d", rpn);
+  const char *pargv[20] = {"coll", "--op", op_name, "--coll", name, "--min-bytes", min_a,
+                           "--max-bytes", max_a, "--iters", iters_a, "--ranks-per-node", rpn_a};
+  int k = 13;
+  if (json) pargv[k++] = "--json", pargv[k++] = json;
+  if (check) pargv[k++] = "--check";
+  pargv[k] = NULL;
+  if (real ? !launch_mpirun(gpus, pargv, out, &err)
+           : !launch_smpi(plat_path(pl), gpus, hosts, pargv, (const char *const *)extra->pdata, out,
+                          &err)) {
+    fprintf(stderr, "dlsim: %s\n", err->message);
+    status = 1;
+    goto out;
+  }
+  fputs(out->str, stdout);
+  status = 0;
+  goto out;
+bad:
+  status = fail(msg);
+out:
+  g_free(msg);
+  g_clear_error(&err);
+  g_option_context_free(ctx);
+  g_free(hosts);
+  g_free(smpi_cfg);
+  g_ptr_array_free(extra, TRUE);
+  g_string_free(out, TRUE);
+  if (pl) plat_free(pl);
+  g_free(help);
+  g_free(platform);
+  g_free(op_name);
+  g_free(algo);
+  g_free(min_s);
+  g_free(max_s);
+  g_free(json);
+  g_free(mode);
+  return status;
+}

@@ -1,0 +1,469 @@
+/* cmd_kbench.c — `dlsim kbench`: measure kernel times on this machine's device into a kernel
+ * database (kdb.h). The kernels measured are the exact list rank 0 runs for a configuration
+ * (--workload plus the run options, through pl_build), optionally a grid of batch sizes per
+ * layer shape for interpolation (--grid-shapes), or a small fixed set (--quick). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cmds.h"
+#include "core/config.h"
+#include "core/dl_common.h"
+#include "harness.h"
+#include "kdb/kdb.h"
+#include "kernels.h"
+#include "kdb/ktime.h"
+#include "plan/plan.h"
+#include "model/workload.h"
+
+typedef struct {
+  gboolean quick, grid_shapes, help;
+  char *device;    /* "cpu" or "cuda" */
+  int repeats;     /* max timed repeats, 0 = default */
+  char *note;      /* free text added to provenance */
+  char *derive_for;/* --derive-for: spec sheet of the device to derive a database for */
+  char *from;      /* --from: the measured database it is derived from */
+  char *from_spec; /* --from-spec: spec sheet of the measured device (default: from provenance) */
+} kb_opts;
+
+typedef struct {
+  pl_op op;          /* the kernel op (its name is the descriptor's) */
+  kdb_kernel k;      /* what the database knows it by (borrows op.kname and the model) */
+  char *key;         /* kdb_key, owned */
+} kb_job;
+
+/* Takes kbench's own options out of argv (the rest are run options). */
+static gboolean take_opts(kb_opts *o, int *argc, char **argv, GError **err) {
+  int w = 1;
+  for (int i = 1; i < *argc; i++) {
+    const char *a = argv[i];
+    const char *val = NULL;
+    gboolean has_val = strcmp(a, "--device") == 0 || strcmp(a, "--repeats") == 0 ||
+                       strcmp(a, "--note") == 0 || strcmp(a, "--derive-for") == 0 ||
+                       strcmp(a, "--from") == 0 || strcmp(a, "--from-spec") == 0;
+    if (has_val) {
+      if (i + 1 >= *argc) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: %s: expected a value", a);
+        return FALSE;
+      }
+      val = argv[++i];
+    }
+    if (strcmp(a, "--quick") == 0) o->quick = TRUE;
+    else if (strcmp(a, "--grid-shapes") == 0) o->grid_shapes = TRUE;
+    else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) o->help = TRUE;
+    else if (strcmp(a, "--device") == 0) {
+      if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --device: expected cpu or cuda, got "
+                    "'%s'", val);
+        return FALSE;
+      }
+      g_free(o->device);
+      o->device = g_strdup(val);
+    } else if (strcmp(a, "--repeats") == 0) {
+      char *end;
+      long r = strtol(val, &end, 10);
+      if (*end || r < 3 || r > 100000) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --repeats: expected an integer >= 3, "
+                    "got '%s'", val);
+        return FALSE;
+      }
+      o->repeats = (int)r;
+    } else if (strcmp(a, "--note") == 0) {
+      g_free(o->note);
+      o->note = g_strdup(val);
+    } else if (strcmp(a, "--derive-for") == 0) {
+      g_free(o->derive_for);
+      o->derive_for = g_strdup(val);
+    } else if (strcmp(a, "--from") == 0) {
+      g_free(o->from);
+      o->from = g_strdup(val);
+    } else if (strcmp(a, "--from-spec") == 0) {
+      g_free(o->from_spec);
+      o->from_spec = g_strdup(val);
+    } else {
+      argv[w++] = argv[i];
+    }
+  }
+  *argc = w;
+  argv[w] = NULL;
+  return TRUE;
+}
+
+static void usage(void) {
+  printf("Usage: dlsim kbench [--workload W [run options]] [--quick] [--grid-shapes]\n"
+         "                    [--device cpu|cuda] [--repeats N] [--out FILE] [--note TEXT]\n\n"
+         "Measures kernel times on this machine into a kernel database (kernels/db/<device>.json\n"
+         "by default) with provenance.\n\n"
+         "  --workload W     measure the exact kernel list rank 0 runs for W and the run options\n"
+         "                   (--gpus, --batch, --dp, --tp, --grid, --precision; see dlsim run --help)\n"
+         "  --grid-shapes    also measure every layer shape at batch 1, 4, 16 and 64 (interpolation)\n"
+         "  --quick          a small set: mlp-small, cnn-small and the first ResNet-18-CIFAR\n"
+         "                   layers at small batches\n"
+         "  --device D       cpu (default; one BLAS thread) or cuda (a CUDA build with a device)\n"
+         "  --repeats N      at most N timed repeats per kernel (default 100; stops earlier when\n"
+         "                   the median is stable to 2%%)\n"
+         "  --out FILE       where to write the database\n"
+         "  --note TEXT      free text recorded in the provenance\n\n"
+         "       dlsim kbench --derive-for GPU --from DB [--from-spec SPEC] [--out FILE]\n\n"
+         "Derives a database for a device nobody measured (a spec sheet name: a100-40gb,\n"
+         "a100-80gb, h100-sxm, h200, cpu) from a measured one: every entry's time is scaled by the\n"
+         "two devices' roofline ratio for that entry; the provenance says derived. --from-spec\n"
+         "names the measured device's sheet (default: cpu for CPU databases).\n");
+}
+
+/* Adds rank 0's kernel ops of `m` under configuration `c` (resolved) to `jobs`, once per key. */
+static gboolean add_plan(GPtrArray *jobs, GHashTable *seen, const wl_model *m, cfg_run *c,
+                         int max_layer, GError **err) {
+  pl_rank_plan *p = pl_build(m, c, NULL, 0, err);
+  if (!p) return FALSE;
+  for (int i = 0; i < p->n_ops; i++) {
+    const pl_op *op = &p->ops[i];
+    if (op->kind != PL_KERNEL) continue;
+    if (max_layer >= 0 && (op->layer < 0 || op->layer > max_layer)) continue;
+    kdb_kernel k = kt_describe(m, op);
+    char *key = kdb_key(&k, c->precision);
+    if (g_hash_table_contains(seen, key)) {
+      g_free(key);
+      continue;
+    }
+    g_hash_table_add(seen, key);
+    kb_job *j = g_new0(kb_job, 1);
+    j->op = *op;
+    j->k = k;
+    j->k.kname = j->op.kname;
+    j->key = g_strdup(key);
+    g_ptr_array_add(jobs, j);
+  }
+  pl_rank_plan_free(p);
+  return TRUE;
+}
+
+/* A single-GPU data-parallel configuration of `m` at `batch` samples. */
+static gboolean add_batch(GPtrArray *jobs, GHashTable *seen, const wl_model *m, long batch,
+                          gs_precision prec, int max_layer, GError **err) {
+  cfg_run c;
+  cfg_init(&c);
+  c.gpus = 1;
+  c.batch = batch;
+  c.precision = prec;
+  gboolean ok = cfg_resolve(&c, batch, err);
+  if (ok) cfg_resolve_style(&c, wl_has_tp_roles(m));
+  ok = ok && add_plan(jobs, seen, m, &c, max_layer, err);
+  cfg_release(&c);
+  return ok;
+}
+
+static void layer_of(kh_layer *k, const kdb_kernel *d) {
+  memset(k, 0, sizeof *k);
+  if (!d->layer) {
+    k->kind = g_str_has_prefix(d->kname, "adam") ? "adam" : "sgd";
+    k->params = (long)d->params;
+    return;
+  }
+  const wl_layer *l = d->layer;
+  int split = d->split > 0 ? d->split : 1;
+  k->kind = wl_layer_kind_name(l->kind);
+  k->bwd = g_str_has_suffix(d->kname, ".bwd");
+  k->n = d->samples;
+  k->in_c = l->in.c, k->in_h = l->in.h, k->in_w = l->in.w;
+  k->out_c = l->out.c, k->out_h = l->out.h, k->out_w = l->out.w;
+  if (l->kind == WL_CONV2D || l->kind == WL_LINEAR) {
+    k->out_c = (k->out_c + split - 1) / split; /* output channels split over Pr */
+  } else if (split > 1) {
+    k->in_c = (k->in_c + split - 1) / split;
+    k->out_c = (k->out_c + split - 1) / split;
+  }
+  k->kh = l->kh, k->kw = l->kw, k->stride = l->stride, k->pad = l->pad, k->groups = l->groups;
+  k->bias = l->bias;
+  k->heads = l->heads;
+  k->needs_dx = l->inputs[0] >= 0;
+  k->vocab = l->vocab;
+  k->experts = l->experts, k->top_k = l->top_k, k->ffn = l->ffn;
+  k->capacity_factor = l->capacity_factor;
+}
+
+static char *shape_json(const kh_layer *k) {
+  if (!strcmp(k->kind, "sgd") || !strcmp(k->kind, "adam"))
+    return g_strdup_printf("{\"kind\":\"%s\",\"params\":%ld}", k->kind, k->params);
+  return g_strdup_printf("{\"kind\":\"%s\",\"n\":%ld,\"in\":[%ld,%ld,%ld],\"out\":[%ld,%ld,%ld]}",
+                         k->kind, k->n, k->in_c, k->in_h, k->in_w, k->out_c, k->out_h, k->out_w);
+}
+
+static char *slug(const char *s) {
+  GString *g = g_string_new(NULL);
+  for (const char *p = s; *p; p++) {
+    char ch = g_ascii_tolower(*p);
+    if (g_ascii_isalnum(ch)) g_string_append_c(g, ch);
+    else if (g->len && g->str[g->len - 1] != '-') g_string_append_c(g, '-');
+  }
+  while (g->len && g->str[g->len - 1] == '-') g_string_truncate(g, g->len - 1);
+  return g_string_free(g, FALSE);
+}
+
+static void fill_provenance(kdb *db, const char *device, const kb_opts *o, const kh_opts *ho) {
+  GDateTime *now = g_date_time_new_now_utc();
+  char *date = g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
+  kdb_set_prov_str(db, "date", date);
+  g_free(date);
+  g_date_time_unref(now);
+  kdb_set_prov_str(db, "device", device);
+  kdb_set_prov_str(db, "backend", o->device);
+  kdb_set_prov_str(db, "harness_version", KH_VERSION);
+  kdb_set_prov_str(db, "dlsim_version", DL_VERSION);
+  kdb_set_prov_num(db, "max_repeats", ho->max_repeats);
+  kdb_set_prov_str(db, "timing", strcmp(o->device, "cuda") == 0
+                                     ? "CUDA events; L2 flushed (memset of 2x L2) before each repeat"
+                                     : "CLOCK_MONOTONIC; last-level cache flushed before each repeat");
+  if (strcmp(o->device, "cuda") == 0) {
+    kn_cuda_info ci;
+    if (kn_cuda_info_get(&ci) == 0) {
+      kdb_set_prov_str(db, "device_full_name", ci.name);
+      kdb_set_prov_num(db, "sm_count", ci.sm_count);
+      kdb_set_prov_num(db, "clock_mhz", ci.clock_mhz);
+      kdb_set_prov_num(db, "mem_clock_mhz", ci.mem_clock_mhz);
+      kdb_set_prov_num(db, "driver_version", ci.driver_version);
+      kdb_set_prov_num(db, "cuda_runtime_version", ci.runtime_version);
+    }
+  } else {
+    const gs_spec *cpu = gs_local_cpu();
+    kdb_set_prov_str(db, "device_full_name", cpu->full_name);
+    kdb_set_prov_str(db, "cpu_model", cpu->full_name);
+    kdb_set_prov_num(db, "cpu_cores_online", g_get_num_processors());
+    kdb_set_prov_num(db, "threads", 1);
+    kdb_set_prov_str(db, "blas", "OpenBLAS, cblas_sgemm, 1 thread (deterministic twins)");
+    kdb_set_prov_str(db, "spec", cpu->source);
+  }
+  if (o->note) kdb_set_prov_str(db, "note", o->note);
+  kdb_set_prov_bool(db, "derived", FALSE);
+}
+
+/* --derive-for: a database for another device by spec ratios (kdb_derive). */
+static int derive(const kb_opts *o, int argc, char **argv, GError **err) {
+  cfg_run c;
+  cfg_init(&c);
+  kdb *src = NULL, *db = NULL;
+  char *out = NULL, *json = NULL;
+  int status = 2;
+  const gs_spec *to = o->derive_for ? gs_find(o->derive_for) : NULL;
+  if (!o->derive_for || !o->from) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --derive-for GPU and --from DB go together");
+    goto out;
+  }
+  if (!to) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --derive-for %s: no spec sheet of that "
+                "name (a100-40gb, a100-80gb, h100-sxm, h200, cpu)", o->derive_for);
+    goto out;
+  }
+  if (!cfg_parse_args(&c, &argc, &argv, err)) goto out;
+  if (!(src = kdb_load(o->from, err))) goto out;
+  const char *backend = kdb_prov_str(src, "backend");
+  const gs_spec *from = o->from_spec ? gs_find(o->from_spec)
+                        : (backend && strcmp(backend, "cpu") == 0 ? gs_local_cpu() : NULL);
+  if (!from) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --from %s: say which spec sheet the measured "
+                "device has with --from-spec (a100-40gb, a100-80gb, h100-sxm, h200, cpu)", o->from);
+    goto out;
+  }
+  db = kdb_derive(src, from, to);
+  out = c.out ? g_strdup(c.out) : g_strdup_printf("%s/kernels/db/%s.json", dl_datadir(), to->name);
+  json = kdb_to_json(db);
+  if (!dl_write_file_atomic(out, json, strlen(json), err)) {
+    status = 1;
+    goto out;
+  }
+  printf("kbench: %d kernel times for %s derived from %s (%s) -> %s\n", kdb_n_entries(db),
+         to->name, kdb_name(src), from->name, out);
+  status = 0;
+out:
+  g_free(json);
+  g_free(out);
+  kdb_free(db);
+  kdb_free(src);
+  cfg_release(&c);
+  return status;
+}
+
+int cmd_kbench(int argc, char **argv) {
+  GError *e = NULL;
+  kb_opts o = {FALSE, FALSE, FALSE, g_strdup("cpu"), 0, NULL, NULL, NULL, NULL};
+  cfg_run c;
+  cfg_init(&c);
+  gboolean workload_given = FALSE;
+  GPtrArray *models = g_ptr_array_new_with_free_func((GDestroyNotify)wl_free);
+  GPtrArray *jobs = g_ptr_array_new();
+  GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  kdb *db = NULL;
+  char *out = NULL, *json = NULL, *device = NULL;
+  int status = 2;
+
+  if (!take_opts(&o, &argc, argv, &e)) goto out;
+  if (o.help) {
+    usage();
+    status = 0;
+    goto out;
+  }
+  if (o.derive_for || o.from) {
+    status = derive(&o, argc, argv, &e);
+    goto out;
+  }
+  for (int i = 1; i < argc; i++)
+    if (g_str_has_prefix(argv[i], "--workload")) workload_given = TRUE;
+  if (!cfg_parse_args(&c, &argc, &argv, &e)) goto out;
+  if (argc > 1) {
+    g_set_error(e ? NULL : &e, DL_ERROR, DL_ERR_INPUT, "kbench: unexpected argument '%s'",
+                argv[1]);
+    goto out;
+  }
+  if (!workload_given && !o.quick) {
+    g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "kbench: expected --workload W (with run options) "
+                "or --quick");
+    goto out;
+  }
+  const kn_backend *be = &kn_cpu;
+  const kh_device *dev = &kh_cpu_device;
+  kn_cpu_init();
+  if (strcmp(o.device, "cuda") == 0) {
+    const char *why = NULL;
+    be = kn_cuda(&why);
+    dev = kh_cuda_device();
+    if (!be || !dev) {
+      g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "kbench: --device cuda: %s; use --device cpu",
+                  why ? why : "not available");
+      goto out;
+    }
+  }
+  kn_math math = KN_MATH_FP32;
+  switch (c.precision) {
+  case GS_TF32: math = KN_MATH_TF32; break;
+  case GS_FP16: math = KN_MATH_FP16; break;
+  case GS_BF16: math = KN_MATH_BF16; break;
+  default: break;
+  }
+
+  /* ---- the kernel list ---- */
+  if (workload_given) {
+    wl_model *m = wl_load(c.workload, &e);
+    if (!m) goto out;
+    g_ptr_array_add(models, m);
+    if (!cfg_resolve(&c, (long)m->default_batch, &e)) goto out;
+    cfg_resolve_style(&c, wl_has_tp_roles(m));
+    if (!add_plan(jobs, seen, m, &c, -1, &e)) goto out;
+    if (o.grid_shapes) {
+      static const long grid[] = {1, 4, 16, 64};
+      for (size_t i = 0; i < G_N_ELEMENTS(grid); i++)
+        if (!add_batch(jobs, seen, m, grid[i], c.precision, -1, &e)) goto out;
+    }
+  }
+  if (o.quick) {
+    static const struct { const char *name; long batch; int max_layer; } quick[] = {
+        {"mlp-small", 16, -1}, {"mlp-small", 64, -1}, {"cnn-small", 8, -1},
+        {"cnn-small", 32, -1}, {"resnet18-cifar100", 2, 9}, {"resnet18-cifar100", 4, 9}};
+    const wl_model *last = NULL;
+    for (size_t i = 0; i < G_N_ELEMENTS(quick); i++) {
+      if (!last || strcmp(last->name, quick[i].name) != 0) {
+        wl_model *m = wl_load(quick[i].name, &e);
+        if (!m) goto out;
+        g_ptr_array_add(models, m);
+        last = m;
+      }
+      if (!add_batch(jobs, seen, last, quick[i].batch, c.precision, quick[i].max_layer, &e))
+        goto out;
+    }
+  }
+
+  /* ---- measure ---- */
+  if (strcmp(o.device, "cuda") == 0) {
+    kn_cuda_info ci;
+    device = slug(kn_cuda_info_get(&ci) == 0 ? ci.name : "cuda");
+  } else {
+    char *s = slug(gs_local_cpu()->full_name);
+    device = g_strdup_printf("cpu-%s", s);
+    g_free(s);
+  }
+  db = kdb_new(device);
+  kh_opts ho;
+  kh_opts_default(&ho);
+  if (o.repeats) {
+    ho.max_repeats = o.repeats;
+    ho.min_repeats = MIN(ho.min_repeats, o.repeats);
+  }
+  gint64 t_start = g_get_monotonic_time();
+  for (guint i = 0; i < jobs->len; i++) {
+    kb_job *j = g_ptr_array_index(jobs, i);
+    kh_layer kl;
+    layer_of(&kl, &j->k);
+    char *why = NULL;
+    kh_bench *b = kh_bench_new(be, &kl, math, &why);
+    if (!b) {
+      g_set_error(&e, DL_ERROR, DL_ERR_IO, "kbench: %s: %s", j->key, why ? why : "setup failed");
+      free(why);
+      status = 1;
+      goto out;
+    }
+    kh_stats st;
+    int timed = kh_time(b, dev, &ho, &st);
+    kh_bench_free(b);
+    if (timed != 0) {
+      g_set_error(&e, DL_ERROR, DL_ERR_INTERNAL, "kbench: %s: out of memory for the timings",
+                  j->key);
+      status = 1;
+      goto out;
+    }
+    kdb_entry en = {j->key, j->op.kname, c.precision, j->k.gemm_like, j->k.flops, j->k.bytes,
+                    st.median_s, st.mean_s, st.stddev_s, st.repeats, shape_json(&kl)};
+    kdb_add(db, &en);
+    g_free(en.shape);
+    fprintf(stderr, "\rkbench [%u/%u] %6.1f s  %-12s n=%-5" G_GINT64_FORMAT " %9.3f ms  %7.2f "
+            "GFLOP/s%s", i + 1, jobs->len, (g_get_monotonic_time() - t_start) / 1e6,
+            j->op.kname, j->k.samples, st.median_s * 1e3, j->k.flops / st.median_s / 1e9,
+            "        ");
+    fflush(stderr);
+  }
+  fprintf(stderr, "\n");
+  fill_provenance(db, device, &o, &ho);
+  kdb_set_prov_num(db, "wall_s", (g_get_monotonic_time() - t_start) / 1e6);
+  {
+    GString *what = g_string_new(NULL);
+    if (workload_given)
+      g_string_append_printf(what, "workload %s batch %ld gpus %d dp %d tp %d%s", c.workload,
+                             c.batch, c.gpus, c.dp, c.tp, o.grid_shapes ? " + grid shapes" : "");
+    if (o.quick) g_string_append_printf(what, "%squick set", what->len ? "; " : "");
+    kdb_set_prov_str(db, "measured_set", what->str);
+    g_string_free(what, TRUE);
+  }
+  out = c.out ? g_strdup(c.out)
+              : g_strdup_printf("%s/kernels/db/%s.json", dl_datadir(), device);
+  json = kdb_to_json(db);
+  if (!dl_write_file_atomic(out, json, strlen(json), &e)) {
+    status = 1;
+    goto out;
+  }
+  printf("kbench: %d kernels measured on %s in %.1f s -> %s\n", kdb_n_entries(db), device,
+         (g_get_monotonic_time() - t_start) / 1e6, out);
+  status = 0;
+out:
+  if (e) {
+    fprintf(stderr, "dlsim: %s\n", e->message);
+    if (status == 2 && e->code != DL_ERR_INPUT) status = 1;
+    g_error_free(e);
+  }
+  for (guint i = 0; i < jobs->len; i++) {
+    kb_job *j = g_ptr_array_index(jobs, i);
+    g_free(j->key);
+    g_free(j);
+  }
+  g_ptr_array_free(jobs, TRUE);
+  g_hash_table_destroy(seen);
+  g_ptr_array_free(models, TRUE);
+  kdb_free(db);
+  g_free(out);
+  g_free(json);
+  g_free(device);
+  g_free(o.device);
+  g_free(o.note);
+  g_free(o.derive_for);
+  g_free(o.from);
+  g_free(o.from_spec);
+  cfg_release(&c);
+  return status;
+}

@@ -1,0 +1,55 @@
+/* main.c — `dlsim COMMAND ...`: dispatches to the subcommands (cmds.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cmds.h"
+#include "core/dl_common.h"
+
+typedef struct {
+  const char *name;
+  const char *summary;
+  int (*fn)(int argc, char **argv); /* NULL: not built yet */
+} command;
+
+static const command commands[] = {
+    {"run", "simulate (default), or run for real, or evaluate the closed-form model", cmd_run},
+    {"sweep", "run many configurations into one CSV/JSONL", cmd_sweep},
+    {"kbench", "measure kernel times on this machine's device into a kernel database", cmd_kbench},
+    {"platform", "write a SimGrid platform file for a cluster of DGX-like nodes", cmd_platform},
+    {"validate", "run real and simulated flavours of the same configurations, print the error",
+     cmd_validate},
+    {"compare", "compare two result files, attribute the difference", cmd_compare},
+    {"coll", "nccl-tests-style collective benchmark on a platform", cmd_coll},
+    {"workload", "describe a workload: layers, parameters, FLOPs, activation sizes", cmd_workload},
+};
+
+static void usage(FILE *out) {
+  fprintf(out, "Usage: dlsim COMMAND [OPTIONS]   (dlsim COMMAND --help for its options)\n\n"
+               "dlsim %s predicts distributed deep-learning training time on GPU clusters.\n\n"
+               "Commands:\n", DL_VERSION);
+  for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
+    fprintf(out, "  %-10s %s%s\n", commands[i].name, commands[i].summary,
+            commands[i].fn ? "" : " (not built yet)");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+      strcmp(argv[1], "help") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("dlsim %s\n", DL_VERSION);
+    return 0;
+  }
+  for (size_t i = 0; i < G_N_ELEMENTS(commands); i++) {
+    if (strcmp(argv[1], commands[i].name) != 0) continue;
+    if (!commands[i].fn) {
+      fprintf(stderr, "dlsim: %s: not built yet in this version\n", commands[i].name);
+      return 2;
+    }
+    return commands[i].fn(argc - 1, argv + 1);
+  }
+  fprintf(stderr, "dlsim: unknown command '%s' (see dlsim --help)\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,126 @@
+/* config.h — the configuration of one `dlsim run`: what the user asked for, before and after
+ * validation against the workload and the platform.
+ *
+ * Invariants after cfg_resolve() succeeds: gpus = dp·tp·pp; with a grid, tp = Pr and dp = Pc;
+ * ep divides dp·tp; batch is a multiple of dp (and of dp·microbatches with a pipeline); every
+ * name refers to something that exists. Degrees the user left out are 1, and dp takes what is
+ * left of --gpus.
+ */
+#ifndef CONFIG_H
+#define CONFIG_H
+
+#include <glib.h>
+
+#include "core/gpuspec.h"
+
+#define CFG_MODES(X) X(CFG_MODE_SIM, "sim") X(CFG_MODE_REAL, "real") X(CFG_MODE_ANALYTIC, "analytic")
+typedef enum {
+#define X(e, s) e,
+  CFG_MODES(X)
+#undef X
+} cfg_mode;
+
+#define CFG_SCHEDULES(X) X(CFG_SCHED_GPIPE, "gpipe") X(CFG_SCHED_1F1B, "1f1b")
+typedef enum {
+#define X(e, s) e,
+  CFG_SCHEDULES(X)
+#undef X
+} cfg_schedule;
+
+/* auto: megatron for models whose linear layers are marked column/row (transformers), gholami
+ * otherwise; cfg_resolve_for_model() settles it. */
+#define CFG_TP_STYLES(X) X(CFG_TP_GHOLAMI, "gholami") X(CFG_TP_MEGATRON, "megatron") \
+  X(CFG_TP_AUTO, "auto")
+typedef enum {
+#define X(e, s) e,
+  CFG_TP_STYLES(X)
+#undef X
+} cfg_tp_style;
+
+typedef struct {
+  char *platform;      /* name under platforms/ or an XML file (default "thetagpu") */
+  char *workload;      /* name under workloads/ or a JSON file (default "resnet18-cifar100") */
+  int gpus;            /* P: MPI ranks, one per GPU (default 8) */
+  long batch;          /* B: global mini-batch in samples; 0 = the workload's default */
+  int dp, tp, pp, ep;  /* parallel degrees; 0 = not given (resolved to 1, dp takes the rest) */
+  int grid_pr, grid_pc;/* Gholami grid Pr×Pc; 0×0 = none */
+  gboolean grid_auto;  /* --grid auto: search every factorisation of P */
+  gboolean grid_fc_only; /* --grid-layers fc: conv layers batch-parallel over all P */
+  gboolean domain_conv;  /* --domain conv */
+  cfg_tp_style tp_style;
+  cfg_schedule schedule;
+  int microbatches;    /* m; 0 = not given (1, or pp for a pipeline) */
+  int *pp_balance;     /* --pp-balance: layers per stage (owned), NULL = balance by time */
+  int n_pp_balance;
+  gs_precision precision;
+  gboolean recompute;
+  char *coll;          /* collective algorithm family, NULL = what NCCL would choose */
+  char *kernels;       /* kernel database name or file, NULL = roofline from the GPU spec */
+  cfg_mode mode;
+  int iters;           /* iterations to run (default 3); steady state excludes the first */
+  double bucket_bytes; /* DDP gradient bucket, bytes (default 25 MiB) */
+  char *out;           /* result JSON path, NULL = none */
+  char *trace;         /* Chrome trace path, NULL = none */
+  char *dump_weights;  /* --mode real: write every parameter tensor after the last step here
+                          (serial layout, see exec.h), NULL = none */
+  char *routing;       /* MoE routing: "uniform", "zipf:S" or "file:F" (NULL = uniform) */
+  double routing_zipf_s; /* parsed S of zipf:S (0 = uniform) */
+  double *routing_weights; /* parsed weights of file:F (owned), NULL otherwise */
+  int n_routing_weights;
+  double capacity_factor; /* MoE expert capacity factor: < 0 = the workload's, 0 = unlimited */
+  unsigned seed;       /* seeds routing (which experts are hot) and the real flavour's data */
+  gboolean ignore_memory; /* simulate even when the model does not fit (fits_in_memory false) */
+  gboolean reproducible;  /* write host-dependent figures (simulation.wall_s) as 0 */
+} cfg_run;
+
+/* Fills `c` with the defaults. Strings are owned by `c`: release with cfg_release(). */
+void cfg_init(cfg_run *c);
+void cfg_release(cfg_run *c);
+
+const char *cfg_mode_name(cfg_mode m);
+const char *cfg_schedule_name(cfg_schedule s);
+const char *cfg_tp_style_name(cfg_tp_style s);
+gboolean cfg_mode_parse(const char *text, cfg_mode *out);
+gboolean cfg_schedule_parse(const char *text, cfg_schedule *out);
+gboolean cfg_tp_style_parse(const char *text, cfg_tp_style *out);
+
+/* Parses "PrxPc" (e.g. "4x4") or "auto". FALSE with DL_ERR_INPUT naming --grid otherwise. */
+gboolean cfg_grid_parse(cfg_run *c, const char *text, GError **err);
+
+/* Checks the degrees against --gpus and the batch against the degrees, fills in the degrees that
+ * were left out, and the batch default `default_batch` when --batch was not given. DL_ERR_INPUT
+ * naming the option on failure. */
+gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err);
+
+/* Parses --routing: "uniform", "zipf:S" or "file:F" (a JSON list of expert weights, read now).
+ * DL_ERR_INPUT naming --routing on failure. */
+gboolean cfg_routing_parse(cfg_run *c, const char *text, GError **err);
+
+/* Parses `dlsim run` options (GOptionContext; --help prints them and exits) into `c`, which holds
+ * the defaults from cfg_init(). Checks each value's spelling; cfg_resolve() checks the
+ * combination. DL_ERR_INPUT naming the option on failure. */
+gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err);
+
+/* The options that reproduce `c` through cfg_parse_args (resolved degrees included; --out and
+ * --trace left out). A newly allocated NULL-terminated vector (g_strfreev). */
+char **cfg_to_args(const cfg_run *c);
+
+/* The resolved configuration as a JSON object (cJSON, the caller owns it): every field that
+ * decides a run, in a fixed order — the "config" echo of every result and what the driver hands
+ * an executor. Output paths (--out, --trace, --dump-weights) are left out. `kernels` is the
+ * user's --kernels, or "default". */
+struct cJSON *cfg_to_json(const cfg_run *c);
+
+/* Reads such an object back into `c` (cfg_init'ed), resolved as it was written: no defaults are
+ * applied and cfg_resolve is not needed. `what` names the document in messages
+ * ("<what>: config.<key>: ..."). DL_ERR_INPUT when a key is missing or of the wrong type. */
+gboolean cfg_from_json(cfg_run *c, const struct cJSON *o, const char *what, GError **err);
+
+/* Settles what depends on the model: --tp-style auto becomes megatron when a linear layer of
+ * `has_tp_roles` models is marked column/row (a transformer), gholami otherwise. */
+void cfg_resolve_style(cfg_run *c, gboolean has_tp_roles);
+
+/* "PrxPc", or "none": newly allocated. */
+char *cfg_grid_string(const cfg_run *c);
+
+#endif

@@ -1,0 +1,123 @@
+/* gpuspec.c — spec sheets and the roofline estimate. Figures are dense (no 2:4 sparsity). */
+#include "core/gpuspec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const gs_spec specs[] = {
+    /* NVIDIA A100 Tensor Core GPU datasheet (2020/2021): FP32 19.5 TF, TF32 156 TF, FP16/BF16
+     * 312 TF; 40 GB HBM2 at 1,555 GB/s (SXM4 40GB), 80 GB HBM2e at 2,039 GB/s (SXM4 80GB). */
+    {"a100-40gb", "NVIDIA A100-SXM4-40GB", {19.5e12, 156e12, 312e12, 312e12}, 1555e9, 40e9,
+     "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 1555 GB/s"},
+    {"a100-80gb", "NVIDIA A100-SXM4-80GB", {19.5e12, 156e12, 312e12, 312e12}, 2039e9, 80e9,
+     "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 2039 GB/s"},
+    /* NVIDIA H100 datasheet (SXM5): FP32 67 TF, TF32 494.7 TF, FP16/BF16 989.4 TF dense;
+     * 80 GB HBM3 at 3.35 TB/s. */
+    {"h100-sxm", "NVIDIA H100-SXM5-80GB", {67e12, 494.7e12, 989.4e12, 989.4e12}, 3350e9, 80e9,
+     "NVIDIA H100 datasheet (SXM5): FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 3.35 TB/s"},
+    /* NVIDIA H200 datasheet (SXM): same compute as H100 SXM; 141 GB HBM3e at 4.8 TB/s. */
+    {"h200", "NVIDIA H200-SXM-141GB", {67e12, 494.7e12, 989.4e12, 989.4e12}, 4800e9, 141e9,
+     "NVIDIA H200 datasheet: FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 4.8 TB/s"},
+};
+
+static const gs_spec *const all[] = {&specs[0], &specs[1], &specs[2], &specs[3], NULL};
+
+/* The local CPU, read from /proc/cpuinfo and /proc/meminfo at run time. Peak FP32 assumes AVX2
+ * with two 256-bit FMA units per core: 2 units x 8 lanes x 2 FLOP = 32 FLOP/cycle/core (Intel
+ * optimisation manual, Haswell and later; AMD Zen 2 and later), times the clock cpuinfo reports
+ * and the online cores. The CPU has no tensor cores: every precision gets the FP32 peak. Memory
+ * bandwidth is an assumption, not a measurement: 10 GB/s per core, capped at 100 GB/s (a
+ * virtual machine's share of DDR4; kernels/README.md). */
+#define GS_CPU_FLOP_PER_CYCLE 32.0
+#define GS_CPU_BW_PER_CORE 10e9
+static gs_spec cpu_spec;
+static char cpu_full_name[160];
+static char cpu_source[400];
+
+static gpointer cpu_spec_init(gpointer unused) {
+  (void)unused;
+  double mhz = 0;
+  long cores = g_get_num_processors();
+  char model[128] = "unknown CPU";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f) {
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+      char *colon = strchr(line, ':');
+      if (!colon) continue;
+      if (g_str_has_prefix(line, "model name") && strcmp(model, "unknown CPU") == 0) {
+        g_strlcpy(model, g_strstrip(colon + 1), sizeof model);
+      } else if (g_str_has_prefix(line, "cpu MHz") && mhz == 0) {
+        mhz = g_ascii_strtod(colon + 1, NULL);
+      }
+    }
+    fclose(f);
+  }
+  if (mhz <= 0) mhz = 2000; /* cpuinfo without a clock: assume 2 GHz */
+  double mem = 0;
+  f = fopen("/proc/meminfo", "r");
+  if (f) {
+    char line[256];
+    while (fgets(line, sizeof line, f))
+      if (g_str_has_prefix(line, "MemTotal:")) mem = g_ascii_strtod(line + 9, NULL) * 1024;
+    fclose(f);
+  }
+  double peak = GS_CPU_FLOP_PER_CYCLE * mhz * 1e6 * cores;
+  double bw = GS_CPU_BW_PER_CORE * cores;
+  if (bw > 100e9) bw = 100e9;
+  g_snprintf(cpu_full_name, sizeof cpu_full_name, "%s (%ld cores)", model, cores);
+  g_snprintf(cpu_source, sizeof cpu_source,
+             "/proc/cpuinfo: %ld cores at %.0f MHz; assumed AVX2 FMA 32 FP32 FLOP/cycle/core "
+             "(= %.1f GFLOP/s), assumed 10 GB/s memory bandwidth per core", cores, mhz,
+             peak / 1e9);
+  cpu_spec.name = "cpu";
+  cpu_spec.full_name = cpu_full_name;
+  for (int i = 0; i < GS_N_PRECISIONS; i++) cpu_spec.peak_flops[i] = peak;
+  cpu_spec.mem_bw_bps = bw;
+  cpu_spec.mem_bytes = mem > 0 ? mem : 8e9;
+  cpu_spec.source = cpu_source;
+  return NULL;
+}
+
+const gs_spec *gs_local_cpu(void) {
+  static GOnce once = G_ONCE_INIT;
+  g_once(&once, cpu_spec_init, NULL);
+  return &cpu_spec;
+}
+
+const gs_spec *gs_find(const char *name) {
+  if (!name) return NULL;
+  if (g_ascii_strcasecmp(name, "cpu") == 0) return gs_local_cpu();
+  for (size_t i = 0; i < G_N_ELEMENTS(specs); i++)
+    if (g_ascii_strcasecmp(name, specs[i].name) == 0) return &specs[i];
+  return NULL;
+}
+
+const gs_spec *const *gs_all(void) { return all; }
+
+static const struct { const char *name; int bytes; } prec[] = {
+#define X(e, s, b) {s, b},
+    GS_PRECISIONS(X)
+#undef X
+};
+
+const char *gs_precision_name(gs_precision p) { return prec[p].name; }
+int gs_precision_bytes(gs_precision p) { return prec[p].bytes; }
+
+gboolean gs_precision_parse(const char *text, gs_precision *out) {
+  for (int i = 0; i < GS_N_PRECISIONS; i++)
+    if (text && strcmp(text, prec[i].name) == 0) {
+      *out = (gs_precision)i;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+double gs_roofline_s(const gs_spec *s, gs_precision p, gboolean gemm_like, double flops,
+                     double bytes) {
+  double peak = gemm_like ? s->peak_flops[p] : s->peak_flops[GS_FP32];
+  double tc = flops / (peak * GS_EFF_COMPUTE);
+  double tm = bytes / (s->mem_bw_bps * GS_EFF_MEMORY);
+  return (tc > tm ? tc : tm) + GS_LAUNCH_S;
+}

@@ -1,0 +1,380 @@
+/* analytic.c — closed-form evaluation of op lists (see analytic.h). */
+#include "exec/analytic/analytic.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "coll/cost.h"
+#include "core/dl_common.h"
+#include "core/gpuspec.h"
+#include "kdb/ktime.h"
+#include "plan/plan.h"
+#include "out/record.h"
+
+typedef struct {
+  const plat *pl;
+  const cfg_run *c;
+  GHashTable *groups; /* "<group>:<first member>" -> cm_group* */
+  int *members;
+} group_cache;
+
+static const cm_group *group_get(group_cache *gc, pl_group g, int rank, GError **err) {
+  int n = pl_group_members(gc->c, g, rank, gc->members);
+  char key[48];
+  g_snprintf(key, sizeof key, "%d:%d:%d", (int)g, gc->members[0], n);
+  cm_group *cg = g_hash_table_lookup(gc->groups, key);
+  if (cg) return cg;
+  cg = g_new(cm_group, 1);
+  if (!cm_group_init(cg, gc->pl, gc->members, n, err)) {
+    g_free(cg);
+    return NULL;
+  }
+  g_hash_table_insert(gc->groups, g_strdup(key), cg);
+  return cg;
+}
+
+typedef struct {
+  const pl_rank_plan *plan;
+  int rank;
+  int coll_seq[PL_N_GROUPS]; /* collectives this rank has finished, per communicator kind */
+  int registered;           /* op index whose arrival at a collective is recorded, or -1 */
+  int next[PL_N_STREAMS];  /* index of the next op of each stream */
+  double free_at[PL_N_STREAMS];
+  double *event_t;          /* NAN until recorded */
+  rec_rank *rec;            /* what the rank did (one iteration) */
+} rank_run;
+
+/* Arrival times of point-to-point messages, keyed "src:dst:tag", and of ranks at collectives,
+ * keyed "group:first member:sequence". */
+typedef struct {
+  GHashTable *arrival; /* -> double* */
+  GHashTable *link_free;
+  GHashTable *colls;   /* -> coll_meet* */
+} p2p_state;
+
+typedef struct {
+  int arrived, members;
+  double ready; /* latest arrival: when the collective can start */
+} coll_meet;
+
+static double *msg_slot(GHashTable *h, int src, int dst, int tag, gboolean create) {
+  char key[48];
+  g_snprintf(key, sizeof key, "%d:%d:%d", src, dst, tag);
+  double *v = g_hash_table_lookup(h, key);
+  if (!v && create) {
+    v = g_new(double, 1);
+    *v = NAN;
+    g_hash_table_insert(h, g_strdup(key), v);
+  }
+  return v;
+}
+
+/* Next op of `stream` on rank `r`, or -1. */
+static int next_op(const rank_run *r, int stream) {
+  for (int i = r->next[stream]; i < r->plan->n_ops; i++)
+    if (r->plan->ops[i].stream == stream) return i;
+  return -1;
+}
+
+/* Runs every op that can run now on rank `rr`; returns how many ran. */
+static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_cache *gc,
+                   p2p_state *ps, const plat *pl, GError **err) {
+  int ran = 0;
+  for (int s = 0; s < PL_N_STREAMS; s++) {
+    for (;;) {
+      int i = next_op(rr, s);
+      if (i < 0) {
+        rr->next[s] = rr->plan->n_ops;
+        break;
+      }
+      const pl_op *op = &rr->plan->ops[i];
+      double start = rr->free_at[s];
+      if (op->wait_event >= 0) {
+        double t = rr->event_t[op->wait_event];
+        if (isnan(t)) break;
+        if (t > start) start = t;
+      }
+      double end = start;
+      const double arrived = start; /* when this rank reached the op */
+      if (op->kind == PL_KERNEL) {
+        kdb_origin o;
+        end = start + kt_kernel_s(ks, op, &o);
+        rec_kernel(rr->rec, i, 0, start, end, o);
+      } else if (op->kind == PL_COLL) {
+        const cm_group *g = group_get(gc, op->group, rr->rank, err);
+        if (!g) return -1;
+        /* a collective starts when its last member arrives */
+        int n = pl_group_members(c, op->group, rr->rank, gc->members);
+        int me = 0;
+        while (gc->members[me] != rr->rank) me++;
+        char key[64];
+        g_snprintf(key, sizeof key, "%d:%d:%d", (int)op->group, gc->members[0],
+                   rr->coll_seq[op->group]);
+        coll_meet *cm = g_hash_table_lookup(ps->colls, key);
+        if (!cm) {
+          cm = g_new0(coll_meet, 1);
+          cm->members = n;
+          g_hash_table_insert(ps->colls, g_strdup(key), cm);
+        }
+        if (rr->registered != i) {
+          rr->registered = i;
+          cm->arrived++;
+          if (start > cm->ready) cm->ready = start;
+        }
+        if (cm->arrived < cm->members) break;
+        start = cm->ready;
+        rr->coll_seq[op->group]++;
+        const char *algo = cm_algo(op->coll, c->coll, op->bytes, g);
+        double d = op->peer_send_bytes
+                       ? cm_alltoallv_s(op->peer_send_bytes, op->peer_recv_bytes, me, g)
+                       : cm_coll_s(op->coll, algo, op->bytes, g);
+        if (op->peer_send_bytes) algo = "pairwise";
+        end = start + d;
+        /* from the rank's arrival: waiting for the other members is part of the collective, as
+         * it is for a rank blocked in a simulated or real one */
+        rec_coll(rr->rec, i, 0, arrived, end, algo,
+                 cm_coll_wire_bytes(op->coll, algo, op->bytes, g));
+      } else if (op->kind == PL_SEND) {
+        plat_route_info route;
+        if (!plat_route(pl, rr->rank, op->peer, &route, err)) return -1;
+        /* messages leaving one GPU share its link: they go one after another */
+        double *lf = msg_slot(ps->link_free, rr->rank, -1, 0, TRUE);
+        double go = isnan(*lf) || *lf < start ? start : *lf;
+        double xfer = op->bytes / route.bottleneck_bps;
+        *lf = go + xfer;
+        *msg_slot(ps->arrival, rr->rank, op->peer, op->tag, TRUE) = go + route.latency_s + xfer;
+        rec_send(rr->rec, i, 0);
+      } else if (op->kind == PL_RECV) {
+        double *arr = msg_slot(ps->arrival, op->peer, rr->rank, op->tag, FALSE);
+        if (!arr || isnan(*arr)) break;
+        plat_route_info route;
+        if (!plat_route(pl, op->peer, rr->rank, &route, err)) return -1;
+        double xfer = route.latency_s + op->bytes / route.bottleneck_bps;
+        end = *arr > start ? *arr : start;
+        rec_recv(rr->rec, i, 0, start, end - xfer, end); /* posted: when the transfer began */
+      }
+      rr->free_at[s] = end;
+      if (op->record_event >= 0) rr->event_t[op->record_event] = end;
+      rr->next[s] = i + 1;
+      ran++;
+    }
+  }
+  return ran;
+}
+
+/* Evaluates every rank together: point-to-point messages arrive when their sender posted them
+ * plus the route's time; a collective starts when its last member arrives and then takes each
+ * member its own alpha-beta time. Fills recs[0..P-1] (rec_init'ed here, one iteration) with
+ * their plans in plans[]. */
+static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *layer_t,
+                           pl_rank_plan **plans, rec_rank *recs, GError **err) {
+  const int n = c->gpus;
+  rank_run *rr = g_new0(rank_run, n);
+  group_cache gc = {x->platform, c, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
+                    g_new(int, c->gpus)};
+  p2p_state ps = {g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
+                  g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
+                  g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
+  gboolean ok = TRUE;
+  for (int k = 0; k < n && ok; k++) {
+    pl_rank_plan *p = plans[k] = pl_build(x->model, c, layer_t, k, err);
+    if (!p) {
+      ok = FALSE;
+      break;
+    }
+    rec_init(&recs[k], k, p, 1);
+    rr[k].plan = p;
+    rr[k].rank = k;
+    rr[k].rec = &recs[k];
+    rr[k].registered = -1;
+    rr[k].event_t = g_new(double, p->n_events + 1);
+    for (int e = 0; e <= p->n_events; e++) rr[k].event_t[e] = NAN;
+  }
+  for (gboolean busy = ok; busy && ok;) {
+    int ran = 0;
+    for (int k = 0; k < n; k++) {
+      int r = advance(&rr[k], c, &x->kt, &gc, &ps, x->platform, err);
+      if (r < 0) {
+        ok = FALSE;
+        break;
+      }
+      ran += r;
+    }
+    busy = FALSE;
+    for (int k = 0; k < n && ok; k++)
+      for (int s = 0; s < PL_N_STREAMS; s++) busy |= next_op(&rr[k], s) >= 0;
+    if (ok && busy && !ran) {
+      g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "closed form: the op lists of ranks 0..%d "
+                  "wait for each other (planner bug)", n - 1);
+      ok = FALSE;
+    }
+  }
+  for (int k = 0; k < n; k++) {
+    if (ok) rec_finish(&recs[k], 0);
+    g_free(rr[k].event_t);
+  }
+  g_hash_table_destroy(ps.arrival);
+  g_hash_table_destroy(ps.link_free);
+  g_hash_table_destroy(ps.colls);
+  g_hash_table_destroy(gc.groups);
+  g_free(gc.members);
+  g_free(rr);
+  return ok;
+}
+
+gboolean an_check(const run_ctx *x, const cfg_run *c, GError **err) {
+  if (c->gpus > plat_n_hosts(x->platform)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--gpus %d: platform %s has only %d GPUs", c->gpus,
+                c->platform, plat_n_hosts(x->platform));
+    return FALSE;
+  }
+  if (c->coll && g_str_has_prefix(c->coll, "smpi") && c->mode != CFG_MODE_ANALYTIC &&
+      !coll_family_known(c->coll)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--coll %s: SimGrid 3.32 has no collective "
+                "algorithm of that name (e.g. smpi:lr, smpi:rab_rdb for allreduce; smpi:bruck for "
+                "allgather; see SimGrid's smpi/<collective> settings)", c->coll);
+    return FALSE;
+  }
+  /* SMPI's own algorithms have no closed form: a simulation's closed-form pre-run costs them
+   * as rings, a closed-form run refuses them */
+  if (c->coll && (!coll_family_known(c->coll) ||
+                  (c->mode == CFG_MODE_ANALYTIC && g_str_has_prefix(c->coll, "smpi")))) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--coll %s: expected ring, tree, hier, rhd or pairwise (smpi:<name> only in "
+                "--mode sim)", c->coll);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean an_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
+  if (!an_check(x, c, err)) return FALSE;
+  gint64 t0 = g_get_monotonic_time();
+  const int P = c->gpus;
+  double *layer_t = kt_layer_times(&x->kt, c);
+  pl_rank_plan **plans = g_new0(pl_rank_plan *, P);
+  rec_rank *recs = g_new0(rec_rank, P);
+  gboolean ok = eval_ranks(x, c, layer_t, plans, recs, err);
+  if (ok) {
+    rec_result(recs, P, c, x->gpu_mem_bytes, r);
+    r->gpu_model = x->gpu->name;
+    g_free(r->kdb_name);
+    r->kdb_name = g_strdup(x->kdb_name);
+    /* the paper's equations cover data parallelism and its grid only */
+    if (c->pp == 1 && c->ep == 1 && !(c->tp > 1 && c->tp_style == CFG_TP_MEGATRON))
+      ok = an_gholami_comm_s(x->model, c, x->platform, &r->gholami_comm_s, err);
+  }
+  for (int k = 0; k < P; k++) {
+    if (recs[k].colls) rec_release(&recs[k]);
+    pl_rank_plan_free(plans[k]);
+  }
+  g_free(recs);
+  g_free(plans);
+  g_free(layer_t);
+  r->wall_s = (g_get_monotonic_time() - t0) / 1e6;
+  return ok;
+}
+
+gboolean an_gholami_comm_s(const wl_model *m, const cfg_run *c, const plat *pl, double *out_s,
+                           GError **err) {
+  const int P = c->gpus, Pr = c->tp, Pc = c->dp;
+  const double dt = gs_precision_bytes(c->precision);
+  const double B = (double)c->batch;
+  int *mem = g_new(int, P);
+  cm_group gr, gcol, gall;
+  gboolean ok = cm_group_init(&gr, pl, mem, pl_group_members(c, PL_GRP_TP, 0, mem), err) &&
+                cm_group_init(&gcol, pl, mem, pl_group_members(c, PL_GRP_DP, 0, mem), err) &&
+                cm_group_init(&gall, pl, mem, pl_group_members(c, PL_GRP_WORLD, 0, mem), err);
+  g_free(mem);
+  if (!ok) return FALSE;
+  double lr = Pr > 1 ? ceil(log2(Pr)) : 0, lc = Pc > 1 ? ceil(log2(Pc)) : 0,
+         lp = P > 1 ? ceil(log2(P)) : 0;
+  double t = 0;
+  gboolean seen_fc = FALSE;
+  for (int i = 0; i < m->n_layers; i++) {
+    const wl_layer *l = &m->layers[i];
+    if (l->kind != WL_CONV2D && l->kind != WL_LINEAR) continue;
+    double d = (double)l->out_elems * dt, w = (double)l->params * dt;
+    if (c->domain_conv && l->kind == WL_CONV2D && !seen_fc) {
+      /* Gholami et al. 2018, Eq. 9, i in L_D: forward halo of the input, backward halo of the
+       * output gradient (the paper writes k_w for a split along H; we use k_h), and ΔW over P */
+      double half = l->kh / 2;
+      if (Pr > 1 && half > 0) {
+        t += gr.ring_alpha_s + B / Pc * l->in.w * l->in.c * half * dt / gr.ring_beta_bps;
+        t += gr.ring_alpha_s + B / Pc * l->out.w * l->out.c * half * dt / gr.ring_beta_bps;
+      }
+      if (P > 1) t += 2.0 * (gall.ring_alpha_s * lp + (double)(P - 1) / P * w / gall.ring_beta_bps);
+      continue;
+    }
+    if (c->grid_fc_only && l->kind == WL_CONV2D && !seen_fc) {
+      /* Eq. 4 over all P for the batch-parallel convolutions */
+      if (P > 1) t += 2.0 * (gall.ring_alpha_s * lp + (double)(P - 1) / P * w / gall.ring_beta_bps);
+      continue;
+    }
+    if (c->grid_fc_only && !seen_fc && i > 0 && Pr > 1) {
+      /* Eq. 6 redistribution before the first fully connected layer (within the Pr group) */
+      double din = (double)l->in.c * l->in.h * l->in.w * dt;
+      t += gr.ring_alpha_s * lr + (double)(Pr - 1) / Pr * B * din / Pc / gr.ring_beta_bps;
+    }
+    seen_fc = seen_fc || l->kind == WL_LINEAR;
+    /* Gholami et al. 2018, Eq. 8 */
+    if (Pr > 1) t += 3.0 * (gr.ring_alpha_s * lr + B * (double)(Pr - 1) / Pr * d / Pc / gr.ring_beta_bps);
+    if (Pc > 1)
+      t += 2.0 * (gcol.ring_alpha_s * lc + (double)(Pc - 1) / Pc * w / Pr / gcol.ring_beta_bps);
+  }
+  *out_s = t;
+  return TRUE;
+}
+
+gboolean an_grid_search(const run_ctx *x, cfg_run *c, res_result *r, GError **err) {
+  const int P = c->gpus;
+  double best = INFINITY;
+  int best_pr = 0;
+  for (int pr = 1; pr <= P; pr++) {
+    if (P % pr) continue;
+    int pc = P / pr;
+    if (c->batch % pc || (c->grid_fc_only && c->batch % P)) continue;
+    cfg_run t = *c;
+    t.grid_auto = FALSE;
+    t.grid_pr = pr;
+    t.grid_pc = pc;
+    t.tp = pr;
+    t.dp = pc;
+    res_result tr;
+    res_init(&tr);
+    if (!an_run(x, &t, &tr, err)) {
+      res_release(&tr);
+      return FALSE;
+    }
+    res_grid_row row;
+    memset(&row, 0, sizeof row);
+    g_snprintf(row.grid, sizeof row.grid, "%dx%d", pr, pc);
+    row.iteration_time_s = tr.iteration_time_s;
+    row.comm_s = tr.comm_s;
+    row.gholami_comm_s = tr.gholami_comm_s;
+    g_array_append_val(r->grid_search, row);
+    if (tr.iteration_time_s < best) {
+      best = tr.iteration_time_s;
+      best_pr = pr;
+    }
+    res_release(&tr);
+  }
+  if (!best_pr) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--grid auto: no factorisation of --gpus %d divides --batch %ld", P, c->batch);
+    return FALSE;
+  }
+  c->grid_auto = FALSE;
+  c->grid_pr = c->tp = best_pr;
+  c->grid_pc = c->dp = P / best_pr;
+  GArray *rows = r->grid_search;
+  r->grid_search = NULL;
+  res_release(r);
+  res_init(r);
+  g_array_free(r->grid_search, TRUE);
+  r->grid_search = rows;
+  c->grid_auto = FALSE;
+  gboolean ok = an_run(x, c, r, err);
+  c->grid_auto = TRUE; /* the configuration echo says how the grid was chosen */
+  return ok;
+}

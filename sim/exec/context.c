@@ -1,0 +1,85 @@
+/* context.c — opening a run (see context.h). */
+#include "exec/context.h"
+
+#include <string.h>
+
+#include "core/dl_common.h"
+
+static gboolean platform_gpu(run_ctx *x, GError **err) {
+  const plat_host *h = plat_host_at(x->platform, 0);
+  x->gpu = h ? gs_find(h->gpu_model) : NULL;
+  if (!x->gpu) {
+    GString *known = g_string_new(NULL);
+    for (const gs_spec *const *s = gs_all(); *s; s++)
+      g_string_append_printf(known, "%s%s", known->len ? ", " : "", (*s)->name);
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "%s: host property gpu_model '%s' has no spec sheet (known: %s)",
+                plat_path(x->platform), h ? h->gpu_model : "", known->str);
+    g_string_free(known, TRUE);
+    return FALSE;
+  }
+  x->gpu_mem_bytes = h->gpu_mem_bytes > 0 ? h->gpu_mem_bytes : x->gpu->mem_bytes;
+  return TRUE;
+}
+
+/* A named cluster design (a preset) asked for more GPUs than its file has grows to them, with the
+ * same nodes and network; a platform file stays what it is. */
+static gboolean grow_preset(run_ctx *x, GError **err) {
+  cfg_run *c = &x->cfg;
+  plat_gen_params gp;
+  if (c->gpus <= plat_n_hosts(x->platform) || strchr(c->platform, '/') ||
+      strchr(c->platform, ':') || !plat_gen_preset(c->platform, &gp, NULL))
+    return TRUE;
+  const int per = plat_gpus_per_node(x->platform);
+  char *scaled = g_strdup_printf("%s:%d", c->platform, (c->gpus + per - 1) / per);
+  x->note = g_strdup_printf("%s has %d GPUs; simulating %d on %s (same nodes and network, more "
+                            "of them)", c->platform, plat_n_hosts(x->platform), c->gpus, scaled);
+  plat_free(x->platform);
+  x->platform = plat_load(scaled, err);
+  g_free(c->platform);
+  c->platform = scaled;
+  return x->platform != NULL;
+}
+
+/* Everything after the configuration is settled. */
+static gboolean open_rest(run_ctx *x, gboolean grow, GError **err) {
+  if (!(x->platform = plat_load(x->cfg.platform, err))) return FALSE;
+  if (grow && !grow_preset(x, err)) return FALSE;
+  if (!platform_gpu(x, err)) return FALSE;
+  if (!kt_open_db(x->cfg.kernels, x->gpu->name, &x->db, err)) return FALSE;
+  x->kt = (kt_source){x->gpu, x->cfg.precision, x->model, x->db};
+  x->layer_t = kt_layer_times(&x->kt, &x->cfg);
+  x->kdb_name = x->db ? g_strdup(kdb_name(x->db)) : g_strdup_printf("roofline:%s", x->gpu->name);
+  return TRUE;
+}
+
+static void take(run_ctx *x, cfg_run *c) {
+  memset(x, 0, sizeof *x);
+  x->cfg = *c;
+  cfg_init(c);
+}
+
+gboolean ctx_open(run_ctx *x, cfg_run *c, GError **err) {
+  take(x, c);
+  if (!(x->model = wl_load(x->cfg.workload, err))) return FALSE;
+  if (!cfg_resolve(&x->cfg, (long)x->model->default_batch, err)) return FALSE;
+  cfg_resolve_style(&x->cfg, wl_has_tp_roles(x->model));
+  return open_rest(x, TRUE, err);
+}
+
+gboolean ctx_open_resolved(run_ctx *x, cfg_run *c, GError **err) {
+  take(x, c);
+  if (!(x->model = wl_load(x->cfg.workload, err))) return FALSE;
+  return open_rest(x, FALSE, err);
+}
+
+void ctx_release(run_ctx *x) {
+  g_free(x->layer_t);
+  kdb_free(x->db);
+  plat_free(x->platform);
+  wl_free(x->model);
+  g_free(x->kdb_name);
+  g_free(x->note);
+  cfg_release(&x->cfg);
+  memset(x, 0, sizeof *x);
+}

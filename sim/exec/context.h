@@ -1,0 +1,44 @@
+/* context.h — one run opened once: its resolved configuration, the workload, the platform, the
+ * GPU spec sheet and the kernel times. The driver (`dlsim run`), the closed form and both
+ * rank-side executors start from the same context, so they see the same model, the same GPU and
+ * the same kernel durations.
+ */
+#ifndef DL_CONTEXT_H
+#define DL_CONTEXT_H
+
+#include <glib.h>
+
+#include "core/config.h"
+#include "core/gpuspec.h"
+#include "kdb/ktime.h"
+#include "platform/platform.h"
+#include "model/workload.h"
+
+typedef struct {
+  cfg_run cfg;           /* the resolved configuration (owned) */
+  wl_model *model;       /* owned */
+  plat *platform;        /* owned */
+  const gs_spec *gpu;    /* the spec sheet of the platform's GPU model (static) */
+  double gpu_mem_bytes;  /* device memory per GPU: the host property, else the spec sheet's */
+  kdb *db;               /* the kernel database, NULL for the roofline alone (owned) */
+  kt_source kt;          /* kernel durations (borrows model, gpu, db) */
+  double *layer_t;       /* per-layer forward + backward time of one micro-batch, what pipeline
+                            stages are balanced with (owned, model->n_layers entries) */
+  char *kdb_name;        /* the database's name, or "roofline:<gpu>" (owned) */
+  char *note;            /* what the driver should tell the user, or NULL (owned) */
+} run_ctx;
+
+/* Opens a run of configuration `c` as `dlsim run` parsed it: loads the workload, resolves the
+ * configuration against it (cfg_resolve, cfg_resolve_style), loads the platform (a named preset
+ * asked for more GPUs than it has grows to them, with x->note saying so), finds the GPU and the
+ * kernel database. Takes `c` over (cfg_init'ed again on return). DL_ERR_INPUT naming the option
+ * or file on failure; release with ctx_release either way. */
+gboolean ctx_open(run_ctx *x, cfg_run *c, GError **err);
+
+/* The same for a configuration that is resolved already (an executor's, read from the driver's
+ * request): nothing is re-resolved and the platform is taken as named. */
+gboolean ctx_open_resolved(run_ctx *x, cfg_run *c, GError **err);
+
+void ctx_release(run_ctx *x);
+
+#endif

@@ -1,0 +1,222 @@
+/* exec.c — the executor table, and launching the rank-side executors (see exec.h). */
+#include "exec/exec.h"
+
+#include <cjson/cJSON.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "exec/analytic/analytic.h"
+#include "core/dl_common.h"
+#include "exec/launch.h"
+
+/* ---- request and result documents ------------------------------------------------------------ */
+
+static gboolean request_write(const char *path, const cfg_run *c, GError **err) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddItemToObject(root, "config", cfg_to_json(c));
+  if (c->trace) cJSON_AddStringToObject(root, "trace", c->trace);
+  else cJSON_AddNullToObject(root, "trace");
+  if (c->dump_weights) cJSON_AddStringToObject(root, "dump_weights", c->dump_weights);
+  else cJSON_AddNullToObject(root, "dump_weights");
+  char *txt = cJSON_Print(root);
+  cJSON_Delete(root);
+  gboolean ok = dl_write_file_atomic(path, txt, strlen(txt), err);
+  cJSON_free(txt);
+  return ok;
+}
+
+/* An optional path: a string, or null. */
+static gboolean opt_path(const cJSON *root, const char *key, const char *path, char **out,
+                         GError **err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (cJSON_IsNull(v)) return TRUE;
+  if (!cJSON_IsString(v)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s: expected a path or null", path, key);
+    return FALSE;
+  }
+  *out = g_strdup(v->valuestring);
+  return TRUE;
+}
+
+gboolean exec_request_read(const char *path, cfg_run *c, exec_request *req, GError **err) {
+  memset(req, 0, sizeof *req);
+  char *txt = dl_read_file(path, NULL, err);
+  if (!txt) return FALSE;
+  cJSON *root = cJSON_Parse(txt);
+  g_free(txt);
+  gboolean ok = root && cfg_from_json(c, cJSON_GetObjectItemCaseSensitive(root, "config"), path,
+                                      err) &&
+                opt_path(root, "trace", path, &req->trace, err) &&
+                opt_path(root, "dump_weights", path, &req->dump_weights, err);
+  if (!root) g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: not a JSON document", path);
+  cJSON_Delete(root);
+  return ok;
+}
+
+void exec_request_release(exec_request *req) {
+  g_free(req->trace);
+  g_free(req->dump_weights);
+  memset(req, 0, sizeof *req);
+}
+
+char *exec_result_write(const res_result *r, const run_ctx *x, const char *result_path,
+                        const char *trace_path, const GString *trace) {
+  GError *e = NULL;
+  char *err = NULL;
+  char *json = res_to_json(r, &x->cfg, x->model);
+  if (!dl_write_file_atomic(result_path, json, strlen(json), &e) ||
+      (trace && trace_path && !dl_write_file_atomic(trace_path, trace->str, trace->len, &e))) {
+    err = g_strdup(e->message);
+    g_error_free(e);
+  }
+  g_free(json);
+  return err;
+}
+
+/* ---- launching a rank-side executor ---------------------------------------------------------- */
+
+/* Starts an executor with `prog_argv` (NULL-terminated); FALSE with `err` set when it could not
+ * run or failed. */
+typedef gboolean (*start_fn)(const run_ctx *x, const cfg_run *c, const char *const *prog_argv,
+                             GError **err);
+
+/* Runs `c` through the executor `start` launches as `run REQUEST RESULT`, then reads its result
+ * into `r`, with the wall time of the whole launch. */
+static gboolean launch_run(const run_ctx *x, const cfg_run *c, start_fn start, res_result *r,
+                           GError **err) {
+  char *dir = g_dir_make_tmp("dlsim-XXXXXX", NULL);
+  if (!dir) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "cannot create a temporary directory");
+    return FALSE;
+  }
+  char *request = g_build_filename(dir, "request.json", NULL);
+  char *result = g_build_filename(dir, "result.json", NULL);
+  const char *argv[] = {"run", request, result, NULL};
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = request_write(request, c, err) && start(x, c, argv, err);
+  char *txt = NULL;
+  if (ok && !(txt = dl_read_file(result, NULL, NULL))) {
+    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL,
+                "the executor ended before its ranks finished (for SMPI: SimGrid found them "
+                "waiting for each other): a planner bug, please report this command");
+    ok = FALSE;
+  }
+  if (ok && !res_from_json(r, txt, "executor result", err)) {
+    if (err && *err) (*err)->code = DL_ERR_INTERNAL;
+    ok = FALSE;
+  }
+  if (ok) r->wall_s = (g_get_monotonic_time() - t0) / 1e6;
+  g_free(txt);
+  g_unlink(request);
+  g_unlink(result);
+  g_rmdir(dir);
+  g_free(request);
+  g_free(result);
+  g_free(dir);
+  return ok;
+}
+
+static gboolean start_smpi(const run_ctx *x, const cfg_run *c, const char *const *argv,
+                           GError **err) {
+  const char **hosts = g_new(const char *, c->gpus);
+  for (int i = 0; i < c->gpus; i++) hosts[i] = plat_host_at(x->platform, i)->id;
+  /* --coll smpi:NAME pins SMPI's algorithm NAME for every operation that has a selector */
+  GPtrArray *extra = g_ptr_array_new_with_free_func(g_free);
+  for (int op = 0; c->coll && op < COLL_OP_COUNT; op++) {
+    char *item = coll_smpi_cfg((coll_op)op, c->coll);
+    if (item) g_ptr_array_add(extra, item);
+  }
+  g_ptr_array_add(extra, NULL);
+  gboolean ok = launch_smpi(plat_path(x->platform), c->gpus, hosts, argv,
+                            (const char *const *)extra->pdata, NULL, err);
+  g_ptr_array_free(extra, TRUE);
+  g_free(hosts);
+  return ok;
+}
+
+static gboolean start_real(const run_ctx *x, const cfg_run *c, const char *const *argv,
+                           GError **err) {
+  (void)x;
+  return launch_mpirun(c->gpus, argv, NULL, err);
+}
+
+/* ---- the executors --------------------------------------------------------------------------- */
+
+static gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
+  if (c->trace) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--trace: the closed form has no timeline; traces come from --mode sim");
+    return FALSE;
+  }
+  return an_check(x, c, err);
+}
+
+static gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
+  return an_run(x, c, r, err);
+}
+
+static gboolean sim_check(const run_ctx *x, const cfg_run *c, GError **err) {
+  return an_check(x, c, err);
+}
+
+static gboolean sim_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
+  return launch_run(x, c, start_smpi, r, err);
+}
+
+/* What the real executor cannot run yet, layer by layer. */
+static gboolean real_check_layer(const wl_model *m, const wl_layer *l, int i, GError **err) {
+  const char *why = NULL;
+  if (l->kind == WL_LINEAR && l->tied_to >= 0 && l->bias) why = "tied linears with a bias";
+  else if (l->kind == WL_LINEAR && l->tied_to >= 0 && m->layers[l->tied_to].kind != WL_EMBEDDING)
+    why = "linears tied to a linear";
+  else if (l->kind == WL_EMBEDDING && l->inputs[0] != -1) why = "embeddings that read a layer";
+  else if (l->kind == WL_SOFTMAX_CE && i != m->n_layers - 1) why = "losses before the last layer";
+  else if (i == m->n_layers - 1 && l->kind != WL_SOFTMAX_CE) why = "models without a final loss";
+  else if (m->vocab > 0 && l->kind != WL_EMBEDDING &&
+           (l->inputs[0] == -1 || (l->n_inputs > 1 && l->inputs[1] == -1)))
+    why = "token ids read by a layer other than an embedding";
+  if (!why) return TRUE;
+  g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: %s: layer '%s' (%s): %s are not run "
+              "for real yet", m->path, l->name, wl_layer_kind_name(l->kind), why);
+  return FALSE;
+}
+
+/* The real executor refuses --grid auto, --precision fp16/bf16 (the CPU kernels compute in
+ * fp32), --recompute, and layers without a real implementation; splits it cannot make are
+ * refused by rs_plan (real_shard.h) when the ranks start. */
+static gboolean real_check(const run_ctx *x, const cfg_run *c, GError **err) {
+  if (c->grid_auto) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --grid auto searches grids without "
+                "running them; name one grid, e.g. --grid 2x2");
+    return FALSE;
+  }
+  if (c->precision == GS_FP16 || c->precision == GS_BF16) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --precision %s: the real executor's "
+                "CPU kernels compute in fp32; use --precision fp32", gs_precision_name(c->precision));
+    return FALSE;
+  }
+  if (c->recompute) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--mode real: --recompute is not run for real yet; leave it out");
+    return FALSE;
+  }
+  for (int i = 0; i < x->model->n_layers; i++)
+    if (!real_check_layer(x->model, &x->model->layers[i], i, err)) return FALSE;
+  return TRUE;
+}
+
+static gboolean real_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
+  return launch_run(x, c, start_real, r, err);
+}
+
+static const exec_ops executors[] = {
+    {CFG_MODE_SIM, "sim", sim_check, sim_run},
+    {CFG_MODE_REAL, "real", real_check, real_run},
+    {CFG_MODE_ANALYTIC, "analytic", analytic_check, analytic_run},
+};
+
+const exec_ops *exec_for(cfg_mode mode) {
+  for (size_t i = 0; i < G_N_ELEMENTS(executors); i++)
+    if (executors[i].mode == mode) return &executors[i];
+  return NULL;
+}

@@ -1,0 +1,120 @@
+/* real_model.h — the numbers of the real executor: one rank's layers with real weights,
+ * gradients, optimizer state and activations, and the kernel ops of the plan run on them with
+ * the CPU twins (kernels/kernels.h). No MPI here: real_exec.c moves the buffers.
+ *
+ * Rank independence (what makes a parallel run comparable with the serial one):
+ *   weights   element e of layer i's parameter block is drawn from a hash of (i, e) only (a
+ *             tied copy uses its target layer's i), uniform in ±1/√fan_in for conv and linear
+ *             weights and biases (PyTorch's default bound), ±0.02·√3 for embeddings (std 0.02,
+ *             GPT-2), γ = 1 and β = 0 for batch norm and layer norm;
+ *   data      sample g of iteration k (g = dp_i·B/dp + mb·S + s for data-parallel rank dp_i,
+ *             micro-batch mb of S samples) has inputs, tokens and labels hashed from (k, g, ·)
+ *             only: inputs uniform in [-1, 1), tokens and labels uniform over the vocabulary or
+ *             the classes;
+ *   dropout   one mask per sample, seeded by (layer, k, g); p = 0.5 (the loader does not keep
+ *             a layer's p and every shipped workload uses 0.5).
+ * The loss layer's backward gives the gradient of its micro-batch's mean loss; the optimizer
+ * step multiplies the accumulated (and all-reduced) gradients by 1/(dp·m), so the update is the
+ * one of the mean loss over the global batch, as in the serial run.
+ * Batch norm normalises each micro-batch with its own statistics (training mode, no running
+ * statistics): with dp > 1 or m > 1 that is a different function of the batch than the serial
+ * run's (as in PyTorch DDP without SyncBatchNorm).
+ *
+ * Optimizer (fixed hyper-parameters): SGD with momentum lr 0.01, momentum 0.9, no weight decay;
+ * Adam (AdamW form, no weight decay) lr 1e-3, β1 0.9, β2 0.999, ε 1e-8, bias-corrected at step
+ * k + 1.
+ *
+ * Threads: rm_iter_begin, rm_kernel run on the compute thread; the buffers handed out below are
+ * read or written by the communication thread only between the events the plan orders them by.
+ */
+#ifndef DL_REAL_MODEL_H
+#define DL_REAL_MODEL_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "plan/plan.h"
+#include "model/workload.h"
+
+/* Floats of slack after every point-to-point buffer: the sender's post time rides there. */
+#define RM_P2P_TRAILER_FLOATS 2
+
+typedef struct rm_rank rm_rank;
+
+/* The layers of `plan` (stage [first_layer, end_layer)) of rank `rank`, each the rank's slice
+ * (real_shard.h), with weights initialised. `m`, `c`, `plan` are borrowed and must outlive the
+ * result. DL_ERR_INPUT when rs_plan (real_shard.h) refuses the configuration; the executor
+ * table's real check (exec.h) has passed. */
+rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, int rank,
+                GError **err);
+void rm_free(rm_rank *r);
+
+/* Start of iteration `iter`: zeroes the gradients, makes the iteration's inputs and labels. */
+void rm_iter_begin(rm_rank *r, int iter);
+
+/* Runs kernel op `op` (forward or backward of its layer for its micro-batch, or the optimizer
+ * step) of iteration `iter`. */
+void rm_kernel(rm_rank *r, const pl_op *op, int iter);
+
+/* Point-to-point buffers of micro-batch `mb`, each with RM_P2P_TRAILER_FLOATS floats of slack
+ * after *n floats of payload: the activation this stage sends forward (its last layer's
+ * output), the one it receives (the previous stage's output), the gradient it sends back (of
+ * its input) and the one it receives (of its output). NULL when the stage has no such neighbour. */
+float *rm_act_out(rm_rank *r, int mb, int64_t *n);
+float *rm_act_in(rm_rank *r, int mb, int64_t *n);
+float *rm_grad_out(rm_rank *r, int mb, int64_t *n);
+float *rm_grad_in(rm_rank *r, int mb, int64_t *n);
+
+/* The buffer of halo op `op` (PL_SEND/PL_RECV with purpose PL_WHY_HALO, --domain conv) with
+ * RM_P2P_TRAILER_FLOATS floats of slack after *n floats of payload; a send's rows are packed
+ * into it on the call (call it when the op runs). Forward: the input rows the neighbour's windows
+ * read; backward: the output-gradient rows whose windows reach the neighbour's input rows, for
+ * max pooling followed by their argmax (as floats, exact below 2^24). */
+float *rm_halo_buf(rm_rank *r, const pl_op *op, int64_t *n);
+
+/* Which gradients of a layer: all, those synchronised with the dense layers (an MoE layer's
+ * router), or an MoE layer's experts (synchronised over "expert_dp"). */
+typedef enum { RM_GRAD_ALL, RM_GRAD_DENSE, RM_GRAD_EXPERTS } rm_grad_part;
+
+/* The gradient of layer `layer`'s parameters on this rank (its slice; for a tied layer whose
+ * target is on another stage: the gradient of its copy; for a tied layer whose target is here:
+ * the target's) and its length in floats; NULL when the layer is elsewhere or has no
+ * parameters. The parts of an MoE layer are contiguous (router first). */
+float *rm_layer_grad(rm_rank *r, int layer, rm_grad_part part, int64_t *n);
+
+/* The parameters a layer owns (not tied copies) on this rank, in the local order of
+ * rs_param_index (the serial layout when the layer is whole), NULL when it owns none or is not
+ * on this rank. */
+const float *rm_layer_params(const rm_rank *r, int layer, int64_t *n);
+
+/* Σ over micro-batches of the mean loss of iteration `iter` (0 on ranks without the loss, and
+ * on tensor-parallel ranks other than tp_i = 0, which compute the same loss). */
+double rm_loss_sum(const rm_rank *r, int iter);
+
+/* A tensor- or expert-parallel collective on real buffers: what the communication thread moves.
+ *   RM_X_ALLREDUCE_SUM/MAX  n floats of `send` reduced into `recv` (they may be the same buffer)
+ *   RM_X_ALLGATHER          n floats of `send` from each member, `recv` gets them in member order
+ *   RM_X_COUNTS             n ints of `isend` all-gathered into `irecv`; then ask again
+ *   RM_X_ALLTOALLV          send_n[j] floats of `send` to member j (packed in member order),
+ *                           recv_n[j] floats from member j into `recv` */
+typedef enum { RM_X_ALLREDUCE_SUM, RM_X_ALLREDUCE_MAX, RM_X_ALLGATHER, RM_X_COUNTS,
+               RM_X_ALLTOALLV } rm_xfer_kind;
+typedef struct {
+  rm_xfer_kind how;
+  const float *send;     /* borrowed */
+  float *recv;           /* borrowed */
+  size_t n;              /* floats (ints for RM_X_COUNTS), see above */
+  const int *isend;      /* RM_X_COUNTS */
+  int *irecv;
+  const double *send_n;  /* RM_X_ALLTOALLV: floats per member (group order) */
+  const double *recv_n;
+} rm_xfer;
+
+/* The buffers of collective `op` (a tensor-parallel or MoE collective of micro-batch `mb`);
+ * FALSE when the op moves no tensor of this module (gradients: see rm_layer_grad). Between
+ * rm_coll_begin and rm_coll_end the caller owns the buffers; rm_coll_end unpacks the result. */
+gboolean rm_coll_begin(rm_rank *r, const pl_op *op, int mb, rm_xfer *x);
+void rm_coll_end(rm_rank *r, const pl_op *op, int mb);
+
+#endif

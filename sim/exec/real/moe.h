@@ -1,0 +1,54 @@
+/* real_moe.h — a mixture-of-experts layer in the real executor, whole or expert-parallel.
+ *
+ * Whole (ep = 1): the router kernel op runs kn_moe_fwd (kernels.h, the specification) and the
+ * experts' backward op kn_moe_bwd; the other two kernel ops of the plan do nothing.
+ *
+ * Expert parallel (ep > 1, RS_EXPERTS): the plan's four steps on real data (GShard, Lepikhin et
+ * al. 2021, §2.2): the router kernel computes the probabilities and every token's top-k experts;
+ * the dispatch all-to-all first all-gathers the (expert, choice) counts of the EP group, so every
+ * member takes the same capacity decisions as kn_moe_fwd would over the group's tokens in group
+ * order (every token's first choice in token order, then every second choice, ...; capacity
+ * ceil(factor·top_k·tokens/E) over the group's tokens), then moves the kept tokens to the ranks
+ * holding their experts (uneven blocks); the experts kernel runs the rank's experts; the combine
+ * all-to-all brings the outputs back and sums them weighted by the router probabilities. Backward
+ * mirrors it. Routing comes from the data: --routing (the planner's byte counts) does not apply
+ * to real runs. With dp = ep and one micro-batch the group is the whole batch, so the decisions
+ * are the serial run's.
+ *
+ * Parameters (local order, real_shard.h): router weights (E, C), router bias (E) when the layer
+ * has one, then w1 (E', F, C), b1 (E', F), w2 (E', C, F), b2 (E', C) of the rank's E' experts.
+ */
+#ifndef DL_REAL_MOE_H
+#define DL_REAL_MOE_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "exec/real/model.h"
+#include "exec/real/shard.h"
+#include "model/workload.h"
+
+typedef struct rm_moe rm_moe;
+
+/* State of layer `l` with `M` tokens per micro-batch on this rank, `nmb` micro-batches. */
+rm_moe *rmoe_new(const wl_layer *l, const rs_layer *s, const cfg_run *c, int64_t M, int nmb);
+void rmoe_free(rm_moe *x);
+/* Floats of the shared kernel workspace the layer needs. */
+size_t rmoe_ws_floats(const rm_moe *x);
+
+/* Kernel ops: `experts` FALSE for the router op, TRUE for the experts op. `w`, `g` the layer's
+ * local parameters and gradients; `ws` the rank's workspace (rmoe_ws_floats). */
+void rmoe_forward(rm_moe *x, gboolean experts, float *out, const float *in, const float *w, int mb);
+void rmoe_backward(rm_moe *x, gboolean experts, float *din, float *g, float *ws,
+                   const float *dout, const float *in, const float *w, int mb);
+
+/* The all-to-alls (rm_coll_begin/rm_coll_end): forward or backward, dispatch or combine. `in`
+ * is the layer's input (read by the forward dispatch), `dout` its output gradient (read by the
+ * backward combine), `out` its output (written by the forward combine). The forward dispatch
+ * is asked twice: first the count exchange (RM_X_COUNTS), then the tokens. */
+gboolean rmoe_xfer(rm_moe *x, gboolean fwd, gboolean dispatch, int mb, const float *in,
+                   const float *dout, rm_xfer *t);
+void rmoe_xfer_done(rm_moe *x, gboolean fwd, gboolean dispatch, int mb, float *out);
+
+#endif

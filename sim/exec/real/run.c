@@ -1,0 +1,518 @@
+/* real_exec.c — `dlsim-real run REQUEST RESULT`: the real executor of the planner's op lists.
+ *
+ * Run by the driver (exec.c) under mpirun, one process per rank. Each rank opens the run from the
+ * driver's request (context.h: the same plan as the SMPI executor, with the same stage balance),
+ * holds its layers' real tensors (real_model.h) and runs the op list on the two streams of
+ * stream.h:
+ *   compute stream  a thread that runs the kernel ops in order (CPU twins);
+ *   comm stream     the rank's main thread, the only one that calls MPI (MPI_THREAD_FUNNELED),
+ *                   runs the communication ops in order: gradient buckets packed in the plan's
+ *                   order, all-reduced with coll_mpi.h's algorithm and MPI_SUM, unpacked;
+ *                   activations and their gradients as MPI_Isend/MPI_Irecv.
+ * An op that waits for an event sleeps on a condition variable until the op that records it is
+ * done (no polling). Times are host wall-clock seconds since a barrier before the first
+ * iteration; every message carries its sender's post time after the payload, so a receive knows
+ * when both sides were there. Rank 0 gathers every rank's record, the losses and
+ * (--dump-weights) the weights of the first data-parallel replica of each stage, then writes the
+ * result, the trace and the weights.
+ *
+ * Tied weights across stages: the planner all-reduces the last stage's copy over dp (it is in no
+ * bucket), then sums the pair over the "embed" group (first and last stage), as Megatron does.
+ * MPI calls are not checked one by one: Open MPI's default error handler aborts on failure.
+ */
+#include <mpi.h>
+
+#include <glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "exec/mpi_groups.h"
+#include "coll/coll_mpi.h"
+#include "exec/context.h"
+#include "core/dl_common.h"
+#include "exec/exec.h"
+#include "kernels.h"
+#include "plan/plan.h"
+#include "exec/real/run.h"
+#include "exec/real/model.h"
+#include "exec/real/shard.h"
+#include "out/record.h"
+#include "exec/stream.h"
+
+typedef struct {
+  coll_groups g;      /* communicators of the plan's groups */
+  float *send, *recv; /* bucket staging, `cap` floats each */
+  size_t cap;
+} comms;
+
+/* All-reduces `n` floats of `in` into `out` (they may be the same buffer) over group `g` with
+ * the run's algorithm and `op`; returns the algorithm's name. */
+static const char *allreduce_op(comms *k, const cfg_run *c, pl_group g, const float *in, float *out,
+                                size_t n, MPI_Op op, double *wire) {
+  const size_t bytes = n * sizeof(float);
+  const char *algo = coll_resolve(COLL_ALLREDUCE, c->coll, (double)bytes, k->g.size[g],
+                                  k->g.nodes[g]);
+  const coll_algo *a = coll_find(COLL_ALLREDUCE, algo);
+  *wire = coll_wire_bytes(COLL_ALLREDUCE, algo, (double)bytes, k->g.size[g], &k->g.topo[g]);
+  if (!a || k->g.size[g] < 2 || n == 0) {
+    if (out != in) memcpy(out, in, bytes);
+    return a ? a->name : algo;
+  }
+  if (n > k->cap) {
+    g_free(k->send);
+    g_free(k->recv);
+    k->cap = n;
+    k->send = g_new(float, n);
+    k->recv = g_new(float, n);
+  }
+  memcpy(k->send, in, bytes);
+  a->fn(k->send, k->recv, bytes, k->g.comm[g], &k->g.topo[g], op);
+  memcpy(out, k->recv, bytes);
+  return a->name;
+}
+
+/* Sum-all-reduces `n` floats of `buf` in place over group `g`. */
+static const char *allreduce(comms *k, const cfg_run *c, pl_group g, float *buf, size_t n,
+                             double *wire) {
+  return allreduce_op(k, c, g, buf, buf, n, MPI_SUM, wire);
+}
+
+/* Runs a tensor- or expert-parallel collective on the buffers real_model.c names. */
+static const char *run_xfer(comms *k, const cfg_run *c, rm_rank *rm, const pl_op *op, int mb,
+                            double *wire) {
+  rm_xfer x;
+  const char *name = "none";
+  const pl_group g = op->group;
+  *wire = 0;
+  if (!rm_coll_begin(rm, op, mb, &x)) return name;
+  if (x.how == RM_X_COUNTS) { /* MoE: the group's routing counts before the tokens */
+    MPI_Allgather(x.isend, (int)x.n, MPI_INT, x.irecv, (int)x.n, MPI_INT, k->g.comm[g]);
+    *wire += (double)x.n * sizeof(int) * (k->g.size[g] - 1);
+    rm_coll_begin(rm, op, mb, &x);
+  }
+  switch (x.how) {
+  case RM_X_ALLREDUCE_SUM:
+  case RM_X_ALLREDUCE_MAX: {
+    double w = 0;
+    name = allreduce_op(k, c, g, x.send, x.recv, x.n, x.how == RM_X_ALLREDUCE_MAX ? MPI_MAX : MPI_SUM,
+                        &w);
+    *wire += w;
+    break;
+  }
+  case RM_X_ALLGATHER: {
+    const size_t bytes = x.n * sizeof(float) * (size_t)k->g.size[g];
+    const char *algo = coll_resolve(COLL_ALLGATHER, c->coll, (double)bytes, k->g.size[g],
+                                    k->g.nodes[g]);
+    const coll_algo *a = coll_find(COLL_ALLGATHER, algo);
+    *wire += coll_wire_bytes(COLL_ALLGATHER, algo, (double)bytes, k->g.size[g], &k->g.topo[g]);
+    if (k->g.size[g] < 2 || !a) memcpy(x.recv, x.send, x.n * sizeof(float));
+    else a->fn(x.send, x.recv, bytes, k->g.comm[g], &k->g.topo[g], MPI_SUM);
+    name = a ? a->name : algo;
+    break;
+  }
+  case RM_X_ALLTOALLV: {
+    int me = 0;
+    MPI_Comm_rank(k->g.comm[g], &me);
+    coll_alltoallv_pairwise(x.send, x.send_n, x.recv, x.recv_n, k->g.comm[g]);
+    size_t soff = 0, roff = 0; /* the pairwise exchange leaves out the rank's own block */
+    for (int j = 0; j < me; j++) soff += (size_t)x.send_n[j], roff += (size_t)x.recv_n[j];
+    memcpy((char *)x.recv + roff, (const char *)x.send + soff, (size_t)x.send_n[me]);
+    for (int j = 0; j < k->g.size[g]; j++)
+      if (j != me) *wire += x.send_n[j];
+    name = "pairwise";
+    break;
+  }
+  case RM_X_COUNTS: break;
+  }
+  rm_coll_end(rm, op, mb);
+  return name;
+}
+
+/* Runs PL_COLL op `op` on real gradients. */
+static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, rm_rank *rm,
+                            const pl_op *op, double *wire) {
+  *wire = 0;
+  if (op->purpose == PL_WHY_GRAD) { /* the bucket's layers, packed in the planner's order */
+    int *layers = g_new(int, op->bucket.end_layer - op->bucket.first_layer + 1);
+    const int nl = pl_bucket_layers(m, op, layers);
+    size_t n = 0;
+    for (int j = 0; j < nl; j++) {
+      int64_t len = 0;
+      rm_layer_grad(rm, layers[j], RM_GRAD_DENSE, &len);
+      n += (size_t)len;
+    }
+    float *packed = g_new(float, n + 1);
+    size_t at = 0;
+    for (int j = 0; j < nl; j++) {
+      int64_t len = 0;
+      const float *gr = rm_layer_grad(rm, layers[j], RM_GRAD_DENSE, &len);
+      memcpy(packed + at, gr, sizeof(float) * (size_t)len);
+      at += (size_t)len;
+    }
+    const char *name = allreduce(k, c, op->group, packed, n, wire);
+    at = 0;
+    for (int j = 0; j < nl; j++) {
+      int64_t len = 0;
+      float *gr = rm_layer_grad(rm, layers[j], RM_GRAD_DENSE, &len);
+      memcpy(gr, packed + at, sizeof(float) * (size_t)len);
+      at += (size_t)len;
+    }
+    g_free(packed);
+    g_free(layers);
+    return name;
+  }
+  if (op->purpose == PL_WHY_TIED) {
+    const int i = op->layer, t = m->layers[i].tied_to;
+    int64_t n = 0;
+    float *gr = rm_layer_grad(rm, i, RM_GRAD_ALL, &n);
+    if (!gr) gr = rm_layer_grad(rm, t, RM_GRAD_ALL, &n);
+    double w = 0;
+    const char *name = allreduce(k, c, op->group, gr, gr ? (size_t)n : 0, &w);
+    *wire += w;
+    return name;
+  }
+  if (op->purpose == PL_WHY_EXPERT_GRAD) { /* among the replicas of the same experts */
+    int64_t n = 0;
+    float *gr = rm_layer_grad(rm, op->layer, RM_GRAD_EXPERTS, &n);
+    return allreduce(k, c, op->group, gr, gr ? (size_t)n : 0, wire);
+  }
+  return run_xfer(k, c, rm, op, op->microbatch, wire);
+}
+
+/* Rank 0 writes the weights in the serial layout: for each layer, the first data-parallel
+ * replica of its stage sends its slice from every tp rank (and, for experts, from each of the
+ * ep ranks that hold them); rank 0 places each value by rs_param_index. */
+static char *dump_weights(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan,
+                          rm_rank *rm, int rank, const char *path) {
+  const int *first = plan->stage_first;
+  GError *e = NULL;
+  char *err = NULL;
+  /* rank 0 needs every (tp, ep) slice layout: made before any message moves, so a failure
+   * (none is expected: each succeeded on its owner) stops every rank at the same point */
+  rs_layer *rs = g_new(rs_layer, (size_t)c->tp * c->ep * m->n_layers);
+  int ok = 1;
+  for (int t = 0; t < c->tp && rank == 0 && ok; t++)
+    for (int x = 0; x < c->ep && ok; x++)
+      ok = rs_plan(m, c, t, x, rs + ((size_t)t * c->ep + x) * m->n_layers, &e);
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!ok) {
+    err = e ? g_strdup(e->message) : g_strdup("--dump-weights: a rank's slices are unknown");
+    g_clear_error(&e);
+    g_free(rs);
+    return err;
+  }
+  GString *head = g_string_new("{\"format\": \"dlsim-weights-1\", \"layers\": [");
+  GByteArray *data = g_byte_array_new();
+  gboolean sep = FALSE;
+  for (int i = 0; i < m->n_layers; i++) {
+    const wl_layer *l = &m->layers[i];
+    if (l->params <= 0) continue;
+    int stage = 0;
+    while (stage + 1 < c->pp && i >= first[stage + 1]) stage++;
+    const int eps = l->kind == WL_MOE ? c->ep : 1;
+    float *w = rank == 0 ? g_new0(float, l->params) : NULL;
+    for (int t = 0; t < c->tp; t++)
+      for (int x = 0; x < eps; x++) {
+        const int owner = pl_rank_of(c, x, t, stage);
+        int64_t n = 0;
+        if (rank == owner && rank != 0) {
+          const float *mine = rm_layer_params(rm, i, &n);
+          MPI_Send(mine, (int)n, MPI_FLOAT, 0, i, MPI_COMM_WORLD);
+        } else if (rank == 0) {
+          const rs_layer *li = rs + ((size_t)t * c->ep + x) * m->n_layers + i;
+          n = rs_param_index(l, li, NULL);
+          int64_t *idx = g_new(int64_t, n + 1);
+          float *got = g_new(float, n + 1);
+          rs_param_index(l, li, idx);
+          if (owner == 0) memcpy(got, rm_layer_params(rm, i, &n), sizeof(float) * (size_t)n);
+          else MPI_Recv(got, (int)n, MPI_FLOAT, owner, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          for (int64_t j = 0; j < n; j++) w[idx[j]] = got[j];
+          g_free(idx);
+          g_free(got);
+        }
+      }
+    if (rank == 0) {
+      g_byte_array_append(data, (const guint8 *)w, (guint)(sizeof(float) * (size_t)l->params));
+      char *name = g_strescape(l->name, NULL);
+      g_string_append_printf(head, "%s{\"name\": \"%s\", \"params\": %" G_GINT64_FORMAT "}",
+                             sep ? ", " : "", name, l->params);
+      g_free(name);
+      sep = TRUE;
+    }
+    g_free(w);
+  }
+  if (rank == 0) {
+    g_string_append(head, "]}\n");
+    g_string_append_len(head, (const char *)data->data, data->len);
+    if (!dl_write_file_atomic(path, head->str, head->len, &e)) {
+      err = g_strdup(e->message);
+      g_clear_error(&e);
+    }
+  }
+  g_free(rs);
+  g_string_free(head, TRUE);
+  g_byte_array_free(data, TRUE);
+  return err;
+}
+
+/* ---- the two streams on this machine ------------------------------------------------------- */
+
+typedef struct {
+  const run_ctx *x;
+  const pl_rank_plan *plan;
+  rm_rank *model;
+  comms *k;
+  double origin_s;    /* monotonic seconds at the start barrier */
+  GMutex lock;        /* guards `done` */
+  GCond cond;
+  guint8 *done;       /* iters × n_events: event recorded */
+  MPI_Request *rreq;  /* per op index: the posted receive */
+  MPI_Request *sreq;  /* the iteration's sends */
+  int n_sends;
+} real_rank;
+
+static double be_now(void *be) {
+  const real_rank *g = be;
+  return g_get_monotonic_time() / 1e6 - g->origin_s;
+}
+
+/* Making the synthetic batch (and zeroing gradients) is host work the op lists do not describe,
+ * as a data loader's would be: the stream times it and leaves it out of the iteration. */
+static void be_iter_begin(void *be, int iter) { rm_iter_begin(((real_rank *)be)->model, iter); }
+
+static kdb_origin be_kernel(void *be, const pl_op *op, int iter) {
+  rm_kernel(((real_rank *)be)->model, op, iter);
+  return KDB_MEASURED; /* it ran, on this machine */
+}
+
+/* The buffer of a point-to-point op: halo rows, an activation or its gradient. */
+static float *p2p_buf(real_rank *g, const pl_op *op, int64_t *n) {
+  if (op->purpose == PL_WHY_HALO) return rm_halo_buf(g->model, op, n);
+  if (op->kind == PL_SEND)
+    return op->tag & 1 ? rm_grad_out(g->model, op->microbatch, n)
+                       : rm_act_out(g->model, op->microbatch, n);
+  return op->tag & 1 ? rm_grad_in(g->model, op->microbatch, n)
+                     : rm_act_in(g->model, op->microbatch, n);
+}
+
+static void be_recv_post(void *be, const pl_op *op, int iter) {
+  (void)iter;
+  real_rank *g = be;
+  int64_t n = 0;
+  float *buf = p2p_buf(g, op, &n);
+  MPI_Irecv(buf, (int)n + RM_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag, MPI_COMM_WORLD,
+            &g->rreq[op - g->plan->ops]);
+}
+
+static double be_recv_wait(void *be, const pl_op *op, int iter) {
+  (void)iter;
+  real_rank *g = be;
+  MPI_Wait(&g->rreq[op - g->plan->ops], MPI_STATUS_IGNORE);
+  int64_t n = 0;
+  const float *buf = p2p_buf(g, op, &n);
+  double posted;
+  memcpy(&posted, buf + n, sizeof posted);
+  return posted - g->origin_s; /* the sender's clock is this machine's */
+}
+
+static void be_send(void *be, const pl_op *op, int iter) {
+  (void)iter;
+  real_rank *g = be;
+  int64_t n = 0;
+  float *buf = p2p_buf(g, op, &n); /* a halo send packs its rows here */
+  double posted = g_get_monotonic_time() / 1e6;
+  memcpy(buf + n, &posted, sizeof posted);
+  MPI_Isend(buf, (int)n + RM_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag, MPI_COMM_WORLD,
+            &g->sreq[g->n_sends++]);
+}
+
+static void be_sends_wait(void *be, int iter) {
+  (void)iter;
+  real_rank *g = be;
+  MPI_Waitall(g->n_sends, g->sreq, MPI_STATUSES_IGNORE);
+  g->n_sends = 0;
+}
+
+static const char *be_coll(void *be, const pl_op *op, int iter, double *wire) {
+  (void)iter;
+  real_rank *g = be;
+  return run_coll(g->k, g->x->model, &g->x->cfg, g->model, op, wire);
+}
+
+static void be_ev_wait(void *be, int iter, int ev) {
+  real_rank *g = be;
+  g_mutex_lock(&g->lock);
+  while (!g->done[(size_t)iter * g->plan->n_events + ev]) g_cond_wait(&g->cond, &g->lock);
+  g_mutex_unlock(&g->lock);
+}
+
+static void be_ev_record(void *be, int iter, int ev) {
+  real_rank *g = be;
+  g_mutex_lock(&g->lock);
+  g->done[(size_t)iter * g->plan->n_events + ev] = 1;
+  g_cond_broadcast(&g->cond);
+  g_mutex_unlock(&g->lock);
+}
+
+static const exec_stream_ops real_stream = {
+    be_now, be_iter_begin, be_kernel, be_recv_post, be_recv_wait, be_send, be_sends_wait, be_coll,
+    be_ev_wait, be_ev_record,
+};
+
+static gpointer compute_thread(gpointer data) {
+  exec_stream_compute(data);
+  return NULL;
+}
+
+/* Rank 0: every rank's record (gathered as bytes), the losses, the result and the trace. NULL
+ * or a newly allocated message. */
+static char *gather_and_write(const run_ctx *x, const exec_request *req, const rec_rank *mine,
+                              rm_rank *rm, const pl_rank_plan *plan, int rank, int P,
+                              const char *result_path) {
+  const cfg_run *c = &x->cfg;
+  double *loss = g_new0(double, c->iters), *loss_all = g_new0(double, c->iters);
+  for (int it = 0; it < c->iters; it++) loss[it] = rm_loss_sum(rm, it);
+  MPI_Reduce(loss, loss_all, c->iters, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  GByteArray *bytes = g_byte_array_new();
+  rec_pack(mine, bytes);
+  int len = (int)bytes->len, *lens = NULL, *offs = NULL;
+  guint8 *all = NULL;
+  if (rank == 0) lens = g_new(int, P), offs = g_new(int, P);
+  MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    int tot = 0;
+    for (int r = 0; r < P; r++) offs[r] = tot, tot += lens[r];
+    all = g_malloc(tot + 1);
+  }
+  MPI_Gatherv(bytes->data, len, MPI_BYTE, all, lens, offs, MPI_BYTE, 0, MPI_COMM_WORLD);
+  char *err = NULL;
+  if (rank == 0) {
+    pl_rank_plan **plans = g_new0(pl_rank_plan *, P);
+    rec_rank *recs = g_new0(rec_rank, P);
+    for (int r = 0; r < P && !err; r++) {
+      plans[r] = r == 0 ? NULL : pl_build(x->model, c, x->layer_t, r, NULL);
+      rec_init(&recs[r], r, r == 0 ? plan : plans[r], c->iters);
+      if (!recs[r].plan || !rec_unpack(&recs[r], all + offs[r], (gsize)lens[r]))
+        err = g_strdup_printf("rank %d: unreadable measurements", r);
+      else rec_finish(&recs[r], 0);
+    }
+    if (!err) {
+      res_result res;
+      res_init(&res);
+      rec_result(recs, P, c, x->gpu_mem_bytes, &res);
+      res.gpu_model = x->gpu->name;
+      res.kdb_name = g_strdup("measured:cpu");
+      for (int it = 0; it < c->iters; it++) {
+        double l = loss_all[it] / ((double)c->dp * c->microbatches);
+        g_array_append_val(res.loss, l);
+      }
+      GString *trace = req->trace ? rec_trace(recs, P) : NULL;
+      err = exec_result_write(&res, x, result_path, req->trace, trace);
+      if (trace) g_string_free(trace, TRUE);
+      res_release(&res);
+    }
+    for (int r = 0; r < P; r++) {
+      if (recs[r].colls) rec_release(&recs[r]);
+      pl_rank_plan_free(plans[r]);
+    }
+    g_free(recs);
+    g_free(plans);
+  }
+  g_free(all);
+  g_free(lens);
+  g_free(offs);
+  g_byte_array_free(bytes, TRUE);
+  g_free(loss);
+  g_free(loss_all);
+  return err;
+}
+
+int real_exec_main(int argc, char **argv) {
+  int rank, P;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  if (argc != 3) {
+    if (rank == 0) fprintf(stderr, "dlsim-real run: expected REQUEST RESULT\n");
+    return 2;
+  }
+  cfg_run parsed;
+  cfg_init(&parsed);
+  run_ctx x;
+  memset(&x, 0, sizeof x);
+  exec_request req;
+  memset(&req, 0, sizeof req);
+  pl_rank_plan *plan = NULL;
+  rm_rank *rm = NULL;
+  GError *e = NULL;
+  char *msg = NULL;
+  int status = 2;
+  if (!exec_request_read(argv[1], &parsed, &req, &e) || !ctx_open_resolved(&x, &parsed, &e) ||
+      !exec_for(CFG_MODE_REAL)->check(&x, &x.cfg, &e))
+    msg = g_strdup(e->message);
+  const cfg_run *c = &x.cfg;
+  if (!msg && P != c->gpus) msg = g_strdup_printf("%d ranks for --gpus %d", P, c->gpus);
+  g_clear_error(&e);
+  if (!msg && !(plan = pl_build(x.model, c, x.layer_t, rank, &e))) msg = g_strdup(e->message);
+  g_clear_error(&e);
+  if (!msg && !(rm = rm_new(x.model, c, plan, rank, &e))) msg = g_strdup(e->message);
+  g_clear_error(&e);
+  /* every rank reaches the same verdict from the same request, except for local failures */
+  int bad = msg != NULL, any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any) {
+    if (msg) fprintf(stderr, "dlsim-real: rank %d: %s\n", rank, msg);
+    goto out;
+  }
+
+  comms k;
+  memset(&k, 0, sizeof k);
+  int *node_of = g_new0(int, P); /* every rank on this machine */
+  coll_groups_init(&k.g, c, rank, node_of);
+  g_free(node_of);
+  int n_send = 0;
+  for (int i = 0; i < plan->n_ops; i++) n_send += plan->ops[i].kind == PL_SEND;
+  real_rank g;
+  memset(&g, 0, sizeof g);
+  g.x = &x, g.plan = plan, g.model = rm, g.k = &k;
+  g_mutex_init(&g.lock);
+  g_cond_init(&g.cond);
+  g.done = g_new0(guint8, (size_t)c->iters * plan->n_events + 1);
+  g.rreq = g_new(MPI_Request, plan->n_ops + 1);
+  g.sreq = g_new(MPI_Request, n_send + 1);
+  rec_rank rec;
+  rec_init(&rec, rank, plan, c->iters);
+  exec_stream stream = {&real_stream, &g, plan, &rec, c->iters, g_getenv("DLSIM_DEBUG_OPS") != NULL};
+
+  MPI_Barrier(MPI_COMM_WORLD);
+  g.origin_s = g_get_monotonic_time() / 1e6;
+  GThread *th = g_thread_new("compute", compute_thread, &stream);
+  exec_stream_comm(&stream);
+  g_thread_join(th);
+
+  status = 0;
+  char *werr = gather_and_write(&x, &req, &rec, rm, plan, rank, P, argv[2]);
+  if (!werr && req.dump_weights) werr = dump_weights(x.model, c, plan, rm, rank, req.dump_weights);
+  if (werr) {
+    fprintf(stderr, "dlsim-real: %s\n", werr);
+    g_free(werr);
+    status = 1;
+  }
+  rec_release(&rec);
+  g_free(g.rreq);
+  g_free(g.sreq);
+  g_free(g.done);
+  g_mutex_clear(&g.lock);
+  g_cond_clear(&g.cond);
+  coll_groups_release(&k.g);
+  g_free(k.send);
+  g_free(k.recv);
+out:
+  g_free(msg);
+  rm_free(rm);
+  pl_rank_plan_free(plan);
+  exec_request_release(&req);
+  ctx_release(&x);
+  cfg_release(&parsed);
+  return status;
+}

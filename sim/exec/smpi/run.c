@@ -1,0 +1,297 @@
+/* smpi_exec.c — `dlsim-smpi run REQUEST RESULT`: the SMPI executor of the planner's op lists.
+ *
+ * Run by the driver (exec.c) under `smpirun -no-privatize`: all ranks share this process's
+ * globals, so the run is opened once (by the first rank to start: SMPI runs ranks one at a time
+ * and nothing here yields before the open is done), and every rank leaves its record in a shared
+ * table that rank 0 turns into the result after a barrier.
+ *
+ * Per rank, the two streams of stream.h: a compute-stream actor on the rank's host runs the
+ * kernels in order (an exec of seconds × host speed); the rank itself runs the communication ops
+ * in order with the collectives of coll_mpi.h on SMPI_SHARED_MALLOC buffers with a no-op
+ * reduction. Events are SimGrid semaphores (acquire, then release again so that they stay set):
+ * no polling. A send notes its simulated post time in a shared table, so the receive knows how
+ * long it waited for the sender (bubble) and how long the transfer took (communication).
+ */
+#include <mpi.h>
+#include <simgrid/actor.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/semaphore.h>
+#include <smpi/smpi.h>
+
+#include <glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/mpi_groups.h"
+#include "coll/coll_mpi.h"
+#include "exec/context.h"
+#include "core/dl_common.h"
+#include "exec/exec.h"
+#include "out/record.h"
+#include "exec/smpi/run.h"
+#include "exec/stream.h"
+
+/* Process-wide, shared by all ranks (-no-privatize); written once, then read-only except each
+ * rank's own slots. */
+static struct {
+  gboolean loaded;
+  char *error;           /* set when opening failed: every rank reports it and exits */
+  run_ctx ctx;           /* the run, opened from the request */
+  exec_request req;      /* output paths */
+  int *node_of;          /* node index of each rank's host */
+  gboolean debug_ops;    /* DLSIM_DEBUG_OPS set: print every op as the ranks reach it */
+  GHashTable *sent;      /* "src:dst:iter:tag" -> simulated time the send was posted (double*) */
+  rec_rank *recs;        /* per rank */
+} shared;
+
+/* One rank's backend of the two-stream loop. */
+typedef struct {
+  int rank;
+  const pl_rank_plan *plan;
+  sg_sem_t *events;      /* iters × n_events */
+  double speed;          /* host FLOP/s */
+  coll_groups groups;
+  void *sendbuf, *recvbuf; /* payload-free, as large as the largest message or collective */
+  MPI_Op noop;
+  MPI_Request *rreq;     /* per op index: the posted receive */
+  MPI_Request *sreq;     /* the iteration's sends */
+  int n_sends;
+} smpi_rank;
+
+static double be_now(void *be) {
+  (void)be;
+  return simgrid_get_clock();
+}
+
+static kdb_origin be_kernel(void *be, const pl_op *op, int iter) {
+  (void)iter;
+  smpi_rank *g = be;
+  kdb_origin origin;
+  double s = kt_kernel_s(&shared.ctx.kt, op, &origin);
+  if (s > 0) sg_actor_execute(s * g->speed);
+  return origin;
+}
+
+static void sent_key(char *key, size_t n, int src, int dst, int iter, int tag) {
+  g_snprintf(key, n, "%d:%d:%d:%d", src, dst, iter, tag);
+}
+
+static void be_recv_post(void *be, const pl_op *op, int iter) {
+  (void)iter;
+  smpi_rank *g = be;
+  MPI_Irecv(g->recvbuf, (int)op->bytes, MPI_BYTE, op->peer, op->tag, MPI_COMM_WORLD,
+            &g->rreq[op - g->plan->ops]);
+}
+
+static double be_recv_wait(void *be, const pl_op *op, int iter) {
+  smpi_rank *g = be;
+  MPI_Wait(&g->rreq[op - g->plan->ops], MPI_STATUS_IGNORE);
+  char key[64];
+  sent_key(key, sizeof key, op->peer, g->rank, iter, op->tag);
+  const double *posted = g_hash_table_lookup(shared.sent, key);
+  return posted ? *posted : -INFINITY;
+}
+
+static void be_send(void *be, const pl_op *op, int iter) {
+  smpi_rank *g = be;
+  char key[64];
+  sent_key(key, sizeof key, g->rank, op->peer, iter, op->tag);
+  double *v = g_new(double, 1);
+  *v = simgrid_get_clock();
+  g_hash_table_replace(shared.sent, g_strdup(key), v);
+  MPI_Isend(g->sendbuf, (int)op->bytes, MPI_BYTE, op->peer, op->tag, MPI_COMM_WORLD,
+            &g->sreq[g->n_sends++]);
+}
+
+static void be_sends_wait(void *be, int iter) {
+  (void)iter;
+  smpi_rank *g = be;
+  MPI_Waitall(g->n_sends, g->sreq, MPI_STATUSES_IGNORE);
+  g->n_sends = 0;
+}
+
+static const char *be_coll(void *be, const pl_op *op, int iter, double *wire) {
+  (void)iter;
+  smpi_rank *g = be;
+  const pl_group grp = op->group;
+  const int n = g->groups.size[grp];
+  const coll_op cop = op->coll;
+  const char *algo = coll_resolve(cop, shared.ctx.cfg.coll, op->bytes, n, g->groups.nodes[grp]);
+  const coll_algo *a = coll_find(cop, algo);
+  const size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
+  if (op->peer_send_bytes) { /* MoE all-to-all with uneven blocks */
+    coll_alltoallv_pairwise(g->sendbuf, op->peer_send_bytes, g->recvbuf, op->peer_recv_bytes,
+                            g->groups.comm[grp]);
+    algo = "pairwise";
+    a = NULL;
+  } else if (a && n > 1 && bytes > 0) {
+    a->fn(g->sendbuf, g->recvbuf, bytes, g->groups.comm[grp], &g->groups.topo[grp], g->noop);
+  }
+  *wire = coll_wire_bytes(cop, algo, op->bytes, n, &g->groups.topo[grp]);
+  if (a && g_str_has_prefix(algo, "smpi:")) return g_intern_string(algo); /* which of SMPI's */
+  return a ? a->name : algo;
+}
+
+static sg_sem_t event_sem(smpi_rank *g, int iter, int ev) {
+  return g->events[(size_t)iter * g->plan->n_events + ev];
+}
+
+static void be_ev_wait(void *be, int iter, int ev) {
+  sg_sem_t s = event_sem(be, iter, ev);
+  sg_sem_acquire(s);
+  sg_sem_release(s);
+}
+
+static void be_ev_record(void *be, int iter, int ev) { sg_sem_release(event_sem(be, iter, ev)); }
+
+static const exec_stream_ops smpi_stream = {
+    be_now, NULL, be_kernel, be_recv_post, be_recv_wait, be_send, be_sends_wait, be_coll,
+    be_ev_wait, be_ev_record,
+};
+
+/* The compute stream: an actor beside the rank on the same host. */
+static void gpu_actor(int argc, char **argv) {
+  (void)argc, (void)argv;
+  exec_stream_compute(sg_actor_self_get_data());
+}
+
+static void noop_op(void *in, void *inout, int *len, MPI_Datatype *type) {
+  (void)in, (void)inout, (void)len, (void)type;
+}
+
+static void open_shared(const char *request_path) {
+  if (shared.loaded) return;
+  shared.loaded = TRUE;
+  GError *e = NULL;
+  cfg_run c;
+  cfg_init(&c);
+  if (!exec_request_read(request_path, &c, &shared.req, &e) ||
+      !ctx_open_resolved(&shared.ctx, &c, &e)) {
+    shared.error = g_strdup(e->message);
+    g_error_free(e);
+    cfg_release(&c);
+    return;
+  }
+  shared.sent = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  shared.node_of = g_new0(int, shared.ctx.cfg.gpus);
+  shared.debug_ops = g_getenv("DLSIM_DEBUG_OPS") != NULL;
+  shared.recs = g_new0(rec_rank, shared.ctx.cfg.gpus);
+}
+
+/* Rank 0: the result of every rank's record, and the trace. NULL or a newly allocated message. */
+static char *write_result(int P, const char *result_path) {
+  const run_ctx *x = &shared.ctx;
+  res_result r;
+  res_init(&r);
+  rec_result(shared.recs, P, &x->cfg, x->gpu_mem_bytes, &r);
+  r.gpu_model = x->gpu->name;
+  r.kdb_name = g_strdup(x->kdb_name);
+  GString *trace = shared.req.trace ? rec_trace(shared.recs, P) : NULL;
+  char *err = exec_result_write(&r, x, result_path, shared.req.trace, trace);
+  if (trace) g_string_free(trace, TRUE);
+  res_release(&r);
+  return err;
+}
+
+int smpi_exec_main(int argc, char **argv) {
+  int rank, P;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  if (argc != 3) {
+    if (rank == 0) fprintf(stderr, "dlsim-smpi run: expected REQUEST RESULT\n");
+    return 2;
+  }
+  open_shared(argv[1]);
+  if (shared.error) {
+    if (rank == 0) fprintf(stderr, "dlsim-smpi: %s\n", shared.error);
+    return 2;
+  }
+  const run_ctx *x = &shared.ctx;
+  const cfg_run *c = &x->cfg;
+  if (P != c->gpus) {
+    if (rank == 0) fprintf(stderr, "dlsim-smpi: %d ranks for --gpus %d\n", P, c->gpus);
+    return 2;
+  }
+  GError *e = NULL;
+  pl_rank_plan *plan = pl_build(x->model, c, x->layer_t, rank, &e);
+  if (!plan) {
+    if (rank == 0) fprintf(stderr, "dlsim-smpi: %s\n", e->message);
+    g_error_free(e);
+    return 2;
+  }
+  const char *node = sg_host_get_property_value(sg_host_self(), "node");
+  shared.node_of[rank] = node ? atoi(node) : rank;
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  smpi_rank g;
+  memset(&g, 0, sizeof g);
+  g.rank = rank;
+  g.plan = plan;
+  g.speed = sg_host_get_speed(sg_host_self());
+  coll_groups_init(&g.groups, c, rank, shared.node_of);
+  /* buffers: payload-free, as large as the largest collective or message */
+  double maxb = 0;
+  int n_send = 0;
+  for (int i = 0; i < plan->n_ops; i++)
+    if (plan->ops[i].kind != PL_KERNEL) { /* collectives and point-to-point messages */
+      double b = plan->ops[i].bytes, in = 0;
+      if (plan->ops[i].peer_recv_bytes) /* uneven all-to-all: what arrives may exceed what leaves */
+        for (int j = 0; j < c->ep; j++) in += plan->ops[i].peer_recv_bytes[j];
+      maxb = MAX(maxb, MAX(b, in));
+      n_send += plan->ops[i].kind == PL_SEND;
+    }
+  const size_t bufb = (size_t)maxb + 64;
+  g.sendbuf = SMPI_SHARED_MALLOC(bufb);
+  g.recvbuf = SMPI_SHARED_MALLOC(bufb);
+  MPI_Op_create(noop_op, 1, &g.noop);
+  g.rreq = g_new(MPI_Request, plan->n_ops + 1);
+  g.sreq = g_new(MPI_Request, n_send + 1);
+  g.events = g_new(sg_sem_t, (size_t)c->iters * plan->n_events + 1);
+  for (size_t i = 0; i < (size_t)c->iters * plan->n_events; i++) g.events[i] = sg_sem_init(0);
+
+  rec_rank *rec = &shared.recs[rank];
+  rec_init(rec, rank, plan, c->iters);
+  exec_stream stream = {&smpi_stream, &g, plan, rec, c->iters, shared.debug_ops};
+
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t_start = simgrid_get_clock();
+  char name[32];
+  g_snprintf(name, sizeof name, "gpu%d", rank);
+  sg_actor_t gpu = sg_actor_init(name, sg_host_self());
+  /* sg_actor_init hands back a pointer whose only reference belongs to the running actor: once
+   * the compute stream ends (it may end before this rank's last sends complete), SimGrid frees
+   * it and sg_actor_join below would read freed memory. Hold a reference until the join. */
+  sg_actor_ref(gpu);
+  sg_actor_set_data(gpu, &stream);
+  sg_actor_start(gpu, gpu_actor, 0, NULL);
+  exec_stream_comm(&stream);
+  sg_actor_join(gpu, -1);
+  sg_actor_unref(gpu);
+  rec_finish(rec, t_start);
+
+  MPI_Barrier(MPI_COMM_WORLD);
+  int status = 0;
+  if (rank == 0) {
+    char *err = write_result(P, argv[2]);
+    if (err) {
+      fprintf(stderr, "dlsim-smpi: %s\n", err);
+      g_free(err);
+      status = 1;
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (size_t i = 0; i < (size_t)c->iters * plan->n_events; i++) sg_sem_destroy(g.events[i]);
+  g_free(g.events);
+  g_free(g.rreq);
+  g_free(g.sreq);
+  coll_groups_release(&g.groups);
+  MPI_Op_free(&g.noop);
+  SMPI_SHARED_FREE(g.sendbuf);
+  SMPI_SHARED_FREE(g.recvbuf);
+  /* the shared table, records and plans stay until the process ends: other ranks may still
+   * read them */
+  return status;
+}

@@ -1,0 +1,378 @@
+/* kdb.c — loading, writing, deriving and querying kernel databases (kdb.h). */
+#include "kdb/kdb.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/dl_common.h"
+
+#define KDB_FORMAT "dlsim-kdb-1"
+
+struct kdb {
+  char *name;             /* device name (file stem or provenance.device) */
+  GArray *entries;        /* kdb_entry, owned strings */
+  GHashTable *by_key;     /* key -> index+1 into entries (borrowed key) */
+  GHashTable *by_class;   /* "kname prec" -> GArray of int indices (owned key and array) */
+  cJSON *prov;            /* provenance object (owned) */
+};
+
+static const char *const origin_names[] = {
+#define KDB_ORIGIN_NAME(e, s) s,
+    KDB_ORIGINS(KDB_ORIGIN_NAME)
+#undef KDB_ORIGIN_NAME
+};
+
+const char *kdb_origin_name(kdb_origin o) {
+  return (unsigned)o < KDB_N_ORIGINS ? origin_names[o] : "?";
+}
+
+static void class_free(gpointer p) { g_array_free((GArray *)p, TRUE); }
+
+kdb *kdb_new(const char *name) {
+  kdb *db = g_new0(kdb, 1);
+  db->name = g_strdup(name ? name : "unnamed");
+  db->entries = g_array_new(FALSE, TRUE, sizeof(kdb_entry));
+  db->by_key = g_hash_table_new(g_str_hash, g_str_equal);
+  db->by_class = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, class_free);
+  db->prov = cJSON_CreateObject();
+  return db;
+}
+
+static void entry_clear(kdb_entry *e) {
+  g_free(e->key);
+  g_free(e->kname);
+  g_free(e->shape);
+}
+
+void kdb_free(kdb *db) {
+  if (!db) return;
+  for (guint i = 0; i < db->entries->len; i++)
+    entry_clear(&g_array_index(db->entries, kdb_entry, i));
+  g_array_free(db->entries, TRUE);
+  g_hash_table_destroy(db->by_key);
+  g_hash_table_destroy(db->by_class);
+  cJSON_Delete(db->prov);
+  g_free(db->name);
+  g_free(db);
+}
+
+const char *kdb_name(const kdb *db) { return db->name; }
+int kdb_n_entries(const kdb *db) { return (int)db->entries->len; }
+const kdb_entry *kdb_entry_at(const kdb *db, int i) {
+  return &g_array_index(db->entries, kdb_entry, i);
+}
+
+gboolean kdb_is_derived(const kdb *db) {
+  return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(db->prov, "derived"));
+}
+
+static char *class_key(const char *kname, gs_precision p) {
+  return g_strdup_printf("%s %s", kname, gs_precision_name(p));
+}
+
+void kdb_add(kdb *db, const kdb_entry *e) {
+  gpointer idx1 = g_hash_table_lookup(db->by_key, e->key);
+  kdb_entry copy = *e;
+  copy.key = g_strdup(e->key);
+  copy.kname = g_strdup(e->kname);
+  copy.shape = g_strdup(e->shape);
+  if (idx1) { /* replace in place: same key, same class */
+    kdb_entry *old = &g_array_index(db->entries, kdb_entry, GPOINTER_TO_INT(idx1) - 1);
+    g_hash_table_remove(db->by_key, old->key);
+    entry_clear(old);
+    *old = copy;
+    g_hash_table_insert(db->by_key, old->key, idx1);
+    return;
+  }
+  g_array_append_val(db->entries, copy);
+  int idx = (int)db->entries->len - 1;
+  /* the array may have moved: re-point every borrowed key */
+  g_hash_table_remove_all(db->by_key);
+  for (guint i = 0; i < db->entries->len; i++)
+    g_hash_table_insert(db->by_key, g_array_index(db->entries, kdb_entry, i).key,
+                        GINT_TO_POINTER((int)i + 1));
+  char *ck = class_key(copy.kname, copy.prec);
+  GArray *cls = g_hash_table_lookup(db->by_class, ck);
+  if (!cls) {
+    cls = g_array_new(FALSE, FALSE, sizeof(int));
+    g_hash_table_insert(db->by_class, ck, cls);
+  } else {
+    g_free(ck);
+  }
+  g_array_append_val(cls, idx);
+}
+
+void kdb_set_prov_str(kdb *db, const char *field, const char *value) {
+  cJSON_DeleteItemFromObjectCaseSensitive(db->prov, field);
+  cJSON_AddStringToObject(db->prov, field, value ? value : "");
+}
+
+void kdb_set_prov_num(kdb *db, const char *field, double value) {
+  cJSON_DeleteItemFromObjectCaseSensitive(db->prov, field);
+  cJSON_AddNumberToObject(db->prov, field, value);
+}
+
+void kdb_set_prov_bool(kdb *db, const char *field, gboolean value) {
+  cJSON_DeleteItemFromObjectCaseSensitive(db->prov, field);
+  cJSON_AddBoolToObject(db->prov, field, value);
+}
+
+const char *kdb_prov_str(const kdb *db, const char *field) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(db->prov, field);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int entry_cmp(gconstpointer a, gconstpointer b) {
+  return strcmp((*(const kdb_entry *const *)a)->key, (*(const kdb_entry *const *)b)->key);
+}
+
+char *kdb_to_json(const kdb *db) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "format", KDB_FORMAT);
+  cJSON_AddItemToObject(root, "provenance", cJSON_Duplicate(db->prov, TRUE));
+  cJSON *arr = cJSON_AddArrayToObject(root, "entries");
+  GPtrArray *sorted = g_ptr_array_new();
+  for (guint i = 0; i < db->entries->len; i++)
+    g_ptr_array_add(sorted, &g_array_index(db->entries, kdb_entry, i));
+  g_ptr_array_sort(sorted, entry_cmp);
+  for (guint i = 0; i < sorted->len; i++) {
+    const kdb_entry *e = g_ptr_array_index(sorted, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "key", e->key);
+    cJSON_AddStringToObject(o, "kname", e->kname);
+    cJSON_AddStringToObject(o, "precision", gs_precision_name(e->prec));
+    cJSON_AddBoolToObject(o, "gemm_like", e->gemm_like);
+    cJSON_AddNumberToObject(o, "flops", e->flops);
+    cJSON_AddNumberToObject(o, "bytes", e->bytes);
+    cJSON_AddNumberToObject(o, "median_s", e->median_s);
+    cJSON_AddNumberToObject(o, "mean_s", e->mean_s);
+    cJSON_AddNumberToObject(o, "stddev_s", e->stddev_s);
+    cJSON_AddNumberToObject(o, "repeats", e->repeats);
+    cJSON *shape = e->shape ? cJSON_Parse(e->shape) : NULL;
+    if (shape) cJSON_AddItemToObject(o, "shape", shape);
+    cJSON_AddItemToArray(arr, o);
+  }
+  g_ptr_array_free(sorted, TRUE);
+  char *txt = cJSON_Print(root);
+  cJSON_Delete(root);
+  char *out = g_strconcat(txt, "\n", NULL);
+  cJSON_free(txt);
+  return out;
+}
+
+/* ---- loading ----------------------------------------------------------------------------- */
+
+static gboolean get_num(const cJSON *o, const char *field, double *v, const char *path, int i,
+                        gboolean positive, GError **err) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, field);
+  if (!cJSON_IsNumber(x) || (positive ? !(x->valuedouble > 0) : !(x->valuedouble >= 0))) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: entries[%d].%s: expected a %s number", path, i,
+                field, positive ? "positive" : "non-negative");
+    return FALSE;
+  }
+  *v = x->valuedouble;
+  return TRUE;
+}
+
+static const char *get_str(const cJSON *o, const char *field, const char *path, int i,
+                           GError **err) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, field);
+  if (!cJSON_IsString(x) || !*x->valuestring) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: entries[%d].%s: expected a string", path, i,
+                field);
+    return NULL;
+  }
+  return x->valuestring;
+}
+
+kdb *kdb_load(const char *name_or_path, GError **err) {
+  char *path = dl_resolve("--kernels", "kernels/db", name_or_path, ".json", err);
+  if (!path) return NULL;
+  kdb *db = NULL, *res = NULL;
+  cJSON *root = NULL;
+  char *txt = dl_read_file(path, NULL, err);
+  if (!txt) goto out;
+  root = cJSON_Parse(txt);
+  if (!root || !cJSON_IsObject(root)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: not a JSON object (malformed near \"%.20s\")",
+                path, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    goto out;
+  }
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+  if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, KDB_FORMAT) != 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: format: expected \"%s\"", path, KDB_FORMAT);
+    goto out;
+  }
+  const cJSON *prov = cJSON_GetObjectItemCaseSensitive(root, "provenance");
+  const cJSON *entries = cJSON_GetObjectItemCaseSensitive(root, "entries");
+  if (!cJSON_IsObject(prov) || !cJSON_IsArray(entries)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: expected \"provenance\" (object) and "
+                "\"entries\" (array)", path);
+    goto out;
+  }
+  const cJSON *dev = cJSON_GetObjectItemCaseSensitive(prov, "device");
+  char *stem = g_path_get_basename(path);
+  if (g_str_has_suffix(stem, ".json")) stem[strlen(stem) - 5] = '\0';
+  db = kdb_new(cJSON_IsString(dev) ? dev->valuestring : stem);
+  g_free(stem);
+  cJSON_Delete(db->prov);
+  db->prov = cJSON_Duplicate(prov, TRUE);
+  int i = 0;
+  const cJSON *o;
+  cJSON_ArrayForEach(o, entries) {
+    kdb_entry e;
+    memset(&e, 0, sizeof e);
+    const char *key = get_str(o, "key", path, i, err);
+    const char *kname = key ? get_str(o, "kname", path, i, err) : NULL;
+    const char *prec = kname ? get_str(o, "precision", path, i, err) : NULL;
+    if (!prec) goto out;
+    if (!gs_precision_parse(prec, &e.prec)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: entries[%d].precision: expected fp32, tf32, "
+                  "fp16 or bf16, got \"%s\"", path, i, prec);
+      goto out;
+    }
+    double rep = 0;
+    if (!get_num(o, "flops", &e.flops, path, i, FALSE, err) ||
+        !get_num(o, "bytes", &e.bytes, path, i, FALSE, err) ||
+        !get_num(o, "median_s", &e.median_s, path, i, TRUE, err) ||
+        !get_num(o, "repeats", &rep, path, i, FALSE, err))
+      goto out;
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "mean_s");
+    e.mean_s = cJSON_IsNumber(x) ? x->valuedouble : e.median_s;
+    x = cJSON_GetObjectItemCaseSensitive(o, "stddev_s");
+    e.stddev_s = cJSON_IsNumber(x) ? x->valuedouble : 0;
+    e.gemm_like = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "gemm_like"));
+    e.repeats = (int)rep;
+    e.key = (char *)key;
+    e.kname = (char *)kname;
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(o, "shape");
+    e.shape = shape ? cJSON_PrintUnformatted(shape) : NULL;
+    kdb_add(db, &e); /* copies the strings */
+    if (e.shape) cJSON_free(e.shape);
+    i++;
+  }
+  res = db;
+  db = NULL;
+out:
+  kdb_free(db);
+  cJSON_Delete(root);
+  g_free(txt);
+  g_free(path);
+  return res;
+}
+
+/* ---- keys and lookup --------------------------------------------------------------------- */
+
+char *kdb_key(const kdb_kernel *k, gs_precision prec) {
+  const char *p = gs_precision_name(prec);
+  if (!k->layer)
+    return g_strdup_printf("%s params=%" G_GINT64_FORMAT " %s", k->kname, k->params, p);
+  const wl_layer *l = k->layer;
+  GString *s = g_string_new(k->kname);
+  g_string_append_printf(s, " in=%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                         " out=%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                         l->in.c, l->in.h, l->in.w, l->out.c, l->out.h, l->out.w);
+  switch (l->kind) {
+  case WL_CONV2D:
+    g_string_append_printf(s, " k=%dx%d s=%d p=%d g=%d bias=%d", l->kh, l->kw, l->stride, l->pad,
+                           l->groups, l->bias ? 1 : 0);
+    break;
+  case WL_MAXPOOL:
+  case WL_AVGPOOL:
+    g_string_append_printf(s, " k=%dx%d s=%d p=%d", l->kh, l->kw, l->stride, l->pad);
+    break;
+  case WL_LINEAR: g_string_append_printf(s, " bias=%d", l->bias ? 1 : 0); break;
+  case WL_LRN: g_string_append_printf(s, " size=%d", l->kh); break;
+  case WL_ATTENTION: g_string_append_printf(s, " heads=%d", l->heads); break;
+  case WL_EMBEDDING: g_string_append_printf(s, " vocab=%" G_GINT64_FORMAT, l->vocab); break;
+  case WL_MOE:
+    g_string_append_printf(s, " E=%d k=%d ffn=%" G_GINT64_FORMAT " cf=%g bias=%d", l->experts,
+                           l->top_k, l->ffn, l->capacity_factor, l->bias ? 1 : 0);
+    break;
+  default: break;
+  }
+  /* whether backward computes the input gradient (not for the first layer) */
+  if (l->weighted) g_string_append_printf(s, " dx=%d", l->inputs[0] >= 0 ? 1 : 0);
+  g_string_append_printf(s, " n=%" G_GINT64_FORMAT " split=%d %s", k->samples, k->split, p);
+  return g_string_free(s, FALSE);
+}
+
+/* The rate measure of an entry or kernel: FLOP for compute-bound kernels, bytes otherwise (and
+ * whenever the FLOP count is zero). */
+static double size_of(gboolean gemm_like, double flops, double bytes) {
+  return gemm_like && flops > 0 ? flops : bytes;
+}
+
+double kdb_kernel_s(const kdb *db, const gs_spec *gpu, const kdb_kernel *k, gs_precision prec,
+                    kdb_origin *origin) {
+  kdb_origin o = KDB_ESTIMATED;
+  double t = -1;
+  if (db) {
+    char *key = kdb_key(k, prec);
+    gpointer idx1 = g_hash_table_lookup(db->by_key, key);
+    g_free(key);
+    if (idx1) {
+      o = KDB_MEASURED;
+      t = kdb_entry_at(db, GPOINTER_TO_INT(idx1) - 1)->median_s;
+    }
+    char *ck = class_key(k->kname, prec);
+    GArray *cls = t < 0 ? g_hash_table_lookup(db->by_class, ck) : NULL;
+    g_free(ck);
+    double x = size_of(k->gemm_like, k->flops, k->bytes);
+    if (cls && cls->len > 0 && x > 0) {
+      /* nearest measured sizes below and above on a log scale */
+      const kdb_entry *lo = NULL, *hi = NULL;
+      double slo = 0, shi = 0;
+      for (guint i = 0; i < cls->len; i++) {
+        const kdb_entry *e = kdb_entry_at(db, g_array_index(cls, int, i));
+        double s = size_of(k->gemm_like, e->flops, e->bytes);
+        if (s <= 0) continue;
+        if (s <= x && (!lo || s > slo)) lo = e, slo = s;
+        if (s >= x && (!hi || s < shi)) hi = e, shi = s;
+      }
+      if (lo || hi) {
+        double rate;
+        if (lo && hi && shi > slo) {
+          double rlo = slo / lo->median_s, rhi = shi / hi->median_s;
+          double f = (log(x) - log(slo)) / (log(shi) - log(slo));
+          rate = rlo + f * (rhi - rlo);
+        } else {
+          const kdb_entry *e = lo ? lo : hi; /* clamp outside the measured range */
+          rate = (lo ? slo : shi) / e->median_s;
+        }
+        o = KDB_INTERPOLATED;
+        t = x / rate;
+      }
+    }
+  }
+  if (t < 0) {
+    if (!gpu) gpu = gs_find("cpu");
+    t = gs_roofline_s(gpu, prec, k->gemm_like, k->flops, k->bytes);
+  }
+  if (origin) *origin = o;
+  return t;
+}
+
+kdb *kdb_derive(const kdb *src, const gs_spec *from, const gs_spec *to) {
+  kdb *db = kdb_new(to->name);
+  cJSON_Delete(db->prov);
+  db->prov = cJSON_Duplicate(src->prov, TRUE);
+  kdb_set_prov_str(db, "device", to->name);
+  kdb_set_prov_str(db, "device_full_name", to->full_name);
+  kdb_set_prov_bool(db, "derived", TRUE);
+  kdb_set_prov_str(db, "derived_from", src->name);
+  kdb_set_prov_str(db, "derived_method",
+                   "each measured time scaled by the ratio of the two devices' roofline times "
+                   "for that entry (spec sheets in sim/gpuspec.c)");
+  for (int i = 0; i < kdb_n_entries(src); i++) {
+    kdb_entry e = *kdb_entry_at(src, i);
+    double r = gs_roofline_s(to, e.prec, e.gemm_like, e.flops, e.bytes) /
+               gs_roofline_s(from, e.prec, e.gemm_like, e.flops, e.bytes);
+    e.median_s *= r;
+    e.mean_s *= r;
+    e.stddev_s *= r;
+    kdb_add(db, &e);
+  }
+  return db;
+}

@@ -1,0 +1,116 @@
+/* kdb.h — the kernel database: measured kernel times (kernels/db/<device>.json, written by
+ * `dlsim kbench`) and the lookup every executor uses for a kernel op's duration.
+ *
+ * A kernel is known by a descriptor (kdb_kernel: its name, the workload layer it belongs to,
+ * samples, split, FLOP and bytes); ktime.h makes one from a planner op. An entry is one kernel at
+ * one shape: its key (kdb_key), kname ("conv2d.fwd"), precision, FLOP and bytes, and the
+ * measured time (median, mean, stddev, repeats). Lookup order:
+ *   1. MEASURED: an entry with the op's exact key;
+ *   2. INTERPOLATED: entries of the same kname and precision exist: the two nearest in size
+ *      (FLOP for GEMM-like kernels, bytes for bandwidth-bound ones) on a log scale give achieved
+ *      rates r = size/time; the op's rate is interpolated linearly in log(size) between them and
+ *      clamped to the nearer one outside the measured range; time = size / rate;
+ *   3. ESTIMATED: the roofline of the device's spec sheet (gs_roofline_s).
+ *
+ * File format: {"format": "dlsim-kdb-1", "provenance": {...}, "entries": [{"key", "kname",
+ * "precision", "gemm_like", "flops", "bytes", "median_s", "mean_s", "stddev_s", "repeats",
+ * "shape"}, ...]}. A database derived from another device's by spec ratios has
+ * provenance.derived = true (kdb_derive).
+ */
+#ifndef KDB_H
+#define KDB_H
+
+#include <glib.h>
+
+#include "core/gpuspec.h"
+#include "model/workload.h"
+
+#define KDB_ORIGINS(X) X(KDB_MEASURED, "measured") X(KDB_INTERPOLATED, "interpolated") \
+  X(KDB_ESTIMATED, "estimated")
+typedef enum {
+#define KDB_ORIGIN_ENUM(e, s) e,
+  KDB_ORIGINS(KDB_ORIGIN_ENUM)
+#undef KDB_ORIGIN_ENUM
+  KDB_N_ORIGINS
+} kdb_origin;
+
+const char *kdb_origin_name(kdb_origin o); /* "measured"…; static */
+
+typedef struct kdb kdb;
+
+/* A kernel as the database knows it. */
+typedef struct {
+  const char *kname;      /* "<layer kind>.<fwd|bwd>" or "<sgd|adam>.step" (borrowed) */
+  const wl_layer *layer;  /* the workload layer whose kernel it is; NULL for optimizer steps
+                             (borrowed) */
+  int64_t samples;        /* samples (or micro-batch) processed */
+  int split;              /* the layer's output channels/features are split this many ways */
+  int64_t params;         /* optimizer step: parameters updated */
+  gboolean gemm_like;     /* compute-bound class: interpolated in FLOP/s, else in bytes/s */
+  double flops;           /* FLOP of one call */
+  double bytes;           /* bytes moved to and from device memory by one call */
+} kdb_kernel;
+
+/* One measurement. Strings are owned by the database once added. */
+typedef struct {
+  char *key;            /* kdb_key() of the op */
+  char *kname;          /* "<kind>.fwd|bwd|step" */
+  gs_precision prec;    /* compute precision */
+  gboolean gemm_like;   /* compute-bound class: interpolated in FLOP/s, else in bytes/s */
+  double flops;         /* FLOP of one call */
+  double bytes;         /* bytes moved by one call */
+  double median_s;      /* median of the repeats, s */
+  double mean_s;        /* mean, s */
+  double stddev_s;      /* standard deviation, s */
+  int repeats;          /* timed repeats */
+  char *shape;          /* JSON object text with the shape parameters (may be NULL) */
+} kdb_entry;
+
+/* Loads NAME under <datadir>/kernels/db/NAME.json or a file path
+ * (dl_resolve("--kernels", "kernels/db", name, ".json")). NULL with a one-line DL_ERR_INPUT error
+ * naming the file and JSON path on failure. Free with kdb_free. */
+kdb *kdb_load(const char *name_or_path, GError **err);
+
+/* An empty database named `name` (the device), for kbench to fill. */
+kdb *kdb_new(const char *name);
+
+void kdb_free(kdb *db);                 /* NULL ignored */
+const char *kdb_name(const kdb *db);    /* borrowed */
+int kdb_n_entries(const kdb *db);
+const kdb_entry *kdb_entry_at(const kdb *db, int i); /* borrowed; 0 <= i < kdb_n_entries */
+gboolean kdb_is_derived(const kdb *db);
+
+/* Adds (or replaces, same key) a copy of `e`. */
+void kdb_add(kdb *db, const kdb_entry *e);
+
+/* Sets provenance fields (replacing one of the same name). */
+void kdb_set_prov_str(kdb *db, const char *field, const char *value);
+void kdb_set_prov_num(kdb *db, const char *field, double value);
+void kdb_set_prov_bool(kdb *db, const char *field, gboolean value);
+/* A provenance string field, or NULL (borrowed). */
+const char *kdb_prov_str(const kdb *db, const char *field);
+
+/* The database as JSON text (newly allocated, g_free); entries sorted by key. */
+char *kdb_to_json(const kdb *db);
+
+/* The key of kernel `k`: kname, the layer's shape parameters, samples, split and the precision,
+ * e.g. "conv2d.fwd in=3x32x32 out=16x32x32 k=3x3 s=1 p=1 g=1 bias=0 dx=0 n=64 split=1 fp32".
+ * Optimizer steps (no layer) are keyed by parameter count: "sgd.step params=669706 fp32".
+ * Newly allocated (g_free). */
+char *kdb_key(const kdb_kernel *k, gs_precision prec);
+
+/* Duration in seconds of kernel `k` at precision `prec`, following the lookup order above. `db`
+ * may be NULL (roofline only); `gpu` is the spec sheet for the roofline (NULL with db given: a
+ * kernel the database cannot answer costs the roofline of the local CPU sheet). `origin` (may
+ * be NULL) says how the time was obtained. */
+double kdb_kernel_s(const kdb *db, const gs_spec *gpu, const kdb_kernel *k, gs_precision prec,
+                    kdb_origin *origin);
+
+/* A database for device `to` derived from `src`, measured on device `from`: every entry's time
+ * is scaled by the ratio of the two devices' roofline times for that entry
+ * (gs_roofline_s(to)/gs_roofline_s(from)), which is the compute ratio for compute-bound shapes
+ * and the bandwidth ratio for memory-bound ones. Provenance: derived = true, derived_from,
+ * device = to->name. Newly allocated. */
+kdb *kdb_derive(const kdb *src, const gs_spec *from, const gs_spec *to);
+
+#endif

@@ -1,0 +1,54 @@
+/* ktime.c — kernel durations for the executors (see ktime.h). */
+#include "kdb/ktime.h"
+
+#include "core/dl_common.h"
+
+kdb_kernel kt_describe(const wl_model *m, const pl_op *op) {
+  kdb_kernel k = {op->kname, op->layer >= 0 ? &m->layers[op->layer] : NULL, op->samples,
+                  op->split, op->params, op->gemm_like, op->flops, op->mem_bytes};
+  return k;
+}
+
+double kt_kernel_s(const kt_source *k, const pl_op *op, kdb_origin *origin) {
+  kdb_kernel d = kt_describe(k->model, op);
+  return kdb_kernel_s(k->db, k->gpu, &d, k->precision, origin);
+}
+
+double *kt_layer_times(const kt_source *k, const cfg_run *c) {
+  const wl_model *m = k->model;
+  double *t = g_new0(double, m->n_layers);
+  const double dt = gs_precision_bytes(k->precision);
+  const double mbs = (double)c->batch / c->dp / c->microbatches;
+  for (int i = 0; i < m->n_layers; i++) {
+    const wl_layer *l = &m->layers[i];
+    char kn[40];
+    kdb_kernel d = {kn, l, (int64_t)mbs, 1, 0, wl_kind_gemm_like(l->kind), 0, 0};
+    double io = ((double)l->in.c * l->in.h * l->in.w + (double)l->out_elems) * mbs * dt +
+                (double)l->params * dt;
+    g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
+    d.flops = l->fwd_flops * mbs;
+    d.bytes = io;
+    t[i] = kdb_kernel_s(k->db, k->gpu, &d, k->precision, NULL);
+    g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
+    d.flops = l->bwd_flops * mbs;
+    d.bytes = 2 * io;
+    t[i] += kdb_kernel_s(k->db, k->gpu, &d, k->precision, NULL);
+  }
+  return t;
+}
+
+gboolean kt_open_db(const char *kernels, const char *gpu_model, kdb **db, GError **err) {
+  *db = NULL;
+  if (kernels) {
+    *db = kdb_load(kernels, err);
+    return *db != NULL;
+  }
+  if (!gpu_model || !*gpu_model) return TRUE;
+  char *file = g_strconcat(gpu_model, ".json", NULL);
+  char *path = g_build_filename(dl_datadir(), "kernels", "db", file, NULL);
+  gboolean ok = TRUE;
+  if (g_file_test(path, G_FILE_TEST_IS_REGULAR)) ok = (*db = kdb_load(path, err)) != NULL;
+  g_free(path);
+  g_free(file);
+  return ok;
+}

@@ -1,0 +1,925 @@
+/* workload.c — loading and validating workloads/NAME.json, deriving per-layer shapes, parameters,
+ * FLOPs and activation sizes (conventions in workload.h), and printing a model as a table or as
+ * JSON. */
+#include "model/workload.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "core/dl_common.h"
+
+static const char *const kind_names[] = {
+#define WL_KIND_NAME(id, str) str,
+    WL_LAYER_KINDS(WL_KIND_NAME)
+#undef WL_KIND_NAME
+};
+
+const char *wl_layer_kind_name(wl_layer_kind k) {
+  return ((int)k >= 0 && k < WL_N_LAYER_KINDS) ? kind_names[k] : "?";
+}
+
+gboolean wl_layer_kind_from_name(const char *name, wl_layer_kind *k) {
+  for (int i = 0; i < WL_N_LAYER_KINDS; i++)
+    if (strcmp(kind_names[i], name) == 0) {
+      *k = (wl_layer_kind)i;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+const char *wl_tp_role_name(wl_tp_role r) {
+  switch (r) {
+  case WL_TP_NONE: return "none";
+  case WL_TP_COLUMN: return "column";
+  case WL_TP_ROW: return "row";
+  }
+  return "?";
+}
+
+const char *wl_optimizer_name(wl_optimizer o) { return o == WL_OPT_ADAM ? "adam" : "sgd"; }
+
+/* ---- loading context and error reporting ------------------------------------------------- */
+
+typedef struct {
+  const char *path;   /* file being loaded, first word of every message */
+  GError **err;       /* where the first failure goes */
+  wl_model *m;        /* model being filled */
+  GHashTable *names;  /* layer name -> index + 1 (borrowed keys) */
+  GHashTable *blocks; /* block id -> id + 1 (borrowed keys) */
+} loader;
+
+/* Sets the one-line error "<file>: <json path>: <message>" and returns FALSE. */
+static gboolean G_GNUC_PRINTF(3, 4) fail(loader *L, const char *jpath, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(L->err, DL_ERROR, DL_ERR_INPUT, "%s: %s: %s", L->path, jpath, msg);
+  g_free(msg);
+  return FALSE;
+}
+
+/* What a JSON value is, for "got ..." in messages (newly allocated). */
+static char *describe(const cJSON *v) {
+  if (!v) return g_strdup("nothing");
+  if (cJSON_IsNumber(v)) return g_strdup_printf("%.17g", v->valuedouble);
+  if (cJSON_IsString(v)) return g_strdup_printf("\"%.40s\"", v->valuestring);
+  if (cJSON_IsBool(v)) return g_strdup(cJSON_IsTrue(v) ? "true" : "false");
+  if (cJSON_IsNull(v)) return g_strdup("null");
+  if (cJSON_IsArray(v)) return g_strdup("an array");
+  return g_strdup("an object");
+}
+
+/* Checks that every key of `obj` is in the NULL-terminated list `allowed`. */
+static gboolean check_keys(loader *L, const cJSON *obj, const char *jpath,
+                           const char *const *allowed) {
+  const cJSON *it;
+  cJSON_ArrayForEach(it, obj) {
+    gboolean ok = FALSE;
+    for (const char *const *a = allowed; *a && !ok; a++) ok = strcmp(*a, it->string) == 0;
+    if (!ok) {
+      GString *s = g_string_new(NULL);
+      for (const char *const *a = allowed; *a; a++)
+        g_string_append_printf(s, "%s%s", a == allowed ? "" : ", ", *a);
+      fail(L, jpath, "unknown key \"%s\" (allowed here: %s)", it->string, s->str);
+      g_string_free(s, TRUE);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* Reads integer `key` of `obj` into *out, in [lo, hi]. When absent: *out = dflt if !required,
+ * else an error. */
+static gboolean get_int(loader *L, const cJSON *obj, const char *prefix, const char *key,
+                        gboolean required, int64_t dflt, int64_t lo, int64_t hi, int64_t *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  char *jp = g_strdup_printf("%s%s%s", prefix, *prefix ? "." : "", key);
+  gboolean ok = TRUE;
+  if (!v) {
+    if (required)
+      ok = fail(L, jp, "missing (expected an integer %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT ")",
+                lo, hi);
+    else
+      *out = dflt;
+  } else if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+             v->valuedouble < (double)lo || v->valuedouble > (double)hi) {
+    char *got = describe(v);
+    ok = fail(L, jp, "expected %s%" G_GINT64_FORMAT "..%" G_GINT64_FORMAT ", got %s",
+              cJSON_IsNumber(v) ? "" : "an integer ", lo, hi, got);
+    g_free(got);
+  } else {
+    *out = (int64_t)v->valuedouble;
+  }
+  g_free(jp);
+  return ok;
+}
+
+static gboolean get_int32(loader *L, const cJSON *obj, const char *prefix, const char *key,
+                          gboolean required, int dflt, int lo, int hi, int *out) {
+  int64_t v = 0;
+  if (!get_int(L, obj, prefix, key, required, dflt, lo, hi, &v)) return FALSE;
+  *out = (int)v;
+  return TRUE;
+}
+
+/* Reads a number in (lo, hi]. */
+static gboolean get_double(loader *L, const cJSON *obj, const char *prefix, const char *key,
+                           double dflt, double lo, double hi, double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!v) {
+    *out = dflt;
+    return TRUE;
+  }
+  if (!cJSON_IsNumber(v) || !(v->valuedouble > lo) || v->valuedouble > hi) {
+    char *jp = g_strdup_printf("%s.%s", prefix, key);
+    char *got = describe(v);
+    fail(L, jp, "expected a number in (%g, %g], got %s", lo, hi, got);
+    g_free(got);
+    g_free(jp);
+    return FALSE;
+  }
+  *out = v->valuedouble;
+  return TRUE;
+}
+
+/* Reads string `key` (borrowed into *out; NULL when absent and not required). */
+static gboolean get_str(loader *L, const cJSON *obj, const char *prefix, const char *key,
+                        gboolean required, const char **out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  *out = NULL;
+  if (!v && !required) return TRUE;
+  char *jp = g_strdup_printf("%s%s%s", prefix, *prefix ? "." : "", key);
+  gboolean ok = TRUE;
+  if (!v) {
+    ok = fail(L, jp, "missing (expected a string)");
+  } else if (!cJSON_IsString(v) || !*v->valuestring) {
+    char *got = describe(v);
+    ok = fail(L, jp, "expected a non-empty string, got %s", got);
+    g_free(got);
+  } else {
+    *out = v->valuestring;
+  }
+  g_free(jp);
+  return ok;
+}
+
+static gboolean get_bool(loader *L, const cJSON *obj, const char *prefix, const char *key,
+                         gboolean dflt, gboolean *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!v) {
+    *out = dflt;
+    return TRUE;
+  }
+  if (!cJSON_IsBool(v)) {
+    char *jp = g_strdup_printf("%s.%s", prefix, key);
+    char *got = describe(v);
+    fail(L, jp, "expected true or false, got %s", got);
+    g_free(got);
+    g_free(jp);
+    return FALSE;
+  }
+  *out = cJSON_IsTrue(v);
+  return TRUE;
+}
+
+/* "64x56x56" (newly allocated). */
+static char *shape_str(wl_shape s) {
+  return g_strdup_printf("%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, s.c, s.h,
+                         s.w);
+}
+
+static int64_t shape_elems(wl_shape s) { return s.c * s.h * s.w; }
+
+/* Resolves a layer reference: "input" is the model input (-1); otherwise an earlier layer. */
+static gboolean resolve_ref(loader *L, const char *jpath, const char *ref, int *idx) {
+  if (strcmp(ref, "input") == 0) {
+    *idx = -1;
+    return TRUE;
+  }
+  gpointer p = g_hash_table_lookup(L->names, ref);
+  if (!p)
+    return fail(L, jpath, "unknown layer \"%s\" (expected \"input\" or the name of an earlier "
+                          "layer)", ref);
+  *idx = GPOINTER_TO_INT(p) - 1;
+  return TRUE;
+}
+
+/* ---- per-kind keys ----------------------------------------------------------------------- */
+
+#define COMMON_KEYS "name", "type", "input", "block"
+static const char *const keys_conv[] = {COMMON_KEYS, "out_channels", "kernel", "stride",
+                                        "padding", "groups", "bias", NULL};
+static const char *const keys_linear[] = {COMMON_KEYS, "out_features", "bias", "tp", "tied_to",
+                                          NULL};
+static const char *const keys_plain[] = {COMMON_KEYS, NULL};
+static const char *const keys_dropout[] = {COMMON_KEYS, "p", NULL};
+static const char *const keys_maxpool[] = {COMMON_KEYS, "kernel", "stride", "padding", NULL};
+static const char *const keys_avgpool[] = {COMMON_KEYS, "kernel", "stride", "padding", "global",
+                                           NULL};
+static const char *const keys_add[] = {"name", "type", "inputs", "block", NULL};
+static const char *const keys_embedding[] = {COMMON_KEYS, "vocab", "out_features", NULL};
+static const char *const keys_attention[] = {COMMON_KEYS, "heads", NULL};
+static const char *const keys_moe[] = {COMMON_KEYS, "experts", "top_k", "ffn", "capacity_factor",
+                                       "bias", NULL};
+static const char *const keys_lrn[] = {COMMON_KEYS, "size", NULL};
+
+static const char *const *kind_keys(wl_layer_kind k) {
+  switch (k) {
+  case WL_CONV2D: return keys_conv;
+  case WL_LINEAR: return keys_linear;
+  case WL_MAXPOOL: return keys_maxpool;
+  case WL_AVGPOOL: return keys_avgpool;
+  case WL_ADD: return keys_add;
+  case WL_EMBEDDING: return keys_embedding;
+  case WL_ATTENTION: return keys_attention;
+  case WL_MOE: return keys_moe;
+  case WL_LRN: return keys_lrn;
+  case WL_DROPOUT: return keys_dropout;
+  default: return keys_plain;
+  }
+}
+
+/* ---- shapes and derived quantities ------------------------------------------------------- */
+
+/* Output side of a window of k with stride s and padding p over n (floor, as PyTorch). */
+static int64_t window_out(int64_t n, int k, int s, int p) { return (n + 2 * p - k) / s + 1; }
+
+/* Window layers (conv, pool): checks the window fits, sets out.h, out.w. */
+static gboolean window_shape(loader *L, const char *jp, wl_layer *l) {
+  if (l->in.h + 2 * l->pad < l->kh || l->in.w + 2 * l->pad < l->kw) {
+    char *s = shape_str(l->in);
+    fail(L, jp, "kernel %dx%d with padding %d does not fit the input %s", l->kh, l->kw, l->pad, s);
+    g_free(s);
+    return FALSE;
+  }
+  l->out.h = window_out(l->in.h, l->kh, l->stride, l->pad);
+  l->out.w = window_out(l->in.w, l->kw, l->stride, l->pad);
+  return TRUE;
+}
+
+/* Fills params, FLOPs, out_elems, saved_elems and weighted from the shapes (workload.h). */
+static void derive(wl_layer *l) {
+  const double in_e = (double)shape_elems(l->in);
+  const double out_e = (double)shape_elems(l->out);
+  const double pos = (double)(l->in.h * l->in.w);
+  const gboolean no_dx = l->inputs[0] == -1; /* the model input needs no gradient */
+  double gemm = 0;                           /* FLOPs of the forward GEMM(s), no bias */
+  l->out_elems = shape_elems(l->out);
+  l->params = 0;
+  l->saved_elems = 0;
+  l->weighted = FALSE;
+  switch (l->kind) {
+  case WL_CONV2D: {
+    const int64_t cin_g = l->in.c / l->groups;
+    gemm = 2.0 * (double)cin_g * l->kh * l->kw * (double)l->out.c * (double)(l->out.h * l->out.w);
+    l->params = cin_g * l->kh * l->kw * l->out.c + (l->bias ? l->out.c : 0);
+    l->fwd_flops = gemm + (l->bias ? out_e : 0);
+    l->bwd_flops = (no_dx ? 1 : 2) * gemm + (l->bias ? out_e : 0);
+    l->saved_elems = shape_elems(l->in);
+    l->weighted = TRUE;
+    break;
+  }
+  case WL_LINEAR:
+    gemm = 2.0 * (double)l->in.c * (double)l->out.c * pos;
+    l->params = (l->tied_to >= 0 ? 0 : l->in.c * l->out.c) + (l->bias ? l->out.c : 0);
+    l->fwd_flops = gemm + (l->bias ? out_e : 0);
+    l->bwd_flops = (no_dx ? 1 : 2) * gemm + (l->bias ? out_e : 0);
+    l->saved_elems = shape_elems(l->in);
+    l->weighted = TRUE;
+    break;
+  case WL_BATCHNORM:
+  case WL_LAYERNORM:
+    l->params = 2 * l->in.c;
+    l->fwd_flops = l->bwd_flops = 5 * out_e;
+    l->saved_elems = shape_elems(l->in);
+    l->weighted = TRUE;
+    break;
+  case WL_EMBEDDING:
+    l->params = l->vocab * l->out.c;
+    l->fwd_flops = 0;
+    l->bwd_flops = out_e;
+    l->saved_elems = shape_elems(l->in);
+    l->weighted = TRUE;
+    break;
+  case WL_RELU:
+  case WL_DROPOUT:
+    l->fwd_flops = l->bwd_flops = out_e;
+    l->saved_elems = l->out_elems;
+    break;
+  case WL_GELU:
+    l->fwd_flops = l->bwd_flops = 8 * out_e;
+    l->saved_elems = shape_elems(l->in);
+    break;
+  case WL_ADD:
+    l->fwd_flops = l->bwd_flops = out_e;
+    break;
+  case WL_FLATTEN:
+    l->fwd_flops = l->bwd_flops = 0;
+    break;
+  case WL_SOFTMAX_CE:
+    l->fwd_flops = 5 * out_e;
+    l->bwd_flops = 2 * out_e;
+    l->saved_elems = l->out_elems;
+    break;
+  case WL_LRN:
+    l->fwd_flops = l->bwd_flops = (2.0 * l->kh + 3) * out_e;
+    l->saved_elems = shape_elems(l->in) + l->out_elems;
+    break;
+  case WL_MAXPOOL:
+    l->fwd_flops = (double)l->kh * l->kw * out_e;
+    l->bwd_flops = in_e;
+    l->saved_elems = l->out_elems;
+    break;
+  case WL_AVGPOOL:
+    l->fwd_flops = (double)l->kh * l->kw * out_e;
+    l->bwd_flops = in_e;
+    break;
+  case WL_ATTENTION: {
+    const double s = pos, h = (double)l->out.c;
+    /* QKᵀ 2·s²·h, softmax ~5·heads·s², AV 2·s²·h (Megatron-LM, Narayanan et al. 2021, §5.1) */
+    l->fwd_flops = 4 * s * s * h + 5.0 * l->heads * s * s;
+    l->bwd_flops = 8 * s * s * h + 5.0 * l->heads * s * s;
+    l->saved_elems = shape_elems(l->in) + (int64_t)l->heads * (int64_t)(s * s);
+    break;
+  }
+  case WL_MOE: {
+    const int64_t h = l->in.c, E = l->experts, f = l->ffn;
+    /* Switch Transformer (Fedus et al. 2021) / GShard: per token a router h×E and top_k experts
+     * of two linears h→ffn→h. */
+    l->params = E * wl_moe_expert_params(l) + wl_moe_router_params(l);
+    l->fwd_flops = pos * (2.0 * h * E + l->top_k * (4.0 * h * f));
+    l->bwd_flops = 2 * l->fwd_flops;
+    l->saved_elems = (int64_t)pos * (h + E + l->top_k * (h + 2 * f));
+    l->weighted = TRUE;
+    break;
+  }
+  case WL_N_LAYER_KINDS: break;
+  }
+}
+
+gboolean wl_kind_gemm_like(wl_layer_kind k) {
+  return k == WL_CONV2D || k == WL_LINEAR || k == WL_ATTENTION || k == WL_MOE;
+}
+
+int64_t wl_moe_expert_params(const wl_layer *l) { return 2 * l->in.c * l->ffn + l->ffn + l->in.c; }
+
+int64_t wl_moe_router_params(const wl_layer *l) {
+  return l->in.c * l->experts + (l->bias ? l->experts : 0);
+}
+
+/* ---- one layer --------------------------------------------------------------------------- */
+
+static gboolean load_layer(loader *L, const cJSON *jl, int i) {
+  wl_model *m = L->m;
+  wl_layer *l = &m->layers[i];
+  char jp[64], jk[96];
+  g_snprintf(jp, sizeof jp, "layers[%d]", i);
+  l->inputs[0] = l->inputs[1] = -1;
+  l->tied_to = -1;
+  l->block = -1;
+  l->groups = 1;
+  l->stride = 1;
+  if (!cJSON_IsObject(jl)) {
+    char *got = describe(jl);
+    fail(L, jp, "expected an object, got %s", got);
+    g_free(got);
+    return FALSE;
+  }
+  const char *name, *type;
+  if (!get_str(L, jl, jp, "name", TRUE, &name) || !get_str(L, jl, jp, "type", TRUE, &type))
+    return FALSE;
+  g_snprintf(jk, sizeof jk, "%s.name", jp);
+  if (strcmp(name, "input") == 0) return fail(L, jk, "\"input\" is reserved for the model input");
+  if (g_hash_table_contains(L->names, name))
+    return fail(L, jk, "duplicate layer name \"%s\"", name);
+  l->name = g_strdup(name);
+  if (!wl_layer_kind_from_name(type, &l->kind)) {
+    GString *s = g_string_new(NULL);
+    for (int k = 0; k < WL_N_LAYER_KINDS; k++)
+      g_string_append_printf(s, "%s%s", k ? ", " : "", kind_names[k]);
+    g_snprintf(jk, sizeof jk, "%s.type", jp);
+    fail(L, jk, "unknown layer type \"%s\" (known: %s)", type, s->str);
+    g_string_free(s, TRUE);
+    return FALSE;
+  }
+  if (!check_keys(L, jl, jp, kind_keys(l->kind))) return FALSE;
+
+  /* inputs */
+  if (l->kind == WL_ADD) {
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(jl, "inputs");
+    g_snprintf(jk, sizeof jk, "%s.inputs", jp);
+    if (!cJSON_IsArray(in) || cJSON_GetArraySize(in) != 2) {
+      char *got = describe(in);
+      fail(L, jk, "expected an array of 2 layer names, got %s", got);
+      g_free(got);
+      return FALSE;
+    }
+    l->n_inputs = 2;
+    for (int k = 0; k < 2; k++) {
+      const cJSON *r = cJSON_GetArrayItem(in, k);
+      char jr[112];
+      g_snprintf(jr, sizeof jr, "%s[%d]", jk, k);
+      if (!cJSON_IsString(r)) {
+        char *got = describe(r);
+        fail(L, jr, "expected a layer name, got %s", got);
+        g_free(got);
+        return FALSE;
+      }
+      if (!resolve_ref(L, jr, r->valuestring, &l->inputs[k])) return FALSE;
+    }
+  } else {
+    const char *ref;
+    l->n_inputs = 1;
+    l->inputs[0] = i - 1;
+    if (!get_str(L, jl, jp, "input", FALSE, &ref)) return FALSE;
+    g_snprintf(jk, sizeof jk, "%s.input", jp);
+    if (ref && !resolve_ref(L, jk, ref, &l->inputs[0])) return FALSE;
+  }
+  l->in = l->inputs[0] < 0 ? m->input : m->layers[l->inputs[0]].out;
+  l->out = l->in;
+
+  /* block */
+  const char *block;
+  if (!get_str(L, jl, jp, "block", FALSE, &block)) return FALSE;
+  if (block) {
+    gpointer p = g_hash_table_lookup(L->blocks, block);
+    if (!p) {
+      char *own = g_strdup(block);
+      g_hash_table_insert(L->blocks, own, GINT_TO_POINTER(m->n_blocks + 1));
+      m->block_names = g_renew(char *, m->block_names, m->n_blocks + 1);
+      m->block_names[m->n_blocks] = own;
+      l->block = m->n_blocks++;
+    } else {
+      l->block = GPOINTER_TO_INT(p) - 1;
+      if (i == 0 || m->layers[i - 1].block != l->block) {
+        g_snprintf(jk, sizeof jk, "%s.block", jp);
+        return fail(L, jk, "block \"%s\" is not contiguous (its layers must be consecutive)",
+                    block);
+      }
+    }
+  }
+
+  switch (l->kind) {
+  case WL_CONV2D: {
+    int64_t oc;
+    if (!get_int(L, jl, jp, "out_channels", TRUE, 0, 1, 1 << 20, &oc) ||
+        !get_int32(L, jl, jp, "kernel", TRUE, 0, 1, 15, &l->kh) ||
+        !get_int32(L, jl, jp, "stride", FALSE, 1, 1, 15, &l->stride) ||
+        !get_int32(L, jl, jp, "padding", FALSE, 0, 0, 15, &l->pad) ||
+        !get_int32(L, jl, jp, "groups", FALSE, 1, 1, 1 << 20, &l->groups) ||
+        !get_bool(L, jl, jp, "bias", TRUE, &l->bias))
+      return FALSE;
+    l->kw = l->kh;
+    l->out.c = oc;
+    g_snprintf(jk, sizeof jk, "%s.groups", jp);
+    if (l->in.c % l->groups || oc % l->groups)
+      return fail(L, jk, "%d groups must divide the input channels (%" G_GINT64_FORMAT
+                         ") and out_channels (%" G_GINT64_FORMAT ")",
+                  l->groups, l->in.c, oc);
+    g_snprintf(jk, sizeof jk, "%s.kernel", jp);
+    if (!window_shape(L, jk, l)) return FALSE;
+    break;
+  }
+  case WL_MAXPOOL:
+  case WL_AVGPOOL: {
+    gboolean global = FALSE;
+    if (l->kind == WL_AVGPOOL && !get_bool(L, jl, jp, "global", FALSE, &global)) return FALSE;
+    if (global) {
+      g_snprintf(jk, sizeof jk, "%s.kernel", jp);
+      if (cJSON_HasObjectItem(jl, "kernel") || cJSON_HasObjectItem(jl, "stride") ||
+          cJSON_HasObjectItem(jl, "padding"))
+        return fail(L, jp, "a global pool takes no kernel, stride or padding");
+      l->kh = (int)l->in.h;
+      l->kw = (int)l->in.w;
+      l->stride = 1;
+      l->pad = 0;
+    } else {
+      if (!get_int32(L, jl, jp, "kernel", TRUE, 0, 1, 15, &l->kh) ||
+          !get_int32(L, jl, jp, "stride", FALSE, l->kh, 1, 15, &l->stride) ||
+          !get_int32(L, jl, jp, "padding", FALSE, 0, 0, l->kh / 2, &l->pad))
+        return FALSE;
+      l->kw = l->kh;
+    }
+    g_snprintf(jk, sizeof jk, "%s.kernel", jp);
+    if (!window_shape(L, jk, l)) return FALSE;
+    break;
+  }
+  case WL_LINEAR: {
+    int64_t of;
+    const char *tp, *tied;
+    if (!get_int(L, jl, jp, "out_features", TRUE, 0, 1, INT64_C(1) << 31, &of) ||
+        !get_bool(L, jl, jp, "bias", TRUE, &l->bias) || !get_str(L, jl, jp, "tp", FALSE, &tp) ||
+        !get_str(L, jl, jp, "tied_to", FALSE, &tied))
+      return FALSE;
+    l->out.c = of;
+    if (tp) {
+      g_snprintf(jk, sizeof jk, "%s.tp", jp);
+      if (strcmp(tp, "column") == 0) l->tp_role = WL_TP_COLUMN;
+      else if (strcmp(tp, "row") == 0) l->tp_role = WL_TP_ROW;
+      else return fail(L, jk, "expected \"column\" or \"row\", got \"%s\"", tp);
+    }
+    if (tied) {
+      g_snprintf(jk, sizeof jk, "%s.tied_to", jp);
+      if (!resolve_ref(L, jk, tied, &l->tied_to)) return FALSE;
+      if (l->tied_to < 0) return fail(L, jk, "expected the name of an earlier layer, got \"input\"");
+      const wl_layer *t = &m->layers[l->tied_to];
+      if (t->kind == WL_EMBEDDING) {
+        if (t->vocab != of || t->out.c != l->in.c)
+          return fail(L, jk, "embedding \"%s\" is %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                             " (vocab x dim) but this linear maps %" G_GINT64_FORMAT " -> %"
+                             G_GINT64_FORMAT,
+                      t->name, t->vocab, t->out.c, l->in.c, of);
+        l->vocab = t->vocab;
+      } else if (t->kind == WL_LINEAR && t->tied_to < 0) {
+        if (t->in.c != l->in.c || t->out.c != of)
+          return fail(L, jk, "linear \"%s\" maps %" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT
+                             " but this linear maps %" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT,
+                      t->name, t->in.c, t->out.c, l->in.c, of);
+      } else {
+        return fail(L, jk, "\"%s\" is a %s; weights can be tied to an embedding or an untied "
+                           "linear", t->name, wl_layer_kind_name(t->kind));
+      }
+    }
+    break;
+  }
+  case WL_EMBEDDING: {
+    int64_t dim;
+    if (!get_int(L, jl, jp, "vocab", TRUE, 0, 1, INT64_C(1) << 31, &l->vocab) ||
+        !get_int(L, jl, jp, "out_features", TRUE, 0, 1, INT64_C(1) << 24, &dim))
+      return FALSE;
+    g_snprintf(jk, sizeof jk, "%s.input", jp);
+    if (l->in.c != 1) {
+      char *s = shape_str(l->in);
+      fail(L, jk, "an embedding reads token ids (1 channel), got shape %s", s);
+      g_free(s);
+      return FALSE;
+    }
+    l->out.c = dim;
+    break;
+  }
+  case WL_ATTENTION: {
+    if (!get_int32(L, jl, jp, "heads", TRUE, 0, 1, 1024, &l->heads)) return FALSE;
+    g_snprintf(jk, sizeof jk, "%s.input", jp);
+    if (l->in.c % 3)
+      return fail(L, jk, "attention reads the fused Q, K, V (3·hidden channels), got %"
+                         G_GINT64_FORMAT " channels", l->in.c);
+    l->out.c = l->in.c / 3;
+    g_snprintf(jk, sizeof jk, "%s.heads", jp);
+    if (l->out.c % l->heads)
+      return fail(L, jk, "%d heads must divide the hidden size %" G_GINT64_FORMAT, l->heads,
+                  l->out.c);
+    break;
+  }
+  case WL_MOE:
+    if (!get_int32(L, jl, jp, "experts", TRUE, 0, 1, 4096, &l->experts) ||
+        !get_int32(L, jl, jp, "top_k", TRUE, 0, 1, l->experts, &l->top_k) ||
+        !get_int(L, jl, jp, "ffn", TRUE, 0, 1, INT64_C(1) << 24, &l->ffn) ||
+        !get_double(L, jl, jp, "capacity_factor", 1.0, 0.0, 64.0, &l->capacity_factor) ||
+        !get_bool(L, jl, jp, "bias", FALSE, &l->bias))
+      return FALSE;
+    break;
+  case WL_LRN:
+    if (!get_int32(L, jl, jp, "size", FALSE, 5, 1, 15, &l->kh)) return FALSE;
+    l->kw = l->kh;
+    if (l->kh % 2 == 0) {
+      g_snprintf(jk, sizeof jk, "%s.size", jp);
+      return fail(L, jk, "expected an odd window 1..15, got %d", l->kh);
+    }
+    break;
+  case WL_DROPOUT: {
+    double p;
+    if (!get_double(L, jl, jp, "p", 0.5, 0.0, 1.0, &p)) return FALSE;
+    if (p >= 1.0) {
+      g_snprintf(jk, sizeof jk, "%s.p", jp);
+      return fail(L, jk, "expected a probability in (0, 1), got %g", p);
+    }
+    break;
+  }
+  case WL_ADD: {
+    const wl_shape a = l->in;
+    const wl_shape b = l->inputs[1] < 0 ? m->input : m->layers[l->inputs[1]].out;
+    if (a.c != b.c || a.h != b.h || a.w != b.w) {
+      char *sa = shape_str(a), *sb = shape_str(b);
+      g_snprintf(jk, sizeof jk, "%s.inputs", jp);
+      fail(L, jk, "shapes differ: %s vs %s", sa, sb);
+      g_free(sa);
+      g_free(sb);
+      return FALSE;
+    }
+    break;
+  }
+  case WL_FLATTEN:
+    l->out.c = shape_elems(l->in);
+    l->out.h = l->out.w = 1;
+    break;
+  default: break;
+  }
+  g_hash_table_insert(L->names, l->name, GINT_TO_POINTER(i + 1));
+  derive(l);
+  return TRUE;
+}
+
+/* ---- the whole file ---------------------------------------------------------------------- */
+
+static const char *const keys_top[] = {"name", "description", "dataset", "input",
+                                       "default_batch", "optimizer", "layers", NULL};
+static const char *const keys_dataset[] = {"name", "samples", NULL};
+static const char *const keys_image[] = {"c", "h", "w", NULL};
+static const char *const keys_seq[] = {"seq_len", "vocab", NULL};
+
+static gboolean load_model(loader *L, const cJSON *root) {
+  wl_model *m = L->m;
+  const char *s;
+  if (!cJSON_IsObject(root)) return fail(L, "(top level)", "expected an object");
+  if (!check_keys(L, root, "(top level)", keys_top)) return FALSE;
+  if (!get_str(L, root, "", "name", TRUE, &s)) return FALSE;
+  m->name = g_strdup(s);
+  if (!get_str(L, root, "", "description", TRUE, &s)) return FALSE;
+  m->description = g_strdup(s);
+
+  const cJSON *ds = cJSON_GetObjectItemCaseSensitive(root, "dataset");
+  if (!cJSON_IsObject(ds)) {
+    char *got = describe(ds);
+    fail(L, "dataset", "expected an object {\"name\", \"samples\"}, got %s", got);
+    g_free(got);
+    return FALSE;
+  }
+  if (!check_keys(L, ds, "dataset", keys_dataset) || !get_str(L, ds, "dataset", "name", TRUE, &s))
+    return FALSE;
+  m->dataset = g_strdup(s);
+  if (!get_int(L, ds, "dataset", "samples", TRUE, 0, 1, INT64_C(1) << 50, &m->dataset_samples))
+    return FALSE;
+
+  const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input");
+  if (!cJSON_IsObject(in)) {
+    char *got = describe(in);
+    fail(L, "input", "expected an object {c, h, w} or {seq_len, vocab}, got %s", got);
+    g_free(got);
+    return FALSE;
+  }
+  if (cJSON_HasObjectItem(in, "seq_len")) {
+    if (!check_keys(L, in, "input", keys_seq) ||
+        !get_int(L, in, "input", "seq_len", TRUE, 0, 1, 1 << 24, &m->seq_len) ||
+        !get_int(L, in, "input", "vocab", TRUE, 0, 1, INT64_C(1) << 31, &m->vocab))
+      return FALSE;
+    m->input = (wl_shape){1, m->seq_len, 1};
+  } else {
+    if (!check_keys(L, in, "input", keys_image) ||
+        !get_int(L, in, "input", "c", TRUE, 0, 1, 1 << 24, &m->input.c) ||
+        !get_int(L, in, "input", "h", TRUE, 0, 1, 1 << 16, &m->input.h) ||
+        !get_int(L, in, "input", "w", TRUE, 0, 1, 1 << 16, &m->input.w))
+      return FALSE;
+  }
+  if (!get_int(L, root, "", "default_batch", TRUE, 0, 1, 1 << 24, &m->default_batch) ||
+      !get_str(L, root, "", "optimizer", TRUE, &s))
+    return FALSE;
+  if (strcmp(s, "sgd") == 0) m->optimizer = WL_OPT_SGD;
+  else if (strcmp(s, "adam") == 0) m->optimizer = WL_OPT_ADAM;
+  else return fail(L, "optimizer", "expected \"sgd\" or \"adam\", got \"%s\"", s);
+
+  const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
+  if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) == 0) {
+    char *got = describe(layers);
+    fail(L, "layers", "expected a non-empty array of layers, got %s", got);
+    g_free(got);
+    return FALSE;
+  }
+  const int n = cJSON_GetArraySize(layers);
+  m->layers = g_new0(wl_layer, n);
+  const cJSON *jl;
+  int i = 0;
+  cJSON_ArrayForEach(jl, layers) {
+    m->n_layers = i + 1; /* so wl_free releases what this layer already holds */
+    if (!load_layer(L, jl, i)) return FALSE;
+    const wl_layer *l = &m->layers[i];
+    m->params += l->params;
+    m->fwd_flops += l->fwd_flops;
+    m->bwd_flops += l->bwd_flops;
+    m->act_elems += l->out_elems;
+    m->saved_elems += l->saved_elems;
+    i++;
+  }
+  return TRUE;
+}
+
+/* Line and column (1-based) of byte offset `off` in `text`. */
+static void line_col(const char *text, size_t off, int *line, int *col) {
+  *line = 1;
+  *col = 1;
+  for (size_t k = 0; k < off && text[k]; k++) {
+    if (text[k] == '\n') {
+      (*line)++;
+      *col = 1;
+    } else {
+      (*col)++;
+    }
+  }
+}
+
+wl_model *wl_load(const char *name_or_path, GError **err) {
+  char *path = dl_resolve("--workload", "workloads", name_or_path, ".json", err);
+  if (!path) return NULL;
+  gsize len = 0;
+  char *text = dl_read_file(path, &len, err);
+  if (!text) {
+    g_free(path);
+    return NULL;
+  }
+  wl_model *m = g_new0(wl_model, 1);
+  m->path = path;
+  loader L = {path, err, m, g_hash_table_new(g_str_hash, g_str_equal),
+              g_hash_table_new(g_str_hash, g_str_equal)};
+  gboolean ok = FALSE;
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, FALSE);
+  if (!root) {
+    int line, col;
+    const size_t off = end ? (size_t)(end - text) : len;
+    line_col(text, off, &line, &col);
+    char near[24];
+    g_strlcpy(near, off < len ? text + off : "", sizeof near);
+    for (char *c = near; *c; c++)
+      if (*c == '\n' || *c == '\r' || *c == '\t') *c = ' ';
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s:%d:%d: malformed JSON near '%s'", path, line,
+                col, near);
+  } else {
+    ok = load_model(&L, root);
+    cJSON_Delete(root);
+  }
+  g_hash_table_destroy(L.names);
+  g_hash_table_destroy(L.blocks);
+  g_free(text);
+  if (!ok) {
+    wl_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+void wl_free(wl_model *m) {
+  if (!m) return;
+  for (int i = 0; i < m->n_layers; i++) g_free(m->layers[i].name);
+  g_free(m->layers);
+  for (int i = 0; i < m->n_blocks; i++) g_free(m->block_names[i]);
+  g_free(m->block_names);
+  g_free(m->name);
+  g_free(m->description);
+  g_free(m->path);
+  g_free(m->dataset);
+  g_free(m);
+}
+
+int wl_find_layer(const wl_model *m, const char *name) {
+  for (int i = 0; i < m->n_layers; i++)
+    if (strcmp(m->layers[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+static cJSON *shape_json(wl_shape s) {
+  cJSON *a = cJSON_CreateArray();
+  cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s.c));
+  cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s.h));
+  cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s.w));
+  return a;
+}
+
+static const char *ref_name(const wl_model *m, int idx) {
+  return idx < 0 ? "input" : m->layers[idx].name;
+}
+
+char *wl_to_json(const wl_model *m) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "name", m->name);
+  cJSON_AddStringToObject(root, "description", m->description);
+  cJSON *ds = cJSON_AddObjectToObject(root, "dataset");
+  cJSON_AddStringToObject(ds, "name", m->dataset);
+  cJSON_AddNumberToObject(ds, "samples", (double)m->dataset_samples);
+  cJSON_AddItemToObject(root, "input", shape_json(m->input));
+  cJSON_AddNumberToObject(root, "seq_len", (double)m->seq_len);
+  cJSON_AddNumberToObject(root, "vocab", (double)m->vocab);
+  cJSON_AddNumberToObject(root, "default_batch", (double)m->default_batch);
+  cJSON_AddStringToObject(root, "optimizer", wl_optimizer_name(m->optimizer));
+  cJSON_AddNumberToObject(root, "n_layers", m->n_layers);
+  cJSON_AddNumberToObject(root, "params", (double)m->params);
+  cJSON_AddNumberToObject(root, "fwd_flops_per_sample", m->fwd_flops);
+  cJSON_AddNumberToObject(root, "bwd_flops_per_sample", m->bwd_flops);
+  cJSON_AddNumberToObject(root, "act_elems_per_sample", (double)m->act_elems);
+  cJSON_AddNumberToObject(root, "saved_elems_per_sample", (double)m->saved_elems);
+  cJSON *layers = cJSON_AddArrayToObject(root, "layers");
+  for (int i = 0; i < m->n_layers; i++) {
+    const wl_layer *l = &m->layers[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", l->name);
+    cJSON_AddStringToObject(o, "kind", wl_layer_kind_name(l->kind));
+    cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
+    for (int k = 0; k < l->n_inputs; k++)
+      cJSON_AddItemToArray(ins, cJSON_CreateString(ref_name(m, l->inputs[k])));
+    cJSON_AddItemToObject(o, "in", shape_json(l->in));
+    cJSON_AddItemToObject(o, "out", shape_json(l->out));
+    switch (l->kind) {
+    case WL_CONV2D:
+    case WL_MAXPOOL:
+    case WL_AVGPOOL:
+      cJSON_AddNumberToObject(o, "kernel", l->kh);
+      cJSON_AddNumberToObject(o, "stride", l->stride);
+      cJSON_AddNumberToObject(o, "padding", l->pad);
+      if (l->kind == WL_CONV2D) {
+        cJSON_AddNumberToObject(o, "groups", l->groups);
+        cJSON_AddBoolToObject(o, "bias", l->bias);
+      }
+      break;
+    case WL_LINEAR:
+      cJSON_AddBoolToObject(o, "bias", l->bias);
+      cJSON_AddStringToObject(o, "tp", wl_tp_role_name(l->tp_role));
+      if (l->tied_to >= 0) cJSON_AddStringToObject(o, "tied_to", m->layers[l->tied_to].name);
+      break;
+    case WL_EMBEDDING: cJSON_AddNumberToObject(o, "vocab", (double)l->vocab); break;
+    case WL_ATTENTION: cJSON_AddNumberToObject(o, "heads", l->heads); break;
+    case WL_LRN: cJSON_AddNumberToObject(o, "size", l->kh); break;
+    case WL_MOE:
+      cJSON_AddNumberToObject(o, "experts", l->experts);
+      cJSON_AddNumberToObject(o, "top_k", l->top_k);
+      cJSON_AddNumberToObject(o, "ffn", (double)l->ffn);
+      cJSON_AddNumberToObject(o, "capacity_factor", l->capacity_factor);
+      cJSON_AddBoolToObject(o, "bias", l->bias);
+      break;
+    default: break;
+    }
+    if (l->block >= 0) cJSON_AddStringToObject(o, "block", m->block_names[l->block]);
+    cJSON_AddNumberToObject(o, "params", (double)l->params);
+    cJSON_AddNumberToObject(o, "fwd_flops", l->fwd_flops);
+    cJSON_AddNumberToObject(o, "bwd_flops", l->bwd_flops);
+    cJSON_AddNumberToObject(o, "out_elems", (double)l->out_elems);
+    cJSON_AddNumberToObject(o, "saved_elems", (double)l->saved_elems);
+    cJSON_AddBoolToObject(o, "weighted", l->weighted);
+    cJSON_AddItemToArray(layers, o);
+  }
+  char *raw = cJSON_Print(root);
+  char *out = g_strdup(raw);
+  cJSON_free(raw);
+  cJSON_Delete(root);
+  return out;
+}
+
+/* 60965224 -> "60,965,224" (newly allocated). */
+static char *thousands(int64_t v) {
+  char digits[32];
+  g_snprintf(digits, sizeof digits, "%" G_GINT64_FORMAT, v < 0 ? -v : v);
+  GString *s = g_string_new(v < 0 ? "-" : "");
+  const size_t n = strlen(digits);
+  for (size_t k = 0; k < n; k++) {
+    if (k && (n - k) % 3 == 0) g_string_append_c(s, ',');
+    g_string_append_c(s, digits[k]);
+  }
+  return g_string_free(s, FALSE);
+}
+
+void wl_print(const wl_model *m, FILE *out) {
+  fprintf(out, "%s: %s\n", m->name, m->description);
+  char *in = shape_str(m->input);
+  char *samples = thousands(m->dataset_samples);
+  fprintf(out, "input %s, dataset %s (%s samples), default batch %" G_GINT64_FORMAT
+               ", optimizer %s\n\n",
+          in, m->dataset, samples, m->default_batch, wl_optimizer_name(m->optimizer));
+  g_free(in);
+  g_free(samples);
+  int nw = 5; /* name column: as wide as the longest layer name */
+  for (int i = 0; i < m->n_layers; i++) nw = MAX(nw, (int)strlen(m->layers[i].name));
+  fprintf(out, "%4s  %-*s %-10s %-16s %14s %12s %12s %12s\n", "#", nw, "layer", "kind",
+          "out shape", "params", "fwd GFLOP", "bwd GFLOP", "activation");
+  for (int i = 0; i < m->n_layers; i++) {
+    const wl_layer *l = &m->layers[i];
+    char *shape = shape_str(l->out);
+    char *params = thousands(l->params);
+    char *act = thousands(l->out_elems);
+    fprintf(out, "%4d  %-*s %-10s %-16s %14s %12.6f %12.6f %12s\n", i, nw, l->name,
+            wl_layer_kind_name(l->kind), shape, params, l->fwd_flops / 1e9, l->bwd_flops / 1e9,
+            act);
+    g_free(shape);
+    g_free(params);
+    g_free(act);
+  }
+  char *params = thousands(m->params);
+  char *act = thousands(m->act_elems);
+  char *saved = thousands(m->saved_elems);
+  fprintf(out, "%4s  %-*s %-10s %-16s %14s %12.6f %12.6f %12s\n\n", "", nw, "total", "", "", params,
+          m->fwd_flops / 1e9, m->bwd_flops / 1e9, act);
+  fprintf(out, "total params: %s\n", params);
+  fprintf(out, "per sample: %.6f GFLOP forward, %.6f GFLOP backward, %s activation elements, "
+               "%s saved for backward\n",
+          m->fwd_flops / 1e9, m->bwd_flops / 1e9, act, saved);
+  g_free(params);
+  g_free(act);
+  g_free(saved);
+}
+
+gboolean wl_has_tp_roles(const wl_model *m) {
+  for (int i = 0; i < m->n_layers; i++)
+    if (m->layers[i].tp_role != WL_TP_NONE) return TRUE;
+  return FALSE;
+}

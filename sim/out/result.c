@@ -1,0 +1,397 @@
+/* result.c — the result document and the human summary. */
+#include "out/result.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/dl_common.h"
+
+void res_init(res_result *r) {
+  memset(r, 0, sizeof *r);
+  r->colls = g_array_new(FALSE, FALSE, sizeof(res_coll));
+  r->rank_rows = g_array_new(FALSE, FALSE, sizeof(res_rank));
+  r->grid_search = g_array_new(FALSE, FALSE, sizeof(res_grid_row));
+  r->loss = g_array_new(FALSE, FALSE, sizeof(double));
+  r->gholami_comm_s = -1;
+}
+
+void res_release(res_result *r) {
+  if (r->colls) g_array_free(r->colls, TRUE);
+  if (r->rank_rows) g_array_free(r->rank_rows, TRUE);
+  if (r->grid_search) g_array_free(r->grid_search, TRUE);
+  if (r->loss) g_array_free(r->loss, TRUE);
+  g_free(r->kdb_name);
+  memset(r, 0, sizeof *r);
+}
+
+static int64_t epoch_iters(const cfg_run *c, const wl_model *m) {
+  return (m->dataset_samples + c->batch - 1) / c->batch;
+}
+
+char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "dlsim_version", DL_VERSION);
+  cJSON_AddStringToObject(root, "mode", cfg_mode_name(c->mode));
+
+  cJSON_AddItemToObject(root, "config", cfg_to_json(c));
+
+  double T = r->iteration_time_s;
+  cJSON_AddNumberToObject(root, "iteration_time_s", T);
+  cJSON_AddNumberToObject(root, "throughput_samples_per_s", T > 0 ? c->batch / T : 0);
+  cJSON_AddNumberToObject(root, "iterations_per_epoch", (double)epoch_iters(c, m));
+  cJSON_AddNumberToObject(root, "epoch_time_s", T * (double)epoch_iters(c, m));
+  double model_flops = (m->fwd_flops + m->bwd_flops) * (double)c->batch;
+  cJSON_AddNumberToObject(root, "model_flops_per_iteration", model_flops);
+  cJSON_AddNumberToObject(root, "achieved_flops_per_gpu", T > 0 ? model_flops / T / c->gpus : 0);
+
+  cJSON *mo = cJSON_AddObjectToObject(root, "model");
+  cJSON_AddStringToObject(mo, "name", m->name);
+  cJSON_AddNumberToObject(mo, "params", (double)m->params);
+  cJSON_AddNumberToObject(mo, "fwd_flops_per_sample", m->fwd_flops);
+  cJSON_AddNumberToObject(mo, "bwd_flops_per_sample", m->bwd_flops);
+  cJSON_AddNumberToObject(mo, "activation_bytes_per_sample",
+                          (double)m->act_elems * gs_precision_bytes(c->precision));
+  cJSON_AddStringToObject(mo, "dataset", m->dataset);
+  cJSON_AddNumberToObject(mo, "dataset_samples", (double)m->dataset_samples);
+
+  cJSON *bd = cJSON_AddObjectToObject(root, "breakdown_s");
+  cJSON_AddNumberToObject(bd, "compute", r->compute_s);
+  cJSON_AddNumberToObject(bd, "exposed_comm", r->exposed_comm_s);
+  cJSON_AddNumberToObject(bd, "overlapped_comm", r->overlapped_comm_s);
+  cJSON_AddNumberToObject(bd, "bubble", r->bubble_s);
+  cJSON_AddNumberToObject(bd, "idle", r->idle_s);
+  cJSON *ph = cJSON_AddObjectToObject(root, "compute_by_phase_s");
+  for (int i = 0; i < PL_N_PHASES; i++)
+    cJSON_AddNumberToObject(ph, pl_phase_name((pl_phase)i), r->phase_compute_s[i]);
+  cJSON_AddNumberToObject(root, "comm_s", r->comm_s);
+  cJSON_AddNumberToObject(root, "comm_bytes_per_gpu", r->comm_bytes_per_gpu);
+  if (r->gholami_comm_s >= 0) cJSON_AddNumberToObject(root, "gholami_eq_comm_s", r->gholami_comm_s);
+
+  if (r->moe_routed_tokens > 0) {
+    cJSON *moe = cJSON_AddObjectToObject(root, "moe");
+    cJSON_AddStringToObject(moe, "routing", c->routing ? c->routing : "uniform");
+    cJSON_AddNumberToObject(moe, "imbalance_max_over_mean", r->moe_max_over_mean);
+    cJSON_AddNumberToObject(moe, "routed_tokens_per_iteration", r->moe_routed_tokens);
+    cJSON_AddNumberToObject(moe, "dropped_tokens_per_iteration", r->moe_dropped_tokens);
+    cJSON_AddNumberToObject(moe, "dropped_fraction",
+                            r->moe_dropped_tokens / r->moe_routed_tokens);
+  }
+  cJSON *mem = cJSON_AddObjectToObject(root, "memory_bytes_per_gpu");
+  cJSON_AddNumberToObject(mem, "peak", r->peak_mem_bytes);
+  cJSON_AddNumberToObject(mem, "params", r->mem.params);
+  cJSON_AddNumberToObject(mem, "grads", r->mem.grads);
+  cJSON_AddNumberToObject(mem, "optimizer", r->mem.optimizer);
+  cJSON_AddNumberToObject(mem, "activations", r->mem.activations);
+  cJSON_AddNumberToObject(mem, "capacity", r->gpu_mem_bytes);
+  cJSON_AddBoolToObject(root, "fits_in_memory", r->fits_in_memory);
+
+  cJSON *kd = cJSON_AddObjectToObject(root, "kernel_db");
+  cJSON_AddStringToObject(kd, "name", r->kdb_name ? r->kdb_name : "");
+  cJSON_AddNumberToObject(kd, "measured", r->kdb_measured);
+  cJSON_AddNumberToObject(kd, "interpolated", r->kdb_interpolated);
+  cJSON_AddNumberToObject(kd, "estimated", r->kdb_estimated);
+
+  cJSON *co = cJSON_AddArrayToObject(root, "collectives");
+  for (guint i = 0; i < r->colls->len; i++) {
+    const res_coll *x = &g_array_index(r->colls, res_coll, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "op", coll_op_name(x->op));
+    cJSON_AddStringToObject(o, "group", pl_group_name(x->group));
+    cJSON_AddStringToObject(o, "purpose", pl_purpose_name(x->purpose));
+    cJSON_AddStringToObject(o, "algo", x->algo);
+    cJSON_AddNumberToObject(o, "calls", x->calls);
+    cJSON_AddNumberToObject(o, "bytes", x->bytes);
+    cJSON_AddNumberToObject(o, "wire_bytes", x->wire_bytes);
+    cJSON_AddNumberToObject(o, "time_s", x->time_s);
+    cJSON_AddItemToArray(co, o);
+  }
+  cJSON *rk = cJSON_AddArrayToObject(root, "ranks");
+  for (guint i = 0; i < r->rank_rows->len; i++) {
+    const res_rank *x = &g_array_index(r->rank_rows, res_rank, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "rank", x->rank);
+    cJSON_AddNumberToObject(o, "iteration_time_s", x->iteration_time_s);
+    cJSON_AddNumberToObject(o, "compute_s", x->compute_s);
+    cJSON_AddNumberToObject(o, "comm_s", x->comm_s);
+    cJSON_AddNumberToObject(o, "peak_memory_bytes", x->peak_mem_bytes);
+    cJSON_AddNumberToObject(o, "activation_bytes", x->activation_bytes);
+    cJSON_AddItemToArray(rk, o);
+  }
+  if (r->grid_search && r->grid_search->len) {
+    cJSON *gs = cJSON_AddArrayToObject(root, "grid_search");
+    for (guint i = 0; i < r->grid_search->len; i++) {
+      const res_grid_row *x = &g_array_index(r->grid_search, res_grid_row, i);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "grid", x->grid);
+      cJSON_AddNumberToObject(o, "iteration_time_s", x->iteration_time_s);
+      cJSON_AddNumberToObject(o, "comm_s", x->comm_s);
+      cJSON_AddNumberToObject(o, "gholami_eq_comm_s", x->gholami_comm_s);
+      cJSON_AddBoolToObject(o, "simulated", x->simulated);
+      if (x->simulated) cJSON_AddNumberToObject(o, "sim_iteration_time_s", x->sim_iteration_time_s);
+      cJSON_AddItemToArray(gs, o);
+    }
+  }
+  if (r->loss && r->loss->len) {
+    cJSON *ls = cJSON_AddArrayToObject(root, "loss");
+    for (guint i = 0; i < r->loss->len; i++)
+      cJSON_AddItemToArray(ls, cJSON_CreateNumber(g_array_index(r->loss, double, i)));
+  }
+  cJSON *si = cJSON_AddObjectToObject(root, "simulation");
+  cJSON_AddNumberToObject(si, "wall_s", c->reproducible ? 0.0 : r->wall_s);
+  cJSON_AddNumberToObject(si, "ranks", r->ranks);
+  cJSON_AddNumberToObject(si, "slowest_rank", r->slowest_rank);
+
+  char *txt = cJSON_Print(root);
+  cJSON_Delete(root);
+  char *out = g_strconcat(txt, "\n", NULL);
+  cJSON_free(txt);
+  return out;
+}
+
+/* ---- reading a result document ------------------------------------------------------------ */
+
+typedef struct {
+  const char *what; /* the document, for messages */
+  GError **err;
+  gboolean ok;
+} reader;
+
+static const cJSON *item(reader *rd, const cJSON *o, const char *path, const char *key) {
+  const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+  if (!v && rd->ok) {
+    g_set_error(rd->err, DL_ERROR, DL_ERR_INPUT, "%s: %s%s%s: missing", rd->what, path,
+                *path ? "." : "", key);
+    rd->ok = FALSE;
+  }
+  return v;
+}
+
+static double num(reader *rd, const cJSON *o, const char *path, const char *key) {
+  const cJSON *v = item(rd, o, path, key);
+  if (v && !cJSON_IsNumber(v) && rd->ok) {
+    g_set_error(rd->err, DL_ERROR, DL_ERR_INPUT, "%s: %s%s%s: expected a number", rd->what, path,
+                *path ? "." : "", key);
+    rd->ok = FALSE;
+  }
+  return rd->ok ? v->valuedouble : 0;
+}
+
+static const char *str(reader *rd, const cJSON *o, const char *path, const char *key) {
+  const cJSON *v = item(rd, o, path, key);
+  if (v && !cJSON_IsString(v) && rd->ok) {
+    g_set_error(rd->err, DL_ERROR, DL_ERR_INPUT, "%s: %s%s%s: expected a string", rd->what, path,
+                *path ? "." : "", key);
+    rd->ok = FALSE;
+  }
+  return rd->ok ? v->valuestring : "";
+}
+
+/* Index of `name` among `n` printable names, or -1 with an error naming the path. */
+static int name_index(reader *rd, const char *name, const char *(*name_of)(int), int n,
+                      const char *path) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(name, name_of(i)) == 0) return i;
+  if (rd->ok)
+    g_set_error(rd->err, DL_ERROR, DL_ERR_INPUT, "%s: %s: unknown name '%s'", rd->what, path,
+                name);
+  rd->ok = FALSE;
+  return 0;
+}
+static const char *op_name(int i) { return coll_op_name((coll_op)i); }
+static const char *group_name(int i) { return pl_group_name((pl_group)i); }
+static const char *purpose_name(int i) { return pl_purpose_name((pl_purpose)i); }
+static const char *phase_name(int i) { return pl_phase_name((pl_phase)i); }
+
+gboolean res_from_json(res_result *r, const char *text, const char *what, GError **err) {
+  cJSON *root = cJSON_Parse(text);
+  reader rd = {what, err, TRUE};
+  if (!cJSON_IsObject(root)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: not a JSON object", what);
+    cJSON_Delete(root);
+    return FALSE;
+  }
+  r->iteration_time_s = num(&rd, root, "", "iteration_time_s");
+  const cJSON *bd = item(&rd, root, "", "breakdown_s");
+  r->compute_s = num(&rd, bd, "breakdown_s", "compute");
+  r->exposed_comm_s = num(&rd, bd, "breakdown_s", "exposed_comm");
+  r->overlapped_comm_s = num(&rd, bd, "breakdown_s", "overlapped_comm");
+  r->bubble_s = num(&rd, bd, "breakdown_s", "bubble");
+  r->idle_s = num(&rd, bd, "breakdown_s", "idle");
+  const cJSON *ph = item(&rd, root, "", "compute_by_phase_s");
+  for (int i = 0; i < PL_N_PHASES; i++)
+    r->phase_compute_s[i] = num(&rd, ph, "compute_by_phase_s", phase_name(i));
+  r->comm_s = num(&rd, root, "", "comm_s");
+  r->comm_bytes_per_gpu = num(&rd, root, "", "comm_bytes_per_gpu");
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "gholami_eq_comm_s");
+  r->gholami_comm_s = cJSON_IsNumber(g) ? g->valuedouble : -1;
+  const cJSON *moe = cJSON_GetObjectItemCaseSensitive(root, "moe");
+  if (moe) {
+    r->moe_max_over_mean = num(&rd, moe, "moe", "imbalance_max_over_mean");
+    r->moe_routed_tokens = num(&rd, moe, "moe", "routed_tokens_per_iteration");
+    r->moe_dropped_tokens = num(&rd, moe, "moe", "dropped_tokens_per_iteration");
+  }
+  const cJSON *mem = item(&rd, root, "", "memory_bytes_per_gpu");
+  r->peak_mem_bytes = num(&rd, mem, "memory_bytes_per_gpu", "peak");
+  r->mem.params = num(&rd, mem, "memory_bytes_per_gpu", "params");
+  r->mem.grads = num(&rd, mem, "memory_bytes_per_gpu", "grads");
+  r->mem.optimizer = num(&rd, mem, "memory_bytes_per_gpu", "optimizer");
+  r->mem.activations = num(&rd, mem, "memory_bytes_per_gpu", "activations");
+  r->gpu_mem_bytes = num(&rd, mem, "memory_bytes_per_gpu", "capacity");
+  r->fits_in_memory = cJSON_IsTrue(item(&rd, root, "", "fits_in_memory"));
+  const cJSON *kd = item(&rd, root, "", "kernel_db");
+  g_free(r->kdb_name);
+  r->kdb_name = g_strdup(str(&rd, kd, "kernel_db", "name"));
+  r->kdb_measured = (int)num(&rd, kd, "kernel_db", "measured");
+  r->kdb_interpolated = (int)num(&rd, kd, "kernel_db", "interpolated");
+  r->kdb_estimated = (int)num(&rd, kd, "kernel_db", "estimated");
+  g_array_set_size(r->colls, 0);
+  const cJSON *x;
+  int i = 0;
+  cJSON_ArrayForEach(x, item(&rd, root, "", "collectives")) {
+    char path[48];
+    g_snprintf(path, sizeof path, "collectives[%d]", i++);
+    res_coll c;
+    memset(&c, 0, sizeof c);
+    c.op = (coll_op)name_index(&rd, str(&rd, x, path, "op"), op_name, COLL_OP_COUNT, path);
+    c.group = (pl_group)name_index(&rd, str(&rd, x, path, "group"), group_name, PL_N_GROUPS, path);
+    c.purpose = (pl_purpose)name_index(&rd, str(&rd, x, path, "purpose"), purpose_name,
+                                       PL_N_PURPOSES, path);
+    c.algo = g_intern_string(str(&rd, x, path, "algo"));
+    c.calls = (int)num(&rd, x, path, "calls");
+    c.bytes = num(&rd, x, path, "bytes");
+    c.wire_bytes = num(&rd, x, path, "wire_bytes");
+    c.time_s = num(&rd, x, path, "time_s");
+    if (rd.ok) g_array_append_val(r->colls, c);
+  }
+  g_array_set_size(r->rank_rows, 0);
+  i = 0;
+  cJSON_ArrayForEach(x, item(&rd, root, "", "ranks")) {
+    char path[48];
+    g_snprintf(path, sizeof path, "ranks[%d]", i++);
+    res_rank k = {(int)num(&rd, x, path, "rank"), num(&rd, x, path, "iteration_time_s"),
+                  num(&rd, x, path, "compute_s"), num(&rd, x, path, "comm_s"),
+                  num(&rd, x, path, "peak_memory_bytes"), num(&rd, x, path, "activation_bytes")};
+    if (rd.ok) g_array_append_val(r->rank_rows, k);
+  }
+  g_array_set_size(r->grid_search, 0);
+  i = 0;
+  cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(root, "grid_search")) {
+    char path[48];
+    g_snprintf(path, sizeof path, "grid_search[%d]", i++);
+    res_grid_row row;
+    memset(&row, 0, sizeof row);
+    g_strlcpy(row.grid, str(&rd, x, path, "grid"), sizeof row.grid);
+    row.iteration_time_s = num(&rd, x, path, "iteration_time_s");
+    row.comm_s = num(&rd, x, path, "comm_s");
+    row.gholami_comm_s = num(&rd, x, path, "gholami_eq_comm_s");
+    row.simulated = cJSON_IsTrue(item(&rd, x, path, "simulated"));
+    if (row.simulated) row.sim_iteration_time_s = num(&rd, x, path, "sim_iteration_time_s");
+    if (rd.ok) g_array_append_val(r->grid_search, row);
+  }
+  g_array_set_size(r->loss, 0);
+  cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(root, "loss")) {
+    double v = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+    g_array_append_val(r->loss, v);
+  }
+  const cJSON *si = item(&rd, root, "", "simulation");
+  r->wall_s = num(&rd, si, "simulation", "wall_s");
+  r->ranks = (int)num(&rd, si, "simulation", "ranks");
+  r->slowest_rank = (int)num(&rd, si, "simulation", "slowest_rank");
+  cJSON_Delete(root);
+  return rd.ok;
+}
+
+void res_take_measured(res_result *dst, res_result *src) {
+  dst->iteration_time_s = src->iteration_time_s;
+  dst->compute_s = src->compute_s;
+  dst->exposed_comm_s = src->exposed_comm_s;
+  dst->overlapped_comm_s = src->overlapped_comm_s;
+  dst->bubble_s = src->bubble_s;
+  dst->idle_s = src->idle_s;
+  dst->comm_s = src->comm_s;
+  memcpy(dst->phase_compute_s, src->phase_compute_s, sizeof src->phase_compute_s);
+  dst->comm_bytes_per_gpu = src->comm_bytes_per_gpu;
+  dst->kdb_measured = src->kdb_measured;
+  dst->kdb_interpolated = src->kdb_interpolated;
+  dst->kdb_estimated = src->kdb_estimated;
+  g_free(dst->kdb_name);
+  dst->kdb_name = src->kdb_name;
+  src->kdb_name = NULL;
+  dst->slowest_rank = src->slowest_rank;
+  dst->ranks = src->ranks;
+  dst->wall_s = src->wall_s;
+  GArray *t;
+  t = dst->colls, dst->colls = src->colls, src->colls = t;
+  t = dst->rank_rows, dst->rank_rows = src->rank_rows, src->rank_rows = t;
+  t = dst->loss, dst->loss = src->loss, src->loss = t;
+}
+
+static void human_s(char *buf, size_t n, double s) {
+  if (s >= 3600) g_snprintf(buf, n, "%.2f h", s / 3600);
+  else if (s >= 60) g_snprintf(buf, n, "%.2f min", s / 60);
+  else if (s >= 1) g_snprintf(buf, n, "%.3f s", s);
+  else if (s >= 1e-3) g_snprintf(buf, n, "%.3f ms", s * 1e3);
+  else g_snprintf(buf, n, "%.3f us", s * 1e6);
+}
+
+void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *out) {
+  char a[32], b[32];
+  char *grid = cfg_grid_string(c);
+  if (c->grid_auto) {
+    g_free(grid);
+    grid = g_strdup_printf("%dx%d (auto)", c->grid_pr, c->grid_pc);
+  }
+  fprintf(out, "dlsim %s (%s): %s on %s, %d GPUs, batch %ld, dp %d tp %d pp %d, grid %s, %s\n",
+          DL_VERSION, cfg_mode_name(c->mode), m->name, c->platform, c->gpus, c->batch, c->dp,
+          c->tp, c->pp, grid, gs_precision_name(c->precision));
+  g_free(grid);
+  if (r->grid_search && r->grid_search->len) {
+    fprintf(out, "  %-12s %16s %16s %18s %16s\n", "grid PrxPc", "iteration (ms)", "comm (ms)",
+            "Gholami Eq. (ms)", "simulated (ms)");
+    for (guint i = 0; i < r->grid_search->len; i++) {
+      const res_grid_row *x = &g_array_index(r->grid_search, res_grid_row, i);
+      char mine[32];
+      g_snprintf(mine, sizeof mine, "%dx%d", c->grid_pr, c->grid_pc);
+      char simbuf[32] = "";
+      if (x->simulated) g_snprintf(simbuf, sizeof simbuf, "%.3f", x->sim_iteration_time_s * 1e3);
+      fprintf(out, "  %-12s %16.3f %16.3f %18.3f %16s%s\n", x->grid, x->iteration_time_s * 1e3,
+              x->comm_s * 1e3, x->gholami_comm_s * 1e3, simbuf,
+              strcmp(x->grid, mine) == 0 ? "  <- best" : "");
+    }
+  }
+  human_s(a, sizeof a, r->iteration_time_s);
+  double T = r->iteration_time_s;
+  fprintf(out, "  iteration       %s   throughput %.1f samples/s   %.1f TFLOP/s per GPU\n", a,
+          T > 0 ? c->batch / T : 0,
+          T > 0 ? (m->fwd_flops + m->bwd_flops) * c->batch / T / c->gpus / 1e12 : 0);
+  human_s(a, sizeof a, T * (double)epoch_iters(c, m));
+  fprintf(out, "  epoch           %s (%ld iterations of %ld samples)\n", a,
+          (long)epoch_iters(c, m), c->batch);
+  double pct = T > 0 ? 100.0 / T : 0;
+  fprintf(out,
+          "  breakdown       compute %.1f%%  exposed comm %.1f%%  bubble %.1f%%  idle %.1f%%"
+          "  (overlapped comm %.1f%%)\n",
+          r->compute_s * pct, r->exposed_comm_s * pct, r->bubble_s * pct, r->idle_s * pct,
+          r->overlapped_comm_s * pct);
+  human_s(a, sizeof a, r->comm_s);
+  fprintf(out, "  communication   %s per iteration, %.3f GB sent per GPU", a,
+          r->comm_bytes_per_gpu / 1e9);
+  if (r->gholami_comm_s >= 0) {
+    human_s(b, sizeof b, r->gholami_comm_s);
+    fprintf(out, " (Gholami et al. equation: %s)", b);
+  }
+  fprintf(out, "\n");
+  fprintf(out,
+          "  memory per GPU  %.2f GB of %.2f GB (params %.2f, grads %.2f, optimizer %.2f, "
+          "activations %.2f)%s\n",
+          r->peak_mem_bytes / 1e9, r->gpu_mem_bytes / 1e9, r->mem.params / 1e9,
+          r->mem.grads / 1e9, r->mem.optimizer / 1e9, r->mem.activations / 1e9,
+          r->fits_in_memory ? "" : "  DOES NOT FIT");
+  if (r->moe_routed_tokens > 0)
+    fprintf(out, "  experts         routing %s: busiest expert %.2fx the mean, %.2f%% of token copies "
+            "dropped by capacity\n", c->routing ? c->routing : "uniform", r->moe_max_over_mean,
+            100.0 * r->moe_dropped_tokens / r->moe_routed_tokens);
+  fprintf(out, "  kernels         %s: %d measured, %d interpolated, %d estimated\n",
+          r->kdb_name ? r->kdb_name : "", r->kdb_measured, r->kdb_interpolated, r->kdb_estimated);
+}

@@ -1,0 +1,92 @@
+/* result.h — the result of one run, the same for the sim, real and analytic executors, and its
+ * JSON form (INTERFACE.md "Result JSON") and human summary.
+ *
+ * Times are per iteration, in seconds, for the slowest rank. compute + exposed_comm + bubble +
+ * idle = iteration_time; overlapped_comm is communication hidden under compute.
+ */
+#ifndef RESULT_H
+#define RESULT_H
+
+#include <glib.h>
+#include <stdio.h>
+
+#include "core/config.h"
+#include "plan/plan.h"
+#include "model/workload.h"
+
+typedef struct {
+  coll_op op;        /* which collective */
+  pl_group group;       /* over which communicator */
+  pl_purpose purpose;   /* why (gradient sync, forward all-gather, ...) */
+  const char *algo;     /* algorithm used (static string) */
+  int calls;            /* per iteration on the slowest rank */
+  double bytes;         /* Σ buffer sizes per iteration, bytes */
+  double wire_bytes;    /* Σ bytes this rank sends per iteration */
+  double time_s;        /* Σ durations per iteration, s */
+} res_coll;
+
+typedef struct {
+  int rank;
+  double iteration_time_s, compute_s, comm_s;
+  double peak_mem_bytes;    /* params + grads + optimizer + activations of this rank */
+  double activation_bytes;  /* activations stashed for backward (pipeline stash included) */
+} res_rank;
+
+typedef struct {
+  char grid[32];             /* "PrxPc" */
+  double iteration_time_s;   /* closed form */
+  double sim_iteration_time_s; /* simulated, when `simulated` */
+  double comm_s;             /* all communication of the slowest rank, hidden or not */
+  double gholami_comm_s;     /* Eq. 8 evaluated literally */
+  gboolean simulated;
+} res_grid_row;
+
+typedef struct {
+  double iteration_time_s;
+  double compute_s, exposed_comm_s, overlapped_comm_s, bubble_s, idle_s;
+  double comm_s;             /* all communication time of the slowest rank, hidden or not */
+  double phase_compute_s[PL_N_PHASES]; /* compute of the slowest rank per phase */
+  double comm_bytes_per_gpu; /* bytes the slowest rank sends per iteration */
+  pl_memory mem;             /* per GPU, bytes (largest rank) */
+  double peak_mem_bytes;     /* params + grads + optimizer + activations */
+  double gpu_mem_bytes;      /* device memory of the platform's GPU */
+  gboolean fits_in_memory;
+  const char *gpu_model;     /* platform's GPU (static or owned by the platform) */
+  char *kdb_name;            /* kernel source: database name or "roofline:<gpu>" (owned) */
+  int kdb_measured, kdb_interpolated, kdb_estimated; /* kernel times by origin, per iteration */
+  double wall_s;             /* host time the run took */
+  int ranks;                 /* ranks evaluated */
+  int slowest_rank;
+  double gholami_comm_s;     /* analytic: the paper's Eq. 4 or 8 as written, s; <0 when n/a */
+  double moe_max_over_mean;  /* MoE: busiest expert's tokens / mean tokens per expert (worst) */
+  double moe_dropped_tokens; /* MoE: token copies dropped by capacity per iteration, all ranks */
+  double moe_routed_tokens;  /* MoE: token copies routed per iteration, all ranks */
+  GArray *colls;             /* res_coll, owned */
+  GArray *rank_rows;         /* res_rank, owned */
+  GArray *grid_search;       /* res_grid_row, owned; empty unless --grid auto */
+  GArray *loss;              /* double: mean training loss per iteration (--mode real), owned;
+                                empty for the other modes */
+} res_result;
+
+void res_init(res_result *r);
+void res_release(res_result *r);
+
+/* The result document (INTERFACE.md) as text, keys in a fixed order, same input -> same bytes.
+ * Newly allocated (g_free). */
+char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m);
+
+/* Reads a result document (res_to_json's form) back into `r` (res_init'ed): everything
+ * res_result holds but gpu_model. `what` names the document in messages. DL_ERR_INPUT naming the
+ * JSON path when a key is missing or of the wrong kind. */
+gboolean res_from_json(res_result *r, const char *text, const char *what, GError **err);
+
+/* Moves what an executor measured from `src` into `dst`: times, breakdown, collective rows,
+ * per-rank rows, kernel counts and database name, slowest rank, losses and the wall time. What
+ * only the driver knows stays in `dst`: the grid search, Gholami's equation, the GPU and memory
+ * figures. */
+void res_take_measured(res_result *dst, res_result *src);
+
+/* Human summary to `out`. */
+void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *out);
+
+#endif

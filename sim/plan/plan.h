@@ -1,0 +1,184 @@
+/* plan.h — the planner: a pure function from (workload, configuration, rank) to the rank's op
+ * list. It never calls MPI, so its communication volumes can be checked against closed-form
+ * formulas, and the three executors (sim, real, analytic) consume the same lists.
+ *
+ * An op list is in program order. Ops on one stream run in order; ops on different streams
+ * overlap. An op may wait for an event recorded by an earlier op of another stream (as
+ * cudaStreamWaitEvent) and may record one when it completes. A list is a valid schedule when it is
+ * executed in list order with those rules, which every executor does.
+ *
+ * Rank layout (tp fastest, then dp, then pp): rank = (pp_i · dp + dp_i) · tp + tp_i, so a tensor-
+ * parallel group (Gholami's Pr "column" group) sits inside a node and pipeline stages sit across
+ * nodes. Gholami's Pr×Pc grid is tp = Pr, dp = Pc with --tp-style gholami.
+ */
+#ifndef PLAN_H
+#define PLAN_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "coll/coll.h"
+#include "core/config.h"
+#include "model/workload.h"
+
+#define PL_OP_KINDS(X) X(PL_KERNEL, "kernel") X(PL_COLL, "coll") X(PL_SEND, "send") X(PL_RECV, "recv")
+#define PL_PHASES(X) X(PL_PH_FWD, "forward") X(PL_PH_BWD, "backward") X(PL_PH_OPT, "optimizer")
+/* Communicators. In Gholami's grid, tp is the Pr (model/domain) group: the ranks of one grid
+ * column, which share a batch shard; dp is the Pc (batch) group: one grid row, same weights. */
+#define PL_GROUPS(X) X(PL_GRP_WORLD, "world") X(PL_GRP_DP, "dp") X(PL_GRP_TP, "tp") \
+  X(PL_GRP_PP, "pp") X(PL_GRP_EP, "ep") X(PL_GRP_EMBED, "embed") X(PL_GRP_EDP, "expert_dp")
+/* Why a collective exists: lets results and tests attribute bytes to Gholami's terms. */
+#define PL_PURPOSES(X) X(PL_WHY_NONE, "none") X(PL_WHY_GRAD, "grad_sync") \
+  X(PL_WHY_FWD_GATHER, "fwd_allgather") X(PL_WHY_BWD_DX, "bwd_dx_allreduce") \
+  X(PL_WHY_REDIST, "redistribute") X(PL_WHY_FWD_REDUCE, "fwd_allreduce") \
+  X(PL_WHY_ACT, "activation") X(PL_WHY_ACT_GRAD, "activation_grad") \
+  X(PL_WHY_TIED, "tied_grad_sync") X(PL_WHY_MOE_DISPATCH, "moe_dispatch") \
+  X(PL_WHY_MOE_COMBINE, "moe_combine") X(PL_WHY_EXPERT_GRAD, "expert_grad_sync") \
+  X(PL_WHY_HALO, "halo") X(PL_WHY_BN_STATS, "bn_stats")
+
+/* Which part of its layer's work a kernel op does: all of it; a domain-parallel layer's interior
+ * rows (computed while the halo rows travel) or its rows next to the boundary; an MoE layer's
+ * router or its experts. */
+#define PL_PARTS(X) X(PL_PART_WHOLE, "whole") X(PL_PART_INTERIOR, "interior") \
+  X(PL_PART_BOUNDARY, "boundary") X(PL_PART_ROUTER, "router") X(PL_PART_EXPERTS, "experts")
+
+#define PL_ENUM(e, s) e,
+typedef enum { PL_OP_KINDS(PL_ENUM) PL_N_OP_KINDS } pl_op_kind;
+typedef enum { PL_PARTS(PL_ENUM) PL_N_PARTS } pl_part;
+typedef enum { PL_PHASES(PL_ENUM) PL_N_PHASES } pl_phase;
+typedef enum { PL_GROUPS(PL_ENUM) PL_N_GROUPS } pl_group;
+typedef enum { PL_PURPOSES(PL_ENUM) PL_N_PURPOSES } pl_purpose;
+#undef PL_ENUM
+
+const char *pl_op_kind_name(pl_op_kind k);
+const char *pl_phase_name(pl_phase p);
+const char *pl_group_name(pl_group g);
+const char *pl_purpose_name(pl_purpose p);
+const char *pl_part_name(pl_part p);
+
+enum { PL_STREAM_COMPUTE = 0, PL_STREAM_COMM = 1, PL_N_STREAMS = 2 };
+
+/* The layers whose gradients a gradient collective carries: the weighted layers of
+ * [first_layer, end_layer) (an MoE layer's router only when the purpose is grad_sync, its
+ * experts only for expert_grad_sync). */
+typedef struct {
+  int first_layer, end_layer; /* [first, end); first = end = 0 for other ops */
+} pl_bucket;
+
+typedef struct {
+  pl_op_kind kind;
+  int stream;          /* PL_STREAM_COMPUTE or PL_STREAM_COMM */
+  pl_phase phase;      /* when in the iteration: a recomputed forward runs in backward */
+  int layer;           /* workload layer index, -1 for none (optimizer, a bucket's remainder) */
+  int wait_event;      /* event to wait for before starting, -1 none */
+  int record_event;    /* event recorded when this op completes, -1 none */
+  int microbatch;      /* micro-batch the op belongs to (every kernel, collective and message of
+                          a forward or backward step), -1 for iteration-level ops (optimizer,
+                          tied-weight sums) */
+  /* PL_KERNEL */
+  char kname[40];      /* "<layer kind>.<fwd|bwd|step>", the kernel-database key */
+  gboolean gemm_like;  /* compute-bound class (conv, linear, attention, moe) */
+  double flops;        /* FLOP this rank executes */
+  double mem_bytes;    /* bytes this kernel moves to and from device memory */
+  int64_t samples;     /* samples (or micro-batch) the kernel processes on this rank */
+  int split;           /* the layer's output channels/features are split this many ways (Pr) */
+  pl_part part;        /* which part of the layer's work */
+  gboolean recompute;  /* a forward kernel re-run in backward (--recompute) */
+  int64_t params;      /* optimizer step: parameters it updates; 0 otherwise */
+  /* PL_COLL, PL_SEND, PL_RECV */
+  coll_op coll;        /* which collective (coll.h) */
+  pl_group group;
+  pl_purpose purpose;
+  double bytes;        /* collective buffer size n (the result's size for allgather, the input's for
+                          reduce-scatter), or message size for send/recv */
+  int peer;            /* send/recv partner rank, -1 otherwise */
+  int tag;             /* send/recv: micro-batch · 2 + (0 activation, 1 its gradient) */
+  const double *peer_send_bytes; /* all-to-all with uneven blocks: bytes to each group member
+                                    (group order), NULL when blocks are even (owned by the plan) */
+  const double *peer_recv_bytes; /* and bytes from each member */
+  pl_bucket bucket;    /* gradient collectives (grad_sync, expert_grad_sync, tied_grad_sync) */
+} pl_op;
+
+typedef struct {
+  double params;       /* bytes of weights on the GPU */
+  double grads;        /* bytes of gradients */
+  double optimizer;    /* bytes of optimizer state (master weights, moments) */
+  double activations;  /* bytes of activations stashed for backward (peak) */
+} pl_memory;
+
+typedef struct {
+  int stage;           /* pipeline stage of the rank */
+  int first_layer;     /* the stage's layers: [first_layer, end_layer) */
+  int end_layer;
+  int *stage_first;    /* the partition (pl_partition): stage s holds [stage_first[s],
+                          stage_first[s + 1]), pp + 1 entries (owned) */
+  int max_stash;       /* most micro-batches whose activations are kept at once */
+  pl_op *ops;          /* owned */
+  int n_ops;
+  int n_events;        /* events are numbered 0..n_events-1 */
+  pl_memory mem;
+  int64_t local_params;/* parameters whose gradients this rank holds */
+  double moe_max_over_mean; /* MoE: largest (tokens of the busiest expert / mean per expert)
+                               over the MoE layers and micro-batches of the stage, 0 without MoE */
+  double moe_dropped_tokens; /* MoE: routed token copies dropped by expert capacity per
+                                iteration, this rank's share */
+  double moe_routed_tokens;  /* MoE: routed token copies per iteration, this rank's share */
+  GPtrArray *pool;     /* storage behind peer_*_bytes (owned) */
+} pl_rank_plan;
+
+/* Builds rank `rank`'s op list for one training iteration. The configuration must have passed
+ * cfg_resolve(). `layer_time_s` (may be NULL: FLOPs are used instead) gives each layer's forward
+ * plus backward time per sample; pipeline stages are balanced with it. DL_ERR_INPUT when the
+ * combination is not supported (the message names the option). Returns a newly allocated plan
+ * (pl_rank_plan_free). */
+pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
+                       GError **err);
+
+/* The pipeline partition: stage_first[s] is the first layer of stage s, stage_first[pp] =
+ * n_layers. Residual blocks stay whole; stages minimise the largest stage cost (or follow
+ * --pp-balance). DL_ERR_INPUT when the model cannot be cut into pp stages. */
+gboolean pl_partition(const wl_model *m, const cfg_run *c, const double *layer_time_s,
+                      int *stage_first, GError **err);
+void pl_rank_plan_free(pl_rank_plan *p);
+
+/* MoE routing: the token copies (`assignments` = tokens × top_k) each of the E experts of layer
+ * `layer` receives in micro-batch `mb` under c->routing (whole numbers, summing to assignments).
+ * Deterministic for a given c->seed. `load` has E entries. */
+void pl_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignments, double *load);
+
+/* Coordinates of a rank, the rank at given coordinates (the layout in this file's comment), and
+ * the members of its groups (rank-ordered). `members` must hold c->gpus entries; returns the
+ * group size. */
+void pl_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i);
+int pl_rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i);
+int pl_group_members(const cfg_run *c, pl_group g, int rank, int *members);
+
+/* TRUE when layer `l` owns parameters whose gradients are synchronised (weighted, params > 0; a
+ * tied copy is summed apart, by the tied_grad_sync collectives). */
+gboolean pl_layer_has_grads(const wl_layer *l);
+
+/* The layers whose gradients gradient collective `op` carries (pl_bucket), in the order they
+ * are packed: the planner's, highest layer first. `layers` has room for end_layer − first_layer
+ * entries; returns how many. */
+int pl_bucket_layers(const wl_model *m, const pl_op *op, int *layers);
+
+/* Size of the groups of kind `g` (the same for every rank that belongs to one): P, dp, tp, pp,
+ * ep, 2 for the tied embedding's first and last stage (1 without a pipeline), and dp/ep for the
+ * replicas of the same experts (1 without expert parallelism, where they are the dp group).
+ * Communicators are made for groups larger than 1. */
+int pl_group_degree(const cfg_run *c, pl_group g);
+
+/* Bytes per element of gradients exchanged and of the weights a rank holds, for the precision. */
+int pl_grad_bytes(const cfg_run *c);
+
+/* Domain parallelism (--domain conv, plan.c's file comment): the first layer after the domain
+ * part; rows [lo, hi) of slab i when n rows are split into `parts`; the rows a windowed layer's
+ * slab i needs from its neighbours' (dir 0: input rows for its output rows; dir 1: output-
+ * gradient rows whose windows reach its input rows), clipped to the image; whether a layer is
+ * windowed (exchanges halo rows). */
+int pl_domain_end(const wl_model *m);
+void pl_domain_slab(int n, int parts, int i, int *lo, int *hi);
+void pl_domain_needs(const wl_layer *l, int parts, int i, int dir, int *lo, int *hi);
+gboolean pl_domain_windowed(const wl_layer *l);
+
+#endif

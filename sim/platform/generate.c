@@ -1,0 +1,515 @@
+/* platform_gen.c — writes SimGrid platform files for clusters of DGX-like nodes, and the presets.
+ *
+ * Graph written (one DijkstraCache zone, SMPI-NOTES.md §3.4):
+ *   host n<n>g<g> --<n><g>_nvl--> router n<n>_nvsw                       (NVLink to NVSwitch)
+ *   K = G:  host n<n>g<g> --n<n>g<g>_nic--> leaf                          (a NIC per GPU)
+ *   K < G:  host n<n>g<g> --n<n>g<g>_pci--> router n<n>_pci<k> --n<n>_nic<k>--> leaf
+ *           (G/K GPUs share NIC k behind a PCIe switch)
+ *   leaf --<leaf>_up--> router spine   (all uplinks of a leaf as one link of their summed
+ *                                       bandwidth: SimGrid routes over one shortest path and has
+ *                                       no multipath, so a bundle stands for ideal ECMP spreading)
+ *   rail: NIC k of node n goes to leaf l<n / nodes_per_leaf>r<k>; fattree: all NICs of node n go
+ *   to leaf l<n / nodes_per_leaf>; star: every host has one link n<n>g<g>_link to router sw.
+ * Switch latency: half of it is on each link that ends at a leaf or spine switch, so a route
+ * through s switches adds s × switch latency.
+ * Route order matters: DijkstraCache breaks ties between equally short paths by the graph index
+ * of the predecessor (first appearance in <route>), so each node's NVLink routes come first and
+ * GPU-to-GPU traffic inside a node takes NVLink even when a PCIe switch or a leaf offers a path
+ * of the same length.
+ */
+#include "platform/platform.h"
+
+#include "core/dl_common.h"
+#include "core/gpuspec.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const topo_names[] = {
+#define PLAT_X(e, name, desc) name,
+    PLAT_TOPOLOGY_LIST(PLAT_X)
+#undef PLAT_X
+};
+
+const char *plat_topology_name(plat_topology t) {
+  return (t >= 0 && t < PLAT_TOPO_COUNT) ? topo_names[t] : "?";
+}
+
+gboolean plat_topology_parse(const char *name, plat_topology *out) {
+  for (int i = 0; i < PLAT_TOPO_COUNT; i++)
+    if (strcmp(name, topo_names[i]) == 0) {
+      *out = (plat_topology)i;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* ---- units ------------------------------------------------------------------------------------ */
+
+typedef struct {
+  const char *suffix; /* unit as SimGrid spells it */
+  double mult;        /* its value in base units */
+} unit;
+
+/* SimGrid's unit tables (XML reference: bandwidth, latency, speed); longest suffixes first. */
+static const unit bw_units[] = {
+    {"KiBps", 1024.0}, {"MiBps", 1048576.0}, {"GiBps", 1073741824.0}, {"TiBps", 1099511627776.0},
+    {"Kibps", 128.0},  {"Mibps", 131072.0},  {"Gibps", 134217728.0},  {"Tibps", 137438953472.0},
+    {"KBps", 1e3},     {"MBps", 1e6},        {"GBps", 1e9},           {"TBps", 1e12},
+    {"kbps", 125.0},   {"Kbps", 125.0},      {"Mbps", 1.25e5},        {"Gbps", 1.25e8},
+    {"Tbps", 1.25e11}, {"Bps", 1.0},         {"bps", 0.125},
+};
+static const unit time_units[] = {
+    {"ps", 1e-12}, {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0},
+    {"m", 60.0},   {"h", 3600.0}, {"d", 86400.0}, {"w", 604800.0},
+};
+static const unit speed_units[] = {
+    {"yottaflops", 1e24}, {"zettaflops", 1e21}, {"exaflops", 1e18}, {"petaflops", 1e15},
+    {"teraflops", 1e12},  {"gigaflops", 1e9},   {"megaflops", 1e6}, {"kiloflops", 1e3},
+    {"flops", 1.0},       {"Yf", 1e24},         {"Zf", 1e21},       {"Ef", 1e18},
+    {"Pf", 1e15},         {"Tf", 1e12},         {"Gf", 1e9},        {"Mf", 1e6},
+    {"kf", 1e3},          {"f", 1.0},
+};
+
+static gboolean parse_with_units(const char *text, const unit *units, size_t n, double *out) {
+  if (!text) return FALSE;
+  while (g_ascii_isspace(*text)) text++;
+  char *end = NULL;
+  double v = g_ascii_strtod(text, &end);
+  if (end == text || !isfinite(v) || v < 0) return FALSE;
+  if (*end == '\0') {
+    *out = v;
+    return TRUE;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(end, units[i].suffix) == 0) {
+      *out = v * units[i].mult;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+gboolean plat_parse_bandwidth(const char *text, double *bps) {
+  return parse_with_units(text, bw_units, G_N_ELEMENTS(bw_units), bps);
+}
+gboolean plat_parse_time(const char *text, double *s) {
+  return parse_with_units(text, time_units, G_N_ELEMENTS(time_units), s);
+}
+gboolean plat_parse_speed(const char *text, double *flops) {
+  return parse_with_units(text, speed_units, G_N_ELEMENTS(speed_units), flops);
+}
+
+/* Appends `v` with the largest of `units` (ascending multipliers) that keeps it >= 1, printed
+ * with 15 significant digits: 3e11 -> "300GBps", 6.5e-8 -> "65ns". */
+static void put_unit(GString *s, double v, const unit *units, size_t n) {
+  size_t best = 0;
+  for (size_t i = 0; i < n; i++)
+    if (v >= units[i].mult * (1 - 1e-12)) best = i;
+  char num[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_formatd(num, sizeof num, "%.15g", v / units[best].mult);
+  g_string_append_printf(s, "%s%s", num, units[best].suffix);
+}
+
+static const unit out_bw[] = {{"Bps", 1.0}, {"KBps", 1e3}, {"MBps", 1e6}, {"GBps", 1e9},
+                              {"TBps", 1e12}};
+static const unit out_time[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
+static const unit out_speed[] = {{"f", 1.0},   {"kf", 1e3},  {"Mf", 1e6},
+                                 {"Gf", 1e9},  {"Tf", 1e12}, {"Pf", 1e15}};
+
+/* ---- GPU models and presets ------------------------------------------------------------------ */
+
+/* Memory and speed of known GPU models come from their spec sheets (gpuspec.c): the host speed
+ * is the dense FP16 tensor peak. */
+gboolean plat_gpu_spec(const char *model, double *mem_bytes, double *speed_flops) {
+  const gs_spec *gs = gs_find(model);
+  if (!gs) return FALSE;
+  if (mem_bytes) *mem_bytes = gs->mem_bytes;
+  if (speed_flops) *speed_flops = gs->peak_flops[GS_FP16];
+  return TRUE;
+}
+
+static const char thetagpu_comment[] =
+    "ThetaGPU (Argonne Leadership Computing Facility): 24 NVIDIA DGX A100 nodes.\n"
+    "Sources:\n"
+    "  ALCF ThetaGPU machine overview (docs.alcf.anl.gov, ThetaGPU hardware overview): 24 DGX A100\n"
+    "    nodes, 8 NVIDIA A100-40GB GPUs each, 8 HDR200 InfiniBand compute NICs per node.\n"
+    "  NVIDIA DGX A100 datasheet: 8x A100 40GB, 6 NVSwitches, 600 GB/s bidirectional GPU-to-GPU\n"
+    "    NVLink bandwidth (300 GB/s per direction per GPU), 8x single-port ConnectX-6 VPI\n"
+    "    200 Gb/s HDR InfiniBand (25 GB/s per direction each) for the compute fabric.\n"
+    "  NVIDIA A100 datasheet: 312 TFLOPS dense FP16/BF16 tensor peak (host speed), 40 GB memory.\n"
+    "Latencies:\n"
+    "  switch 130 ns: NVIDIA Quantum HDR (QM8700) switch datasheet, port-to-port latency.\n"
+    "  NIC end 1 us: NVIDIA ConnectX-6 product brief gives sub-0.6 us adapter latency; 1 us adds\n"
+    "    PCIe and GPUDirect RDMA overhead (an assumption, to be calibrated).\n"
+    "  NVLink 1 us per GPU-NVSwitch link, 2 us GPU to GPU: an assumption in the range CUDA's\n"
+    "    p2pBandwidthLatencyTest reports on DGX A100 (to be calibrated).\n"
+    "Fabric: rail-optimised non-blocking fat tree (oversubscription 1) as in NVIDIA's DGX\n"
+    "  SuperPOD reference architecture; ALCF does not publish ThetaGPU's leaf wiring.";
+
+static const char dgx_comment[] =
+    "DGX A100 nodes (NVIDIA DGX A100 datasheet): 8x A100-40GB on NVSwitch (300 GB/s per direction\n"
+    "per GPU), 8x ConnectX-6 HDR200 NICs (25 GB/s), rail-optimised non-blocking fat tree. Latency\n"
+    "figures as in platforms/thetagpu.xml (see platforms/README.md).";
+
+static const char workstation_comment[] =
+    "A workstation: one machine with 2 A100-40GB GPUs on PCIe 4.0 x16 (31.5 GB/s per direction\n"
+    "theoretical, 25 GB/s used here as achievable; 1 us per GPU link, an assumption). The\n"
+    "intra-node links stand for the PCIe path through the root complex. Calibrate against\n"
+    "ping-pong measurements on the actual machine.";
+
+static const char star_comment[] =
+    "Star: 2 nodes x 4 GPUs, each GPU on one switch by its own 25 GB/s, 1 us link. Every route is\n"
+    "two links and pairwise exchanges never share a link: a contention-free platform for tests.";
+
+static const char *const preset_names[] = {"thetagpu", "dgx-a100", "workstation", "star", NULL};
+
+const char *const *plat_gen_preset_names(void) { return preset_names; }
+
+void plat_gen_defaults(plat_gen_params *p) {
+  memset(p, 0, sizeof *p);
+  p->nodes = 1;
+  p->gpus_per_node = 8;
+  p->gpu_model = "a100-40gb";
+  plat_gpu_spec(p->gpu_model, &p->gpu_mem_bytes, &p->speed_flops);
+  p->nvlink_bps = 300e9; /* DGX A100 datasheet: 600 GB/s bidirectional per GPU */
+  p->nvlink_lat_s = 1e-6;
+  p->nics_per_node = 8;
+  p->nic_bps = 25e9; /* HDR InfiniBand: 200 Gb/s */
+  p->nic_lat_s = 1e-6;
+  p->pcie_bps = 25e9;
+  p->pcie_lat_s = 0.5e-6;
+  p->switch_lat_s = 130e-9; /* NVIDIA Quantum HDR switch datasheet */
+  p->topology = PLAT_TOPO_RAIL;
+  p->oversubscription = 1.0;
+  p->nodes_per_leaf = 0;
+  p->comment = dgx_comment;
+}
+
+gboolean plat_gen_preset(const char *name, plat_gen_params *p, GError **err) {
+  plat_gen_defaults(p);
+  if (strcmp(name, "thetagpu") == 0) {
+    p->nodes = 24;
+    p->comment = thetagpu_comment;
+  } else if (strcmp(name, "dgx-a100") == 0) {
+    /* the defaults */
+  } else if (strcmp(name, "workstation") == 0) {
+    p->gpus_per_node = 2;
+    p->nvlink_bps = 25e9;
+    p->nvlink_lat_s = 1e-6;
+    p->nics_per_node = 0;
+    p->comment = workstation_comment;
+  } else if (strcmp(name, "star") == 0) {
+    p->nodes = 2;
+    p->gpus_per_node = 4;
+    p->topology = PLAT_TOPO_STAR;
+    p->switch_lat_s = 0;
+    p->comment = star_comment;
+  } else {
+    char *known = g_strjoinv(", ", (char **)preset_names);
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--preset: unknown preset '%s' (known: %s)", name,
+                known);
+    g_free(known);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static const char *const smpi_cfg[] = {
+    "network/TCP-gamma:0",  "network/crosstraffic:0", "network/weight-S:0",
+    "smpi/bw-factor:0:1",   "smpi/lat-factor:0:1",    NULL,
+};
+
+const char *const *plat_smpi_cfg(void) { return smpi_cfg; }
+
+/* ---- writer ---------------------------------------------------------------------------------- */
+
+/* A SimGrid factor list "size:factor;..." (SMPI-NOTES.md §4.1): non-negative numbers in pairs;
+ * NULL stands for the default and is fine. */
+static gboolean factor_ok(const char *text) {
+  if (!text) return TRUE;
+  char **items = g_strsplit(text, ";", -1);
+  gboolean ok = items[0] != NULL;
+  for (int i = 0; ok && items[i]; i++) {
+    char *colon = strchr(items[i], ':'), *end = NULL;
+    if (!colon) {
+      ok = FALSE;
+      break;
+    }
+    double v = g_ascii_strtod(items[i], &end);
+    ok = end == colon && v >= 0 && isfinite(v);
+    if (!ok) break;
+    v = g_ascii_strtod(colon + 1, &end);
+    ok = end != colon + 1 && *end == '\0' && v >= 0 && isfinite(v);
+  }
+  g_strfreev(items);
+  return ok;
+}
+
+static gboolean check_params(const plat_gen_params *p, GError **err) {
+  const char *bad = NULL;
+  char *msg = NULL;
+  if (p->nodes < 1 || p->nodes > 1000000)
+    msg = g_strdup_printf("--nodes: expected 1..1000000, got %d", p->nodes);
+  else if (p->gpus_per_node < 1 || p->gpus_per_node > 1024)
+    msg = g_strdup_printf("--gpus-per-node: expected 1..1024, got %d", p->gpus_per_node);
+  else if (p->topology != PLAT_TOPO_STAR &&
+           (p->nics_per_node < 0 || p->nics_per_node > p->gpus_per_node ||
+            (p->nics_per_node > 0 && p->gpus_per_node % p->nics_per_node != 0)))
+    msg = g_strdup_printf("--nics-per-node: expected a divisor of %d (the GPUs per node), got %d",
+                          p->gpus_per_node, p->nics_per_node);
+  else if (p->topology != PLAT_TOPO_STAR && p->nics_per_node == 0 && p->nodes > 1)
+    msg = g_strdup_printf("--nics-per-node: 0 leaves %d nodes unconnected (give 1 or more)",
+                          p->nodes);
+  else if (!p->gpu_model || !*p->gpu_model || strpbrk(p->gpu_model, "<>&\"'"))
+    msg = g_strdup("--gpu: expected a model name such as a100-40gb");
+  else if (!(p->oversubscription >= 1.0) || !isfinite(p->oversubscription))
+    msg = g_strdup_printf("--oversubscription: expected a ratio >= 1, got %g", p->oversubscription);
+  else if (p->nodes_per_leaf < 0)
+    msg = g_strdup_printf("--nodes-per-leaf: expected >= 0, got %d", p->nodes_per_leaf);
+  else if (!(p->speed_flops > 0) || !isfinite(p->speed_flops)) bad = "--gpu-speed";
+  else if (!(p->gpu_mem_bytes > 0) || !isfinite(p->gpu_mem_bytes)) bad = "--gpu-mem";
+  else if (!(p->nvlink_bps > 0) || !isfinite(p->nvlink_bps)) bad = "--nvlink-bw";
+  else if (!(p->nic_bps > 0) || !isfinite(p->nic_bps)) bad = "--nic-bw";
+  else if (!(p->pcie_bps > 0) || !isfinite(p->pcie_bps)) bad = "--pcie-bw";
+  else if (!(p->nvlink_lat_s >= 0) || !(p->nic_lat_s >= 0) || !(p->pcie_lat_s >= 0) ||
+           !(p->switch_lat_s >= 0))
+    msg = g_strdup("latencies: expected values >= 0");
+  else if (!factor_ok(p->bw_factor) || !factor_ok(p->lat_factor))
+    msg = g_strdup_printf("%s: expected \"size:factor;...\" (e.g. 65536:0.9;0:1), got '%s'",
+                          factor_ok(p->bw_factor) ? "smpi/lat-factor" : "smpi/bw-factor",
+                          factor_ok(p->bw_factor) ? p->lat_factor : p->bw_factor);
+  if (bad) msg = g_strdup_printf("%s: expected a positive value", bad);
+  if (msg) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s", msg);
+    g_free(msg);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static void put_link(GString *s, const char *id, double bps, double lat_s) {
+  g_string_append_printf(s, "    <link id=\"%s\" bandwidth=\"", id);
+  put_unit(s, bps, out_bw, G_N_ELEMENTS(out_bw));
+  g_string_append(s, "\" latency=\"");
+  put_unit(s, lat_s, out_time, G_N_ELEMENTS(out_time));
+  g_string_append(s, "\" sharing_policy=\"SPLITDUPLEX\"/>\n");
+}
+
+static void put_route(GString *s, const char *src, const char *dst, const char *link) {
+  g_string_append_printf(s,
+                         "    <route src=\"%s\" dst=\"%s\"><link_ctn id=\"%s\" direction=\"UP\"/>"
+                         "</route>\n",
+                         src, dst, link);
+}
+
+/* Name of the leaf that NIC `k` of node `n` is cabled to (rail and fattree topologies). */
+static char *leaf_name(const plat_gen_params *p, int npl, int n, int k) {
+  if (p->topology == PLAT_TOPO_RAIL) return g_strdup_printf("l%dr%d", n / npl, k);
+  return g_strdup_printf("l%d", n / npl);
+}
+
+char *plat_generate_xml(const plat_gen_params *p, GError **err) {
+  if (!check_params(p, err)) return NULL;
+  const int N = p->nodes, G = p->gpus_per_node;
+  const gboolean star = p->topology == PLAT_TOPO_STAR;
+  const int K = star ? 0 : p->nics_per_node;
+  const int npl = (p->nodes_per_leaf == 0 || p->nodes_per_leaf > N) ? N : p->nodes_per_leaf;
+  const int groups = (N + npl - 1) / npl;
+  const int leaves_per_group = K == 0 ? 0 : (p->topology == PLAT_TOPO_RAIL ? K : 1);
+  const gboolean spine = groups * leaves_per_group > 1;
+  GString *s = g_string_sized_new(4096 + (gsize)N * G * 600);
+  char *a = NULL, *b = NULL, *l = NULL;
+
+  g_string_append(s, "<?xml version='1.0'?>\n"
+                     "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n");
+  if (p->comment) g_string_append_printf(s, "<!--\n%s\n-->\n", p->comment);
+  g_string_append(s, "<platform version=\"4.1\">\n");
+  g_string_append_printf(s, "  <!-- written by dlsim platform: topology=%s nodes=%d gpus-per-node=%d"
+                            " gpu=%s", plat_topology_name(p->topology), N, G, p->gpu_model);
+  if (!star) {
+    g_string_append_printf(s, " nics-per-node=%d", K);
+    g_string_append(s, " nvlink=");
+    put_unit(s, p->nvlink_bps, out_bw, G_N_ELEMENTS(out_bw));
+    g_string_append_c(s, '/');
+    put_unit(s, p->nvlink_lat_s, out_time, G_N_ELEMENTS(out_time));
+  }
+  g_string_append(s, " nic=");
+  put_unit(s, p->nic_bps, out_bw, G_N_ELEMENTS(out_bw));
+  g_string_append_c(s, '/');
+  put_unit(s, p->nic_lat_s, out_time, G_N_ELEMENTS(out_time));
+  g_string_append(s, " switch=");
+  put_unit(s, p->switch_lat_s, out_time, G_N_ELEMENTS(out_time));
+  if (K > 0 && K < G) {
+    g_string_append(s, " pcie=");
+    put_unit(s, p->pcie_bps, out_bw, G_N_ELEMENTS(out_bw));
+    g_string_append_c(s, '/');
+    put_unit(s, p->pcie_lat_s, out_time, G_N_ELEMENTS(out_time));
+  }
+  if (spine) g_string_append_printf(s, " nodes-per-leaf=%d oversubscription=%g", npl,
+                                    p->oversubscription);
+  g_string_append(s, " -->\n");
+
+  /* Network settings for NVLink/InfiniBand instead of SMPI's TCP/Stampede defaults
+   * (SMPI-NOTES.md §4.1, §9); SimGrid 3.32 applies them from here. */
+  g_string_append(s, "  <config>\n");
+  for (int i = 0; smpi_cfg[i]; i++) {
+    const char *colon = strchr(smpi_cfg[i], ':');
+    const char *value = colon + 1;
+    if (g_str_has_prefix(smpi_cfg[i], "smpi/bw-factor:") && p->bw_factor) value = p->bw_factor;
+    if (g_str_has_prefix(smpi_cfg[i], "smpi/lat-factor:") && p->lat_factor) value = p->lat_factor;
+    g_string_append_printf(s, "    <prop id=\"%.*s\" value=\"%s\"/>\n",
+                           (int)(colon - smpi_cfg[i]), smpi_cfg[i], value);
+  }
+  g_string_append(s, "  </config>\n");
+  g_string_append(s, "  <zone id=\"dlsim\" routing=\"DijkstraCache\">\n");
+
+  /* hosts, in rank order */
+  char mem[64];
+  g_snprintf(mem, sizeof mem, "%.0f", p->gpu_mem_bytes);
+  for (int n = 0; n < N; n++)
+    for (int g = 0; g < G; g++) {
+      g_string_append_printf(s, "    <host id=\"n%dg%d\" speed=\"", n, g);
+      put_unit(s, p->speed_flops, out_speed, G_N_ELEMENTS(out_speed));
+      g_string_append_printf(s,
+                             "\">"
+                             "<prop id=\"gpu_model\" value=\"%s\"/>"
+                             "<prop id=\"gpu_mem_bytes\" value=\"%s\"/>"
+                             "<prop id=\"node\" value=\"%d\"/><prop id=\"gpu\" value=\"%d\"/>"
+                             "</host>\n",
+                             p->gpu_model, mem, n, g);
+    }
+
+  /* routers */
+  if (star) {
+    g_string_append(s, "    <router id=\"sw\"/>\n");
+  } else {
+    for (int n = 0; n < N; n++) {
+      g_string_append_printf(s, "    <router id=\"n%d_nvsw\"/>\n", n);
+      if (K > 0 && K < G)
+        for (int k = 0; k < K; k++) g_string_append_printf(s, "    <router id=\"n%d_pci%d\"/>\n", n, k);
+    }
+    for (int gr = 0; gr < groups; gr++)
+      for (int k = 0; k < leaves_per_group; k++) {
+        l = leaf_name(p, npl, gr * npl, k);
+        g_string_append_printf(s, "    <router id=\"%s\"/>\n", l);
+        g_free(l);
+      }
+    if (spine) g_string_append(s, "    <router id=\"spine\"/>\n");
+  }
+
+  /* links */
+  const double half_sw = p->switch_lat_s / 2;
+  for (int n = 0; n < N; n++) {
+    if (star) {
+      for (int g = 0; g < G; g++) {
+        a = g_strdup_printf("n%dg%d_link", n, g);
+        put_link(s, a, p->nic_bps, p->nic_lat_s + half_sw);
+        g_free(a);
+      }
+      continue;
+    }
+    for (int g = 0; g < G; g++) {
+      a = g_strdup_printf("n%dg%d_nvl", n, g);
+      put_link(s, a, p->nvlink_bps, p->nvlink_lat_s);
+      g_free(a);
+    }
+    if (K == G)
+      for (int g = 0; g < G; g++) {
+        a = g_strdup_printf("n%dg%d_nic", n, g);
+        put_link(s, a, p->nic_bps, p->nic_lat_s + half_sw);
+        g_free(a);
+      }
+    else if (K > 0) {
+      for (int g = 0; g < G; g++) {
+        a = g_strdup_printf("n%dg%d_pci", n, g);
+        put_link(s, a, p->pcie_bps, p->pcie_lat_s);
+        g_free(a);
+      }
+      for (int k = 0; k < K; k++) {
+        a = g_strdup_printf("n%d_nic%d", n, k);
+        put_link(s, a, p->nic_bps, p->nic_lat_s + half_sw);
+        g_free(a);
+      }
+    }
+  }
+  /* A leaf's downlinks carry nodes × (NICs it serves per node) × NIC bandwidth; its uplink
+   * bundle carries that total divided by the oversubscription ratio. */
+  const int nics_per_leaf_per_node = p->topology == PLAT_TOPO_RAIL ? 1 : K;
+  if (spine)
+    for (int gr = 0; gr < groups; gr++) {
+      int nodes_here = MIN(npl, N - gr * npl);
+      double up_bps = nodes_here * nics_per_leaf_per_node * p->nic_bps / p->oversubscription;
+      for (int k = 0; k < leaves_per_group; k++) {
+        l = leaf_name(p, npl, gr * npl, k);
+        a = g_strdup_printf("%s_up", l);
+        put_link(s, a, up_bps, p->switch_lat_s);
+        g_free(a);
+        g_free(l);
+      }
+    }
+
+  /* routes: per node, NVLink first (see the file comment), then the NIC side */
+  for (int n = 0; n < N; n++) {
+    if (star) {
+      for (int g = 0; g < G; g++) {
+        a = g_strdup_printf("n%dg%d", n, g);
+        b = g_strdup_printf("n%dg%d_link", n, g);
+        put_route(s, a, "sw", b);
+        g_free(a);
+        g_free(b);
+      }
+      continue;
+    }
+    char *nvsw = g_strdup_printf("n%d_nvsw", n);
+    for (int g = 0; g < G; g++) {
+      a = g_strdup_printf("n%dg%d", n, g);
+      b = g_strdup_printf("n%dg%d_nvl", n, g);
+      put_route(s, a, nvsw, b);
+      g_free(a);
+      g_free(b);
+    }
+    g_free(nvsw);
+    if (K == G)
+      for (int g = 0; g < G; g++) {
+        a = g_strdup_printf("n%dg%d", n, g);
+        b = g_strdup_printf("n%dg%d_nic", n, g);
+        l = leaf_name(p, npl, n, g);
+        put_route(s, a, l, b);
+        g_free(a);
+        g_free(b);
+        g_free(l);
+      }
+    else if (K > 0) {
+      for (int g = 0; g < G; g++) {
+        a = g_strdup_printf("n%dg%d", n, g);
+        b = g_strdup_printf("n%dg%d_pci", n, g);
+        l = g_strdup_printf("n%d_pci%d", n, g / (G / K));
+        put_route(s, a, l, b);
+        g_free(a);
+        g_free(b);
+        g_free(l);
+      }
+      for (int k = 0; k < K; k++) {
+        a = g_strdup_printf("n%d_pci%d", n, k);
+        b = g_strdup_printf("n%d_nic%d", n, k);
+        l = leaf_name(p, npl, n, k);
+        put_route(s, a, l, b);
+        g_free(a);
+        g_free(b);
+        g_free(l);
+      }
+    }
+  }
+  if (spine)
+    for (int gr = 0; gr < groups; gr++)
+      for (int k = 0; k < leaves_per_group; k++) {
+        l = leaf_name(p, npl, gr * npl, k);
+        a = g_strdup_printf("%s_up", l);
+        put_route(s, l, "spine", a);
+        g_free(a);
+        g_free(l);
+      }
+
+  g_string_append(s, "  </zone>\n</platform>\n");
+  return g_string_free(s, FALSE);
+}
