@@ -20,21 +20,13 @@
 #include "coll/coll.h"
 #include "core/config.h"
 #include "model/workload.h"
+#include "plan/shard.h"
 
 #define PL_OP_KINDS(X) X(PL_KERNEL, "kernel") X(PL_COLL, "coll") X(PL_SEND, "send") X(PL_RECV, "recv")
 #define PL_PHASES(X) X(PL_PH_FWD, "forward") X(PL_PH_BWD, "backward") X(PL_PH_OPT, "optimizer")
-/* Communicators. In Gholami's grid, tp is the Pr (model/domain) group: the ranks of one grid
- * column, which share a batch shard; dp is the Pc (batch) group: one grid row, same weights. */
-#define PL_GROUPS(X) X(PL_GRP_WORLD, "world") X(PL_GRP_DP, "dp") X(PL_GRP_TP, "tp") \
-  X(PL_GRP_PP, "pp") X(PL_GRP_EP, "ep") X(PL_GRP_EMBED, "embed") X(PL_GRP_EDP, "expert_dp")
-/* Why a collective exists: lets results and tests attribute bytes to Gholami's terms. */
-#define PL_PURPOSES(X) X(PL_WHY_NONE, "none") X(PL_WHY_GRAD, "grad_sync") \
-  X(PL_WHY_FWD_GATHER, "fwd_allgather") X(PL_WHY_BWD_DX, "bwd_dx_allreduce") \
-  X(PL_WHY_REDIST, "redistribute") X(PL_WHY_FWD_REDUCE, "fwd_allreduce") \
-  X(PL_WHY_ACT, "activation") X(PL_WHY_ACT_GRAD, "activation_grad") \
-  X(PL_WHY_TIED, "tied_grad_sync") X(PL_WHY_MOE_DISPATCH, "moe_dispatch") \
-  X(PL_WHY_MOE_COMBINE, "moe_combine") X(PL_WHY_EXPERT_GRAD, "expert_grad_sync") \
-  X(PL_WHY_HALO, "halo") X(PL_WHY_BN_STATS, "bn_stats")
+/* Communicators (shard.h lists them): in Gholami's grid, tp is the Pr (model/domain) group: the
+ * ranks of one grid column, which share a batch shard; dp is the Pc (batch) group: one grid row,
+ * same weights. */
 
 /* Which part of its layer's work a kernel op does: all of it; a domain-parallel layer's interior
  * rows (computed while the halo rows travel) or its rows next to the boundary; an MoE layer's
@@ -46,14 +38,10 @@
 typedef enum { PL_OP_KINDS(PL_ENUM) PL_N_OP_KINDS } pl_op_kind;
 typedef enum { PL_PARTS(PL_ENUM) PL_N_PARTS } pl_part;
 typedef enum { PL_PHASES(PL_ENUM) PL_N_PHASES } pl_phase;
-typedef enum { PL_GROUPS(PL_ENUM) PL_N_GROUPS } pl_group;
-typedef enum { PL_PURPOSES(PL_ENUM) PL_N_PURPOSES } pl_purpose;
 #undef PL_ENUM
 
 const char *pl_op_kind_name(pl_op_kind k);
 const char *pl_phase_name(pl_phase p);
-const char *pl_group_name(pl_group g);
-const char *pl_purpose_name(pl_purpose p);
 const char *pl_part_name(pl_part p);
 
 enum { PL_STREAM_COMPUTE = 0, PL_STREAM_COMM = 1, PL_N_STREAMS = 2 };
@@ -170,15 +158,5 @@ int pl_group_degree(const cfg_run *c, pl_group g);
 
 /* Bytes per element of gradients exchanged and of the weights a rank holds, for the precision. */
 int pl_grad_bytes(const cfg_run *c);
-
-/* Domain parallelism (--domain conv, plan.c's file comment): the first layer after the domain
- * part; rows [lo, hi) of slab i when n rows are split into `parts`; the rows a windowed layer's
- * slab i needs from its neighbours' (dir 0: input rows for its output rows; dir 1: output-
- * gradient rows whose windows reach its input rows), clipped to the image; whether a layer is
- * windowed (exchanges halo rows). */
-int pl_domain_end(const wl_model *m);
-void pl_domain_slab(int n, int parts, int i, int *lo, int *hi);
-void pl_domain_needs(const wl_layer *l, int parts, int i, int dir, int *lo, int *hi);
-gboolean pl_domain_windowed(const wl_layer *l);
 
 #endif

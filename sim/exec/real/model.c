@@ -42,13 +42,13 @@ typedef struct {
   const rs_layer *s;   /* the rank's slice of the layer (real_shard.h) */
   int64_t S;           /* samples of one micro-batch (s->S) */
   float **redist;      /* [m] the tp group's all-gather of the input (s->redist), else NULL */
-  float *part;         /* RS_ROWS: the output block, cmax channels per row (all-gather input) */
-  float *gath;         /* RS_ROWS: the all-gathered blocks, parts × part */
-  float *dslice;       /* RS_ROWS: this rank's columns of the output gradient */
+  float *part;         /* PL_SPLIT_ROWS: the output block, cmax channels per row (all-gather input) */
+  float *gath;         /* PL_SPLIT_ROWS: the all-gathered blocks, parts × part */
+  float *dslice;       /* PL_SPLIT_ROWS: this rank's columns of the output gradient */
   float *dpart;        /* partial input gradient, summed over tp before it joins the input's */
   float *dred;         /* its all-reduced value */
   rm_moe *moe;         /* mixture of experts state (real_moe.h), NULL otherwise */
-  /* RS_DOMAIN (--domain conv): rows of the image */
+  /* PL_SPLIT_DOMAIN (--domain conv): rows of the image */
   int ilo, ihi;        /* the input rows this rank holds (its source's slab) */
   int hrows[2][2][2];  /* halo rows [fwd: input rows / bwd: output-gradient rows][recv/send]
                           [up (tp_i − 1) / down (tp_i + 1)], as plan.c's domain_roles */
@@ -193,19 +193,19 @@ static void free_per_mb(void **v, int nmb) {
 static int64_t local_bias(const wl_layer *l, const rs_layer *s) {
   if (!l->bias || (l->kind != WL_CONV2D && l->kind != WL_LINEAR)) return 0;
   switch (s->kind) {
-  case RS_ROWS:
-  case RS_COL: return s->cn;
-  case RS_QKV: return 3 * s->cn;
+  case PL_SPLIT_ROWS:
+  case PL_SPLIT_COL: return s->cn;
+  case PL_SPLIT_QKV: return 3 * s->cn;
   default: return l->out.c;
   }
 }
 
 /* The input channels, output channels and heads a layer computes with on this rank. */
 static int64_t local_in_c(const rm_layer *y) {
-  return y->s->kind == RS_ROW || y->s->kind == RS_LOCAL ? y->l->in.c / y->s->parts : y->l->in.c;
+  return y->s->kind == PL_SPLIT_ROW || y->s->kind == PL_SPLIT_LOCAL ? y->l->in.c / y->s->parts : y->l->in.c;
 }
 
-/* RS_DOMAIN buffers: the halo rows of a windowed layer (plan.c's domain_roles), its padded
+/* PL_SPLIT_DOMAIN buffers: the halo rows of a windowed layer (plan.c's domain_roles), its padded
  * window, and the backward's staging. */
 static void domain_alloc(rm_rank *r, rm_layer *y, int tp_i) {
   const wl_layer *l = y->l;
@@ -294,7 +294,7 @@ rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, i
       y->dpart = g_new0(float, in_n + 1);
       y->dred = g_new0(float, in_n + 1);
     }
-    if (rs[i].kind == RS_ROWS) {
+    if (rs[i].kind == PL_SPLIT_ROWS) {
       const int64_t u = l->kind == WL_CONV2D ? positions(&l->out) : 1;
       const int64_t rows = l->kind == WL_CONV2D ? S : S * positions(&l->in);
       y->part = g_new0(float, (size_t)(rows * rs[i].cmax * u) + 1);
@@ -306,12 +306,12 @@ rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, i
       y->part = g_new0(float, blk + 1);
       y->gath = g_new0(float, blk * (size_t)rs[i - 1].parts + 1);
     }
-    if (rs[i].kind == RS_DOMAIN) domain_alloc(r, y, tp_i);
-    if (rs[i].kind == RS_ROWS || rs[i].kind == RS_COL || rs[i].kind == RS_QKV) {
+    if (rs[i].kind == PL_SPLIT_DOMAIN) domain_alloc(r, y, tp_i);
+    if (rs[i].kind == PL_SPLIT_ROWS || rs[i].kind == PL_SPLIT_COL || rs[i].kind == PL_SPLIT_QKV) {
       if (!y->dpart) y->dpart = g_new0(float, in_n + 1);
       if (!y->dred) y->dred = g_new0(float, in_n + 1);
     }
-    if (rs[i].kind == RS_COL && i + 1 < m->n_layers && rs[i + 1].kind == RS_CE && i + 1 >= r->l1) {
+    if (rs[i].kind == PL_SPLIT_COL && i + 1 < m->n_layers && rs[i + 1].kind == PL_SPLIT_CE && i + 1 >= r->l1) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --pp %d: the stage boundary after "
                   "'%s' splits the vocabulary-parallel cross-entropy from its logits; use another "
                   "--pp or --pp-balance", c->pp, l->name);
@@ -349,16 +349,16 @@ rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, i
     /* what forward keeps for backward, beyond the input and output */
     size_t saved = 0;
     const int64_t M = S * positions(&l->in);
-    const int heads = rs[i].kind == RS_LOCAL ? l->heads / rs[i].parts : l->heads;
+    const int heads = rs[i].kind == PL_SPLIT_LOCAL ? l->heads / rs[i].parts : l->heads;
     switch (l->kind) {
     case WL_BATCHNORM: saved = 4 * (size_t)l->in.c; break; /* mean, rstd (, Σx, Σx²) */
     case WL_LAYERNORM: saved = 2 * (size_t)M; break;
     case WL_SOFTMAX_CE:
-      saved = rs[i].kind == RS_CE ? (size_t)(M * rs[i].cn + 3 * M) : (size_t)(M * l->in.c);
+      saved = rs[i].kind == PL_SPLIT_CE ? (size_t)(M * rs[i].cn + 3 * M) : (size_t)(M * l->in.c);
       break;
     case WL_LRN: saved = out_n; break;
     case WL_ATTENTION: {
-      const int C = (int)(rs[i].kind == RS_LOCAL ? rs[i].cn : l->out.c);
+      const int C = (int)(rs[i].kind == PL_SPLIT_LOCAL ? rs[i].cn : l->out.c);
       saved = (size_t)(S * heads * positions(&l->in) * positions(&l->in));
       ws = MAX(ws, kn_attention_ws_floats((int)S, (int)positions(&l->in), C, heads, 1));
       break;
@@ -508,7 +508,7 @@ static float *din_ptr(rm_rank *r, int src, int mb) {
   return LAY(r, src)->dout;
 }
 
-/* RS_ROWS geometry: `rows` blocks of `u` floats per channel (conv: images × H·W; linear: rows ×
+/* PL_SPLIT_ROWS geometry: `rows` blocks of `u` floats per channel (conv: images × H·W; linear: rows ×
  * 1), `d` channels in all. */
 static void rows_geom(const rm_layer *y, int64_t *rows, int64_t *u) {
   const gboolean conv = y->l->kind == WL_CONV2D;
@@ -522,7 +522,7 @@ static float *bias_of(const rm_layer *y, float *base) {
   return base && nb > 0 && y->l->tied_to < 0 ? base + y->n_params - nb : NULL;
 }
 
-/* ---- domain parallelism (RS_DOMAIN) --------------------------------------------------------- */
+/* ---- domain parallelism (PL_SPLIT_DOMAIN) --------------------------------------------------------- */
 
 #define BN_EPS 1e-5 /* kernels/cpu/norm.c's ε */
 
@@ -719,7 +719,7 @@ static void forward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
   float *out = y->out[mb];
   const kn_backend *k = &kn_cpu;
   const float *bias = bias_of(y, y->w);
-  if (sh->kind == RS_DOMAIN && (l->kind == WL_CONV2D || l->kind == WL_MAXPOOL ||
+  if (sh->kind == PL_SPLIT_DOMAIN && (l->kind == WL_CONV2D || l->kind == WL_MAXPOOL ||
                                 l->kind == WL_AVGPOOL || l->kind == WL_BATCHNORM)) {
     domain_forward(r, y, mb);
     return;
@@ -727,19 +727,19 @@ static void forward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
   switch (l->kind) {
   case WL_CONV2D: {
     kn_conv s = conv_shape(l, S);
-    if (sh->kind == RS_ROWS) s.C_out = (int)sh->cn;
-    k->conv2d_fwd(sh->kind == RS_ROWS ? y->dslice : out, r->ws, in, y->w, bias, &s, KN_MATH_FP32);
+    if (sh->kind == PL_SPLIT_ROWS) s.C_out = (int)sh->cn;
+    k->conv2d_fwd(sh->kind == PL_SPLIT_ROWS ? y->dslice : out, r->ws, in, y->w, bias, &s, KN_MATH_FP32);
     break;
   }
   case WL_LINEAR: {
-    const int64_t oc = sh->kind == RS_ROWS || sh->kind == RS_COL ? sh->cn
-                       : sh->kind == RS_QKV                     ? 3 * sh->cn
+    const int64_t oc = sh->kind == PL_SPLIT_ROWS || sh->kind == PL_SPLIT_COL ? sh->cn
+                       : sh->kind == PL_SPLIT_QKV                     ? 3 * sh->cn
                                                                 : l->out.c;
     const int64_t ic = local_in_c(y);
-    if (sh->kind == RS_ROW && r->tp_i != 0) bias = NULL; /* added once before the sum */
-    k->linear_fwd(sh->kind == RS_ROWS ? y->dslice : out, in, y->w, bias, (int)M, (int)ic, (int)oc,
+    if (sh->kind == PL_SPLIT_ROW && r->tp_i != 0) bias = NULL; /* added once before the sum */
+    k->linear_fwd(sh->kind == PL_SPLIT_ROWS ? y->dslice : out, in, y->w, bias, (int)M, (int)ic, (int)oc,
                   KN_MATH_FP32);
-    if (i + 1 < r->l1 && r->rs[i + 1].kind == RS_CE) { /* the parallel cross-entropy's max */
+    if (i + 1 < r->l1 && r->rs[i + 1].kind == PL_SPLIT_CE) { /* the parallel cross-entropy's max */
       float *mx = LAY(r, i + 1)->saved[mb] + M * oc;
       for (int64_t row = 0; row < M; row++) {
         const float *z = out + row * oc;
@@ -773,7 +773,7 @@ static void forward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
   case WL_ADD: k->add_fwd(out, in, layer_in(r, y, 1, mb), (long)n); break;
   case WL_FLATTEN: memcpy(out, in, sizeof(float) * (size_t)n); break;
   case WL_EMBEDDING:
-    if (sh->kind == RS_VOCAB) { /* this rank's rows; the others' are summed in by the all-reduce */
+    if (sh->kind == PL_SPLIT_VOCAB) { /* this rank's rows; the others' are summed in by the all-reduce */
       const int64_t C = l->out.c;
       memset(out, 0, sizeof(float) * (size_t)n);
       for (int64_t t = 0; t < M; t++) {
@@ -787,11 +787,11 @@ static void forward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
     break;
   case WL_ATTENTION:
     k->attention_fwd(out, y->saved[mb], r->ws, in, (int)S, (int)positions(&l->in),
-                     (int)(sh->kind == RS_LOCAL ? sh->cn : l->out.c),
-                     sh->kind == RS_LOCAL ? l->heads / sh->parts : l->heads, KN_MATH_FP32);
+                     (int)(sh->kind == PL_SPLIT_LOCAL ? sh->cn : l->out.c),
+                     sh->kind == PL_SPLIT_LOCAL ? l->heads / sh->parts : l->heads, KN_MATH_FP32);
     break;
   case WL_SOFTMAX_CE:
-    if (sh->kind == RS_CE) { /* Σ exp(z − max) and the target's logit over this rank's words */
+    if (sh->kind == PL_SPLIT_CE) { /* Σ exp(z − max) and the target's logit over this rank's words */
       const int64_t V = sh->cn;
       const float *z = in;
       float *st = y->saved[mb] + M * V, *mx = st, *sum = st + M, *zt = st + 2 * M;
@@ -823,7 +823,7 @@ static void forward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
     break;
   case WL_N_LAYER_KINDS: break;
   }
-  if (sh->kind == RS_ROWS) { /* pack the block, cmax channels per row, for the all-gather */
+  if (sh->kind == PL_SPLIT_ROWS) { /* pack the block, cmax channels per row, for the all-gather */
     int64_t rows, u;
     rows_geom(y, &rows, &u);
     for (int64_t row = 0; row < rows; row++)
@@ -857,7 +857,7 @@ static void backward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
   float *din_any = din ? din : r->scratch;
   const kn_backend *k = &kn_cpu;
   float *dbias = bias_of(y, y->g);
-  if (sh->kind == RS_DOMAIN && l->kind == WL_BATCHNORM) { /* local sums; rm_coll_end: ΔX */
+  if (sh->kind == PL_SPLIT_DOMAIN && l->kind == WL_BATCHNORM) { /* local sums; rm_coll_end: ΔX */
     const int64_t C = l->in.c, HW = sh->cn * l->out.w;
     const float *mean = y->saved[mb], *rstd = mean + C;
     for (int64_t c = 0; c < C; c++) {
@@ -876,12 +876,12 @@ static void backward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
     }
     return;
   }
-  if (sh->kind == RS_DOMAIN && (l->kind == WL_CONV2D || l->kind == WL_MAXPOOL ||
+  if (sh->kind == PL_SPLIT_DOMAIN && (l->kind == WL_CONV2D || l->kind == WL_MAXPOOL ||
                                 l->kind == WL_AVGPOOL)) {
     domain_backward(r, y, mb, din);
     return;
   }
-  if (sh->kind == RS_ROWS) { /* this rank's channels of the (replicated) output gradient */
+  if (sh->kind == PL_SPLIT_ROWS) { /* this rank's channels of the (replicated) output gradient */
     int64_t rows, u;
     rows_geom(y, &rows, &u);
     for (int64_t row = 0; row < rows; row++)
@@ -892,13 +892,13 @@ static void backward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
   switch (l->kind) {
   case WL_CONV2D: {
     kn_conv s = conv_shape(l, S);
-    if (sh->kind == RS_ROWS) s.C_out = (int)sh->cn;
+    if (sh->kind == PL_SPLIT_ROWS) s.C_out = (int)sh->cn;
     k->conv2d_bwd(din, y->g, dbias, r->ws, dout, in, y->w, &s, KN_MATH_FP32);
     break;
   }
   case WL_LINEAR: {
-    const int64_t oc = sh->kind == RS_ROWS || sh->kind == RS_COL ? sh->cn
-                       : sh->kind == RS_QKV                     ? 3 * sh->cn
+    const int64_t oc = sh->kind == PL_SPLIT_ROWS || sh->kind == PL_SPLIT_COL ? sh->cn
+                       : sh->kind == PL_SPLIT_QKV                     ? 3 * sh->cn
                                                                 : l->out.c;
     k->linear_bwd(din, y->g, dbias, dout, in, y->w, (int)M, (int)local_in_c(y), (int)oc,
                   KN_MATH_FP32);
@@ -933,7 +933,7 @@ static void backward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
     for (int64_t e = 0; e < n; e++) din_any[e] += dout[e];
     break;
   case WL_EMBEDDING:
-    if (sh->kind == RS_VOCAB) {
+    if (sh->kind == PL_SPLIT_VOCAB) {
       const int64_t C = l->out.c;
       for (int64_t t = 0; t < M; t++) {
         const int64_t id = r->tok[mb][t] - sh->c0;
@@ -947,11 +947,11 @@ static void backward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
     break;
   case WL_ATTENTION:
     k->attention_bwd(din_any, r->ws, dout, in, y->saved[mb], (int)S, (int)positions(&l->in),
-                     (int)(sh->kind == RS_LOCAL ? sh->cn : l->out.c),
-                     sh->kind == RS_LOCAL ? l->heads / sh->parts : l->heads, KN_MATH_FP32);
+                     (int)(sh->kind == PL_SPLIT_LOCAL ? sh->cn : l->out.c),
+                     sh->kind == PL_SPLIT_LOCAL ? l->heads / sh->parts : l->heads, KN_MATH_FP32);
     break;
   case WL_SOFTMAX_CE:
-    if (sh->kind == RS_CE) { /* probabilities of this rank's words from the global max and sum */
+    if (sh->kind == PL_SPLIT_CE) { /* probabilities of this rank's words from the global max and sum */
       const int64_t V = sh->cn;
       const float *z = in, *st = y->saved[mb] + M * V, *mx = st, *sum = st + M, *zt = st + 2 * M;
       const float inv = 1.0f / (float)M;
@@ -985,7 +985,7 @@ static void backward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
     break;
   case WL_N_LAYER_KINDS: break;
   }
-  if (sh->redist_rows && sh->kind != RS_ROWS && din) { /* the rank's rows of the whole gradient */
+  if (sh->redist_rows && sh->kind != PL_SPLIT_ROWS && din) { /* the rank's rows of the whole gradient */
     const rs_layer *src = &r->rs[l->inputs[0]];
     domain_take_rows(y, din_ptr(r, l->inputs[0], mb), din, (int)src->c0, (int)(src->c0 + src->cn));
   }
@@ -1079,7 +1079,7 @@ gboolean rm_coll_begin(rm_rank *r, const pl_op *op, int mb, rm_xfer *x) {
   const int64_t M = y->S * positions(&l->in);
   switch (op->purpose) {
   case PL_WHY_FWD_GATHER: { /* the output blocks of a grid layer */
-    if (sh->kind != RS_ROWS) return FALSE;
+    if (sh->kind != PL_SPLIT_ROWS) return FALSE;
     int64_t rows, u;
     rows_geom(y, &rows, &u);
     x->how = RM_X_ALLGATHER;
@@ -1117,21 +1117,21 @@ gboolean rm_coll_begin(rm_rank *r, const pl_op *op, int mb, rm_xfer *x) {
     x->n = (size_t)(y->S * shape_elems(&l->in));
     return TRUE;
   case PL_WHY_BN_STATS: /* forward Σx, Σx²; backward Σdy, Σdy·x̂, per channel */
-    if (sh->kind != RS_DOMAIN || l->kind != WL_BATCHNORM) return FALSE;
+    if (sh->kind != PL_SPLIT_DOMAIN || l->kind != WL_BATCHNORM) return FALSE;
     x->how = RM_X_ALLREDUCE_SUM;
     x->send = x->recv = op->phase == PL_PH_FWD ? y->saved[mb] + 2 * l->in.c : y->bnst;
     x->n = 2 * (size_t)l->in.c;
     return TRUE;
   case PL_WHY_FWD_REDUCE:
     x->how = RM_X_ALLREDUCE_SUM;
-    if (sh->kind == RS_ROW || sh->kind == RS_VOCAB) { /* partial outputs */
+    if (sh->kind == PL_SPLIT_ROW || sh->kind == PL_SPLIT_VOCAB) { /* partial outputs */
       x->send = x->recv = y->out[mb];
       x->n = (size_t)act_floats(r, op->layer);
-    } else if (sh->kind == RS_COL && op->layer + 1 < r->l1 && r->rs[op->layer + 1].kind == RS_CE) {
+    } else if (sh->kind == PL_SPLIT_COL && op->layer + 1 < r->l1 && r->rs[op->layer + 1].kind == PL_SPLIT_CE) {
       x->how = RM_X_ALLREDUCE_MAX; /* the logits' row maxima */
       x->send = x->recv = LAY(r, op->layer + 1)->saved[mb] + M * sh->cn;
       x->n = (size_t)M;
-    } else if (sh->kind == RS_CE) { /* Σ exp(z − max) and the target logit */
+    } else if (sh->kind == PL_SPLIT_CE) { /* Σ exp(z − max) and the target logit */
       x->send = x->recv = y->saved[mb] + M * sh->cn + M;
       x->n = (size_t)(2 * M);
     } else {

@@ -54,9 +54,9 @@ rm_moe *rmoe_new(const wl_layer *l, const rs_layer *s, const cfg_run *c, int64_t
   x->E = l->experts, x->K = l->top_k, x->C = (int)l->in.c, x->F = (int)l->ffn;
   x->M = M;
   x->nmb = nmb;
-  x->ep = s->kind == RS_EXPERTS ? s->parts : 1;
-  x->e0 = s->kind == RS_EXPERTS ? (int)s->c0 : 0;
-  x->En = s->kind == RS_EXPERTS ? (int)s->cn : x->E;
+  x->ep = s->kind == PL_SPLIT_EXPERTS ? s->parts : 1;
+  x->e0 = s->kind == PL_SPLIT_EXPERTS ? (int)s->c0 : 0;
+  x->En = s->kind == PL_SPLIT_EXPERTS ? (int)s->cn : x->E;
   x->me = x->e0 / (x->E / x->ep);
   double cf = c->capacity_factor >= 0 ? c->capacity_factor : l->capacity_factor;
   if (cf <= 0) cf = x->E; /* unlimited: capacity = every token */

@@ -3,7 +3,7 @@
  * Whole (ep = 1): the router kernel op runs kn_moe_fwd (kernels.h, the specification) and the
  * experts' backward op kn_moe_bwd; the other two kernel ops of the plan do nothing.
  *
- * Expert parallel (ep > 1, RS_EXPERTS): the plan's four steps on real data (GShard, Lepikhin et
+ * Expert parallel (ep > 1, PL_SPLIT_EXPERTS): the plan's four steps on real data (GShard, Lepikhin et
  * al. 2021, §2.2): the router kernel computes the probabilities and every token's top-k experts;
  * the dispatch all-to-all first all-gathers the (expert, choice) counts of the EP group, so every
  * member takes the same capacity decisions as kn_moe_fwd would over the group's tokens in group

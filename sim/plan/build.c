@@ -1,0 +1,229 @@
+/* build.c — one rank's op list for one training iteration (pl_build, plan.h).
+ *
+ * The stage's schedule (schedule.c) is walked step by step. A forward step receives the previous
+ * stage's activations, runs each layer's kernels (split as the split table says, shard.c) and the
+ * collectives the split needs, and sends its output on; a backward step mirrors it in reverse
+ * layer order, with the gradient collectives of the stage's last backward (gradsync.c). After the
+ * schedule come the sums of tied weights across stages and the optimizer step, which waits for
+ * the last collective. Pipelines (pp > 1) cut the layers into contiguous stages (partition.c);
+ * every micro-batch's activations (forward) and their gradients (backward) move between
+ * neighbouring stages as point-to-point messages.
+ */
+#include "core/dl_common.h"
+#include "core/gpuspec.h"
+#include "plan/build.h"
+
+/* The kernels of one layer in one direction (dir 0 forward, 1 backward) for the layer's work
+ * `flops`/`mem` on this rank (divided by the split already). Domain-parallel layers run their
+ * share of the rows; a windowed one exchanges halo rows while it computes its interior rows,
+ * then computes the rows next to the boundary. */
+static void layer_kernels(pl_builder *b, int rank, const pl_shard *x, int layer, int mb, int dir,
+                          const char *kn, gboolean gemm_like, double flops, double mem,
+                          int *pending) {
+  const pl_phase ph = dir ? PL_PH_BWD : PL_PH_FWD;
+  double share = x->domain ? x->row_share : 1.0;
+  gboolean halos = x->domain && (x->halo[dir][0][0] || x->halo[dir][0][1] || x->halo[dir][1][0] ||
+                                 x->halo[dir][1][1]);
+  if (!halos) {
+    pl_b_kernel(b, ph, layer, kn, gemm_like, flops * share, mem * share, x->samples, x->split,
+                pending);
+    return;
+  }
+  int before = *pending; /* what the layer waited for anyway */
+  *pending = -1;
+  pl_domain_halo(b, rank, x, layer, mb, dir, pending);
+  int halo_ev = *pending; /* the last receive (the stream completes them in order) */
+  double edge = x->out_rows > 0 ? (double)MIN(x->boundary_rows, x->out_rows) / x->out_rows : 0;
+  *pending = before;
+  pl_op *k = pl_b_kernel(b, ph, layer, kn, gemm_like, flops * share * (1 - edge),
+                         mem * share * (1 - edge), x->samples, x->split, pending);
+  k->part = PL_PART_INTERIOR;
+  *pending = halo_ev;
+  k = pl_b_kernel(b, ph, layer, kn, gemm_like, flops * share * edge, mem * share * edge,
+                  x->samples, x->split, pending);
+  k->part = PL_PART_BOUNDARY;
+}
+
+/* Bytes one layer's kernel moves in forward: its input, its share of the output and of the
+ * weights (backward moves twice as much). */
+static double fwd_mem(const wl_layer *l, const pl_shard *x, double dt) {
+  return ((double)pl_in_elems(l) * x->samples + (double)l->out_elems * x->samples / x->split +
+          (double)l->params / x->split) * dt;
+}
+
+/* Everything that stays the same during the build. */
+typedef struct {
+  const wl_model *m;
+  const cfg_run *c;
+  const pl_shard *role;
+  int rank, ep_i;
+  int l0, l1;        /* the stage's layers */
+  int prev, next;    /* the previous and next stage's rank, -1 for none */
+  double dt;         /* bytes per activation element */
+} stage_ctx;
+
+static void forward_step(pl_builder *b, pl_rank_plan *p, const stage_ctx *s, int mb,
+                         int *pending) {
+  const wl_model *m = s->m;
+  if (s->prev >= 0)
+    pl_b_p2p(b, PL_RECV, PL_PH_FWD, s->l0, s->prev, mb, 0,
+             (double)m->layers[s->l0 - 1].out_elems * s->role[s->l0 - 1].samples * s->dt,
+             pending);
+  for (int i = s->l0; i < s->l1; i++) {
+    const wl_layer *l = &m->layers[i];
+    const pl_shard *x = &s->role[i];
+    if (x->redistribute)
+      pl_b_coll(b, PL_PH_FWD, i, COLL_ALLGATHER, PL_GRP_TP, PL_WHY_REDIST, x->redist_bytes, TRUE,
+                pending);
+    if (l->kind == WL_MOE) {
+      pl_moe_layer(b, p, s->c, l, i, mb, TRUE, FALSE, x, s->ep_i, pending);
+    } else {
+      char kn[40];
+      g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
+      layer_kernels(b, s->rank, x, i, mb, 0, kn, wl_kind_gemm_like(l->kind),
+                    l->fwd_flops * x->samples / x->split, fwd_mem(l, x, s->dt), pending);
+    }
+    if (x->fwd_coll != COLL_OP_COUNT)
+      pl_b_coll(b, PL_PH_FWD, i, x->fwd_coll, PL_GRP_TP, x->fwd_why, x->fwd_bytes, TRUE, pending);
+  }
+  if (s->next >= 0)
+    pl_b_p2p(b, PL_SEND, PL_PH_FWD, s->l1 - 1, s->next, mb, 0,
+             (double)m->layers[s->l1 - 1].out_elems * s->role[s->l1 - 1].samples * s->dt,
+             pending);
+}
+
+static void backward_step(pl_builder *b, pl_rank_plan *p, const stage_ctx *s, int mb,
+                          gboolean sync_grads, int *pending) {
+  const wl_model *m = s->m;
+  const cfg_run *c = s->c;
+  if (s->next >= 0)
+    pl_b_p2p(b, PL_RECV, PL_PH_BWD, s->l1 - 1, s->next, mb, 1,
+             (double)m->layers[s->l1 - 1].out_elems * s->role[s->l1 - 1].samples * s->dt,
+             pending);
+  pl_grad_state g;
+  pl_grad_begin(&g, s->l1);
+  for (int i = s->l1 - 1; i >= s->l0; i--) {
+    const wl_layer *l = &m->layers[i];
+    const pl_shard *x = &s->role[i];
+    if (l->kind == WL_MOE) {
+      if (c->recompute) pl_moe_layer(b, p, c, l, i, mb, TRUE, TRUE, x, s->ep_i, pending);
+      pl_moe_layer(b, p, c, l, i, mb, FALSE, FALSE, x, s->ep_i, pending);
+    } else {
+      char kn[40];
+      if (c->recompute) { /* the forward again, from the stashed block input */
+        g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
+        const double share = x->domain ? x->row_share : 1.0;
+        pl_op *k = pl_b_kernel(b, PL_PH_BWD, i, kn, wl_kind_gemm_like(l->kind),
+                               l->fwd_flops * x->samples / x->split * share,
+                               fwd_mem(l, x, s->dt) * share, x->samples, x->split, pending);
+        k->recompute = TRUE;
+      }
+      g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
+      layer_kernels(b, s->rank, x, i, mb, 1, kn, wl_kind_gemm_like(l->kind),
+                    l->bwd_flops * x->samples / x->split, 2.0 * fwd_mem(l, x, s->dt), pending);
+    }
+    if (x->bwd_coll != COLL_OP_COUNT)
+      pl_b_coll(b, PL_PH_BWD, i, x->bwd_coll, PL_GRP_TP, x->bwd_why, x->bwd_bytes, TRUE, pending);
+    if (sync_grads) pl_grad_layer(b, &g, c, l, i, x, pending);
+  }
+  if (sync_grads) pl_grad_flush(b, &g, c, s->l0, pending);
+  if (s->prev >= 0)
+    pl_b_p2p(b, PL_SEND, PL_PH_BWD, s->l0, s->prev, mb, 1,
+             (double)m->layers[s->l0 - 1].out_elems * s->role[s->l0 - 1].samples * s->dt,
+             pending);
+}
+
+/* The optimizer step: waits for the last collective (the stream is in order). Per parameter:
+ * SGD-momentum reads w, g, m and writes w, m (3 FLOP); Adam reads w, g, m, v and writes w, m, v
+ * (about 10 FLOP); mixed precision also reads and writes the fp32 master copy. */
+static void optimizer_step(pl_builder *b, const pl_rank_plan *p, const wl_model *m,
+                           const cfg_run *c) {
+  int last_comm = -1;
+  for (guint i = 0; i < b->ops->len; i++) {
+    pl_op *op = &g_array_index(b->ops, pl_op, i);
+    if (op->stream == PL_STREAM_COMM && op->record_event >= 0) last_comm = op->record_event;
+  }
+  const gboolean adam = m->optimizer == WL_OPT_ADAM;
+  const gboolean mixed = c->precision == GS_FP16 || c->precision == GS_BF16;
+  const double bytes_pp = (adam ? 7 : 5) * 4 + (mixed ? 2 * 2 : 0);
+  pl_b_kernel(b, PL_PH_OPT, -1, adam ? "adam.step" : "sgd.step", FALSE,
+              (double)p->local_params * (adam ? 10 : 3), (double)p->local_params * bytes_pp, 0, 1,
+              &last_comm)
+      ->params = p->local_params;
+}
+
+/* The stage's layers [l0, l1) of the partition; DL_ERR_INPUT when a layer reads across more
+ * than one stage boundary. */
+static gboolean stage_layers(const wl_model *m, const cfg_run *c, const int *stage_first,
+                             int pp_i, int *l0, int *l1, GError **err) {
+  *l0 = stage_first[pp_i], *l1 = stage_first[pp_i + 1];
+  /* every input of the stage comes from inside it, or from the previous stage's last layer */
+  for (int i = *l0; i < *l1; i++)
+    for (int k = 0; k < m->layers[i].n_inputs; k++) {
+      int src = m->layers[i].inputs[k];
+      if (src >= *l0 || (src == *l0 - 1 && *l0 > 0) || (src < 0 && *l0 == 0)) continue;
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--pp %d: layer '%s' (stage %d) reads '%s' from an earlier stage; only the "
+                  "previous stage's output crosses a stage boundary", c->pp, m->layers[i].name,
+                  pp_i, src < 0 ? "input" : m->layers[src].name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
+                       GError **err) {
+  if (rank < 0 || rank >= c->gpus) {
+    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "pl_build: rank %d out of range", rank);
+    return NULL;
+  }
+  if (!pl_shard_check(m, c, err)) return NULL;
+  int dp_i, tp_i, pp_i;
+  pl_coords(c, rank, &dp_i, &tp_i, &pp_i);
+  stage_ctx s = {m, c, NULL, rank, dp_i % c->ep, 0, 0, -1, -1, gs_precision_bytes(c->precision)};
+  int *stage_first = g_new(int, c->pp + 1);
+  pl_shard *role = g_new(pl_shard, m->n_layers);
+  if (!pl_partition(m, c, layer_time_s, stage_first, err) ||
+      !stage_layers(m, c, stage_first, pp_i, &s.l0, &s.l1, err) ||
+      !pl_shard_plan(m, c, tp_i, s.ep_i, role, err)) {
+    g_free(stage_first);
+    g_free(role);
+    return NULL;
+  }
+  s.role = role;
+  s.prev = pp_i > 0 ? pl_rank_of(c, dp_i, tp_i, pp_i - 1) : -1;
+  s.next = pp_i < c->pp - 1 ? pl_rank_of(c, dp_i, tp_i, pp_i + 1) : -1;
+
+  pl_builder b = {g_array_new(FALSE, FALSE, sizeof(pl_op)), 0, -1};
+  pl_rank_plan *p = g_new0(pl_rank_plan, 1);
+  p->pool = g_ptr_array_new_with_free_func(g_free);
+  p->stage = pp_i;
+  p->first_layer = s.l0;
+  p->end_layer = s.l1;
+  p->stage_first = stage_first;
+  int pending = -1, inflight = 0;
+  const int nsteps = 2 * c->microbatches;
+  pl_step *steps = g_new(pl_step, nsteps);
+  pl_schedule(c, pp_i, steps);
+  for (int st = 0; st < nsteps; st++) {
+    b.mb = steps[st].mb;
+    if (steps[st].fwd) {
+      inflight++;
+      p->max_stash = MAX(p->max_stash, inflight);
+      forward_step(&b, p, &s, steps[st].mb, &pending);
+    } else {
+      inflight--;
+      backward_step(&b, p, &s, steps[st].mb, pl_schedule_last_backward(c, steps[st]), &pending);
+    }
+  }
+  g_free(steps);
+  b.mb = -1; /* what follows belongs to the iteration, not to a micro-batch */
+  pl_grad_tied(&b, m, c, role, s.l0, s.l1, &pending);
+  pl_memory_plan(p, m, c, role);
+  optimizer_step(&b, p, m, c);
+  p->n_ops = (int)b.ops->len;
+  p->ops = (pl_op *)g_array_free(b.ops, FALSE);
+  p->n_events = b.n_events;
+  g_free(role);
+  return p;
+}

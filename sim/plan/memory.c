@@ -1,0 +1,52 @@
+/* memory.c — what a rank holds on its GPU: weights, gradients, optimizer state and the
+ * activations stashed for backward.
+ *
+ * Parameters: the layers of the stage divided as the split table says (an MoE layer: its router
+ * and E/ep experts), plus a copy of a tied layer's weights that sits on another stage. Optimizer
+ * state: momentum (SGD) or two moments (Adam) in fp32, plus an fp32 master copy of the weights in
+ * mixed precision (Micikevicius et al. 2018; ZeRO's 16 bytes/param for Adam). Activations: what
+ * the stage keeps per micro-batch times the micro-batches in flight; with recomputation, each
+ * block's input per micro-batch in flight plus the largest block's own stash.
+ */
+#include "core/gpuspec.h"
+#include "plan/build.h"
+
+void pl_memory_plan(pl_rank_plan *p, const wl_model *m, const cfg_run *c, const pl_shard *role) {
+  const int l0 = p->first_layer, l1 = p->end_layer;
+  int64_t local_params = 0;
+  for (int i = l0; i < l1; i++) {
+    const wl_layer *l = &m->layers[i];
+    if (l->kind == WL_MOE) /* the router, and E/ep experts */
+      local_params += wl_moe_router_params(l) + l->experts / c->ep * wl_moe_expert_params(l);
+    else
+      local_params += l->params / role[i].split;
+  }
+  for (int i = 0; i < m->n_layers && c->pp > 1; i++) { /* a copy of tied weights from elsewhere */
+    int t = m->layers[i].tied_to;
+    if (t >= 0 && i >= l0 && i < l1 && !(t >= l0 && t < l1))
+      local_params += m->layers[t].params / role[t].split;
+  }
+  const double dt = gs_precision_bytes(c->precision);
+  const gboolean adam = m->optimizer == WL_OPT_ADAM;
+  const gboolean mixed = c->precision == GS_FP16 || c->precision == GS_BF16;
+  p->local_params = local_params;
+  p->mem.params = (double)local_params * dt;
+  p->mem.grads = (double)local_params * pl_grad_bytes(c);
+  p->mem.optimizer = (double)local_params * ((adam ? 8 : 4) + (mixed ? 4 : 0));
+  double per_mb = 0, keep = 0, worst = 0, cur = 0;
+  int blk = -2;
+  for (int i = l0; i < l1; i++) {
+    const wl_layer *l = &m->layers[i];
+    const pl_shard *x = &role[i];
+    double saved = (double)l->saved_elems * x->samples * dt * (x->domain ? x->row_share : 1.0);
+    per_mb += x->replicated_stash ? saved : saved / x->split;
+    if (l->block < 0 || l->block != blk) { /* recomputation keeps each block's input */
+      keep += (double)pl_in_elems(l) * x->samples * dt;
+      cur = 0;
+      blk = l->block < 0 ? -2 - i : l->block;
+    }
+    cur += x->replicated_stash ? saved : saved / x->split;
+    if (cur > worst) worst = cur;
+  }
+  p->mem.activations = c->recompute ? keep * p->max_stash + worst : per_mb * p->max_stash;
+}
