@@ -51,49 +51,6 @@ typedef enum {
   COLL_OP_COUNT
 } coll_op;
 
-/* The algorithm table: X(op, name, implementing function, description). The function names are
- * only expanded by coll.c (MPI side). "smpi" calls the plain MPI collective, so that SMPI's own
- * algorithm chosen with --cfg=smpi/<coll>:<name> runs; users spell it "smpi:<name>". */
-#define COLL_ALGO_LIST(X)                                                                        \
-  X(COLL_ALLREDUCE, "ring", coll_allreduce_ring,                                               \
-    "NCCL ring: reduce-scatter then all-gather around a ring, 2(P-1) steps of bytes/P")        \
-  X(COLL_ALLREDUCE, "tree", coll_allreduce_tree,                                               \
-    "NCCL double binary tree: two complementary trees, half the data each, reduce up then "    \
-    "broadcast down, pipelined in 512 KiB chunks")                                             \
-  X(COLL_ALLREDUCE, "hier", coll_allreduce_hier,                                               \
-    "hierarchical: ring reduce-scatter in the node, ring all-reduce of the shard across "      \
-    "nodes among same-local-rank GPUs, ring all-gather in the node")                           \
-  X(COLL_ALLREDUCE, "rhd", coll_allreduce_rhd,                                                 \
-    "Rabenseifner: recursive halving reduce-scatter + recursive doubling all-gather, "         \
-    "2 log2(P) steps (non-powers of two fold the extra ranks first)")                          \
-  X(COLL_ALLREDUCE, "smpi", coll_allreduce_smpi,                                               \
-    "MPI_Allreduce: SMPI's algorithm, pinned with smpi:<name> (e.g. smpi:lr)")                 \
-  X(COLL_ALLGATHER, "ring", coll_allgather_ring, "NCCL ring: P-1 steps of bytes/P")            \
-  X(COLL_ALLGATHER, "rhd", coll_allgather_bruck,                                               \
-    "Bruck: ceil(log2 P) steps, block counts doubling, any P")                                 \
-  X(COLL_ALLGATHER, "smpi", coll_allgather_smpi, "MPI_Allgather (smpi:<name>)")                \
-  X(COLL_REDUCESCATTER, "ring", coll_reducescatter_ring, "NCCL ring: P-1 steps of bytes/P")    \
-  X(COLL_REDUCESCATTER, "rhd", coll_reducescatter_rhd,                                         \
-    "recursive halving: log2(P) steps (non-powers of two fold the extra ranks first)")         \
-  X(COLL_REDUCESCATTER, "smpi", coll_reducescatter_smpi, "MPI_Reduce_scatter (smpi:<name>)")   \
-  X(COLL_BROADCAST, "ring", coll_broadcast_ring,                                               \
-    "NCCL ring: a chain from the root, pipelined in 512 KiB chunks")                           \
-  X(COLL_BROADCAST, "tree", coll_broadcast_tree,                                               \
-    "double binary tree from the root, half the data down each tree, 512 KiB chunks")          \
-  X(COLL_BROADCAST, "smpi", coll_broadcast_smpi, "MPI_Bcast (smpi:<name>)")                    \
-  X(COLL_ALLTOALL, "pairwise", coll_alltoall_pairwise,                                         \
-    "P-1 steps: at step s send to r+s and receive from r-s")                                   \
-  X(COLL_ALLTOALL, "smpi", coll_alltoall_smpi, "MPI_Alltoall (smpi:<name>)")                   \
-  X(COLL_SENDRECV, "pairwise", coll_sendrecv_pairwise,                                         \
-    "send to r+1 while receiving from r-1 (nccl-tests sendrecv)")
-
-/* One row of the table, without the function (see coll_mpi.h for coll_algo). */
-typedef struct {
-  coll_op op;              /* operation it implements */
-  const char *name;        /* name as given to --coll ("ring"...) */
-  const char *description; /* one line for --help */
-} coll_algo_info;
-
 /* Where a rank sits. Invariant: ranks are node-major (see file comment). */
 typedef struct {
   int ranks_per_node; /* GPUs per node used by this communicator (>= 1) */
@@ -104,6 +61,88 @@ typedef struct {
 
 /* Fills `t` for rank `rank` of `P` ranks with `ranks_per_node` (values < 1 mean 1). */
 void coll_topo_init(coll_topo *t, int rank, int P, int ranks_per_node);
+
+/* A communicator as the cost formulas see it: its size, how it spans nodes, and the latency
+ * (s) and bottleneck bandwidth (bytes/s) of its routes — over the ring of members, inside one
+ * node and between nodes (same local GPU index: one rail). The closed form summarises a group
+ * of platform hosts this way (exec/analytic/groups.c). */
+typedef struct {
+  int P;                 /* members */
+  int nodes;             /* distinct nodes spanned */
+  int per_node;          /* members per node (the largest count on one node) */
+  double ring_alpha_s;   /* largest route latency between ring neighbours (member i -> i+1) */
+  double ring_beta_bps;  /* smallest bottleneck bandwidth between ring neighbours */
+  double intra_alpha_s;  /* route between two members of one node (0 if none) */
+  double intra_beta_bps;
+  double inter_alpha_s;  /* route between members of two nodes with the same local index */
+  double inter_beta_bps;
+} coll_group;
+
+/* Bytes each rank sends for one call, averaged over the P ranks (topo may be NULL: one node). */
+typedef double (*coll_wire_fn)(coll_op op, double bytes, int P, const coll_topo *topo);
+/* Alpha-beta time of one call on group `g` (coll/cost.h), s. */
+typedef double (*coll_cost_fn)(coll_op op, double bytes, const coll_group *g);
+
+/* The algorithm table: X(op, name, implementing function, wire-bytes function, cost function,
+ * description). One row is one algorithm: its MPI code (the files of coll/, expanded only by the MPI side,
+ * coll_mpi.h), the bytes it puts on the wire and its closed-form time (coll/cost.c), and what
+ * --help says of it. "smpi" calls the plain MPI collective, so that SMPI's own algorithm chosen
+ * with --cfg=smpi/<coll>:<name> runs; users spell it "smpi:<name>"; it has no closed form of its
+ * own and is counted as a ring. */
+#define COLL_ALGO_LIST(X)                                                                        \
+  X(COLL_ALLREDUCE, "ring", coll_allreduce_ring, coll_wire_ring, coll_cost_ring,               \
+    "NCCL ring: reduce-scatter then all-gather around a ring, 2(P-1) steps of bytes/P")        \
+  X(COLL_ALLREDUCE, "tree", coll_allreduce_tree, coll_wire_ring, coll_cost_tree,               \
+    "NCCL double binary tree: two complementary trees, half the data each, reduce up then "    \
+    "broadcast down, pipelined in 512 KiB chunks")                                             \
+  X(COLL_ALLREDUCE, "hier", coll_allreduce_hier, coll_wire_hier, coll_cost_hier,               \
+    "hierarchical: ring reduce-scatter in the node, ring all-reduce of the shard across "      \
+    "nodes among same-local-rank GPUs, ring all-gather in the node")                           \
+  X(COLL_ALLREDUCE, "rhd", coll_allreduce_rhd, coll_wire_rhd, coll_cost_rhd,                   \
+    "Rabenseifner: recursive halving reduce-scatter + recursive doubling all-gather, "         \
+    "2 log2(P) steps (non-powers of two fold the extra ranks first)")                          \
+  X(COLL_ALLREDUCE, "smpi", coll_allreduce_smpi, coll_wire_ring, coll_cost_ring,               \
+    "MPI_Allreduce: SMPI's algorithm, pinned with smpi:<name> (e.g. smpi:lr)")                 \
+  X(COLL_ALLGATHER, "ring", coll_allgather_ring, coll_wire_ring, coll_cost_ring,               \
+    "NCCL ring: P-1 steps of bytes/P")                                                         \
+  X(COLL_ALLGATHER, "rhd", coll_allgather_bruck, coll_wire_ring, coll_cost_rhd,                \
+    "Bruck: ceil(log2 P) steps, block counts doubling, any P")                                 \
+  X(COLL_ALLGATHER, "smpi", coll_allgather_smpi, coll_wire_ring, coll_cost_ring,               \
+    "MPI_Allgather (smpi:<name>)")                                                             \
+  X(COLL_REDUCESCATTER, "ring", coll_reducescatter_ring, coll_wire_ring, coll_cost_ring,       \
+    "NCCL ring: P-1 steps of bytes/P")                                                         \
+  X(COLL_REDUCESCATTER, "rhd", coll_reducescatter_rhd, coll_wire_rhd, coll_cost_rhd,           \
+    "recursive halving: log2(P) steps (non-powers of two fold the extra ranks first)")         \
+  X(COLL_REDUCESCATTER, "smpi", coll_reducescatter_smpi, coll_wire_ring, coll_cost_ring,       \
+    "MPI_Reduce_scatter (smpi:<name>)")                                                        \
+  X(COLL_BROADCAST, "ring", coll_broadcast_ring, coll_wire_ring, coll_cost_ring,               \
+    "NCCL ring: a chain from the root, pipelined in 512 KiB chunks")                           \
+  X(COLL_BROADCAST, "tree", coll_broadcast_tree, coll_wire_ring, coll_cost_tree,               \
+    "double binary tree from the root, half the data down each tree, 512 KiB chunks")          \
+  X(COLL_BROADCAST, "smpi", coll_broadcast_smpi, coll_wire_ring, coll_cost_ring,               \
+    "MPI_Bcast (smpi:<name>)")                                                                 \
+  X(COLL_ALLTOALL, "pairwise", coll_alltoall_pairwise, coll_wire_ring, coll_cost_ring,         \
+    "P-1 steps: at step s send to r+s and receive from r-s")                                   \
+  X(COLL_ALLTOALL, "smpi", coll_alltoall_smpi, coll_wire_ring, coll_cost_ring,                 \
+    "MPI_Alltoall (smpi:<name>)")                                                              \
+  X(COLL_SENDRECV, "pairwise", coll_sendrecv_pairwise, coll_wire_ring, coll_cost_ring,         \
+    "send to r+1 while receiving from r-1 (nccl-tests sendrecv)")
+
+/* The MPI-free functions of the rows (coll/cost.c). */
+#define COLL_DECLARE_MODEL(op, name, run, wire, cost, desc)                                      \
+  double wire(coll_op o, double bytes, int P, const coll_topo *topo);                           \
+  double cost(coll_op o, double bytes, const coll_group *g);
+COLL_ALGO_LIST(COLL_DECLARE_MODEL)
+#undef COLL_DECLARE_MODEL
+
+/* One row of the table, without its MPI code (see coll_mpi.h for coll_algo). */
+typedef struct {
+  coll_op op;              /* operation it implements */
+  const char *name;        /* name as given to --coll ("ring"...) */
+  const char *description; /* one line for --help */
+  coll_wire_fn wire;       /* bytes each rank sends per call */
+  coll_cost_fn cost;       /* alpha-beta time per call */
+} coll_algo_info;
 
 /* Printable name of an operation; "?" when out of range. */
 const char *coll_op_name(coll_op op);
@@ -145,12 +184,8 @@ const char *coll_resolve(coll_op op, const char *family, double bytes, int P, in
 int coll_family_known(const char *family);
 
 /* Bytes sent per rank, averaged over the P ranks (total bytes on the wire / P), for one call of
- * `algo` ("smpi..." counts as "ring"; unknown -> -1) on `bytes` (convention above).
- * Exact formulas (n = bytes, rpn/nodes from topo, p2 = largest power of two <= P, rem = P - p2):
- *   ring / tree allreduce 2(P-1)n/P; rhd allreduce (2 rem n + 2(p2-1) n)/P;
- *   hier allreduce (2 nodes (rpn-1) n + 2 (nodes-1) n)/P (topo NULL: rpn = P, nodes = 1);
- *   allgather, reducescatter (ring), alltoall, broadcast (ring, tree): (P-1)n/P;
- *   rhd reducescatter (rem n + (p2-1) n + rem n/P)/P; sendrecv n. */
+ * `algo` (unknown -> -1) on `bytes` (convention above): the row's wire function (coll/cost.h
+ * has the formulas). */
 double coll_wire_bytes(coll_op op, const char *algo, double bytes, int P, const coll_topo *topo);
 
 /* nccl-tests bus-bandwidth factor (busbw = algbw · factor): allreduce 2(P-1)/P; allgather,

@@ -53,7 +53,7 @@ int coll_bench_main(int argc, char **argv);
 void *coll_buf_alloc(size_t bytes);
 void coll_buf_free(void *p);
 
-#define COLL_DECLARE(op, name, fn, desc)                                                       \
+#define COLL_DECLARE(op, name, fn, wire, cost, desc)                                           \
   int fn(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm, const coll_topo *topo, \
          MPI_Op reduce_op);
 COLL_ALGO_LIST(COLL_DECLARE)

@@ -12,7 +12,7 @@ static const char *const op_names[] = {
 };
 
 static const coll_algo_info algo_infos[] = {
-#define COLL_X(op, name, fn, desc) {op, name, desc},
+#define COLL_X(op, name, run, wire, cost, desc) {op, name, desc, wire, cost},
     COLL_ALGO_LIST(COLL_X)
 #undef COLL_X
 };
@@ -143,38 +143,8 @@ const char *coll_default(coll_op op, double bytes, int P, int nodes) {
 }
 
 double coll_wire_bytes(coll_op op, const char *algo, double bytes, int P, const coll_topo *topo) {
-  if (P < 1 || !algo) return -1;
-  const coll_algo_info *a = coll_info_find(op, algo);
-  if (!a) return -1;
-  const char *name = a->name;
-  double n = bytes;
-  if (P == 1) return op == COLL_SENDRECV ? n : 0;
-  int p2 = 1;
-  while (p2 * 2 <= P) p2 *= 2;
-  int rem = P - p2;
-  switch (op) {
-  case COLL_ALLREDUCE:
-    if (strcmp(name, "rhd") == 0) return (2.0 * rem * n + 2.0 * (p2 - 1) * n) / P;
-    if (strcmp(name, "hier") == 0) {
-      int rpn = topo ? topo->ranks_per_node : P;
-      int nodes = topo ? topo->n_nodes : 1;
-      if (rpn < 1 || rpn * nodes != P || rpn == 1 || nodes == 1)
-        return 2.0 * (P - 1) * n / P; /* falls back to the flat ring */
-      return (2.0 * nodes * (rpn - 1) * n + 2.0 * (nodes - 1) * n) / P;
-    }
-    return 2.0 * (P - 1) * n / P; /* ring, tree, smpi (counted as ring) */
-  case COLL_REDUCESCATTER:
-    if (strcmp(name, "rhd") == 0) return (rem * n + (p2 - 1) * n + rem * n / P) / P;
-    return (P - 1) * n / P;
-  case COLL_ALLGATHER:
-  case COLL_ALLTOALL:
-  case COLL_BROADCAST:
-    return (P - 1) * n / P;
-  case COLL_SENDRECV:
-    return n;
-  default:
-    return -1;
-  }
+  const coll_algo_info *a = P >= 1 && algo ? coll_info_find(op, algo) : NULL;
+  return a ? a->wire(op, bytes, P, topo) : -1;
 }
 
 double coll_busbw_factor(coll_op op, int P) {

@@ -201,14 +201,14 @@ static void test_alpha_beta_collectives(void) {
   double a, b;
   plat *pl = star(8, &a, &b);
   int members[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-  cm_group g;
-  CU_ASSERT_FATAL(cm_group_init(&g, pl, members, 8, NULL));
+  coll_group g;
+  CU_ASSERT_FATAL(an_group_init(&g, pl, members, 8, NULL));
   CU_ASSERT_DOUBLE_EQUAL(g.ring_alpha_s, a, 1e-15);
   double n = 100e6;
-  CU_ASSERT_DOUBLE_EQUAL(cm_coll_s(COLL_ALLREDUCE, "ring", n, &g), 14 * (a + n / 8 / b), 1e-12);
-  CU_ASSERT_DOUBLE_EQUAL(cm_coll_s(COLL_ALLREDUCE, "rhd", n, &g), 2 * (3 * a + 7.0 / 8 * n / b), 1e-12);
-  CU_ASSERT_DOUBLE_EQUAL(cm_coll_s(COLL_ALLGATHER, "rhd", n, &g), 3 * a + 7.0 / 8 * n / b, 1e-12);
-  CU_ASSERT_DOUBLE_EQUAL(cm_coll_s(COLL_ALLGATHER, "ring", n, &g), 7 * (a + n / 8 / b), 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_ALLREDUCE, "ring", n, &g), 14 * (a + n / 8 / b), 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_ALLREDUCE, "rhd", n, &g), 2 * (3 * a + 7.0 / 8 * n / b), 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_ALLGATHER, "rhd", n, &g), 3 * a + 7.0 / 8 * n / b, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_ALLGATHER, "ring", n, &g), 7 * (a + n / 8 / b), 1e-12);
   plat_free(pl);
 }
 

@@ -14,18 +14,18 @@
 typedef struct {
   const plat *pl;
   const cfg_run *c;
-  GHashTable *groups; /* "<group>:<first member>" -> cm_group* */
+  GHashTable *groups; /* "<group>:<first member>" -> coll_group* */
   int *members;
 } group_cache;
 
-static const cm_group *group_get(group_cache *gc, pl_group g, int rank, GError **err) {
+static const coll_group *group_get(group_cache *gc, pl_group g, int rank, GError **err) {
   int n = pl_group_members(gc->c, g, rank, gc->members);
   char key[48];
   g_snprintf(key, sizeof key, "%d:%d:%d", (int)g, gc->members[0], n);
-  cm_group *cg = g_hash_table_lookup(gc->groups, key);
+  coll_group *cg = g_hash_table_lookup(gc->groups, key);
   if (cg) return cg;
-  cg = g_new(cm_group, 1);
-  if (!cm_group_init(cg, gc->pl, gc->members, n, err)) {
+  cg = g_new(coll_group, 1);
+  if (!an_group_init(cg, gc->pl, gc->members, n, err)) {
     g_free(cg);
     return NULL;
   }
@@ -101,7 +101,7 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
         end = start + kt_kernel_s(ks, op, &o);
         rec_kernel(rr->rec, i, 0, start, end, o);
       } else if (op->kind == PL_COLL) {
-        const cm_group *g = group_get(gc, op->group, rr->rank, err);
+        const coll_group *g = group_get(gc, op->group, rr->rank, err);
         if (!g) return -1;
         /* a collective starts when its last member arrives */
         int n = pl_group_members(c, op->group, rr->rank, gc->members);
@@ -124,16 +124,16 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
         if (cm->arrived < cm->members) break;
         start = cm->ready;
         rr->coll_seq[op->group]++;
-        const char *algo = cm_algo(op->coll, c->coll, op->bytes, g);
+        const char *algo = coll_resolve(op->coll, c->coll, op->bytes, g->P, g->nodes);
         double d = op->peer_send_bytes
-                       ? cm_alltoallv_s(op->peer_send_bytes, op->peer_recv_bytes, me, g)
-                       : cm_coll_s(op->coll, algo, op->bytes, g);
+                       ? coll_cost_alltoallv_s(op->peer_send_bytes, op->peer_recv_bytes, me, g)
+                       : coll_cost_s(op->coll, algo, op->bytes, g);
         if (op->peer_send_bytes) algo = "pairwise";
         end = start + d;
         /* from the rank's arrival: waiting for the other members is part of the collective, as
          * it is for a rank blocked in a simulated or real one */
         rec_coll(rr->rec, i, 0, arrived, end, algo,
-                 cm_coll_wire_bytes(op->coll, algo, op->bytes, g));
+                 coll_group_wire_bytes(op->coll, algo, op->bytes, g));
       } else if (op->kind == PL_SEND) {
         plat_route_info route;
         if (!plat_route(pl, rr->rank, op->peer, &route, err)) return -1;
@@ -281,10 +281,10 @@ gboolean an_gholami_comm_s(const wl_model *m, const cfg_run *c, const plat *pl, 
   const double dt = gs_precision_bytes(c->precision);
   const double B = (double)c->batch;
   int *mem = g_new(int, P);
-  cm_group gr, gcol, gall;
-  gboolean ok = cm_group_init(&gr, pl, mem, pl_group_members(c, PL_GRP_TP, 0, mem), err) &&
-                cm_group_init(&gcol, pl, mem, pl_group_members(c, PL_GRP_DP, 0, mem), err) &&
-                cm_group_init(&gall, pl, mem, pl_group_members(c, PL_GRP_WORLD, 0, mem), err);
+  coll_group gr, gcol, gall;
+  gboolean ok = an_group_init(&gr, pl, mem, pl_group_members(c, PL_GRP_TP, 0, mem), err) &&
+                an_group_init(&gcol, pl, mem, pl_group_members(c, PL_GRP_DP, 0, mem), err) &&
+                an_group_init(&gall, pl, mem, pl_group_members(c, PL_GRP_WORLD, 0, mem), err);
   g_free(mem);
   if (!ok) return FALSE;
   double lr = Pr > 1 ? ceil(log2(Pr)) : 0, lc = Pc > 1 ? ceil(log2(Pc)) : 0,

@@ -1,5 +1,5 @@
 /* analytic.h — the closed-form executor (`--mode analytic`): the planner's op lists evaluated
- * with roofline kernel times (gpuspec.h) and alpha-beta collective times (costmodel.h), on a
+ * with roofline kernel times (gpuspec.h) and alpha-beta collective times (coll/cost.h), on a
  * two-stream model of each GPU (compute and communication overlap, events order them). No
  * SimGrid: routes come from the platform file read directly (platform.h).
  *
@@ -14,11 +14,16 @@
 
 #include <glib.h>
 
+#include "coll/coll.h"
 #include "core/config.h"
 #include "exec/context.h"
 #include "platform/platform.h"
 #include "out/result.h"
 #include "model/workload.h"
+
+/* Summarises the group members[0..n-1] (rank = host index) of platform `pl` for the cost
+ * formulas (coll/cost.h). DL_ERR_INPUT when a route is missing. */
+gboolean an_group_init(coll_group *g, const plat *pl, const int *members, int n, GError **err);
 
 /* What the closed form refuses of configuration `c` on the run's platform: more GPUs than hosts,
  * a --coll it has no formula for. DL_ERR_INPUT naming the option. */

@@ -1,0 +1,51 @@
+/* smpi.c — the "smpi" rows: the plain MPI collective, so that SMPI's own algorithm runs (pinned
+ * with --cfg=smpi/<collective>:<name>, which the driver adds for --coll smpi:<name>). */
+#include <glib.h>
+#include <string.h>
+
+#include "coll/coll_mpi.h"
+
+int coll_allreduce_smpi(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
+                        const coll_topo *topo, MPI_Op op) {
+  (void)topo;
+  return MPI_Allreduce(sendbuf, recvbuf, (int)(bytes / COLL_ELEM_BYTES), MPI_FLOAT, op, comm);
+}
+
+int coll_allgather_smpi(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
+                        const coll_topo *topo, MPI_Op op) {
+  (void)topo, (void)op;
+  int P;
+  MPI_Comm_size(comm, &P);
+  int b = (int)(bytes / (size_t)P);
+  return MPI_Allgather(sendbuf, b, MPI_BYTE, recvbuf, b, MPI_BYTE, comm);
+}
+
+int coll_reducescatter_smpi(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
+                            const coll_topo *topo, MPI_Op op) {
+  (void)topo;
+  int P;
+  MPI_Comm_size(comm, &P);
+  int *counts = g_new(int, P);
+  for (int i = 0; i < P; i++) counts[i] = (int)(bytes / COLL_ELEM_BYTES / (size_t)P);
+  int rc = MPI_Reduce_scatter(sendbuf, recvbuf, counts, MPI_FLOAT, op, comm);
+  g_free(counts);
+  return rc;
+}
+
+int coll_broadcast_smpi(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
+                        const coll_topo *topo, MPI_Op op) {
+  (void)topo, (void)op;
+  int r;
+  MPI_Comm_rank(comm, &r);
+  if (r == 0 && bytes) memcpy(recvbuf, sendbuf, bytes);
+  return MPI_Bcast(recvbuf, (int)bytes, MPI_BYTE, 0, comm);
+}
+
+int coll_alltoall_smpi(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
+                       const coll_topo *topo, MPI_Op op) {
+  (void)topo, (void)op;
+  int P;
+  MPI_Comm_size(comm, &P);
+  int b = (int)(bytes / (size_t)P);
+  return MPI_Alltoall(sendbuf, b, MPI_BYTE, recvbuf, b, MPI_BYTE, comm);
+}
