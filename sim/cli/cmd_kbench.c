@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cmds.h"
+#include "cli/options.h"
 #include "core/config.h"
 #include "core/dl_common.h"
 #include "harness.h"
@@ -254,7 +255,7 @@ static int derive(const kb_opts *o, int argc, char **argv, GError **err) {
                 "name (a100-40gb, a100-80gb, h100-sxm, h200, cpu)", o->derive_for);
     goto out;
   }
-  if (!cfg_parse_args(&c, &argc, &argv, err)) goto out;
+  if (!cfg_parse_args(&c, "kbench", &argc, &argv, err)) goto out;
   if (!(src = kdb_load(o->from, err))) goto out;
   const char *backend = kdb_prov_str(src, "backend");
   const gs_spec *from = o->from_spec ? gs_find(o->from_spec)
@@ -308,7 +309,7 @@ int cmd_kbench(int argc, char **argv) {
   }
   for (int i = 1; i < argc; i++)
     if (g_str_has_prefix(argv[i], "--workload")) workload_given = TRUE;
-  if (!cfg_parse_args(&c, &argc, &argv, &e)) goto out;
+  if (!cfg_parse_args(&c, "kbench", &argc, &argv, &e)) goto out;
   if (argc > 1) {
     g_set_error(e ? NULL : &e, DL_ERROR, DL_ERR_INPUT, "kbench: unexpected argument '%s'",
                 argv[1]);

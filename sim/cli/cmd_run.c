@@ -6,6 +6,7 @@
 
 #include "exec/analytic/analytic.h"
 #include "cli/cmds.h"
+#include "cli/options.h"
 #include "core/config.h"
 #include "exec/context.h"
 #include "core/dl_common.h"
@@ -95,7 +96,7 @@ int cmd_run(int argc, char **argv) {
   res_init(&r);
   gboolean ok = FALSE;
 
-  if (!cfg_parse_args(&parsed, &argc, &argv, &e)) goto out;
+  if (!cfg_parse_args(&parsed, "run", &argc, &argv, &e)) goto out;
   if (!check_out_path("--out", parsed.out, &e) || !check_out_path("--trace", parsed.trace, &e) ||
       !check_out_path("--dump-weights", parsed.dump_weights, &e))
     goto out;

@@ -114,14 +114,29 @@ char *cfg_grid_string(const cfg_run *c) {
 }
 
 gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
-  if (c->gpus < 1) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--gpus: expected a positive number of GPUs, got %d",
+  if (c->gpus < 1 || c->gpus > CFG_MAX_GPUS) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--gpus: expected 1..%d GPUs, got %d", CFG_MAX_GPUS,
                 c->gpus);
     return FALSE;
   }
-  if (c->dp < 0 || c->tp < 0 || c->pp < 0 || c->ep < 0 || c->microbatches < 0) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--dp/--tp/--pp/--ep/--microbatches: expected positive integers");
+  /* each degree divides the GPUs (dp x tp x pp = P): none can exceed them, and their products
+   * stay within 64 bits */
+  static const char *const names[] = {"--dp", "--tp", "--pp", "--ep"};
+  const int deg[] = {c->dp, c->tp, c->pp, c->ep};
+  for (int i = 0; i < 4; i++)
+    if (deg[i] < 0 || deg[i] > c->gpus) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s %d: expected 1..%d (a degree divides --gpus %d)",
+                  names[i], deg[i], c->gpus, c->gpus);
+      return FALSE;
+    }
+  if (c->microbatches < 0 || c->microbatches > CFG_MAX_STEPS) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--microbatches: expected 1..%d, got %d",
+                CFG_MAX_STEPS, c->microbatches);
+    return FALSE;
+  }
+  if (c->grid_pr > c->gpus || c->grid_pc > c->gpus) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--grid %dx%d: Pr x Pc must equal --gpus %d",
+                c->grid_pr, c->grid_pc, c->gpus);
     return FALSE;
   }
   if (c->grid_pr > 0) {
@@ -143,7 +158,7 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
     }
   }
   if (!c->dp) {
-    if (c->gpus % (tp * pp)) {
+    if (c->gpus % ((int64_t)tp * pp)) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                   "--gpus %d: not divisible by tp x pp = %d x %d; choose degrees whose product "
                   "divides the GPU count",
@@ -161,9 +176,9 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
     return FALSE;
   }
   if (!c->ep) c->ep = 1;
-  if ((c->dp * c->tp) % c->ep) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--ep %d: must divide dp x tp = %d", c->ep,
-                c->dp * c->tp);
+  if (((int64_t)c->dp * c->tp) % c->ep) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--ep %d: must divide dp x tp = %" G_GINT64_FORMAT,
+                c->ep, (int64_t)c->dp * c->tp);
     return FALSE;
   }
   if (!c->microbatches) c->microbatches = c->pp > 1 ? c->pp : 1;
@@ -173,9 +188,9 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
     return FALSE;
   }
   if (c->batch == 0) c->batch = default_batch;
-  if (c->batch < 1) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--batch: expected a positive number of samples, got %ld",
-                c->batch);
+  if (c->batch < 1 || c->batch > CFG_MAX_BATCH) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--batch: expected 1..%" G_GINT64_FORMAT
+                " samples, got %ld", (gint64)CFG_MAX_BATCH, c->batch);
     return FALSE;
   }
   long shards = (long)(c->grid_auto ? 1 : c->dp) * c->microbatches;
@@ -185,8 +200,9 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
                 c->batch, c->grid_auto ? 1 : c->dp, c->microbatches, shards);
     return FALSE;
   }
-  if (c->iters < 1) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--iters: expected at least 1, got %d", c->iters);
+  if (c->iters < 1 || c->iters > CFG_MAX_STEPS) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--iters: expected 1..%d, got %d", CFG_MAX_STEPS,
+                c->iters);
     return FALSE;
   }
   if (c->bucket_bytes <= 0) {
@@ -449,269 +465,4 @@ gboolean cfg_routing_parse(cfg_run *c, const char *text, GError **err) {
   g_set_error(err, DL_ERROR, DL_ERR_INPUT,
               "--routing: expected uniform, zipf:S or file:F, got '%s'", text);
   return FALSE;
-}
-
-/* ---- command-line options ------------------------------------------------------------------ */
-
-typedef struct {
-  char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
-      *coll, *kernels, *out, *trace, *pp_balance, *dump_weights, *routing;
-  gint64 seed;
-  double bucket_mb;
-  int gpus;
-  gint64 batch;
-} raw_opts;
-
-static void raw_release(raw_opts *r) {
-  g_free(r->mode);
-  g_free(r->precision);
-  g_free(r->schedule);
-  g_free(r->tp_style);
-  g_free(r->grid);
-  g_free(r->grid_layers);
-  g_free(r->domain);
-  g_free(r->platform);
-  g_free(r->workload);
-  g_free(r->coll);
-  g_free(r->kernels);
-  g_free(r->out);
-  g_free(r->trace);
-  g_free(r->pp_balance);
-  g_free(r->routing);
-  g_free(r->dump_weights);
-}
-
-gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err) {
-  raw_opts r;
-  memset(&r, 0, sizeof r);
-  r.gpus = -1;
-  r.seed = -1;
-  GOptionEntry entries[] = {
-      {"platform", 0, 0, G_OPTION_ARG_STRING, &r.platform,
-       "platform name under platforms/ (thetagpu) or a SimGrid XML file", "NAME|FILE"},
-      {"workload", 0, 0, G_OPTION_ARG_STRING, &r.workload,
-       "workload name under workloads/ (resnet18-cifar100) or a JSON file", "NAME|FILE"},
-      {"gpus", 0, 0, G_OPTION_ARG_INT, &r.gpus, "number of GPUs = MPI ranks (default 8)", "P"},
-      {"batch", 0, 0, G_OPTION_ARG_INT64, &r.batch,
-       "global mini-batch in samples (default: the workload's)", "B"},
-      {"dp", 0, 0, G_OPTION_ARG_INT, &c->dp, "data-parallel degree (default: what is left)", "N"},
-      {"tp", 0, 0, G_OPTION_ARG_INT, &c->tp, "tensor/model-parallel degree (Gholami's Pr)", "N"},
-      {"pp", 0, 0, G_OPTION_ARG_INT, &c->pp, "pipeline-parallel degree", "N"},
-      {"ep", 0, 0, G_OPTION_ARG_INT, &c->ep, "expert-parallel degree (divides dp x tp)", "N"},
-      {"grid", 0, 0, G_OPTION_ARG_STRING, &r.grid,
-       "Gholami's integrated grid: Pr (model) x Pc (batch), or auto to search all", "PrxPc|auto"},
-      {"grid-layers", 0, 0, G_OPTION_ARG_STRING, &r.grid_layers,
-       "with --grid: all (default), or fc (conv layers batch-parallel over all P)", "all|fc"},
-      {"domain", 0, 0, G_OPTION_ARG_STRING, &r.domain,
-       "with --grid: conv = Pr splits the image in convolution layers", "conv|none"},
-      {"tp-style", 0, 0, G_OPTION_ARG_STRING, &r.tp_style,
-       "how layers split across tp/Pr (default auto: megatron for transformers, gholami "
-       "otherwise)", "gholami|megatron|auto"},
-      {"schedule", 0, 0, G_OPTION_ARG_STRING, &r.schedule, "pipeline schedule (default gpipe)",
-       "gpipe|1f1b"},
-      {"microbatches", 0, 0, G_OPTION_ARG_INT, &c->microbatches, "pipeline micro-batches", "M"},
-      {"pp-balance", 0, 0, G_OPTION_ARG_STRING, &r.pp_balance,
-       "layers per pipeline stage (default: balanced by predicted time)", "N,N,..."},
-      {"precision", 0, 0, G_OPTION_ARG_STRING, &r.precision,
-       "compute precision (default fp32; fp16/bf16 = mixed precision)", "fp32|tf32|fp16|bf16"},
-      {"recompute", 0, 0, G_OPTION_ARG_NONE, &c->recompute,
-       "full activation recomputation in backward", NULL},
-      {"coll", 0, 0, G_OPTION_ARG_STRING, &r.coll,
-       "collective algorithm: ring, tree, hier, rhd (default: NCCL-like choice per call)", "NAME"},
-      {"kernels", 0, 0, G_OPTION_ARG_STRING, &r.kernels,
-       "kernel database (default: roofline from the platform GPU's spec sheet)", "NAME|FILE"},
-      {"mode", 0, 0, G_OPTION_ARG_STRING, &r.mode, "sim (default), real or analytic",
-       "sim|real|analytic"},
-      {"iters", 0, 0, G_OPTION_ARG_INT, &c->iters,
-       "iterations to run (default 3; steady state excludes the first)", "K"},
-      {"bucket-mb", 0, 0, G_OPTION_ARG_DOUBLE, &r.bucket_mb,
-       "data-parallel gradient bucket size in MiB (default 25, as PyTorch DDP)", "MB"},
-      {"out", 0, 0, G_OPTION_ARG_FILENAME, &r.out, "write the result JSON here", "FILE"},
-      {"trace", 0, 0, G_OPTION_ARG_FILENAME, &r.trace, "write a Chrome trace-event timeline",
-       "FILE"},
-      {"dump-weights", 0, 0, G_OPTION_ARG_FILENAME, &r.dump_weights,
-       "with --mode real: write every parameter after the last step (serial layout)", "FILE"},
-      {"routing", 0, 0, G_OPTION_ARG_STRING, &r.routing,
-       "MoE routing: uniform (default), zipf:S (expert popularity ~ 1/rank^S), or file:F (a JSON "
-       "list of E expert weights)", "uniform|zipf:S|file:F"},
-      {"capacity-factor", 0, 0, G_OPTION_ARG_DOUBLE, &c->capacity_factor,
-       "MoE expert capacity factor (default: the workload's; 0 = unlimited, nothing dropped)", "F"},
-      {"seed", 0, 0, G_OPTION_ARG_INT64, &r.seed,
-       "seed of the routing (which experts are hot) and of the real flavour's data (default 1)",
-       "N"},
-      {"ignore-memory", 0, 0, G_OPTION_ARG_NONE, &c->ignore_memory,
-       "go on when the model does not fit in GPU memory (fits_in_memory: false)", NULL},
-      {"reproducible", 0, 0, G_OPTION_ARG_NONE, &c->reproducible,
-       "write host-dependent figures (simulation.wall_s) as 0, for byte-identical results", NULL},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  GOptionContext *ctx = g_option_context_new("- predict one training configuration");
-  g_option_context_set_summary(
-      ctx, "Runs one configuration in simulation (SMPI), for real, or in closed form, and prints\n"
-           "a summary; --out writes the result JSON (see INTERFACE.md).");
-  g_option_context_add_main_entries(ctx, entries, NULL);
-  GError *e = NULL;
-  gboolean ok = FALSE;
-  if (!g_option_context_parse(ctx, argc, argv, &e)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "run: %s", e->message);
-    g_error_free(e);
-    goto out;
-  }
-  if (*argc > 1) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "run: unexpected argument '%s' (see dlsim run --help)",
-                (*argv)[1]);
-    goto out;
-  }
-  set_str(&c->platform, r.platform);
-  if (!r.platform && r.gpus > 192) {
-    /* the default platform is ThetaGPU (24 nodes of 8 GPUs); past it, the same nodes and network
-     * with as many nodes as the GPUs need */
-    g_free(c->platform);
-    c->platform = g_strdup_printf("thetagpu:%d", (r.gpus + 7) / 8);
-  }
-  set_str(&c->workload, r.workload);
-  set_str(&c->coll, r.coll);
-  set_str(&c->kernels, r.kernels);
-  set_str(&c->out, r.out);
-  set_str(&c->trace, r.trace);
-  set_str(&c->dump_weights, r.dump_weights);
-  if (r.gpus != -1) c->gpus = r.gpus;
-  if (r.batch < 0) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--batch: expected a positive number of samples, got %" G_GINT64_FORMAT, r.batch);
-    goto out;
-  }
-  c->batch = (long)r.batch;
-  if (r.bucket_mb != 0) c->bucket_bytes = r.bucket_mb * 1024 * 1024;
-  if (r.mode && !cfg_mode_parse(r.mode, &c->mode)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode: expected sim, real or analytic, got '%s'",
-                r.mode);
-    goto out;
-  }
-  if (r.precision && !gs_precision_parse(r.precision, &c->precision)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--precision: expected fp32, tf32, fp16 or bf16, got '%s'", r.precision);
-    goto out;
-  }
-  if (r.schedule && !cfg_schedule_parse(r.schedule, &c->schedule)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--schedule: expected gpipe or 1f1b, got '%s'",
-                r.schedule);
-    goto out;
-  }
-  if (r.tp_style && !cfg_tp_style_parse(r.tp_style, &c->tp_style)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--tp-style: expected gholami, megatron or auto, got '%s'",
-                r.tp_style);
-    goto out;
-  }
-  if (r.grid && !cfg_grid_parse(c, r.grid, err)) goto out;
-  if (r.seed != -1) {
-    if (r.seed < 0 || r.seed > G_MAXUINT32) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--seed: expected 0..%u, got %" G_GINT64_FORMAT,
-                  G_MAXUINT32, r.seed);
-      goto out;
-    }
-    c->seed = (unsigned)r.seed;
-  }
-  if (r.routing && !cfg_routing_parse(c, r.routing, err)) goto out;
-  if (c->capacity_factor < 0 && c->capacity_factor != -1) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--capacity-factor: expected a factor >= 0 (0 = unlimited), got %g",
-                c->capacity_factor);
-    goto out;
-  }
-  if (r.pp_balance) {
-    char **parts = g_strsplit(r.pp_balance, ",", -1);
-    int n = (int)g_strv_length(parts);
-    g_free(c->pp_balance);
-    c->pp_balance = g_new0(int, n > 0 ? n : 1);
-    c->n_pp_balance = n;
-    gboolean good = n > 0;
-    for (int i = 0; i < n && good; i++) {
-      char *end = NULL;
-      long v = strtol(parts[i], &end, 10);
-      good = end != parts[i] && *end == '\0' && v >= 1 && v <= 1 << 20;
-      c->pp_balance[i] = (int)v;
-    }
-    g_strfreev(parts);
-    if (!good) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                  "--pp-balance: expected positive layer counts separated by commas, got '%s'",
-                  r.pp_balance);
-      goto out;
-    }
-  }
-  if (r.grid_layers) {
-    if (strcmp(r.grid_layers, "fc") == 0) c->grid_fc_only = TRUE;
-    else if (strcmp(r.grid_layers, "all") != 0) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--grid-layers: expected all or fc, got '%s'",
-                  r.grid_layers);
-      goto out;
-    }
-  }
-  if (r.domain) {
-    if (strcmp(r.domain, "conv") == 0) c->domain_conv = TRUE;
-    else if (strcmp(r.domain, "none") != 0) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--domain: expected conv or none, got '%s'",
-                  r.domain);
-      goto out;
-    }
-  }
-  if ((c->grid_fc_only || c->domain_conv) && !r.grid && c->tp <= 1) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--grid-layers/--domain: only apply with --grid");
-    goto out;
-  }
-  ok = TRUE;
-out:
-  raw_release(&r);
-  g_option_context_free(ctx);
-  return ok;
-}
-
-char **cfg_to_args(const cfg_run *c) {
-  GPtrArray *a = g_ptr_array_new();
-#define ARG(k, ...) (g_ptr_array_add(a, g_strdup(k)), g_ptr_array_add(a, g_strdup_printf(__VA_ARGS__)))
-  ARG("--platform", "%s", c->platform);
-  ARG("--workload", "%s", c->workload);
-  ARG("--gpus", "%d", c->gpus);
-  ARG("--batch", "%ld", c->batch);
-  ARG("--dp", "%d", c->dp);
-  ARG("--tp", "%d", c->tp);
-  ARG("--pp", "%d", c->pp);
-  ARG("--ep", "%d", c->ep);
-  if (c->grid_pr > 0) ARG("--grid", "%dx%d", c->grid_pr, c->grid_pc);
-  if (c->grid_fc_only) ARG("--grid-layers", "fc");
-  if (c->domain_conv) ARG("--domain", "conv");
-  ARG("--tp-style", "%s", cfg_tp_style_name(c->tp_style));
-  ARG("--schedule", "%s", cfg_schedule_name(c->schedule));
-  ARG("--microbatches", "%d", c->microbatches);
-  if (c->n_pp_balance) {
-    GString *s = g_string_new(NULL);
-    for (int i = 0; i < c->n_pp_balance; i++) g_string_append_printf(s, "%s%d", i ? "," : "", c->pp_balance[i]);
-    ARG("--pp-balance", "%s", s->str);
-    g_string_free(s, TRUE);
-  }
-  ARG("--precision", "%s", gs_precision_name(c->precision));
-  if (c->coll) ARG("--coll", "%s", c->coll);
-  if (c->kernels) ARG("--kernels", "%s", c->kernels);
-  ARG("--mode", "%s", cfg_mode_name(c->mode));
-  ARG("--iters", "%d", c->iters);
-  /* bucket size in MiB, printed exactly (%.17g round-trips a double) */
-  ARG("--bucket-mb", "%.17g", c->bucket_bytes / (1024.0 * 1024.0));
-  if (c->dump_weights) ARG("--dump-weights", "%s", c->dump_weights);
-#undef ARG
-  if (c->recompute) g_ptr_array_add(a, g_strdup("--recompute"));
-  if (c->ignore_memory) g_ptr_array_add(a, g_strdup("--ignore-memory"));
-  if (c->routing) {
-    g_ptr_array_add(a, g_strdup("--routing"));
-    g_ptr_array_add(a, g_strdup(c->routing));
-  }
-  if (c->capacity_factor >= 0) {
-    g_ptr_array_add(a, g_strdup("--capacity-factor"));
-    g_ptr_array_add(a, g_strdup_printf("%.17g", c->capacity_factor));
-  }
-  g_ptr_array_add(a, g_strdup("--seed"));
-  g_ptr_array_add(a, g_strdup_printf("%u", c->seed));
-  if (c->reproducible) g_ptr_array_add(a, g_strdup("--reproducible"));
-  g_ptr_array_add(a, NULL);
-  return (char **)g_ptr_array_free(a, FALSE);
 }

@@ -10,6 +10,7 @@
 #define CONFIG_H
 
 #include <glib.h>
+#include <stdint.h>
 
 #include "core/gpuspec.h"
 
@@ -36,6 +37,12 @@ typedef enum {
   CFG_TP_STYLES(X)
 #undef X
 } cfg_tp_style;
+
+/* Limits checked at the door, so that no product of counts overflows: 2^20 GPUs, 2^40 samples
+ * per batch, 2^16 micro-batches and iterations. */
+#define CFG_MAX_GPUS (1 << 20)
+#define CFG_MAX_BATCH (INT64_C(1) << 40)
+#define CFG_MAX_STEPS (1 << 16)
 
 typedef struct {
   char *platform;      /* name under platforms/ or an XML file (default "thetagpu") */
@@ -95,15 +102,6 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err);
 /* Parses --routing: "uniform", "zipf:S" or "file:F" (a JSON list of expert weights, read now).
  * DL_ERR_INPUT naming --routing on failure. */
 gboolean cfg_routing_parse(cfg_run *c, const char *text, GError **err);
-
-/* Parses `dlsim run` options (GOptionContext; --help prints them and exits) into `c`, which holds
- * the defaults from cfg_init(). Checks each value's spelling; cfg_resolve() checks the
- * combination. DL_ERR_INPUT naming the option on failure. */
-gboolean cfg_parse_args(cfg_run *c, int *argc, char ***argv, GError **err);
-
-/* The options that reproduce `c` through cfg_parse_args (resolved degrees included; --out and
- * --trace left out). A newly allocated NULL-terminated vector (g_strfreev). */
-char **cfg_to_args(const cfg_run *c);
 
 /* The resolved configuration as a JSON object (cJSON, the caller owns it): every field that
  * decides a run, in a fixed order — the "config" echo of every result and what the driver hands

@@ -1,0 +1,293 @@
+/* options.c — parsing `dlsim run` options (see options.h). */
+#include "cli/options.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dl_common.h"
+
+/* What GOption fills, before it is checked and moved into the configuration. Numbers that must
+ * be finite are read as text; integers that have no default of their own start at a value no
+ * user can give, so that "not given" and "given as 0 or -1" differ. */
+typedef struct {
+  char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
+      *coll, *kernels, *out, *trace, *pp_balance, *dump_weights, *routing, *bucket_mb,
+      *capacity_factor;
+  gint64 seed, batch;
+  int gpus;
+} raw_opts;
+
+#define NOT_GIVEN INT_MIN
+#define NOT_GIVEN64 G_MININT64
+
+static void raw_release(raw_opts *r) {
+  char **s[] = {&r->mode,     &r->precision, &r->schedule,   &r->tp_style,       &r->grid,
+                &r->grid_layers, &r->domain, &r->platform,   &r->workload,       &r->coll,
+                &r->kernels,  &r->out,       &r->trace,      &r->pp_balance,     &r->dump_weights,
+                &r->routing,  &r->bucket_mb, &r->capacity_factor};
+  for (size_t i = 0; i < G_N_ELEMENTS(s); i++) g_free(*s[i]);
+}
+
+/* The option table: strings into `r`, degrees and flags straight into `c`. */
+static GOptionContext *run_context(const char *command, raw_opts *r, cfg_run *c) {
+  GOptionEntry entries[] = {
+      {"platform", 0, 0, G_OPTION_ARG_STRING, &r->platform,
+       "platform name under platforms/ (thetagpu) or a SimGrid XML file", "NAME|FILE"},
+      {"workload", 0, 0, G_OPTION_ARG_STRING, &r->workload,
+       "workload name under workloads/ (resnet18-cifar100) or a JSON file", "NAME|FILE"},
+      {"gpus", 0, 0, G_OPTION_ARG_INT, &r->gpus, "number of GPUs = MPI ranks (default 8)", "P"},
+      {"batch", 0, 0, G_OPTION_ARG_INT64, &r->batch,
+       "global mini-batch in samples (default: the workload's)", "B"},
+      {"dp", 0, 0, G_OPTION_ARG_INT, &c->dp, "data-parallel degree (default: what is left)", "N"},
+      {"tp", 0, 0, G_OPTION_ARG_INT, &c->tp, "tensor/model-parallel degree (Gholami's Pr)", "N"},
+      {"pp", 0, 0, G_OPTION_ARG_INT, &c->pp, "pipeline-parallel degree", "N"},
+      {"ep", 0, 0, G_OPTION_ARG_INT, &c->ep, "expert-parallel degree (divides dp x tp)", "N"},
+      {"grid", 0, 0, G_OPTION_ARG_STRING, &r->grid,
+       "Gholami's integrated grid: Pr (model) x Pc (batch), or auto to search all", "PrxPc|auto"},
+      {"grid-layers", 0, 0, G_OPTION_ARG_STRING, &r->grid_layers,
+       "with --grid: all (default), or fc (conv layers batch-parallel over all P)", "all|fc"},
+      {"domain", 0, 0, G_OPTION_ARG_STRING, &r->domain,
+       "with --grid: conv = Pr splits the image in convolution layers", "conv|none"},
+      {"tp-style", 0, 0, G_OPTION_ARG_STRING, &r->tp_style,
+       "how layers split across tp/Pr (default auto: megatron for transformers, gholami "
+       "otherwise)", "gholami|megatron|auto"},
+      {"schedule", 0, 0, G_OPTION_ARG_STRING, &r->schedule, "pipeline schedule (default gpipe)",
+       "gpipe|1f1b"},
+      {"microbatches", 0, 0, G_OPTION_ARG_INT, &c->microbatches, "pipeline micro-batches", "M"},
+      {"pp-balance", 0, 0, G_OPTION_ARG_STRING, &r->pp_balance,
+       "layers per pipeline stage (default: balanced by predicted time)", "N,N,..."},
+      {"precision", 0, 0, G_OPTION_ARG_STRING, &r->precision,
+       "compute precision (default fp32; fp16/bf16 = mixed precision)", "fp32|tf32|fp16|bf16"},
+      {"recompute", 0, 0, G_OPTION_ARG_NONE, &c->recompute,
+       "full activation recomputation in backward", NULL},
+      {"coll", 0, 0, G_OPTION_ARG_STRING, &r->coll,
+       "collective algorithm: ring, tree, hier, rhd, or smpi:NAME in simulation (default: an "
+       "NCCL-like choice per call)", "NAME"},
+      {"kernels", 0, 0, G_OPTION_ARG_STRING, &r->kernels,
+       "kernel database (default: kernels/db/<gpu>.json, else the GPU's roofline)", "NAME|FILE"},
+      {"mode", 0, 0, G_OPTION_ARG_STRING, &r->mode, "sim (default), real or analytic",
+       "sim|real|analytic"},
+      {"iters", 0, 0, G_OPTION_ARG_INT, &c->iters,
+       "iterations to run (default 3; steady state excludes the first)", "K"},
+      {"bucket-mb", 0, 0, G_OPTION_ARG_STRING, &r->bucket_mb,
+       "data-parallel gradient bucket size in MiB (default 25, as PyTorch DDP)", "MB"},
+      {"out", 0, 0, G_OPTION_ARG_FILENAME, &r->out, "write the result JSON here", "FILE"},
+      {"trace", 0, 0, G_OPTION_ARG_FILENAME, &r->trace, "write a Chrome trace-event timeline",
+       "FILE"},
+      {"dump-weights", 0, 0, G_OPTION_ARG_FILENAME, &r->dump_weights,
+       "with --mode real: write every parameter after the last step (serial layout)", "FILE"},
+      {"routing", 0, 0, G_OPTION_ARG_STRING, &r->routing,
+       "MoE routing: uniform (default), zipf:S (expert popularity ~ 1/rank^S), or file:F (a JSON "
+       "list of E expert weights)", "uniform|zipf:S|file:F"},
+      {"capacity-factor", 0, 0, G_OPTION_ARG_STRING, &r->capacity_factor,
+       "MoE expert capacity factor (default: the workload's; 0 = unlimited, nothing dropped)", "F"},
+      {"seed", 0, 0, G_OPTION_ARG_INT64, &r->seed,
+       "seed of the routing (which experts are hot) and of the real flavour's data (default 1)",
+       "N"},
+      {"ignore-memory", 0, 0, G_OPTION_ARG_NONE, &c->ignore_memory,
+       "go on when the model does not fit in GPU memory (fits_in_memory: false)", NULL},
+      {"reproducible", 0, 0, G_OPTION_ARG_NONE, &c->reproducible,
+       "write host-dependent figures (simulation.wall_s) as 0, for byte-identical results", NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  char *param = g_strdup_printf("- dlsim %s: predict one training configuration", command);
+  GOptionContext *ctx = g_option_context_new(param);
+  g_free(param);
+  g_option_context_set_summary(
+      ctx, "Runs one configuration in simulation (SMPI), for real, or in closed form, and prints\n"
+           "a summary; --out writes the result JSON (its keys: README.md, \"The result\").");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  return ctx;
+}
+
+static void set_str(char **dst, const char *src) {
+  if (!src) return;
+  g_free(*dst);
+  *dst = g_strdup(src);
+}
+
+/* A finite number from `text` within [lo, hi]; DL_ERR_INPUT naming `opt` otherwise. */
+static gboolean finite_number(const char *opt, const char *text, double lo, double hi,
+                              const char *expected, double *out, GError **err) {
+  char *end = NULL;
+  double v = g_ascii_strtod(text, &end);
+  if (end == text || *end || !isfinite(v) || v < lo || v > hi) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: expected %s, got '%s'", opt, expected, text);
+    return FALSE;
+  }
+  *out = v;
+  return TRUE;
+}
+
+/* The counts: GPUs, batch, seed, degrees; what is out of range stops here, before any product
+ * of them is formed. */
+static gboolean apply_counts(const raw_opts *r, cfg_run *c, GError **err) {
+  if (r->gpus != NOT_GIVEN) {
+    if (r->gpus < 1 || r->gpus > CFG_MAX_GPUS) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--gpus: expected 1..%d GPUs, got %d",
+                  CFG_MAX_GPUS, r->gpus);
+      return FALSE;
+    }
+    c->gpus = r->gpus;
+  }
+  if (r->batch != NOT_GIVEN64) {
+    if (r->batch < 1 || r->batch > CFG_MAX_BATCH) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--batch: expected 1..%" G_GINT64_FORMAT " samples, got %" G_GINT64_FORMAT,
+                  (gint64)CFG_MAX_BATCH, r->batch);
+      return FALSE;
+    }
+    c->batch = (long)r->batch;
+  }
+  if (r->seed != NOT_GIVEN64) {
+    if (r->seed < 0 || r->seed > G_MAXUINT32) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--seed: expected 0..%u, got %" G_GINT64_FORMAT,
+                  G_MAXUINT32, r->seed);
+      return FALSE;
+    }
+    c->seed = (unsigned)r->seed;
+  }
+  return TRUE;
+}
+
+/* The names: mode, precision, schedule, tp style, grid, grid layers, domain, routing. */
+static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
+  if (r->mode && !cfg_mode_parse(r->mode, &c->mode)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode: expected sim, real or analytic, got '%s'",
+                r->mode);
+    return FALSE;
+  }
+  if (r->precision && !gs_precision_parse(r->precision, &c->precision)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--precision: expected fp32, tf32, fp16 or bf16, got '%s'", r->precision);
+    return FALSE;
+  }
+  if (r->schedule && !cfg_schedule_parse(r->schedule, &c->schedule)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--schedule: expected gpipe or 1f1b, got '%s'",
+                r->schedule);
+    return FALSE;
+  }
+  if (r->tp_style && !cfg_tp_style_parse(r->tp_style, &c->tp_style)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--tp-style: expected gholami, megatron or auto, got '%s'", r->tp_style);
+    return FALSE;
+  }
+  if (r->grid && !cfg_grid_parse(c, r->grid, err)) return FALSE;
+  if (r->routing && !cfg_routing_parse(c, r->routing, err)) return FALSE;
+  if (r->grid_layers) {
+    if (strcmp(r->grid_layers, "fc") == 0) c->grid_fc_only = TRUE;
+    else if (strcmp(r->grid_layers, "all") != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--grid-layers: expected all or fc, got '%s'",
+                  r->grid_layers);
+      return FALSE;
+    }
+  }
+  if (r->domain) {
+    if (strcmp(r->domain, "conv") == 0) c->domain_conv = TRUE;
+    else if (strcmp(r->domain, "none") != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--domain: expected conv or none, got '%s'",
+                  r->domain);
+      return FALSE;
+    }
+  }
+  if ((c->grid_fc_only || c->domain_conv) && !r->grid && c->tp <= 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--grid-layers/--domain: only apply with --grid");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* The real numbers (finite, in range) and the stage sizes. */
+static gboolean apply_numbers(const raw_opts *r, cfg_run *c, GError **err) {
+  double v;
+  if (r->bucket_mb) {
+    if (!finite_number("--bucket-mb", r->bucket_mb, 1e-6, 1e9, "a size in MiB > 0", &v, err))
+      return FALSE;
+    c->bucket_bytes = v * 1024 * 1024;
+  }
+  if (r->capacity_factor) {
+    if (!finite_number("--capacity-factor", r->capacity_factor, 0, 1e6,
+                       "a factor >= 0 (0 = unlimited)", &v, err))
+      return FALSE;
+    c->capacity_factor = v;
+  }
+  if (r->pp_balance) {
+    char **parts = g_strsplit(r->pp_balance, ",", -1);
+    int n = (int)g_strv_length(parts);
+    g_free(c->pp_balance);
+    c->pp_balance = g_new0(int, n > 0 ? n : 1);
+    c->n_pp_balance = n;
+    gboolean good = n > 0;
+    for (int i = 0; i < n && good; i++) {
+      char *end = NULL;
+      long v = strtol(parts[i], &end, 10);
+      good = end != parts[i] && *end == '\0' && v >= 1 && v <= 1 << 20;
+      c->pp_balance[i] = (int)v;
+    }
+    g_strfreev(parts);
+    if (!good) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--pp-balance: expected positive layer counts separated by commas, got '%s'",
+                  r->pp_balance);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+gboolean cfg_parse_args(cfg_run *c, const char *command, int *argc, char ***argv, GError **err) {
+  raw_opts r;
+  memset(&r, 0, sizeof r);
+  r.gpus = NOT_GIVEN;
+  r.seed = r.batch = NOT_GIVEN64;
+  /* degrees, micro-batches and iterations go straight into `c`: mark them so that 0 and
+   * negative values given by the user are refused rather than taken for "not given" */
+  int *given[] = {&c->dp, &c->tp, &c->pp, &c->ep, &c->microbatches, &c->iters};
+  const char *given_name[] = {"--dp", "--tp", "--pp", "--ep", "--microbatches", "--iters"};
+  int before[G_N_ELEMENTS(given)];
+  for (size_t i = 0; i < G_N_ELEMENTS(given); i++) before[i] = *given[i], *given[i] = NOT_GIVEN;
+  GOptionContext *ctx = run_context(command, &r, c);
+  GError *e = NULL;
+  gboolean ok = FALSE;
+  if (!g_option_context_parse(ctx, argc, argv, &e)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s", command, e->message);
+    g_error_free(e);
+    goto out;
+  }
+  if (*argc > 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: unexpected argument '%s' (see dlsim %s --help)",
+                command, (*argv)[1], command);
+    goto out;
+  }
+  for (size_t i = 0; i < G_N_ELEMENTS(given); i++) {
+    if (*given[i] == NOT_GIVEN) {
+      *given[i] = before[i];
+    } else if (*given[i] < 1) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: expected a positive number, got %d",
+                  given_name[i], *given[i]);
+      goto out;
+    }
+  }
+  if (!apply_counts(&r, c, err)) goto out;
+  set_str(&c->platform, r.platform);
+  if (!r.platform && c->gpus > 192) {
+    /* the default platform is ThetaGPU (24 nodes of 8 GPUs); past it, the same nodes and network
+     * with as many nodes as the GPUs need */
+    g_free(c->platform);
+    c->platform = g_strdup_printf("thetagpu:%d", (c->gpus + 7) / 8);
+  }
+  set_str(&c->workload, r.workload);
+  set_str(&c->coll, r.coll);
+  set_str(&c->kernels, r.kernels);
+  set_str(&c->out, r.out);
+  set_str(&c->trace, r.trace);
+  set_str(&c->dump_weights, r.dump_weights);
+  ok = apply_names(&r, c, err) && apply_numbers(&r, c, err);
+out:
+  for (size_t i = 0; i < G_N_ELEMENTS(given) && !ok; i++)
+    if (*given[i] == NOT_GIVEN) *given[i] = before[i];
+  raw_release(&r);
+  g_option_context_free(ctx);
+  return ok;
+}
