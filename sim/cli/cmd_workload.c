@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "core/dl_common.h"
+#include "cli/cmds.h"
 #include "model/workload.h"
 
 int cmd_workload(int argc, char **argv) {

@@ -186,7 +186,7 @@ static gboolean get_bool(loader *L, const cJSON *obj, const char *prefix, const 
 }
 
 /* "64x56x56" (newly allocated). */
-static char *shape_str(wl_shape s) {
+char *wl_shape_str(wl_shape s) {
   return g_strdup_printf("%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, s.c, s.h,
                          s.w);
 }
@@ -250,7 +250,7 @@ static int64_t window_out(int64_t n, int k, int s, int p) { return (n + 2 * p - 
 /* Window layers (conv, pool): checks the window fits, sets out.h, out.w. */
 static gboolean window_shape(loader *L, const char *jp, wl_layer *l) {
   if (l->in.h + 2 * l->pad < l->kh || l->in.w + 2 * l->pad < l->kw) {
-    char *s = shape_str(l->in);
+    char *s = wl_shape_str(l->in);
     fail(L, jp, "kernel %dx%d with padding %d does not fit the input %s", l->kh, l->kw, l->pad, s);
     g_free(s);
     return FALSE;
@@ -258,106 +258,6 @@ static gboolean window_shape(loader *L, const char *jp, wl_layer *l) {
   l->out.h = window_out(l->in.h, l->kh, l->stride, l->pad);
   l->out.w = window_out(l->in.w, l->kw, l->stride, l->pad);
   return TRUE;
-}
-
-/* Fills params, FLOPs, out_elems, saved_elems and weighted from the shapes (workload.h). */
-static void derive(wl_layer *l) {
-  const double in_e = (double)shape_elems(l->in);
-  const double out_e = (double)shape_elems(l->out);
-  const double pos = (double)(l->in.h * l->in.w);
-  const gboolean no_dx = l->inputs[0] == -1; /* the model input needs no gradient */
-  double gemm = 0;                           /* FLOPs of the forward GEMM(s), no bias */
-  l->out_elems = shape_elems(l->out);
-  l->params = 0;
-  l->saved_elems = 0;
-  l->weighted = FALSE;
-  switch (l->kind) {
-  case WL_CONV2D: {
-    const int64_t cin_g = l->in.c / l->groups;
-    gemm = 2.0 * (double)cin_g * l->kh * l->kw * (double)l->out.c * (double)(l->out.h * l->out.w);
-    l->params = cin_g * l->kh * l->kw * l->out.c + (l->bias ? l->out.c : 0);
-    l->fwd_flops = gemm + (l->bias ? out_e : 0);
-    l->bwd_flops = (no_dx ? 1 : 2) * gemm + (l->bias ? out_e : 0);
-    l->saved_elems = shape_elems(l->in);
-    l->weighted = TRUE;
-    break;
-  }
-  case WL_LINEAR:
-    gemm = 2.0 * (double)l->in.c * (double)l->out.c * pos;
-    l->params = (l->tied_to >= 0 ? 0 : l->in.c * l->out.c) + (l->bias ? l->out.c : 0);
-    l->fwd_flops = gemm + (l->bias ? out_e : 0);
-    l->bwd_flops = (no_dx ? 1 : 2) * gemm + (l->bias ? out_e : 0);
-    l->saved_elems = shape_elems(l->in);
-    l->weighted = TRUE;
-    break;
-  case WL_BATCHNORM:
-  case WL_LAYERNORM:
-    l->params = 2 * l->in.c;
-    l->fwd_flops = l->bwd_flops = 5 * out_e;
-    l->saved_elems = shape_elems(l->in);
-    l->weighted = TRUE;
-    break;
-  case WL_EMBEDDING:
-    l->params = l->vocab * l->out.c;
-    l->fwd_flops = 0;
-    l->bwd_flops = out_e;
-    l->saved_elems = shape_elems(l->in);
-    l->weighted = TRUE;
-    break;
-  case WL_RELU:
-  case WL_DROPOUT:
-    l->fwd_flops = l->bwd_flops = out_e;
-    l->saved_elems = l->out_elems;
-    break;
-  case WL_GELU:
-    l->fwd_flops = l->bwd_flops = 8 * out_e;
-    l->saved_elems = shape_elems(l->in);
-    break;
-  case WL_ADD:
-    l->fwd_flops = l->bwd_flops = out_e;
-    break;
-  case WL_FLATTEN:
-    l->fwd_flops = l->bwd_flops = 0;
-    break;
-  case WL_SOFTMAX_CE:
-    l->fwd_flops = 5 * out_e;
-    l->bwd_flops = 2 * out_e;
-    l->saved_elems = l->out_elems;
-    break;
-  case WL_LRN:
-    l->fwd_flops = l->bwd_flops = (2.0 * l->kh + 3) * out_e;
-    l->saved_elems = shape_elems(l->in) + l->out_elems;
-    break;
-  case WL_MAXPOOL:
-    l->fwd_flops = (double)l->kh * l->kw * out_e;
-    l->bwd_flops = in_e;
-    l->saved_elems = l->out_elems;
-    break;
-  case WL_AVGPOOL:
-    l->fwd_flops = (double)l->kh * l->kw * out_e;
-    l->bwd_flops = in_e;
-    break;
-  case WL_ATTENTION: {
-    const double s = pos, h = (double)l->out.c;
-    /* QKᵀ 2·s²·h, softmax ~5·heads·s², AV 2·s²·h (Megatron-LM, Narayanan et al. 2021, §5.1) */
-    l->fwd_flops = 4 * s * s * h + 5.0 * l->heads * s * s;
-    l->bwd_flops = 8 * s * s * h + 5.0 * l->heads * s * s;
-    l->saved_elems = shape_elems(l->in) + (int64_t)l->heads * (int64_t)(s * s);
-    break;
-  }
-  case WL_MOE: {
-    const int64_t h = l->in.c, E = l->experts, f = l->ffn;
-    /* Switch Transformer (Fedus et al. 2021) / GShard: per token a router h×E and top_k experts
-     * of two linears h→ffn→h. */
-    l->params = E * wl_moe_expert_params(l) + wl_moe_router_params(l);
-    l->fwd_flops = pos * (2.0 * h * E + l->top_k * (4.0 * h * f));
-    l->bwd_flops = 2 * l->fwd_flops;
-    l->saved_elems = (int64_t)pos * (h + E + l->top_k * (h + 2 * f));
-    l->weighted = TRUE;
-    break;
-  }
-  case WL_N_LAYER_KINDS: break;
-  }
 }
 
 gboolean wl_kind_gemm_like(wl_layer_kind k) {
@@ -372,45 +272,67 @@ int64_t wl_moe_router_params(const wl_layer *l) {
 
 /* ---- one layer --------------------------------------------------------------------------- */
 
-static gboolean load_layer(loader *L, const cJSON *jl, int i) {
-  wl_model *m = L->m;
-  wl_layer *l = &m->layers[i];
-  char jp[64], jk[96];
-  g_snprintf(jp, sizeof jp, "layers[%d]", i);
-  l->inputs[0] = l->inputs[1] = -1;
-  l->tied_to = -1;
-  l->block = -1;
-  l->groups = 1;
-  l->stride = 1;
-  if (!cJSON_IsObject(jl)) {
-    char *got = describe(jl);
-    fail(L, jp, "expected an object, got %s", got);
+/* A layer being read: where it is in the file and in the model. */
+typedef struct {
+  loader *L;
+  const cJSON *jl;  /* its JSON object */
+  wl_layer *l;      /* the layer filled */
+  int i;            /* its index */
+  char jp[64];      /* its JSON path, "layers[i]" */
+} layer_reader;
+
+/* Fails at "<layer path>.<key>". */
+static gboolean G_GNUC_PRINTF(3, 4) fail_at(layer_reader *r, const char *key, const char *fmt,
+                                             ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  char jk[112];
+  g_snprintf(jk, sizeof jk, "%s.%s", r->jp, key);
+  fail(r->L, jk, "%s", msg);
+  g_free(msg);
+  return FALSE;
+}
+
+/* Name, type and the keys that type takes. */
+static gboolean read_head(layer_reader *r) {
+  loader *L = r->L;
+  wl_layer *l = r->l;
+  if (!cJSON_IsObject(r->jl)) {
+    char *got = describe(r->jl);
+    fail(L, r->jp, "expected an object, got %s", got);
     g_free(got);
     return FALSE;
   }
   const char *name, *type;
-  if (!get_str(L, jl, jp, "name", TRUE, &name) || !get_str(L, jl, jp, "type", TRUE, &type))
+  if (!get_str(L, r->jl, r->jp, "name", TRUE, &name) ||
+      !get_str(L, r->jl, r->jp, "type", TRUE, &type))
     return FALSE;
-  g_snprintf(jk, sizeof jk, "%s.name", jp);
-  if (strcmp(name, "input") == 0) return fail(L, jk, "\"input\" is reserved for the model input");
+  if (strcmp(name, "input") == 0)
+    return fail_at(r, "name", "\"input\" is reserved for the model input");
   if (g_hash_table_contains(L->names, name))
-    return fail(L, jk, "duplicate layer name \"%s\"", name);
+    return fail_at(r, "name", "duplicate layer name \"%s\"", name);
   l->name = g_strdup(name);
   if (!wl_layer_kind_from_name(type, &l->kind)) {
     GString *s = g_string_new(NULL);
     for (int k = 0; k < WL_N_LAYER_KINDS; k++)
       g_string_append_printf(s, "%s%s", k ? ", " : "", kind_names[k]);
-    g_snprintf(jk, sizeof jk, "%s.type", jp);
-    fail(L, jk, "unknown layer type \"%s\" (known: %s)", type, s->str);
+    fail_at(r, "type", "unknown layer type \"%s\" (known: %s)", type, s->str);
     g_string_free(s, TRUE);
     return FALSE;
   }
-  if (!check_keys(L, jl, jp, kind_keys(l->kind))) return FALSE;
+  return check_keys(L, r->jl, r->jp, kind_keys(l->kind));
+}
 
-  /* inputs */
+/* The layers it reads (the previous one unless named; two for add) and so its input shape. */
+static gboolean read_inputs(layer_reader *r) {
+  loader *L = r->L;
+  wl_layer *l = r->l;
+  char jk[96];
   if (l->kind == WL_ADD) {
-    const cJSON *in = cJSON_GetObjectItemCaseSensitive(jl, "inputs");
-    g_snprintf(jk, sizeof jk, "%s.inputs", jp);
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(r->jl, "inputs");
+    g_snprintf(jk, sizeof jk, "%s.inputs", r->jp);
     if (!cJSON_IsArray(in) || cJSON_GetArraySize(in) != 2) {
       char *got = describe(in);
       fail(L, jk, "expected an array of 2 layer names, got %s", got);
@@ -419,207 +341,372 @@ static gboolean load_layer(loader *L, const cJSON *jl, int i) {
     }
     l->n_inputs = 2;
     for (int k = 0; k < 2; k++) {
-      const cJSON *r = cJSON_GetArrayItem(in, k);
+      const cJSON *ref = cJSON_GetArrayItem(in, k);
       char jr[112];
       g_snprintf(jr, sizeof jr, "%s[%d]", jk, k);
-      if (!cJSON_IsString(r)) {
-        char *got = describe(r);
+      if (!cJSON_IsString(ref)) {
+        char *got = describe(ref);
         fail(L, jr, "expected a layer name, got %s", got);
         g_free(got);
         return FALSE;
       }
-      if (!resolve_ref(L, jr, r->valuestring, &l->inputs[k])) return FALSE;
+      if (!resolve_ref(L, jr, ref->valuestring, &l->inputs[k])) return FALSE;
     }
   } else {
     const char *ref;
     l->n_inputs = 1;
-    l->inputs[0] = i - 1;
-    if (!get_str(L, jl, jp, "input", FALSE, &ref)) return FALSE;
-    g_snprintf(jk, sizeof jk, "%s.input", jp);
+    l->inputs[0] = r->i - 1;
+    if (!get_str(L, r->jl, r->jp, "input", FALSE, &ref)) return FALSE;
+    g_snprintf(jk, sizeof jk, "%s.input", r->jp);
     if (ref && !resolve_ref(L, jk, ref, &l->inputs[0])) return FALSE;
   }
-  l->in = l->inputs[0] < 0 ? m->input : m->layers[l->inputs[0]].out;
+  l->in = l->inputs[0] < 0 ? L->m->input : L->m->layers[l->inputs[0]].out;
   l->out = l->in;
+  return TRUE;
+}
 
-  /* block */
+/* The residual block it belongs to, if any: a block's layers are consecutive. */
+static gboolean read_block(layer_reader *r) {
+  loader *L = r->L;
+  wl_model *m = L->m;
+  wl_layer *l = r->l;
   const char *block;
-  if (!get_str(L, jl, jp, "block", FALSE, &block)) return FALSE;
-  if (block) {
-    gpointer p = g_hash_table_lookup(L->blocks, block);
-    if (!p) {
-      char *own = g_strdup(block);
-      g_hash_table_insert(L->blocks, own, GINT_TO_POINTER(m->n_blocks + 1));
-      m->block_names = g_renew(char *, m->block_names, m->n_blocks + 1);
-      m->block_names[m->n_blocks] = own;
-      l->block = m->n_blocks++;
-    } else {
-      l->block = GPOINTER_TO_INT(p) - 1;
-      if (i == 0 || m->layers[i - 1].block != l->block) {
-        g_snprintf(jk, sizeof jk, "%s.block", jp);
-        return fail(L, jk, "block \"%s\" is not contiguous (its layers must be consecutive)",
-                    block);
-      }
-    }
+  if (!get_str(L, r->jl, r->jp, "block", FALSE, &block)) return FALSE;
+  if (!block) return TRUE;
+  gpointer p = g_hash_table_lookup(L->blocks, block);
+  if (!p) {
+    char *own = g_strdup(block);
+    g_hash_table_insert(L->blocks, own, GINT_TO_POINTER(m->n_blocks + 1));
+    m->block_names = g_renew(char *, m->block_names, m->n_blocks + 1);
+    m->block_names[m->n_blocks] = own;
+    l->block = m->n_blocks++;
+    return TRUE;
   }
+  l->block = GPOINTER_TO_INT(p) - 1;
+  if (r->i == 0 || m->layers[r->i - 1].block != l->block)
+    return fail_at(r, "block", "block \"%s\" is not contiguous (its layers must be consecutive)",
+                   block);
+  return TRUE;
+}
 
+static gboolean read_conv(layer_reader *r) {
+  loader *L = r->L;
+  wl_layer *l = r->l;
+  const cJSON *jl = r->jl;
+  const char *jp = r->jp;
+  int64_t oc;
+  if (!get_int(L, jl, jp, "out_channels", TRUE, 0, 1, 1 << 20, &oc) ||
+      !get_int32(L, jl, jp, "kernel", TRUE, 0, 1, 15, &l->kh) ||
+      !get_int32(L, jl, jp, "stride", FALSE, 1, 1, 15, &l->stride) ||
+      !get_int32(L, jl, jp, "padding", FALSE, 0, 0, 15, &l->pad) ||
+      !get_int32(L, jl, jp, "groups", FALSE, 1, 1, 1 << 20, &l->groups) ||
+      !get_bool(L, jl, jp, "bias", TRUE, &l->bias))
+    return FALSE;
+  l->kw = l->kh;
+  l->out.c = oc;
+  if (l->in.c % l->groups || oc % l->groups)
+    return fail_at(r, "groups", "%d groups must divide the input channels (%" G_GINT64_FORMAT
+                                ") and out_channels (%" G_GINT64_FORMAT ")",
+                   l->groups, l->in.c, oc);
+  char jk[96];
+  g_snprintf(jk, sizeof jk, "%s.kernel", jp);
+  return window_shape(L, jk, l);
+}
+
+static gboolean read_pool(layer_reader *r) {
+  loader *L = r->L;
+  wl_layer *l = r->l;
+  const cJSON *jl = r->jl;
+  const char *jp = r->jp;
+  gboolean global = FALSE;
+  if (l->kind == WL_AVGPOOL && !get_bool(L, jl, jp, "global", FALSE, &global)) return FALSE;
+  if (global) {
+    if (cJSON_HasObjectItem(jl, "kernel") || cJSON_HasObjectItem(jl, "stride") ||
+        cJSON_HasObjectItem(jl, "padding"))
+      return fail(L, jp, "a global pool takes no kernel, stride or padding");
+    l->kh = (int)l->in.h;
+    l->kw = (int)l->in.w;
+    l->stride = 1;
+    l->pad = 0;
+  } else {
+    if (!get_int32(L, jl, jp, "kernel", TRUE, 0, 1, 15, &l->kh) ||
+        !get_int32(L, jl, jp, "stride", FALSE, l->kh, 1, 15, &l->stride) ||
+        !get_int32(L, jl, jp, "padding", FALSE, 0, 0, l->kh / 2, &l->pad))
+      return FALSE;
+    l->kw = l->kh;
+  }
+  char jk[96];
+  g_snprintf(jk, sizeof jk, "%s.kernel", jp);
+  return window_shape(L, jk, l);
+}
+
+/* A linear tied to `t` (an embedding, or a linear that is not tied itself) maps the same sizes. */
+static gboolean check_tied(layer_reader *r, const wl_layer *t, int64_t of) {
+  wl_layer *l = r->l;
+  if (t->kind == WL_EMBEDDING) {
+    if (t->vocab != of || t->out.c != l->in.c)
+      return fail_at(r, "tied_to", "embedding \"%s\" is %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                                   " (vocab x dim) but this linear maps %" G_GINT64_FORMAT
+                                   " -> %" G_GINT64_FORMAT,
+                     t->name, t->vocab, t->out.c, l->in.c, of);
+    l->vocab = t->vocab;
+    return TRUE;
+  }
+  if (t->kind == WL_LINEAR && t->tied_to < 0) {
+    if (t->in.c != l->in.c || t->out.c != of)
+      return fail_at(r, "tied_to", "linear \"%s\" maps %" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT
+                                   " but this linear maps %" G_GINT64_FORMAT " -> %"
+                                   G_GINT64_FORMAT,
+                     t->name, t->in.c, t->out.c, l->in.c, of);
+    return TRUE;
+  }
+  return fail_at(r, "tied_to", "\"%s\" is a %s; weights can be tied to an embedding or an "
+                               "untied linear", t->name, wl_layer_kind_name(t->kind));
+}
+
+static gboolean read_linear(layer_reader *r) {
+  loader *L = r->L;
+  wl_layer *l = r->l;
+  int64_t of;
+  const char *tp, *tied;
+  if (!get_int(L, r->jl, r->jp, "out_features", TRUE, 0, 1, INT64_C(1) << 31, &of) ||
+      !get_bool(L, r->jl, r->jp, "bias", TRUE, &l->bias) ||
+      !get_str(L, r->jl, r->jp, "tp", FALSE, &tp) ||
+      !get_str(L, r->jl, r->jp, "tied_to", FALSE, &tied))
+    return FALSE;
+  l->out.c = of;
+  if (tp) {
+    if (strcmp(tp, "column") == 0) l->tp_role = WL_TP_COLUMN;
+    else if (strcmp(tp, "row") == 0) l->tp_role = WL_TP_ROW;
+    else return fail_at(r, "tp", "expected \"column\" or \"row\", got \"%s\"", tp);
+  }
+  if (!tied) return TRUE;
+  char jk[96];
+  g_snprintf(jk, sizeof jk, "%s.tied_to", r->jp);
+  if (!resolve_ref(L, jk, tied, &l->tied_to)) return FALSE;
+  if (l->tied_to < 0) return fail(L, jk, "expected the name of an earlier layer, got \"input\"");
+  return check_tied(r, &L->m->layers[l->tied_to], of);
+}
+
+static gboolean read_embedding(layer_reader *r) {
+  wl_layer *l = r->l;
+  int64_t dim;
+  if (!get_int(r->L, r->jl, r->jp, "vocab", TRUE, 0, 1, INT64_C(1) << 31, &l->vocab) ||
+      !get_int(r->L, r->jl, r->jp, "out_features", TRUE, 0, 1, INT64_C(1) << 24, &dim))
+    return FALSE;
+  if (l->in.c != 1) {
+    char *s = wl_shape_str(l->in);
+    fail_at(r, "input", "an embedding reads token ids (1 channel), got shape %s", s);
+    g_free(s);
+    return FALSE;
+  }
+  l->out.c = dim;
+  return TRUE;
+}
+
+static gboolean read_attention(layer_reader *r) {
+  wl_layer *l = r->l;
+  if (!get_int32(r->L, r->jl, r->jp, "heads", TRUE, 0, 1, 1024, &l->heads)) return FALSE;
+  if (l->in.c % 3)
+    return fail_at(r, "input", "attention reads the fused Q, K, V (3·hidden channels), got %"
+                               G_GINT64_FORMAT " channels", l->in.c);
+  l->out.c = l->in.c / 3;
+  if (l->out.c % l->heads)
+    return fail_at(r, "heads", "%d heads must divide the hidden size %" G_GINT64_FORMAT, l->heads,
+                   l->out.c);
+  return TRUE;
+}
+
+static gboolean read_moe(layer_reader *r) {
+  wl_layer *l = r->l;
+  return get_int32(r->L, r->jl, r->jp, "experts", TRUE, 0, 1, 4096, &l->experts) &&
+         get_int32(r->L, r->jl, r->jp, "top_k", TRUE, 0, 1, l->experts, &l->top_k) &&
+         get_int(r->L, r->jl, r->jp, "ffn", TRUE, 0, 1, INT64_C(1) << 24, &l->ffn) &&
+         get_double(r->L, r->jl, r->jp, "capacity_factor", 1.0, 0.0, 64.0, &l->capacity_factor) &&
+         get_bool(r->L, r->jl, r->jp, "bias", FALSE, &l->bias);
+}
+
+static gboolean read_lrn(layer_reader *r) {
+  wl_layer *l = r->l;
+  if (!get_int32(r->L, r->jl, r->jp, "size", FALSE, 5, 1, 15, &l->kh)) return FALSE;
+  l->kw = l->kh;
+  if (l->kh % 2 == 0) return fail_at(r, "size", "expected an odd window 1..15, got %d", l->kh);
+  return TRUE;
+}
+
+static gboolean read_dropout(layer_reader *r) {
+  double p;
+  if (!get_double(r->L, r->jl, r->jp, "p", 0.5, 0.0, 1.0, &p)) return FALSE;
+  if (p >= 1.0) return fail_at(r, "p", "expected a probability in (0, 1), got %g", p);
+  return TRUE;
+}
+
+static gboolean read_add(layer_reader *r) {
+  const wl_layer *l = r->l;
+  const wl_shape a = l->in;
+  const wl_shape b = l->inputs[1] < 0 ? r->L->m->input : r->L->m->layers[l->inputs[1]].out;
+  if (a.c == b.c && a.h == b.h && a.w == b.w) return TRUE;
+  char *sa = wl_shape_str(a), *sb = wl_shape_str(b);
+  fail_at(r, "inputs", "shapes differ: %s vs %s", sa, sb);
+  g_free(sa);
+  g_free(sb);
+  return FALSE;
+}
+
+/* What each kind reads beyond the common keys, and its output shape. */
+static gboolean read_kind(layer_reader *r) {
+  wl_layer *l = r->l;
   switch (l->kind) {
-  case WL_CONV2D: {
-    int64_t oc;
-    if (!get_int(L, jl, jp, "out_channels", TRUE, 0, 1, 1 << 20, &oc) ||
-        !get_int32(L, jl, jp, "kernel", TRUE, 0, 1, 15, &l->kh) ||
-        !get_int32(L, jl, jp, "stride", FALSE, 1, 1, 15, &l->stride) ||
-        !get_int32(L, jl, jp, "padding", FALSE, 0, 0, 15, &l->pad) ||
-        !get_int32(L, jl, jp, "groups", FALSE, 1, 1, 1 << 20, &l->groups) ||
-        !get_bool(L, jl, jp, "bias", TRUE, &l->bias))
-      return FALSE;
-    l->kw = l->kh;
-    l->out.c = oc;
-    g_snprintf(jk, sizeof jk, "%s.groups", jp);
-    if (l->in.c % l->groups || oc % l->groups)
-      return fail(L, jk, "%d groups must divide the input channels (%" G_GINT64_FORMAT
-                         ") and out_channels (%" G_GINT64_FORMAT ")",
-                  l->groups, l->in.c, oc);
-    g_snprintf(jk, sizeof jk, "%s.kernel", jp);
-    if (!window_shape(L, jk, l)) return FALSE;
-    break;
-  }
+  case WL_CONV2D: return read_conv(r);
   case WL_MAXPOOL:
-  case WL_AVGPOOL: {
-    gboolean global = FALSE;
-    if (l->kind == WL_AVGPOOL && !get_bool(L, jl, jp, "global", FALSE, &global)) return FALSE;
-    if (global) {
-      g_snprintf(jk, sizeof jk, "%s.kernel", jp);
-      if (cJSON_HasObjectItem(jl, "kernel") || cJSON_HasObjectItem(jl, "stride") ||
-          cJSON_HasObjectItem(jl, "padding"))
-        return fail(L, jp, "a global pool takes no kernel, stride or padding");
-      l->kh = (int)l->in.h;
-      l->kw = (int)l->in.w;
-      l->stride = 1;
-      l->pad = 0;
-    } else {
-      if (!get_int32(L, jl, jp, "kernel", TRUE, 0, 1, 15, &l->kh) ||
-          !get_int32(L, jl, jp, "stride", FALSE, l->kh, 1, 15, &l->stride) ||
-          !get_int32(L, jl, jp, "padding", FALSE, 0, 0, l->kh / 2, &l->pad))
-        return FALSE;
-      l->kw = l->kh;
-    }
-    g_snprintf(jk, sizeof jk, "%s.kernel", jp);
-    if (!window_shape(L, jk, l)) return FALSE;
-    break;
-  }
-  case WL_LINEAR: {
-    int64_t of;
-    const char *tp, *tied;
-    if (!get_int(L, jl, jp, "out_features", TRUE, 0, 1, INT64_C(1) << 31, &of) ||
-        !get_bool(L, jl, jp, "bias", TRUE, &l->bias) || !get_str(L, jl, jp, "tp", FALSE, &tp) ||
-        !get_str(L, jl, jp, "tied_to", FALSE, &tied))
-      return FALSE;
-    l->out.c = of;
-    if (tp) {
-      g_snprintf(jk, sizeof jk, "%s.tp", jp);
-      if (strcmp(tp, "column") == 0) l->tp_role = WL_TP_COLUMN;
-      else if (strcmp(tp, "row") == 0) l->tp_role = WL_TP_ROW;
-      else return fail(L, jk, "expected \"column\" or \"row\", got \"%s\"", tp);
-    }
-    if (tied) {
-      g_snprintf(jk, sizeof jk, "%s.tied_to", jp);
-      if (!resolve_ref(L, jk, tied, &l->tied_to)) return FALSE;
-      if (l->tied_to < 0) return fail(L, jk, "expected the name of an earlier layer, got \"input\"");
-      const wl_layer *t = &m->layers[l->tied_to];
-      if (t->kind == WL_EMBEDDING) {
-        if (t->vocab != of || t->out.c != l->in.c)
-          return fail(L, jk, "embedding \"%s\" is %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
-                             " (vocab x dim) but this linear maps %" G_GINT64_FORMAT " -> %"
-                             G_GINT64_FORMAT,
-                      t->name, t->vocab, t->out.c, l->in.c, of);
-        l->vocab = t->vocab;
-      } else if (t->kind == WL_LINEAR && t->tied_to < 0) {
-        if (t->in.c != l->in.c || t->out.c != of)
-          return fail(L, jk, "linear \"%s\" maps %" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT
-                             " but this linear maps %" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT,
-                      t->name, t->in.c, t->out.c, l->in.c, of);
-      } else {
-        return fail(L, jk, "\"%s\" is a %s; weights can be tied to an embedding or an untied "
-                           "linear", t->name, wl_layer_kind_name(t->kind));
-      }
-    }
-    break;
-  }
-  case WL_EMBEDDING: {
-    int64_t dim;
-    if (!get_int(L, jl, jp, "vocab", TRUE, 0, 1, INT64_C(1) << 31, &l->vocab) ||
-        !get_int(L, jl, jp, "out_features", TRUE, 0, 1, INT64_C(1) << 24, &dim))
-      return FALSE;
-    g_snprintf(jk, sizeof jk, "%s.input", jp);
-    if (l->in.c != 1) {
-      char *s = shape_str(l->in);
-      fail(L, jk, "an embedding reads token ids (1 channel), got shape %s", s);
-      g_free(s);
-      return FALSE;
-    }
-    l->out.c = dim;
-    break;
-  }
-  case WL_ATTENTION: {
-    if (!get_int32(L, jl, jp, "heads", TRUE, 0, 1, 1024, &l->heads)) return FALSE;
-    g_snprintf(jk, sizeof jk, "%s.input", jp);
-    if (l->in.c % 3)
-      return fail(L, jk, "attention reads the fused Q, K, V (3·hidden channels), got %"
-                         G_GINT64_FORMAT " channels", l->in.c);
-    l->out.c = l->in.c / 3;
-    g_snprintf(jk, sizeof jk, "%s.heads", jp);
-    if (l->out.c % l->heads)
-      return fail(L, jk, "%d heads must divide the hidden size %" G_GINT64_FORMAT, l->heads,
-                  l->out.c);
-    break;
-  }
-  case WL_MOE:
-    if (!get_int32(L, jl, jp, "experts", TRUE, 0, 1, 4096, &l->experts) ||
-        !get_int32(L, jl, jp, "top_k", TRUE, 0, 1, l->experts, &l->top_k) ||
-        !get_int(L, jl, jp, "ffn", TRUE, 0, 1, INT64_C(1) << 24, &l->ffn) ||
-        !get_double(L, jl, jp, "capacity_factor", 1.0, 0.0, 64.0, &l->capacity_factor) ||
-        !get_bool(L, jl, jp, "bias", FALSE, &l->bias))
-      return FALSE;
-    break;
-  case WL_LRN:
-    if (!get_int32(L, jl, jp, "size", FALSE, 5, 1, 15, &l->kh)) return FALSE;
-    l->kw = l->kh;
-    if (l->kh % 2 == 0) {
-      g_snprintf(jk, sizeof jk, "%s.size", jp);
-      return fail(L, jk, "expected an odd window 1..15, got %d", l->kh);
-    }
-    break;
-  case WL_DROPOUT: {
-    double p;
-    if (!get_double(L, jl, jp, "p", 0.5, 0.0, 1.0, &p)) return FALSE;
-    if (p >= 1.0) {
-      g_snprintf(jk, sizeof jk, "%s.p", jp);
-      return fail(L, jk, "expected a probability in (0, 1), got %g", p);
-    }
-    break;
-  }
-  case WL_ADD: {
-    const wl_shape a = l->in;
-    const wl_shape b = l->inputs[1] < 0 ? m->input : m->layers[l->inputs[1]].out;
-    if (a.c != b.c || a.h != b.h || a.w != b.w) {
-      char *sa = shape_str(a), *sb = shape_str(b);
-      g_snprintf(jk, sizeof jk, "%s.inputs", jp);
-      fail(L, jk, "shapes differ: %s vs %s", sa, sb);
-      g_free(sa);
-      g_free(sb);
-      return FALSE;
-    }
-    break;
-  }
+  case WL_AVGPOOL: return read_pool(r);
+  case WL_LINEAR: return read_linear(r);
+  case WL_EMBEDDING: return read_embedding(r);
+  case WL_ATTENTION: return read_attention(r);
+  case WL_MOE: return read_moe(r);
+  case WL_LRN: return read_lrn(r);
+  case WL_DROPOUT: return read_dropout(r);
+  case WL_ADD: return read_add(r);
   case WL_FLATTEN:
     l->out.c = shape_elems(l->in);
     l->out.h = l->out.w = 1;
-    break;
-  default: break;
+    return TRUE;
+  default: return TRUE;
   }
-  g_hash_table_insert(L->names, l->name, GINT_TO_POINTER(i + 1));
-  derive(l);
+}
+
+/* Per-sample sizes and per-layer parameters are bounded (2^40), so that every count the model
+ * and the planner multiply stays exact in a double and far from int64's end. */
+#define WL_MAX_COUNT 1099511627776.0 /* 2^40 */
+
+/* Fills params, FLOPs, out_elems, saved_elems and weighted from the shapes (workload.h); counts
+ * are formed in doubles first and refused past WL_MAX_COUNT. */
+static gboolean derive(layer_reader *r) {
+  wl_layer *l = r->l;
+  const double in_e = (double)l->in.c * (double)l->in.h * (double)l->in.w;
+  const double out_e = (double)l->out.c * (double)l->out.h * (double)l->out.w;
+  if (in_e > WL_MAX_COUNT || out_e > WL_MAX_COUNT) {
+    char *si = wl_shape_str(l->in), *so = wl_shape_str(l->out);
+    fail(r->L, r->jp, "its input %s or output %s has more than 2^40 elements per sample", si, so);
+    g_free(si);
+    g_free(so);
+    return FALSE;
+  }
+  const double pos = (double)l->in.h * (double)l->in.w;
+  const gboolean no_dx = l->inputs[0] == -1; /* the model input needs no gradient */
+  double gemm = 0;                           /* FLOPs of the forward GEMM(s), no bias */
+  double params = 0, saved = 0;
+  l->weighted = FALSE;
+  switch (l->kind) {
+  case WL_CONV2D: {
+    const double cin_g = (double)(l->in.c / l->groups);
+    gemm = 2.0 * cin_g * l->kh * l->kw * (double)l->out.c * (double)(l->out.h * l->out.w);
+    params = cin_g * l->kh * l->kw * (double)l->out.c + (l->bias ? (double)l->out.c : 0);
+    l->fwd_flops = gemm + (l->bias ? out_e : 0);
+    l->bwd_flops = (no_dx ? 1 : 2) * gemm + (l->bias ? out_e : 0);
+    saved = in_e;
+    l->weighted = TRUE;
+    break;
+  }
+  case WL_LINEAR:
+    gemm = 2.0 * (double)l->in.c * (double)l->out.c * pos;
+    params = (l->tied_to >= 0 ? 0 : (double)l->in.c * (double)l->out.c) +
+             (l->bias ? (double)l->out.c : 0);
+    l->fwd_flops = gemm + (l->bias ? out_e : 0);
+    l->bwd_flops = (no_dx ? 1 : 2) * gemm + (l->bias ? out_e : 0);
+    saved = in_e;
+    l->weighted = TRUE;
+    break;
+  case WL_BATCHNORM:
+  case WL_LAYERNORM:
+    params = 2.0 * (double)l->in.c;
+    l->fwd_flops = l->bwd_flops = 5 * out_e;
+    saved = in_e;
+    l->weighted = TRUE;
+    break;
+  case WL_EMBEDDING:
+    params = (double)l->vocab * (double)l->out.c;
+    l->fwd_flops = 0;
+    l->bwd_flops = out_e;
+    saved = in_e;
+    l->weighted = TRUE;
+    break;
+  case WL_RELU:
+  case WL_DROPOUT:
+    l->fwd_flops = l->bwd_flops = out_e;
+    saved = out_e;
+    break;
+  case WL_GELU:
+    l->fwd_flops = l->bwd_flops = 8 * out_e;
+    saved = in_e;
+    break;
+  case WL_ADD:
+    l->fwd_flops = l->bwd_flops = out_e;
+    break;
+  case WL_FLATTEN:
+    l->fwd_flops = l->bwd_flops = 0;
+    break;
+  case WL_SOFTMAX_CE:
+    l->fwd_flops = 5 * out_e;
+    l->bwd_flops = 2 * out_e;
+    saved = out_e;
+    break;
+  case WL_LRN:
+    l->fwd_flops = l->bwd_flops = (2.0 * l->kh + 3) * out_e;
+    saved = in_e + out_e;
+    break;
+  case WL_MAXPOOL:
+    l->fwd_flops = (double)l->kh * l->kw * out_e;
+    l->bwd_flops = in_e;
+    saved = out_e;
+    break;
+  case WL_AVGPOOL:
+    l->fwd_flops = (double)l->kh * l->kw * out_e;
+    l->bwd_flops = in_e;
+    break;
+  case WL_ATTENTION: {
+    const double h = (double)l->out.c;
+    /* QKᵀ 2·s²·h, softmax ~5·heads·s², AV 2·s²·h (Megatron-LM, Narayanan et al. 2021, §5.1) */
+    l->fwd_flops = 4 * pos * pos * h + 5.0 * l->heads * pos * pos;
+    l->bwd_flops = 8 * pos * pos * h + 5.0 * l->heads * pos * pos;
+    saved = in_e + (double)l->heads * pos * pos;
+    break;
+  }
+  case WL_MOE: {
+    const double h = (double)l->in.c, E = l->experts, f = (double)l->ffn;
+    /* Switch Transformer (Fedus et al. 2021) / GShard: per token a router h×E and top_k experts
+     * of two linears h→ffn→h. */
+    params = E * (2 * h * f + f + h) + h * E + (l->bias ? E : 0);
+    l->fwd_flops = pos * (2.0 * h * E + l->top_k * (4.0 * h * f));
+    l->bwd_flops = 2 * l->fwd_flops;
+    saved = pos * (h + E + l->top_k * (h + 2 * f));
+    l->weighted = TRUE;
+    break;
+  }
+  case WL_N_LAYER_KINDS: break;
+  }
+  if (params > WL_MAX_COUNT || saved > WL_MAX_COUNT || !isfinite(l->fwd_flops) ||
+      !isfinite(l->bwd_flops))
+    return fail(r->L, r->jp, "%.3g parameters and %.3g saved elements per sample: more than "
+                "2^40 (a shape too large for this layer)", params, saved);
+  l->params = (int64_t)params;
+  l->saved_elems = (int64_t)saved;
+  l->out_elems = (int64_t)out_e;
   return TRUE;
+}
+
+static gboolean load_layer(loader *L, const cJSON *jl, int i) {
+  layer_reader r = {L, jl, &L->m->layers[i], i, ""};
+  g_snprintf(r.jp, sizeof r.jp, "layers[%d]", i);
+  wl_layer *l = r.l;
+  l->inputs[0] = l->inputs[1] = -1;
+  l->tied_to = -1;
+  l->block = -1;
+  l->groups = 1;
+  l->stride = 1;
+  if (!read_head(&r) || !read_inputs(&r) || !read_block(&r) || !read_kind(&r)) return FALSE;
+  g_hash_table_insert(L->names, l->name, GINT_TO_POINTER(i + 1));
+  return derive(&r);
 }
 
 /* ---- the whole file ---------------------------------------------------------------------- */
@@ -776,146 +863,6 @@ int wl_find_layer(const wl_model *m, const char *name) {
   for (int i = 0; i < m->n_layers; i++)
     if (strcmp(m->layers[i].name, name) == 0) return i;
   return -1;
-}
-
-/* ---- output ------------------------------------------------------------------------------ */
-
-static cJSON *shape_json(wl_shape s) {
-  cJSON *a = cJSON_CreateArray();
-  cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s.c));
-  cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s.h));
-  cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s.w));
-  return a;
-}
-
-static const char *ref_name(const wl_model *m, int idx) {
-  return idx < 0 ? "input" : m->layers[idx].name;
-}
-
-char *wl_to_json(const wl_model *m) {
-  cJSON *root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "name", m->name);
-  cJSON_AddStringToObject(root, "description", m->description);
-  cJSON *ds = cJSON_AddObjectToObject(root, "dataset");
-  cJSON_AddStringToObject(ds, "name", m->dataset);
-  cJSON_AddNumberToObject(ds, "samples", (double)m->dataset_samples);
-  cJSON_AddItemToObject(root, "input", shape_json(m->input));
-  cJSON_AddNumberToObject(root, "seq_len", (double)m->seq_len);
-  cJSON_AddNumberToObject(root, "vocab", (double)m->vocab);
-  cJSON_AddNumberToObject(root, "default_batch", (double)m->default_batch);
-  cJSON_AddStringToObject(root, "optimizer", wl_optimizer_name(m->optimizer));
-  cJSON_AddNumberToObject(root, "n_layers", m->n_layers);
-  cJSON_AddNumberToObject(root, "params", (double)m->params);
-  cJSON_AddNumberToObject(root, "fwd_flops_per_sample", m->fwd_flops);
-  cJSON_AddNumberToObject(root, "bwd_flops_per_sample", m->bwd_flops);
-  cJSON_AddNumberToObject(root, "act_elems_per_sample", (double)m->act_elems);
-  cJSON_AddNumberToObject(root, "saved_elems_per_sample", (double)m->saved_elems);
-  cJSON *layers = cJSON_AddArrayToObject(root, "layers");
-  for (int i = 0; i < m->n_layers; i++) {
-    const wl_layer *l = &m->layers[i];
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", l->name);
-    cJSON_AddStringToObject(o, "kind", wl_layer_kind_name(l->kind));
-    cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
-    for (int k = 0; k < l->n_inputs; k++)
-      cJSON_AddItemToArray(ins, cJSON_CreateString(ref_name(m, l->inputs[k])));
-    cJSON_AddItemToObject(o, "in", shape_json(l->in));
-    cJSON_AddItemToObject(o, "out", shape_json(l->out));
-    switch (l->kind) {
-    case WL_CONV2D:
-    case WL_MAXPOOL:
-    case WL_AVGPOOL:
-      cJSON_AddNumberToObject(o, "kernel", l->kh);
-      cJSON_AddNumberToObject(o, "stride", l->stride);
-      cJSON_AddNumberToObject(o, "padding", l->pad);
-      if (l->kind == WL_CONV2D) {
-        cJSON_AddNumberToObject(o, "groups", l->groups);
-        cJSON_AddBoolToObject(o, "bias", l->bias);
-      }
-      break;
-    case WL_LINEAR:
-      cJSON_AddBoolToObject(o, "bias", l->bias);
-      cJSON_AddStringToObject(o, "tp", wl_tp_role_name(l->tp_role));
-      if (l->tied_to >= 0) cJSON_AddStringToObject(o, "tied_to", m->layers[l->tied_to].name);
-      break;
-    case WL_EMBEDDING: cJSON_AddNumberToObject(o, "vocab", (double)l->vocab); break;
-    case WL_ATTENTION: cJSON_AddNumberToObject(o, "heads", l->heads); break;
-    case WL_LRN: cJSON_AddNumberToObject(o, "size", l->kh); break;
-    case WL_MOE:
-      cJSON_AddNumberToObject(o, "experts", l->experts);
-      cJSON_AddNumberToObject(o, "top_k", l->top_k);
-      cJSON_AddNumberToObject(o, "ffn", (double)l->ffn);
-      cJSON_AddNumberToObject(o, "capacity_factor", l->capacity_factor);
-      cJSON_AddBoolToObject(o, "bias", l->bias);
-      break;
-    default: break;
-    }
-    if (l->block >= 0) cJSON_AddStringToObject(o, "block", m->block_names[l->block]);
-    cJSON_AddNumberToObject(o, "params", (double)l->params);
-    cJSON_AddNumberToObject(o, "fwd_flops", l->fwd_flops);
-    cJSON_AddNumberToObject(o, "bwd_flops", l->bwd_flops);
-    cJSON_AddNumberToObject(o, "out_elems", (double)l->out_elems);
-    cJSON_AddNumberToObject(o, "saved_elems", (double)l->saved_elems);
-    cJSON_AddBoolToObject(o, "weighted", l->weighted);
-    cJSON_AddItemToArray(layers, o);
-  }
-  char *raw = cJSON_Print(root);
-  char *out = g_strdup(raw);
-  cJSON_free(raw);
-  cJSON_Delete(root);
-  return out;
-}
-
-/* 60965224 -> "60,965,224" (newly allocated). */
-static char *thousands(int64_t v) {
-  char digits[32];
-  g_snprintf(digits, sizeof digits, "%" G_GINT64_FORMAT, v < 0 ? -v : v);
-  GString *s = g_string_new(v < 0 ? "-" : "");
-  const size_t n = strlen(digits);
-  for (size_t k = 0; k < n; k++) {
-    if (k && (n - k) % 3 == 0) g_string_append_c(s, ',');
-    g_string_append_c(s, digits[k]);
-  }
-  return g_string_free(s, FALSE);
-}
-
-void wl_print(const wl_model *m, FILE *out) {
-  fprintf(out, "%s: %s\n", m->name, m->description);
-  char *in = shape_str(m->input);
-  char *samples = thousands(m->dataset_samples);
-  fprintf(out, "input %s, dataset %s (%s samples), default batch %" G_GINT64_FORMAT
-               ", optimizer %s\n\n",
-          in, m->dataset, samples, m->default_batch, wl_optimizer_name(m->optimizer));
-  g_free(in);
-  g_free(samples);
-  int nw = 5; /* name column: as wide as the longest layer name */
-  for (int i = 0; i < m->n_layers; i++) nw = MAX(nw, (int)strlen(m->layers[i].name));
-  fprintf(out, "%4s  %-*s %-10s %-16s %14s %12s %12s %12s\n", "#", nw, "layer", "kind",
-          "out shape", "params", "fwd GFLOP", "bwd GFLOP", "activation");
-  for (int i = 0; i < m->n_layers; i++) {
-    const wl_layer *l = &m->layers[i];
-    char *shape = shape_str(l->out);
-    char *params = thousands(l->params);
-    char *act = thousands(l->out_elems);
-    fprintf(out, "%4d  %-*s %-10s %-16s %14s %12.6f %12.6f %12s\n", i, nw, l->name,
-            wl_layer_kind_name(l->kind), shape, params, l->fwd_flops / 1e9, l->bwd_flops / 1e9,
-            act);
-    g_free(shape);
-    g_free(params);
-    g_free(act);
-  }
-  char *params = thousands(m->params);
-  char *act = thousands(m->act_elems);
-  char *saved = thousands(m->saved_elems);
-  fprintf(out, "%4s  %-*s %-10s %-16s %14s %12.6f %12.6f %12s\n\n", "", nw, "total", "", "", params,
-          m->fwd_flops / 1e9, m->bwd_flops / 1e9, act);
-  fprintf(out, "total params: %s\n", params);
-  fprintf(out, "per sample: %.6f GFLOP forward, %.6f GFLOP backward, %s activation elements, "
-               "%s saved for backward\n",
-          m->fwd_flops / 1e9, m->bwd_flops / 1e9, act, saved);
-  g_free(params);
-  g_free(act);
-  g_free(saved);
 }
 
 gboolean wl_has_tp_roles(const wl_model *m) {

@@ -148,6 +148,9 @@ gboolean wl_kind_gemm_like(wl_layer_kind k);
 int64_t wl_moe_expert_params(const wl_layer *l);
 int64_t wl_moe_router_params(const wl_layer *l);
 
+/* "CxHxW", newly allocated (g_free). */
+char *wl_shape_str(wl_shape s);
+
 /* Index of the layer named `name`, or -1. */
 int wl_find_layer(const wl_model *m, const char *name);
 
@@ -159,9 +162,5 @@ char *wl_to_json(const wl_model *m);
 /* Human-readable table to `out`: layer, kind, out shape, params, GFLOP fwd/bwd, activation
  * elements per sample, then totals (params with thousands separators). */
 void wl_print(const wl_model *m, FILE *out);
-
-/* `dlsim workload NAME [--json]`: argv[0] == "workload". Prints the table (or the JSON) on
- * stdout. Returns the exit status: 0 ok, 2 bad input (one line "dlsim: <msg>" on stderr). */
-int cmd_workload(int argc, char **argv);
 
 #endif

@@ -148,10 +148,4 @@ int plat_gpus_per_node(const plat *pl);
 gboolean plat_route(const plat *pl, int src_host, int dst_host, plat_route_info *out,
                     GError **err);
 
-/* ---- command --------------------------------------------------------------------------------- */
-
-/* `dlsim platform ...` (argv[0] == "platform"). Returns the exit status: 0, or 2 after printing
- * one line "dlsim: ..." to stderr for bad options. */
-int cmd_platform(int argc, char **argv);
-
 #endif

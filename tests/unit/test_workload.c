@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cli/cmds.h"
 #include "cu_main.h"
 #include "core/dl_common.h"
 #include "model/workload.h"
