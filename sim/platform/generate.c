@@ -308,26 +308,38 @@ static char *leaf_name(const plat_gen_params *p, int npl, int n, int k) {
   return g_strdup_printf("l%d", n / npl);
 }
 
-char *plat_generate_xml(const plat_gen_params *p, GError **err) {
-  if (!check_params(p, err)) return NULL;
-  const int N = p->nodes, G = p->gpus_per_node;
-  const gboolean star = p->topology == PLAT_TOPO_STAR;
-  const int K = star ? 0 : p->nics_per_node;
-  const int npl = (p->nodes_per_leaf == 0 || p->nodes_per_leaf > N) ? N : p->nodes_per_leaf;
-  const int groups = (N + npl - 1) / npl;
-  const int leaves_per_group = K == 0 ? 0 : (p->topology == PLAT_TOPO_RAIL ? K : 1);
-  const gboolean spine = groups * leaves_per_group > 1;
-  GString *s = g_string_sized_new(4096 + (gsize)N * G * 600);
-  char *a = NULL, *b = NULL, *l = NULL;
+/* The shape of the cluster a parameter set describes. */
+typedef struct {
+  const plat_gen_params *p;
+  int N, G;               /* nodes, GPUs per node */
+  gboolean star;          /* every GPU on one switch */
+  int K;                  /* NICs per node (0 for a star) */
+  int npl, groups;        /* nodes per leaf, and groups of nodes under one set of leaves */
+  int leaves_per_group;   /* rail: K; fat tree: 1 */
+  gboolean spine;         /* more than one leaf: leaves join at a spine */
+} layout;
 
+static layout layout_of(const plat_gen_params *p) {
+  layout y = {p, p->nodes, p->gpus_per_node, p->topology == PLAT_TOPO_STAR, 0, 0, 0, 0, FALSE};
+  y.K = y.star ? 0 : p->nics_per_node;
+  y.npl = (p->nodes_per_leaf == 0 || p->nodes_per_leaf > y.N) ? y.N : p->nodes_per_leaf;
+  y.groups = (y.N + y.npl - 1) / y.npl;
+  y.leaves_per_group = y.K == 0 ? 0 : (p->topology == PLAT_TOPO_RAIL ? y.K : 1);
+  y.spine = y.groups * y.leaves_per_group > 1;
+  return y;
+}
+
+/* The XML head, a comment with the parameters, and the network settings. */
+static void put_head(GString *s, const layout *y) {
+  const plat_gen_params *p = y->p;
   g_string_append(s, "<?xml version='1.0'?>\n"
                      "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n");
   if (p->comment) g_string_append_printf(s, "<!--\n%s\n-->\n", p->comment);
   g_string_append(s, "<platform version=\"4.1\">\n");
   g_string_append_printf(s, "  <!-- written by dlsim platform: topology=%s nodes=%d gpus-per-node=%d"
-                            " gpu=%s", plat_topology_name(p->topology), N, G, p->gpu_model);
-  if (!star) {
-    g_string_append_printf(s, " nics-per-node=%d", K);
+                            " gpu=%s", plat_topology_name(p->topology), y->N, y->G, p->gpu_model);
+  if (!y->star) {
+    g_string_append_printf(s, " nics-per-node=%d", y->K);
     g_string_append(s, " nvlink=");
     put_unit(s, p->nvlink_bps, out_bw, G_N_ELEMENTS(out_bw));
     g_string_append_c(s, '/');
@@ -339,18 +351,18 @@ char *plat_generate_xml(const plat_gen_params *p, GError **err) {
   put_unit(s, p->nic_lat_s, out_time, G_N_ELEMENTS(out_time));
   g_string_append(s, " switch=");
   put_unit(s, p->switch_lat_s, out_time, G_N_ELEMENTS(out_time));
-  if (K > 0 && K < G) {
+  if (y->K > 0 && y->K < y->G) {
     g_string_append(s, " pcie=");
     put_unit(s, p->pcie_bps, out_bw, G_N_ELEMENTS(out_bw));
     g_string_append_c(s, '/');
     put_unit(s, p->pcie_lat_s, out_time, G_N_ELEMENTS(out_time));
   }
-  if (spine) g_string_append_printf(s, " nodes-per-leaf=%d oversubscription=%g", npl,
-                                    p->oversubscription);
+  if (y->spine)
+    g_string_append_printf(s, " nodes-per-leaf=%d oversubscription=%g", y->npl,
+                           p->oversubscription);
   g_string_append(s, " -->\n");
-
-  /* Network settings for NVLink/InfiniBand instead of SMPI's TCP/Stampede defaults
-   * (SMPI-NOTES.md §4.1, §9); SimGrid 3.32 applies them from here. */
+  /* Network settings for NVLink/InfiniBand instead of SMPI's TCP/Stampede defaults; SimGrid
+   * 3.32 applies them from here. */
   g_string_append(s, "  <config>\n");
   for (int i = 0; smpi_cfg[i]; i++) {
     const char *colon = strchr(smpi_cfg[i], ':');
@@ -361,13 +373,15 @@ char *plat_generate_xml(const plat_gen_params *p, GError **err) {
                            (int)(colon - smpi_cfg[i]), smpi_cfg[i], value);
   }
   g_string_append(s, "  </config>\n");
-  g_string_append(s, "  <zone id=\"dlsim\" routing=\"DijkstraCache\">\n");
+}
 
-  /* hosts, in rank order */
+/* Hosts in rank order, then the switches. */
+static void put_nodes(GString *s, const layout *y) {
+  const plat_gen_params *p = y->p;
   char mem[64];
   g_snprintf(mem, sizeof mem, "%.0f", p->gpu_mem_bytes);
-  for (int n = 0; n < N; n++)
-    for (int g = 0; g < G; g++) {
+  for (int n = 0; n < y->N; n++)
+    for (int g = 0; g < y->G; g++) {
       g_string_append_printf(s, "    <host id=\"n%dg%d\" speed=\"", n, g);
       put_unit(s, p->speed_flops, out_speed, G_N_ELEMENTS(out_speed));
       g_string_append_printf(s,
@@ -378,138 +392,126 @@ char *plat_generate_xml(const plat_gen_params *p, GError **err) {
                              "</host>\n",
                              p->gpu_model, mem, n, g);
     }
-
-  /* routers */
-  if (star) {
+  if (y->star) {
     g_string_append(s, "    <router id=\"sw\"/>\n");
-  } else {
-    for (int n = 0; n < N; n++) {
-      g_string_append_printf(s, "    <router id=\"n%d_nvsw\"/>\n", n);
-      if (K > 0 && K < G)
-        for (int k = 0; k < K; k++) g_string_append_printf(s, "    <router id=\"n%d_pci%d\"/>\n", n, k);
-    }
-    for (int gr = 0; gr < groups; gr++)
-      for (int k = 0; k < leaves_per_group; k++) {
-        l = leaf_name(p, npl, gr * npl, k);
-        g_string_append_printf(s, "    <router id=\"%s\"/>\n", l);
-        g_free(l);
-      }
-    if (spine) g_string_append(s, "    <router id=\"spine\"/>\n");
+    return;
   }
+  for (int n = 0; n < y->N; n++) {
+    g_string_append_printf(s, "    <router id=\"n%d_nvsw\"/>\n", n);
+    if (y->K > 0 && y->K < y->G)
+      for (int k = 0; k < y->K; k++) g_string_append_printf(s, "    <router id=\"n%d_pci%d\"/>\n", n, k);
+  }
+  for (int gr = 0; gr < y->groups; gr++)
+    for (int k = 0; k < y->leaves_per_group; k++) {
+      char *l = leaf_name(p, y->npl, gr * y->npl, k);
+      g_string_append_printf(s, "    <router id=\"%s\"/>\n", l);
+      g_free(l);
+    }
+  if (y->spine) g_string_append(s, "    <router id=\"spine\"/>\n");
+}
 
-  /* links */
+/* A link named by `fmt` (one or two integer fields). */
+static void put_link_f(GString *s, double bps, double lat_s, const char *fmt, int a, int b) {
+  char *name = g_strdup_printf(fmt, a, b);
+  put_link(s, name, bps, lat_s);
+  g_free(name);
+}
+
+static void put_links(GString *s, const layout *y) {
+  const plat_gen_params *p = y->p;
   const double half_sw = p->switch_lat_s / 2;
-  for (int n = 0; n < N; n++) {
-    if (star) {
-      for (int g = 0; g < G; g++) {
-        a = g_strdup_printf("n%dg%d_link", n, g);
-        put_link(s, a, p->nic_bps, p->nic_lat_s + half_sw);
-        g_free(a);
-      }
+  for (int n = 0; n < y->N; n++) {
+    if (y->star) {
+      for (int g = 0; g < y->G; g++)
+        put_link_f(s, p->nic_bps, p->nic_lat_s + half_sw, "n%dg%d_link", n, g);
       continue;
     }
-    for (int g = 0; g < G; g++) {
-      a = g_strdup_printf("n%dg%d_nvl", n, g);
-      put_link(s, a, p->nvlink_bps, p->nvlink_lat_s);
-      g_free(a);
-    }
-    if (K == G)
-      for (int g = 0; g < G; g++) {
-        a = g_strdup_printf("n%dg%d_nic", n, g);
-        put_link(s, a, p->nic_bps, p->nic_lat_s + half_sw);
-        g_free(a);
-      }
-    else if (K > 0) {
-      for (int g = 0; g < G; g++) {
-        a = g_strdup_printf("n%dg%d_pci", n, g);
-        put_link(s, a, p->pcie_bps, p->pcie_lat_s);
-        g_free(a);
-      }
-      for (int k = 0; k < K; k++) {
-        a = g_strdup_printf("n%d_nic%d", n, k);
-        put_link(s, a, p->nic_bps, p->nic_lat_s + half_sw);
-        g_free(a);
-      }
+    for (int g = 0; g < y->G; g++) put_link_f(s, p->nvlink_bps, p->nvlink_lat_s, "n%dg%d_nvl", n, g);
+    if (y->K == y->G) {
+      for (int g = 0; g < y->G; g++)
+        put_link_f(s, p->nic_bps, p->nic_lat_s + half_sw, "n%dg%d_nic", n, g);
+    } else if (y->K > 0) {
+      for (int g = 0; g < y->G; g++) put_link_f(s, p->pcie_bps, p->pcie_lat_s, "n%dg%d_pci", n, g);
+      for (int k = 0; k < y->K; k++)
+        put_link_f(s, p->nic_bps, p->nic_lat_s + half_sw, "n%d_nic%d", n, k);
     }
   }
   /* A leaf's downlinks carry nodes × (NICs it serves per node) × NIC bandwidth; its uplink
    * bundle carries that total divided by the oversubscription ratio. */
-  const int nics_per_leaf_per_node = p->topology == PLAT_TOPO_RAIL ? 1 : K;
-  if (spine)
-    for (int gr = 0; gr < groups; gr++) {
-      int nodes_here = MIN(npl, N - gr * npl);
-      double up_bps = nodes_here * nics_per_leaf_per_node * p->nic_bps / p->oversubscription;
-      for (int k = 0; k < leaves_per_group; k++) {
-        l = leaf_name(p, npl, gr * npl, k);
-        a = g_strdup_printf("%s_up", l);
-        put_link(s, a, up_bps, p->switch_lat_s);
-        g_free(a);
-        g_free(l);
-      }
+  const int nics_per_leaf_per_node = p->topology == PLAT_TOPO_RAIL ? 1 : y->K;
+  if (!y->spine) return;
+  for (int gr = 0; gr < y->groups; gr++) {
+    int nodes_here = MIN(y->npl, y->N - gr * y->npl);
+    double up_bps = nodes_here * nics_per_leaf_per_node * p->nic_bps / p->oversubscription;
+    for (int k = 0; k < y->leaves_per_group; k++) {
+      char *l = leaf_name(p, y->npl, gr * y->npl, k);
+      char *a = g_strdup_printf("%s_up", l);
+      put_link(s, a, up_bps, p->switch_lat_s);
+      g_free(a);
+      g_free(l);
     }
+  }
+}
 
-  /* routes: per node, NVLink first (see the file comment), then the NIC side */
-  for (int n = 0; n < N; n++) {
-    if (star) {
-      for (int g = 0; g < G; g++) {
-        a = g_strdup_printf("n%dg%d", n, g);
-        b = g_strdup_printf("n%dg%d_link", n, g);
-        put_route(s, a, "sw", b);
-        g_free(a);
-        g_free(b);
-      }
+/* Routes: per node, NVLink first (see the file comment), then the NIC side, then the leaves'
+ * uplinks. `src` and `link` are formats of (node, index). */
+static void put_route_f(GString *s, const char *src, const char *dst, const char *link, int n,
+                        int i) {
+  char *a = g_strdup_printf(src, n, i), *b = g_strdup_printf(link, n, i);
+  put_route(s, a, dst, b);
+  g_free(a);
+  g_free(b);
+}
+
+static void put_routes(GString *s, const layout *y) {
+  const plat_gen_params *p = y->p;
+  for (int n = 0; n < y->N; n++) {
+    if (y->star) {
+      for (int g = 0; g < y->G; g++) put_route_f(s, "n%dg%d", "sw", "n%dg%d_link", n, g);
       continue;
     }
     char *nvsw = g_strdup_printf("n%d_nvsw", n);
-    for (int g = 0; g < G; g++) {
-      a = g_strdup_printf("n%dg%d", n, g);
-      b = g_strdup_printf("n%dg%d_nvl", n, g);
-      put_route(s, a, nvsw, b);
-      g_free(a);
-      g_free(b);
-    }
+    for (int g = 0; g < y->G; g++) put_route_f(s, "n%dg%d", nvsw, "n%dg%d_nvl", n, g);
     g_free(nvsw);
-    if (K == G)
-      for (int g = 0; g < G; g++) {
-        a = g_strdup_printf("n%dg%d", n, g);
-        b = g_strdup_printf("n%dg%d_nic", n, g);
-        l = leaf_name(p, npl, n, g);
-        put_route(s, a, l, b);
-        g_free(a);
-        g_free(b);
+    if (y->K == y->G) {
+      for (int g = 0; g < y->G; g++) {
+        char *l = leaf_name(p, y->npl, n, g);
+        put_route_f(s, "n%dg%d", l, "n%dg%d_nic", n, g);
         g_free(l);
       }
-    else if (K > 0) {
-      for (int g = 0; g < G; g++) {
-        a = g_strdup_printf("n%dg%d", n, g);
-        b = g_strdup_printf("n%dg%d_pci", n, g);
-        l = g_strdup_printf("n%d_pci%d", n, g / (G / K));
-        put_route(s, a, l, b);
-        g_free(a);
-        g_free(b);
+    } else if (y->K > 0) {
+      for (int g = 0; g < y->G; g++) {
+        char *l = g_strdup_printf("n%d_pci%d", n, g / (y->G / y->K));
+        put_route_f(s, "n%dg%d", l, "n%dg%d_pci", n, g);
         g_free(l);
       }
-      for (int k = 0; k < K; k++) {
-        a = g_strdup_printf("n%d_pci%d", n, k);
-        b = g_strdup_printf("n%d_nic%d", n, k);
-        l = leaf_name(p, npl, n, k);
-        put_route(s, a, l, b);
-        g_free(a);
-        g_free(b);
+      for (int k = 0; k < y->K; k++) {
+        char *l = leaf_name(p, y->npl, n, k);
+        put_route_f(s, "n%d_pci%d", l, "n%d_nic%d", n, k);
         g_free(l);
       }
     }
   }
-  if (spine)
-    for (int gr = 0; gr < groups; gr++)
-      for (int k = 0; k < leaves_per_group; k++) {
-        l = leaf_name(p, npl, gr * npl, k);
-        a = g_strdup_printf("%s_up", l);
-        put_route(s, l, "spine", a);
-        g_free(a);
-        g_free(l);
-      }
+  if (!y->spine) return;
+  for (int gr = 0; gr < y->groups; gr++)
+    for (int k = 0; k < y->leaves_per_group; k++) {
+      char *l = leaf_name(p, y->npl, gr * y->npl, k);
+      char *a = g_strdup_printf("%s_up", l);
+      put_route(s, l, "spine", a);
+      g_free(a);
+      g_free(l);
+    }
+}
 
+char *plat_generate_xml(const plat_gen_params *p, GError **err) {
+  if (!check_params(p, err)) return NULL;
+  const layout y = layout_of(p);
+  GString *s = g_string_sized_new(4096 + (gsize)y.N * y.G * 600);
+  put_head(s, &y);
+  g_string_append(s, "  <zone id=\"dlsim\" routing=\"DijkstraCache\">\n");
+  put_nodes(s, &y);
+  put_links(s, &y);
+  put_routes(s, &y);
   g_string_append(s, "  </zone>\n</platform>\n");
   return g_string_free(s, FALSE);
 }
