@@ -42,9 +42,6 @@ gboolean an_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err)
 gboolean an_gholami_comm_s(const wl_model *m, const cfg_run *c, const plat *pl, double *out_s,
                            GError **err);
 
-/* --grid auto in closed form: evaluates every factorisation Pr×Pc of --gpus that the batch
- * allows, appends one row per grid to r->grid_search, and leaves in `r` the full result of the
- * fastest (ties: the smaller Pr). Sets c->grid_pr/grid_pc/tp/dp to the winner. */
-gboolean an_grid_search(const run_ctx *x, cfg_run *c, res_result *r, GError **err);
+
 
 #endif

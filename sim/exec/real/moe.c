@@ -8,6 +8,7 @@
 
 struct rm_moe {
   const wl_layer *l;   /* borrowed */
+  const kn_backend *k; /* the kernels (borrowed from the rank) */
   int E, K, C, F;      /* experts, top_k, width, expert hidden width */
   int ep, me;          /* EP group size and this rank's index in it */
   int e0, En;          /* this rank's experts [e0, e0 + En) */
@@ -48,9 +49,11 @@ static void mat_free(void **v, int nmb) {
   g_free(v);
 }
 
-rm_moe *rmoe_new(const wl_layer *l, const rs_layer *s, const cfg_run *c, int64_t M, int nmb) {
+rm_moe *rmoe_new(const wl_layer *l, const rs_layer *s, const cfg_run *c, int64_t M, int nmb,
+                 const kn_backend *k) {
   rm_moe *x = g_new0(rm_moe, 1);
   x->l = l;
+  x->k = k;
   x->E = l->experts, x->K = l->top_k, x->C = (int)l->in.c, x->F = (int)l->ffn;
   x->M = M;
   x->nmb = nmb;
@@ -236,14 +239,14 @@ void rmoe_forward(rm_moe *x, gboolean experts, float *out, const float *in, cons
     kn_moe_saved sv = whole_saved(x, mb);
     kn_moe_weights kw = {p.wr, p.br, p.w1, p.b1, p.w2, p.b2};
     kn_moe_shape s = x->shape;
-    kn_cpu.moe_fwd(out, &sv, in, &kw, &s, KN_MATH_FP32);
+    x->k->moe_fwd(out, &sv, in, &kw, &s, KN_MATH_FP32);
     return;
   }
   const int E = x->E, K = x->K, C = x->C, F = x->F;
   if (!experts) { /* router: probabilities, top-k (as kn_moe_fwd), this rank's counts */
     float *pr = x->probs[mb];
     int *ex = x->expert[mb];
-    kn_cpu.linear_fwd(pr, in, p.wr, p.br, (int)x->M, C, E, KN_MATH_FP32);
+    x->k->linear_fwd(pr, in, p.wr, p.br, (int)x->M, C, E, KN_MATH_FP32);
     for (int64_t m = 0; m < x->M; m++) {
       float *q = pr + m * E, mx = q[0], sum = 0.0f;
       for (int e = 1; e < E; e++) mx = q[e] > mx ? q[e] : mx;
@@ -270,11 +273,11 @@ void rmoe_forward(rm_moe *x, gboolean experts, float *out, const float *in, cons
     const int n = x->count[mb][j];
     if (!n) continue;
     const size_t r0 = (size_t)j * x->cap;
-    kn_cpu.linear_fwd(x->h[mb] + r0 * F, x->xe[mb] + r0 * C, p.w1 + (size_t)j * F * C,
-                      p.b1 + (size_t)j * F, n, C, F, KN_MATH_FP32);
-    kn_cpu.gelu_fwd(x->a[mb] + r0 * F, x->h[mb] + r0 * F, (long)n * F);
-    kn_cpu.linear_fwd(x->ye[mb] + r0 * C, x->a[mb] + r0 * F, p.w2 + (size_t)j * C * F,
-                      p.b2 + (size_t)j * C, n, F, C, KN_MATH_FP32);
+    x->k->linear_fwd(x->h[mb] + r0 * F, x->xe[mb] + r0 * C, p.w1 + (size_t)j * F * C,
+                     p.b1 + (size_t)j * F, n, C, F, KN_MATH_FP32);
+    x->k->gelu_fwd(x->a[mb] + r0 * F, x->h[mb] + r0 * F, (long)n * F);
+    x->k->linear_fwd(x->ye[mb] + r0 * C, x->a[mb] + r0 * F, p.w2 + (size_t)j * C * F,
+                     p.b2 + (size_t)j * C, n, F, C, KN_MATH_FP32);
   }
 }
 
@@ -290,7 +293,7 @@ void rmoe_backward(rm_moe *x, gboolean experts, float *din, float *g, float *ws,
     kn_moe_grads kg = {(float *)d.wr, (float *)d.br, (float *)d.w1, (float *)d.b1,
                        (float *)d.w2, (float *)d.b2};
     kn_moe_shape s = x->shape;
-    kn_cpu.moe_bwd(din, &kg, ws, dout, in, &sv, &kw, &s, KN_MATH_FP32);
+    x->k->moe_bwd(din, &kg, ws, dout, in, &sv, &kw, &s, KN_MATH_FP32);
     return;
   }
   if (experts) { /* as kn_moe_bwd, on the rank's experts */
@@ -302,13 +305,13 @@ void rmoe_backward(rm_moe *x, gboolean experts, float *din, float *g, float *ws,
       const int n = x->count[mb][j];
       if (!n) continue;
       const size_t r0 = (size_t)j * x->cap;
-      kn_cpu.linear_bwd(x->da + r0 * F, (float *)d.w2 + (size_t)j * C * F,
-                        (float *)d.b2 + (size_t)j * C, x->dye + r0 * C, x->a[mb] + r0 * F,
-                        p.w2 + (size_t)j * C * F, n, F, C, KN_MATH_FP32);
-      kn_cpu.gelu_bwd(x->dh + r0 * F, x->da + r0 * F, x->h[mb] + r0 * F, (long)n * F);
-      kn_cpu.linear_bwd(x->dxe + r0 * C, (float *)d.w1 + (size_t)j * F * C,
-                        (float *)d.b1 + (size_t)j * F, x->dh + r0 * F, x->xe[mb] + r0 * C,
-                        p.w1 + (size_t)j * F * C, n, C, F, KN_MATH_FP32);
+      x->k->linear_bwd(x->da + r0 * F, (float *)d.w2 + (size_t)j * C * F,
+                       (float *)d.b2 + (size_t)j * C, x->dye + r0 * C, x->a[mb] + r0 * F,
+                       p.w2 + (size_t)j * C * F, n, F, C, KN_MATH_FP32);
+      x->k->gelu_bwd(x->dh + r0 * F, x->da + r0 * F, x->h[mb] + r0 * F, (long)n * F);
+      x->k->linear_bwd(x->dxe + r0 * C, (float *)d.w1 + (size_t)j * F * C,
+                       (float *)d.b1 + (size_t)j * F, x->dh + r0 * F, x->xe[mb] + r0 * C,
+                       p.w1 + (size_t)j * F * C, n, C, F, KN_MATH_FP32);
     }
     return;
   }
@@ -329,8 +332,8 @@ void rmoe_backward(rm_moe *x, gboolean experts, float *din, float *g, float *ws,
     for (int e = 0; e < E; e++) dot += q[e] * dq[e];
     for (int e = 0; e < E; e++) dq[e] = q[e] * (dq[e] - dot);
   }
-  kn_cpu.linear_bwd(din, (float *)d.wr, (float *)d.br, dpr, in, p.wr, (int)x->M, C, E,
-                    KN_MATH_FP32);
+  x->k->linear_bwd(din, (float *)d.wr, (float *)d.br, dpr, in, p.wr, (int)x->M, C, E,
+                   KN_MATH_FP32);
   g_free(dpr);
 }
 

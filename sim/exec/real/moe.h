@@ -3,17 +3,17 @@
  * Whole (ep = 1): the router kernel op runs kn_moe_fwd (kernels.h, the specification) and the
  * experts' backward op kn_moe_bwd; the other two kernel ops of the plan do nothing.
  *
- * Expert parallel (ep > 1, PL_SPLIT_EXPERTS): the plan's four steps on real data (GShard, Lepikhin et
- * al. 2021, §2.2): the router kernel computes the probabilities and every token's top-k experts;
+ * Expert parallel (ep > 1, PL_SPLIT_EXPERTS): the plan's four steps on real data (GShard, Lepikhin
+ * et al. 2021, §2.2): the router kernel computes the probabilities and every token's top-k experts;
  * the dispatch all-to-all first all-gathers the (expert, choice) counts of the EP group, so every
  * member takes the same capacity decisions as kn_moe_fwd would over the group's tokens in group
  * order (every token's first choice in token order, then every second choice, ...; capacity
  * ceil(factor·top_k·tokens/E) over the group's tokens), then moves the kept tokens to the ranks
  * holding their experts (uneven blocks); the experts kernel runs the rank's experts; the combine
  * all-to-all brings the outputs back and sums them weighted by the router probabilities. Backward
- * mirrors it. Routing comes from the data: --routing (the planner's byte counts) does not apply
- * to real runs. With dp = ep and one micro-batch the group is the whole batch, so the decisions
- * are the serial run's.
+ * mirrors it. Routing comes from the data: --routing (the planner's byte counts) does not apply to
+ * real runs. With dp = ep and one micro-batch the group is the whole batch, so the decisions are
+ * the serial run's.
  *
  * Parameters (local order, real_shard.h): router weights (E, C), router bias (E) when the layer
  * has one, then w1 (E', F, C), b1 (E', F), w2 (E', C, F), b2 (E', C) of the rank's E' experts.
@@ -27,12 +27,15 @@
 #include "core/config.h"
 #include "exec/real/model.h"
 #include "exec/real/shard.h"
+#include "kernels.h"
 #include "model/workload.h"
 
 typedef struct rm_moe rm_moe;
 
-/* State of layer `l` with `M` tokens per micro-batch on this rank, `nmb` micro-batches. */
-rm_moe *rmoe_new(const wl_layer *l, const rs_layer *s, const cfg_run *c, int64_t M, int nmb);
+/* State of layer `l` with `M` tokens per micro-batch on this rank, `nmb` micro-batches; its
+ * kernels run through `k` (the rank's backend, borrowed: it must outlive the result). */
+rm_moe *rmoe_new(const wl_layer *l, const rs_layer *s, const cfg_run *c, int64_t M, int nmb,
+                 const kn_backend *k);
 void rmoe_free(rm_moe *x);
 /* Floats of the shared kernel workspace the layer needs. */
 size_t rmoe_ws_floats(const rm_moe *x);
