@@ -21,7 +21,7 @@
 
 #define MAX_SIZES 64
 
-static int cmp_double(const void *a, const void *b) {
+static int compare_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
       if (r >= 0) samples[r] = (MPI_Wtime() - t0) / (2.0 * trips);
     }
     if (rank == 0) {
-      qsort(samples, (size_t)repeats, sizeof(double), cmp_double);
+      qsort(samples, (size_t)repeats, sizeof(double), compare_double);
       double med = repeats % 2 ? samples[repeats / 2]
                                : 0.5 * (samples[repeats / 2 - 1] + samples[repeats / 2]);
       printf("%ld %.9e %.9e %d\n", sizes[si], med, samples[0], repeats);

@@ -9,7 +9,7 @@
 
 int cmd_compare(int argc, char **argv) {
   GError *err = NULL;
-  cmp_doc *a = NULL, *b = NULL;
+  compare_doc *a = NULL, *b = NULL;
   int status = 2;
   GOptionEntry entries[] = {{NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("A.json B.json - compare two dlsim results");
@@ -29,19 +29,19 @@ int cmd_compare(int argc, char **argv) {
                 "got %d", argc - 1);
     goto out;
   }
-  a = cmp_doc_load(argv[1], &err);
+  a = compare_doc_load(argv[1], &err);
   if (!a) goto out;
-  b = cmp_doc_load(argv[2], &err);
-  if (!b || !cmp_check_match(a, b, &err)) goto out;
-  cmp_print(a, b, stdout);
+  b = compare_doc_load(argv[2], &err);
+  if (!b || !compare_check_match(a, b, &err)) goto out;
+  compare_print(a, b, stdout);
   status = 0;
 out:
   if (err) {
     fprintf(stderr, "dlsim: %s\n", err->message);
     g_error_free(err);
   }
-  cmp_doc_free(a);
-  cmp_doc_free(b);
+  compare_doc_free(a);
+  compare_doc_free(b);
   g_option_context_free(ctx);
   return status;
 }

@@ -1,6 +1,6 @@
 /* cmd_kbench.c — `dlsim kbench`: measure kernel times on this machine's device into a kernel
  * database (kdb.h). The kernels measured are the exact list rank 0 runs for a configuration
- * (--workload plus the run options, through pl_build), optionally a grid of batch sizes per
+ * (--workload plus the run options, through plan_build), optionally a grid of batch sizes per
  * layer shape for interpolation (--grid-shapes), or a small fixed set (--quick). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +28,7 @@ typedef struct {
 } kb_opts;
 
 typedef struct {
-  pl_op op;          /* the kernel op (its name is the descriptor's) */
+  plan_op op;          /* the kernel op (its name is the descriptor's) */
   kdb_kernel k;      /* what the database knows it by (borrows op.kname and the model) */
   char *key;         /* kdb_key, owned */
 } kb_job;
@@ -91,37 +91,39 @@ static gboolean take_opts(kb_opts *o, int *argc, char **argv, GError **err) {
 }
 
 static void usage(void) {
-  printf("Usage: dlsim kbench [--workload W [run options]] [--quick] [--grid-shapes]\n"
-         "                    [--device cpu|cuda] [--repeats N] [--out FILE] [--note TEXT]\n\n"
-         "Measures kernel times on this machine into a kernel database (kernels/db/<device>.json\n"
-         "by default) with provenance.\n\n"
-         "  --workload W     measure the exact kernel list rank 0 runs for W and the run options\n"
-         "                   (--gpus, --batch, --dp, --tp, --grid, --precision; see dlsim run --help)\n"
-         "  --grid-shapes    also measure every layer shape at batch 1, 4, 16 and 64 (interpolation)\n"
-         "  --quick          a small set: mlp-small, cnn-small and the first ResNet-18-CIFAR\n"
-         "                   layers at small batches\n"
-         "  --device D       cpu (default; one BLAS thread) or cuda (a CUDA build with a device)\n"
-         "  --repeats N      at most N timed repeats per kernel (default 100; stops earlier when\n"
-         "                   the median is stable to 2%%)\n"
-         "  --out FILE       where to write the database\n"
-         "  --note TEXT      free text recorded in the provenance\n\n"
-         "       dlsim kbench --derive-for GPU --from DB [--from-spec SPEC] [--out FILE]\n\n"
-         "Derives a database for a device nobody measured (a spec sheet name: a100-40gb,\n"
-         "a100-80gb, h100-sxm, h200, cpu) from a measured one: every entry's time is scaled by the\n"
-         "two devices' roofline ratio for that entry; the provenance says derived. --from-spec\n"
-         "names the measured device's sheet (default: cpu for CPU databases).\n");
+  printf(
+      "Usage: dlsim kbench [--workload W [run options]] [--quick] [--grid-shapes]\n"
+      "                    [--device cpu|cuda] [--repeats N] [--out FILE] [--note TEXT]\n\n"
+      "Measures kernel times on this machine into a kernel database (kernels/db/<device>.json\n"
+      "by default) with provenance.\n\n"
+      "  --workload W     measure the exact kernel list rank 0 runs for W and the run options\n"
+      "                   (--gpus, --batch, --dp, --tp, --grid, --precision; see dlsim run "
+      "--help)\n"
+      "  --grid-shapes    also measure every layer shape at batch 1, 4, 16 and 64 (interpolation)\n"
+      "  --quick          a small set: mlp-small, cnn-small and the first ResNet-18-CIFAR\n"
+      "                   layers at small batches\n"
+      "  --device D       cpu (default; one BLAS thread) or cuda (a CUDA build with a device)\n"
+      "  --repeats N      at most N timed repeats per kernel (default 100; stops earlier when\n"
+      "                   the median is stable to 2%%)\n"
+      "  --out FILE       where to write the database\n"
+      "  --note TEXT      free text recorded in the provenance\n\n"
+      "       dlsim kbench --derive-for GPU --from DB [--from-spec SPEC] [--out FILE]\n\n"
+      "Derives a database for a device nobody measured (a spec sheet name: a100-40gb,\n"
+      "a100-80gb, h100-sxm, h200, cpu) from a measured one: every entry's time is scaled by the\n"
+      "two devices' roofline ratio for that entry; the provenance says derived. --from-spec\n"
+      "names the measured device's sheet (default: cpu for CPU databases).\n");
 }
 
 /* Adds rank 0's kernel ops of `m` under configuration `c` (resolved) to `jobs`, once per key. */
 static gboolean add_plan(GPtrArray *jobs, GHashTable *seen, const wl_model *m, cfg_run *c,
                          int max_layer, GError **err) {
-  pl_rank_plan *p = pl_build(m, c, NULL, 0, err);
+  plan_rank *p = plan_build(m, c, NULL, 0, err);
   if (!p) return FALSE;
   for (int i = 0; i < p->n_ops; i++) {
-    const pl_op *op = &p->ops[i];
-    if (op->kind != PL_KERNEL) continue;
+    const plan_op *op = &p->ops[i];
+    if (op->kind != PLAN_KERNEL) continue;
     if (max_layer >= 0 && (op->layer < 0 || op->layer > max_layer)) continue;
-    kdb_kernel k = kt_describe(m, op);
+    kdb_kernel k = ktime_describe(m, op);
     char *key = kdb_key(&k, c->precision);
     if (g_hash_table_contains(seen, key)) {
       g_free(key);
@@ -135,13 +137,13 @@ static gboolean add_plan(GPtrArray *jobs, GHashTable *seen, const wl_model *m, c
     j->key = g_strdup(key);
     g_ptr_array_add(jobs, j);
   }
-  pl_rank_plan_free(p);
+  plan_rank_free(p);
   return TRUE;
 }
 
 /* A single-GPU data-parallel configuration of `m` at `batch` samples. */
 static gboolean add_batch(GPtrArray *jobs, GHashTable *seen, const wl_model *m, long batch,
-                          gs_precision prec, int max_layer, GError **err) {
+                          gpu_precision prec, int max_layer, GError **err) {
   cfg_run c;
   cfg_init(&c);
   c.gpus = 1;
@@ -212,9 +214,10 @@ static void fill_provenance(kdb *db, const char *device, const kb_opts *o, const
   kdb_set_prov_str(db, "harness_version", KH_VERSION);
   kdb_set_prov_str(db, "dlsim_version", DL_VERSION);
   kdb_set_prov_num(db, "max_repeats", ho->max_repeats);
-  kdb_set_prov_str(db, "timing", strcmp(o->device, "cuda") == 0
-                                     ? "CUDA events; L2 flushed (memset of 2x L2) before each repeat"
-                                     : "CLOCK_MONOTONIC; last-level cache flushed before each repeat");
+  kdb_set_prov_str(db, "timing",
+                   strcmp(o->device, "cuda") == 0
+                       ? "CUDA events; L2 flushed (memset of 2x L2) before each repeat"
+                       : "CLOCK_MONOTONIC; last-level cache flushed before each repeat");
   if (strcmp(o->device, "cuda") == 0) {
     kn_cuda_info ci;
     if (kn_cuda_info_get(&ci) == 0) {
@@ -226,7 +229,7 @@ static void fill_provenance(kdb *db, const char *device, const kb_opts *o, const
       kdb_set_prov_num(db, "cuda_runtime_version", ci.runtime_version);
     }
   } else {
-    const gs_spec *cpu = gs_local_cpu();
+    const gpu_spec *cpu = gpu_local_cpu();
     kdb_set_prov_str(db, "device_full_name", cpu->full_name);
     kdb_set_prov_str(db, "cpu_model", cpu->full_name);
     kdb_set_prov_num(db, "cpu_cores_online", g_get_num_processors());
@@ -245,7 +248,7 @@ static int derive(const kb_opts *o, int argc, char **argv, GError **err) {
   kdb *src = NULL, *db = NULL;
   char *out = NULL, *json = NULL;
   int status = 2;
-  const gs_spec *to = o->derive_for ? gs_find(o->derive_for) : NULL;
+  const gpu_spec *to = o->derive_for ? gpu_find(o->derive_for) : NULL;
   if (!o->derive_for || !o->from) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --derive-for GPU and --from DB go together");
     goto out;
@@ -258,8 +261,8 @@ static int derive(const kb_opts *o, int argc, char **argv, GError **err) {
   if (!cfg_parse_args(&c, "kbench", &argc, &argv, err)) goto out;
   if (!(src = kdb_load(o->from, err))) goto out;
   const char *backend = kdb_prov_str(src, "backend");
-  const gs_spec *from = o->from_spec ? gs_find(o->from_spec)
-                        : (backend && strcmp(backend, "cpu") == 0 ? gs_local_cpu() : NULL);
+  const gpu_spec *from = o->from_spec ? gpu_find(o->from_spec)
+                        : (backend && strcmp(backend, "cpu") == 0 ? gpu_local_cpu() : NULL);
   if (!from) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --from %s: say which spec sheet the measured "
                 "device has with --from-spec (a100-40gb, a100-80gb, h100-sxm, h200, cpu)", o->from);
@@ -335,9 +338,9 @@ int cmd_kbench(int argc, char **argv) {
   }
   kn_math math = KN_MATH_FP32;
   switch (c.precision) {
-  case GS_TF32: math = KN_MATH_TF32; break;
-  case GS_FP16: math = KN_MATH_FP16; break;
-  case GS_BF16: math = KN_MATH_BF16; break;
+  case GPU_TF32: math = KN_MATH_TF32; break;
+  case GPU_FP16: math = KN_MATH_FP16; break;
+  case GPU_BF16: math = KN_MATH_BF16; break;
   default: break;
   }
 
@@ -377,7 +380,7 @@ int cmd_kbench(int argc, char **argv) {
     kn_cuda_info ci;
     device = slug(kn_cuda_info_get(&ci) == 0 ? ci.name : "cuda");
   } else {
-    char *s = slug(gs_local_cpu()->full_name);
+    char *s = slug(gpu_local_cpu()->full_name);
     device = g_strdup_printf("cpu-%s", s);
     g_free(s);
   }

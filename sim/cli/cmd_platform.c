@@ -10,8 +10,9 @@
 #include <unistd.h>
 
 /* Parses option `opt`'s text with `parse` into *out when given; FALSE with a message if bad. */
-static gboolean opt_value(const char *opt, const char *text, gboolean (*parse)(const char *, double *),
-                          const char *example, double *out, GError **err) {
+static gboolean opt_value(const char *opt, const char *text,
+                          gboolean (*parse)(const char *, double *), const char *example,
+                          double *out, GError **err) {
   if (!text) return TRUE;
   if (!parse(text, out)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: expected e.g. %s, got '%s'", opt, example, text);
@@ -31,9 +32,9 @@ static gboolean parse_ratio(const char *text, double *out) {
 static gboolean calibrate_platform(int ranks, gboolean quick, const char *pingpong_file,
                                    const char *out, GError **err) {
   char *text = NULL, *bwf = NULL, *latf = NULL, *comment = NULL, *xml = NULL;
-  GArray *pts = g_array_new(FALSE, FALSE, sizeof(cal_point));
+  GArray *pts = g_array_new(FALSE, FALSE, sizeof(calib_point));
   gboolean ok = FALSE;
-  cal_fit f;
+  calib_fit f;
   if (ranks < 2 || ranks > 1024) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--ranks: expected 2..1024, got %d", ranks);
     goto out;
@@ -43,14 +44,14 @@ static gboolean calibrate_platform(int ranks, gboolean quick, const char *pingpo
   } else {
     fprintf(stderr, "dlsim: calibrating: MPI ping-pong between 2 ranks%s...\n",
             quick ? " (quick)" : "");
-    text = cal_run_pingpong(quick, err);
+    text = calib_run_pingpong(quick, err);
   }
   if (!text) goto out;
-  if (!cal_parse_pingpong(pingpong_file ? pingpong_file : "dlsim-pingpong", text, pts, err) ||
-      !cal_fit_points((cal_point *)pts->data, (int)pts->len, 0, &f, err))
+  if (!calib_parse_pingpong(pingpong_file ? pingpong_file : "dlsim-pingpong", text, pts, err) ||
+      !calib_fit_points((calib_point *)pts->data, (int)pts->len, 0, &f, err))
     goto out;
-  bwf = cal_factor_string(&f, TRUE);
-  latf = cal_factor_string(&f, FALSE);
+  bwf = calib_factor_string(&f, TRUE);
+  latf = calib_factor_string(&f, FALSE);
   char host[256] = "this machine";
   gethostname(host, sizeof host - 1);
   GString *c = g_string_new(NULL);
@@ -62,10 +63,10 @@ static gboolean calibrate_platform(int ranks, gboolean quick, const char *pingpo
       "  smpi/bw-factor %s\n  smpi/lat-factor %s\n"
       "Each host is one rank whose \"GPU\" is the local CPU (gpu_model cpu, sim/gpuspec.c).\n"
       "Measured one-way times (size bytes: us):",
-      quick ? ", quick" : "", host, gs_local_cpu()->full_name, (int)g_get_num_processors(),
+      quick ? ", quick" : "", host, gpu_local_cpu()->full_name, (int)g_get_num_processors(),
       f.latency_s * 1e6, f.bandwidth_bps / 1e9, bwf, latf);
   for (guint i = 0; i < pts->len; i++) {
-    const cal_point *p = &g_array_index(pts, cal_point, i);
+    const calib_point *p = &g_array_index(pts, calib_point, i);
     g_string_append_printf(c, "%s%.0f: %.3f", i % 6 ? ", " : "\n  ", p->size_bytes,
                            p->time_s * 1e6);
   }
@@ -73,11 +74,11 @@ static gboolean calibrate_platform(int ranks, gboolean quick, const char *pingpo
   /* "--" may not appear inside an XML comment */
   for (char *q = strstr(comment, "--"); q; q = strstr(q, "--")) q[1] = ' ';
   plat_gen_params p;
-  cal_platform_params(&f, ranks, bwf, latf, comment, &p);
+  calib_platform_params(&f, ranks, bwf, latf, comment, &p);
   xml = plat_generate_xml(&p, err);
   if (!xml) goto out;
   FILE *tab = out ? stdout : stderr;
-  cal_print_table(&f, (cal_point *)pts->data, (int)pts->len, tab);
+  calib_print_table(&f, (calib_point *)pts->data, (int)pts->len, tab);
   fprintf(tab, "smpi/bw-factor %s\nsmpi/lat-factor %s\n", bwf, latf);
   if (out) {
     if (!dl_write_file_atomic(out, xml, strlen(xml), err)) goto out;
@@ -136,14 +137,15 @@ int cmd_platform(int argc, char **argv) {
       {"topology", 0, 0, G_OPTION_ARG_STRING, &topology, "rail (default), fattree or star", "T"},
       {"oversubscription", 0, 0, G_OPTION_ARG_STRING, &oversub,
        "Leaf downlink / uplink bandwidth ratio (default 1: non-blocking)", "R"},
-      {"nodes-per-leaf", 0, 0, G_OPTION_ARG_INT, &npl,
-       "Nodes under one leaf switch (default: all)", "N"},
+      {"nodes-per-leaf", 0, 0, G_OPTION_ARG_INT, &npl, "Nodes under one leaf switch (default: all)",
+       "N"},
       {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write the XML there (default: stdout)", "FILE"},
       {"calibrate", 0, 0, G_OPTION_ARG_NONE, &calibrate,
        "Measure MPI ping-pongs on this machine, fit SMPI's latency, bandwidth and per-size "
-       "factors, and write a platform for it (one node, --ranks hosts, gpu_model cpu)", NULL},
-      {"ranks", 0, 0, G_OPTION_ARG_INT, &ranks, "With --calibrate: hosts in the platform (default 2)",
-       "N"},
+       "factors, and write a platform for it (one node, --ranks hosts, gpu_model cpu)",
+       NULL},
+      {"ranks", 0, 0, G_OPTION_ARG_INT, &ranks,
+       "With --calibrate: hosts in the platform (default 2)", "N"},
       {"quick", 0, 0, G_OPTION_ARG_NONE, &quick,
        "With --calibrate: 8 sizes, 5 repeats (a second or two)", NULL},
       {"pingpong", 0, 0, G_OPTION_ARG_FILENAME, &pingpong,
@@ -195,7 +197,7 @@ int cmd_platform(int argc, char **argv) {
     p.gpu_model = gpu;
     if (!plat_gpu_spec(gpu, &p.gpu_mem_bytes, &p.speed_flops) && (!gpu_mem || !gpu_speed)) {
       GString *known = g_string_new(NULL);
-      for (const gs_spec *const *s = gs_all(); *s; s++)
+      for (const gpu_spec *const *s = gpu_all(); *s; s++)
         g_string_append_printf(known, "%s%s", known->len ? ", " : "", (*s)->name);
       g_set_error(&err, DL_ERROR, DL_ERR_INPUT,
                   "--gpu: unknown model '%s' (known: %s; or give --gpu-mem and --gpu-speed)", gpu,
@@ -210,8 +212,8 @@ int cmd_platform(int argc, char **argv) {
     goto out;
   }
   if (topology && !plat_topology_parse(topology, &p.topology)) {
-    g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "--topology: expected rail, fattree or star, got '%s'",
-                topology);
+    g_set_error(&err, DL_ERROR, DL_ERR_INPUT,
+                "--topology: expected rail, fattree or star, got '%s'", topology);
     goto out;
   }
   if (!opt_value("--gpu-speed", gpu_speed, plat_parse_speed, "312Tf", &p.speed_flops, &err) ||

@@ -59,14 +59,14 @@ int cmd_run(int argc, char **argv) {
                 "--dump-weights: only --mode real has weights to write");
     goto out;
   }
-  if (!ctx_open(&x, &parsed, &e)) goto out;
+  if (!run_ctx_open(&x, &parsed, &e)) goto out;
   if (x.note) fprintf(stderr, "dlsim: note: %s\n", x.note);
   cfg_run *c = &x.cfg;
   const exec_ops *ex = exec_for(c->mode);
   if (!ex->check(&x, c, &e)) goto out;
   /* The closed form runs first in every mode: it checks the configuration against the planner
    * and the platform, gives the memory figures, and for --grid auto picks the grid. */
-  if (!(c->grid_auto ? gridsearch_analytic(&x, c, &r, &e) : an_run(&x, c, &r, &e))) goto out;
+  if (!(c->grid_auto ? gridsearch_analytic(&x, c, &r, &e) : analytic_run(&x, c, &r, &e))) goto out;
   if (!r.fits_in_memory && !c->ignore_memory) {
     not_fitting(&r, x.model, &e);
     goto out;
@@ -100,7 +100,7 @@ out:;
     if (e) g_error_free(e);
   }
   res_release(&r);
-  ctx_release(&x);
+  run_ctx_release(&x);
   cfg_release(&parsed);
   return status;
 }

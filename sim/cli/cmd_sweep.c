@@ -21,7 +21,7 @@
 
 typedef struct {
   pid_t pid;            /* child process, 0 = free slot */
-  const sw_config *cfg; /* the configuration it runs (borrowed from the expansion) */
+  const sweep_config *cfg; /* the configuration it runs (borrowed from the expansion) */
   char *out_path;       /* its result JSON */
   char *err_path;       /* its stderr */
 } slot;
@@ -66,7 +66,7 @@ static void progress_clear(const progress *p) {
 }
 
 /* Starts `exe run ARGS --reproducible --out OUT` with stdout discarded and stderr to a file. */
-static pid_t spawn_run(const char *exe, const sw_config *c, slot *s, GError **err) {
+static pid_t spawn_run(const char *exe, const sweep_config *c, slot *s, GError **err) {
   GPtrArray *a = g_ptr_array_new();
   g_ptr_array_add(a, (char *)exe);
   g_ptr_array_add(a, "run");
@@ -119,8 +119,9 @@ typedef struct {
 } tally;
 
 /* Records the outcome of a finished child. FALSE only when the files cannot be written. */
-static gboolean finish(slot *s, int wstatus, sw_store *st, progress *pg, tally *t, GError **err) {
-  const sw_config *c = s->cfg;
+static gboolean finish(slot *s, int wstatus, sweep_store *st, progress *pg, tally *t,
+                       GError **err) {
+  const sweep_config *c = s->cfg;
   char *reason = NULL, *csv = NULL, *jl = NULL;
   const char *status = NULL;
   cJSON *res = NULL;
@@ -142,9 +143,9 @@ static gboolean finish(slot *s, int wstatus, sw_store *st, progress *pg, tally *
     g_free(l);
   }
   if (status) {
-    csv = sw_csv_row(c, status, reason, res);
-    jl = sw_jsonl_row(c, status, reason, res);
-    ok = sw_store_append(st, c->key, status, csv, jl, err);
+    csv = sweep_csv_row(c, status, reason, res);
+    jl = sweep_jsonl_row(c, status, reason, res);
+    ok = sweep_store_append(st, c->key, status, csv, jl, err);
     if (ok) {
       pg->done++;
       if (res) t->ok++;
@@ -193,17 +194,17 @@ static int run_sweep(const char *spec_path, const char *out, int jobs, const cha
   GPtrArray *cfgs = NULL;
   GPtrArray *todo = g_ptr_array_new();
   slot *slots = NULL;
-  sw_store st = {.csv_fd = -1, .jsonl_fd = -1};
+  sweep_store st = {.csv_fd = -1, .jsonl_fd = -1};
   int si = 0, sn = 1;
   tally t = {0, 0, 0};
 
-  if (shard && !sw_shard_parse(shard, &si, &sn, e)) goto out;
+  if (shard && !sweep_shard_parse(shard, &si, &sn, e)) goto out;
   if (!(text = dl_read_file(spec_path, NULL, e))) goto out;
-  if (!(cfgs = sw_expand(text, spec_path, e))) goto out;
-  sw_shard(cfgs, si, sn);
+  if (!(cfgs = sweep_expand(text, spec_path, e))) goto out;
+  sweep_shard(cfgs, si, sn);
   if (list) {
     for (guint i = 0; i < cfgs->len; i++)
-      printf("%s\n", ((sw_config *)g_ptr_array_index(cfgs, i))->key);
+      printf("%s\n", ((sweep_config *)g_ptr_array_index(cfgs, i))->key);
     status = 0;
     goto out;
   }
@@ -214,13 +215,13 @@ static int run_sweep(const char *spec_path, const char *out, int jobs, const cha
     out_paths(base, &csv, &jsonl);
     g_free(base);
   } else out_paths(out, &csv, &jsonl);
-  if (!sw_store_open(&st, csv, jsonl, e)) goto out;
+  if (!sweep_store_open(&st, csv, jsonl, e)) goto out;
   if (st.dropped > 0)
     fprintf(stderr, "dlsim: sweep: dropped %d incomplete or unmatched line(s) from %s/%s\n",
             st.dropped, csv, jsonl);
   progress pg = {.total = (int)cfgs->len, .tty = isatty(2), .decile = -1};
   for (guint i = 0; i < cfgs->len; i++) {
-    sw_config *c = g_ptr_array_index(cfgs, i);
+    sweep_config *c = g_ptr_array_index(cfgs, i);
     if (g_hash_table_contains(st.done, c->key)) pg.done++;
     else g_ptr_array_add(todo, c);
   }
@@ -289,7 +290,7 @@ out:
     rmdir(tmpdir);
     g_free(tmpdir);
   }
-  sw_store_close(&st);
+  sweep_store_close(&st);
   g_ptr_array_unref(todo);
   if (cfgs) g_ptr_array_unref(cfgs);
   g_free(exe);
@@ -347,7 +348,7 @@ int cmd_sweep(int argc, char **argv) {
     }
     char *csv, *jsonl;
     out_paths(out, &csv, &jsonl);
-    int rows = sw_merge(csv, jsonl, argv + 1, &e);
+    int rows = sweep_merge(csv, jsonl, argv + 1, &e);
     if (rows >= 0) {
       printf("sweep: merged %d rows into %s and %s\n", rows, csv, jsonl);
       status = 0;
@@ -358,7 +359,8 @@ int cmd_sweep(int argc, char **argv) {
   }
   if (argc != 2) {
     if (argc < 2)
-      g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "sweep: expected a spec file (see dlsim sweep --help)");
+      g_set_error(&e, DL_ERROR, DL_ERR_INPUT,
+                  "sweep: expected a spec file (see dlsim sweep --help)");
     else
       g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "sweep: unexpected argument '%s'", argv[2]);
     goto out;

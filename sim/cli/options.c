@@ -158,7 +158,7 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
                 r->mode);
     return FALSE;
   }
-  if (r->precision && !gs_precision_parse(r->precision, &c->precision)) {
+  if (r->precision && !gpu_precision_parse(r->precision, &c->precision)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--precision: expected fp32, tf32, fp16 or bf16, got '%s'", r->precision);
     return FALSE;

@@ -61,7 +61,7 @@ void cfg_init(cfg_run *c) {
   c->gpus = 8;
   c->tp_style = CFG_TP_AUTO;
   c->schedule = CFG_SCHED_GPIPE;
-  c->precision = GS_FP32;
+  c->precision = GPU_FP32;
   c->mode = CFG_MODE_SIM;
   c->iters = 3;
   c->bucket_bytes = 25.0 * 1024 * 1024; /* PyTorch DDP bucket_cap_mb = 25 (MiB) */
@@ -230,7 +230,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddStringToObject(cf, "tp_style", cfg_tp_style_name(c->tp_style));
   cJSON_AddStringToObject(cf, "schedule", cfg_schedule_name(c->schedule));
   cJSON_AddNumberToObject(cf, "microbatches", c->microbatches);
-  cJSON_AddStringToObject(cf, "precision", gs_precision_name(c->precision));
+  cJSON_AddStringToObject(cf, "precision", gpu_precision_name(c->precision));
   cJSON_AddBoolToObject(cf, "recompute", c->recompute);
   cJSON_AddStringToObject(cf, "coll", c->coll ? c->coll : "default");
   cJSON_AddStringToObject(cf, "kernels", c->kernels ? c->kernels : "default");
@@ -315,7 +315,7 @@ static gboolean parse_style(const char *t, int *v) {
   return cfg_tp_style_parse(t, (cfg_tp_style *)v);
 }
 static gboolean parse_prec(const char *t, int *v) {
-  return gs_precision_parse(t, (gs_precision *)v);
+  return gpu_precision_parse(t, (gpu_precision *)v);
 }
 static gboolean parse_layers(const char *t, int *v) {
   *v = strcmp(t, "fc") == 0;
@@ -360,7 +360,7 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
   c->schedule = (cfg_schedule)e;
   c->microbatches = (int)echo_int(&r, "microbatches", 1, big);
   echo_enum(&r, "precision", parse_prec, &e);
-  c->precision = (gs_precision)e;
+  c->precision = (gpu_precision)e;
   if ((v = echo_item(&r, "recompute", is_bool, "true or false"))) c->recompute = cJSON_IsTrue(v);
   if ((s = echo_str(&r, "coll"))) {
     g_free(c->coll);
@@ -409,12 +409,15 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
     }
     if (!c->n_routing_weights) g_clear_pointer(&c->routing_weights, g_free);
   }
-  if ((v = echo_item(&r, "capacity_factor", is_num, "a number"))) c->capacity_factor = v->valuedouble;
+  if ((v = echo_item(&r, "capacity_factor", is_num, "a number")))
+    c->capacity_factor = v->valuedouble;
   c->seed = (unsigned)echo_int(&r, "seed", 0, G_MAXUINT32);
-  if ((v = echo_item(&r, "ignore_memory", is_bool, "true or false"))) c->ignore_memory = cJSON_IsTrue(v);
+  if ((v = echo_item(&r, "ignore_memory", is_bool, "true or false")))
+    c->ignore_memory = cJSON_IsTrue(v);
   echo_enum(&r, "mode", parse_mode, &e);
   c->mode = (cfg_mode)e;
-  if ((v = echo_item(&r, "reproducible", is_bool, "true or false"))) c->reproducible = cJSON_IsTrue(v);
+  if ((v = echo_item(&r, "reproducible", is_bool, "true or false")))
+    c->reproducible = cJSON_IsTrue(v);
   return r.ok;
 }
 

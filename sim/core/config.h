@@ -14,7 +14,8 @@
 
 #include "core/gpuspec.h"
 
-#define CFG_MODES(X) X(CFG_MODE_SIM, "sim") X(CFG_MODE_REAL, "real") X(CFG_MODE_ANALYTIC, "analytic")
+#define CFG_MODES(X) \
+  X(CFG_MODE_SIM, "sim") X(CFG_MODE_REAL, "real") X(CFG_MODE_ANALYTIC, "analytic")
 typedef enum {
 #define X(e, s) e,
   CFG_MODES(X)
@@ -59,7 +60,7 @@ typedef struct {
   int microbatches;    /* m; 0 = not given (1, or pp for a pipeline) */
   int *pp_balance;     /* --pp-balance: layers per stage (owned), NULL = balance by time */
   int n_pp_balance;
-  gs_precision precision;
+  gpu_precision precision;
   gboolean recompute;
   char *coll;          /* collective algorithm family, NULL = what NCCL would choose */
   char *kernels;       /* kernel database name or file, NULL = roofline from the GPU spec */

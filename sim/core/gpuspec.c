@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const gs_spec specs[] = {
+static const gpu_spec specs[] = {
     /* NVIDIA A100 Tensor Core GPU datasheet (2020/2021): FP32 19.5 TF, TF32 156 TF, FP16/BF16
      * 312 TF; 40 GB HBM2 at 1,555 GB/s (SXM4 40GB), 80 GB HBM2e at 2,039 GB/s (SXM4 80GB). */
     {"a100-40gb", "NVIDIA A100-SXM4-40GB", {19.5e12, 156e12, 312e12, 312e12}, 1555e9, 40e9,
@@ -21,7 +21,7 @@ static const gs_spec specs[] = {
      "NVIDIA H200 datasheet: FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 4.8 TB/s"},
 };
 
-static const gs_spec *const all[] = {&specs[0], &specs[1], &specs[2], &specs[3], NULL};
+static const gpu_spec *const all[] = {&specs[0], &specs[1], &specs[2], &specs[3], NULL};
 
 /* The local CPU, read from /proc/cpuinfo and /proc/meminfo at run time. Peak FP32 assumes AVX2
  * with two 256-bit FMA units per core: 2 units x 8 lanes x 2 FLOP = 32 FLOP/cycle/core (Intel
@@ -29,9 +29,9 @@ static const gs_spec *const all[] = {&specs[0], &specs[1], &specs[2], &specs[3],
  * and the online cores. The CPU has no tensor cores: every precision gets the FP32 peak. Memory
  * bandwidth is an assumption, not a measurement: 10 GB/s per core, capped at 100 GB/s (a
  * virtual machine's share of DDR4; kernels/README.md). */
-#define GS_CPU_FLOP_PER_CYCLE 32.0
-#define GS_CPU_BW_PER_CORE 10e9
-static gs_spec cpu_spec;
+#define GPU_CPU_FLOP_PER_CYCLE 32.0
+#define GPU_CPU_BW_PER_CORE 10e9
+static gpu_spec cpu_spec;
 static char cpu_full_name[160];
 static char cpu_source[400];
 
@@ -63,8 +63,8 @@ static gpointer cpu_spec_init(gpointer unused) {
       if (g_str_has_prefix(line, "MemTotal:")) mem = g_ascii_strtod(line + 9, NULL) * 1024;
     fclose(f);
   }
-  double peak = GS_CPU_FLOP_PER_CYCLE * mhz * 1e6 * cores;
-  double bw = GS_CPU_BW_PER_CORE * cores;
+  double peak = GPU_CPU_FLOP_PER_CYCLE * mhz * 1e6 * cores;
+  double bw = GPU_CPU_BW_PER_CORE * cores;
   if (bw > 100e9) bw = 100e9;
   g_snprintf(cpu_full_name, sizeof cpu_full_name, "%s (%ld cores)", model, cores);
   g_snprintf(cpu_source, sizeof cpu_source,
@@ -73,51 +73,51 @@ static gpointer cpu_spec_init(gpointer unused) {
              peak / 1e9);
   cpu_spec.name = "cpu";
   cpu_spec.full_name = cpu_full_name;
-  for (int i = 0; i < GS_N_PRECISIONS; i++) cpu_spec.peak_flops[i] = peak;
+  for (int i = 0; i < GPU_N_PRECISIONS; i++) cpu_spec.peak_flops[i] = peak;
   cpu_spec.mem_bw_bps = bw;
   cpu_spec.mem_bytes = mem > 0 ? mem : 8e9;
   cpu_spec.source = cpu_source;
   return NULL;
 }
 
-const gs_spec *gs_local_cpu(void) {
+const gpu_spec *gpu_local_cpu(void) {
   static GOnce once = G_ONCE_INIT;
   g_once(&once, cpu_spec_init, NULL);
   return &cpu_spec;
 }
 
-const gs_spec *gs_find(const char *name) {
+const gpu_spec *gpu_find(const char *name) {
   if (!name) return NULL;
-  if (g_ascii_strcasecmp(name, "cpu") == 0) return gs_local_cpu();
+  if (g_ascii_strcasecmp(name, "cpu") == 0) return gpu_local_cpu();
   for (size_t i = 0; i < G_N_ELEMENTS(specs); i++)
     if (g_ascii_strcasecmp(name, specs[i].name) == 0) return &specs[i];
   return NULL;
 }
 
-const gs_spec *const *gs_all(void) { return all; }
+const gpu_spec *const *gpu_all(void) { return all; }
 
 static const struct { const char *name; int bytes; } prec[] = {
 #define X(e, s, b) {s, b},
-    GS_PRECISIONS(X)
+    GPU_PRECISIONS(X)
 #undef X
 };
 
-const char *gs_precision_name(gs_precision p) { return prec[p].name; }
-int gs_precision_bytes(gs_precision p) { return prec[p].bytes; }
+const char *gpu_precision_name(gpu_precision p) { return prec[p].name; }
+int gpu_precision_bytes(gpu_precision p) { return prec[p].bytes; }
 
-gboolean gs_precision_parse(const char *text, gs_precision *out) {
-  for (int i = 0; i < GS_N_PRECISIONS; i++)
+gboolean gpu_precision_parse(const char *text, gpu_precision *out) {
+  for (int i = 0; i < GPU_N_PRECISIONS; i++)
     if (text && strcmp(text, prec[i].name) == 0) {
-      *out = (gs_precision)i;
+      *out = (gpu_precision)i;
       return TRUE;
     }
   return FALSE;
 }
 
-double gs_roofline_s(const gs_spec *s, gs_precision p, gboolean gemm_like, double flops,
+double gpu_roofline_s(const gpu_spec *s, gpu_precision p, gboolean gemm_like, double flops,
                      double bytes) {
-  double peak = gemm_like ? s->peak_flops[p] : s->peak_flops[GS_FP32];
-  double tc = flops / (peak * GS_EFF_COMPUTE);
-  double tm = bytes / (s->mem_bw_bps * GS_EFF_MEMORY);
-  return (tc > tm ? tc : tm) + GS_LAUNCH_S;
+  double peak = gemm_like ? s->peak_flops[p] : s->peak_flops[GPU_FP32];
+  double tc = flops / (peak * GPU_EFF_COMPUTE);
+  double tm = bytes / (s->mem_bw_bps * GPU_EFF_MEMORY);
+  return (tc > tm ? tc : tm) + GPU_LAUNCH_S;
 }

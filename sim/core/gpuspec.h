@@ -11,45 +11,47 @@
 
 #include <glib.h>
 
-#define GS_PRECISIONS(X) X(GS_FP32, "fp32", 4) X(GS_TF32, "tf32", 4) X(GS_FP16, "fp16", 2) \
-  X(GS_BF16, "bf16", 2)
+#define GPU_PRECISIONS(X) X(GPU_FP32, "fp32", 4) X(GPU_TF32, "tf32", 4) X(GPU_FP16, "fp16", 2) \
+  X(GPU_BF16, "bf16", 2)
 
 typedef enum {
 #define X(e, s, b) e,
-  GS_PRECISIONS(X)
+  GPU_PRECISIONS(X)
 #undef X
-  GS_N_PRECISIONS
-} gs_precision;
+  GPU_N_PRECISIONS
+} gpu_precision;
 
 typedef struct {
   const char *name;        /* key used in platforms (host property gpu) and on the CLI */
   const char *full_name;   /* marketing name */
-  double peak_flops[GS_N_PRECISIONS]; /* dense FLOP/s per precision (tensor cores where they apply) */
+  double
+      peak_flops[GPU_N_PRECISIONS]; /* dense FLOP/s per precision (tensor cores where they apply) */
   double mem_bw_bps;       /* HBM bandwidth, bytes/s */
   double mem_bytes;        /* device memory, bytes */
   const char *source;      /* where the figures come from */
-} gs_spec;
+} gpu_spec;
 
 /* Efficiencies of the roofline estimate (documented in kernels/README.md). */
-#define GS_EFF_COMPUTE 0.60   /* GEMM-like kernels (conv, linear, attention) on large shapes */
-#define GS_EFF_MEMORY 0.80    /* bandwidth-bound kernels (elementwise, norms, optimizer) */
-#define GS_LAUNCH_S 4e-6      /* per-kernel launch and tail, seconds */
+#define GPU_EFF_COMPUTE 0.60   /* GEMM-like kernels (conv, linear, attention) on large shapes */
+#define GPU_EFF_MEMORY 0.80    /* bandwidth-bound kernels (elementwise, norms, optimizer) */
+#define GPU_LAUNCH_S 4e-6      /* per-kernel launch and tail, seconds */
 
 /* The spec sheet named `name` (case-insensitive), or NULL. Borrowed, static. */
-const gs_spec *gs_find(const char *name);
-/* The sheet of the machine dlsim runs on ("cpu"; gs_find("cpu") returns it too): model and
+const gpu_spec *gpu_find(const char *name);
+/* The sheet of the machine dlsim runs on ("cpu"; gpu_find("cpu") returns it too): model and
  * cores from /proc/cpuinfo, peak and bandwidth from the documented assumptions in gpuspec.c
  * (its `source` field says which). Borrowed, static; thread-safe. */
-const gs_spec *gs_local_cpu(void);
+const gpu_spec *gpu_local_cpu(void);
 /* All known GPU sheets, NULL-terminated. */
-const gs_spec *const *gs_all(void);
+const gpu_spec *const *gpu_all(void);
 
-const char *gs_precision_name(gs_precision p);
-int gs_precision_bytes(gs_precision p);   /* bytes per element of activations/weights in compute */
-gboolean gs_precision_parse(const char *text, gs_precision *out);
+const char *gpu_precision_name(gpu_precision p);
+int gpu_precision_bytes(gpu_precision p); /* bytes per element of activations/weights in compute */
+gboolean gpu_precision_parse(const char *text, gpu_precision *out);
 
 /* Roofline time of a kernel in seconds. `compute_bound_class` TRUE for GEMM-like kernels (uses the
  * precision's tensor throughput), FALSE for elementwise ones (uses the fp32 vector peak). */
-double gs_roofline_s(const gs_spec *s, gs_precision p, gboolean gemm_like, double flops, double bytes);
+double gpu_roofline_s(const gpu_spec *s, gpu_precision p, gboolean gemm_like, double flops,
+                      double bytes);
 
 #endif

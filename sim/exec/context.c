@@ -7,10 +7,10 @@
 
 static gboolean platform_gpu(run_ctx *x, GError **err) {
   const plat_host *h = plat_host_at(x->platform, 0);
-  x->gpu = h ? gs_find(h->gpu_model) : NULL;
+  x->gpu = h ? gpu_find(h->gpu_model) : NULL;
   if (!x->gpu) {
     GString *known = g_string_new(NULL);
-    for (const gs_spec *const *s = gs_all(); *s; s++)
+    for (const gpu_spec *const *s = gpu_all(); *s; s++)
       g_string_append_printf(known, "%s%s", known->len ? ", " : "", (*s)->name);
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "%s: host property gpu_model '%s' has no spec sheet (known: %s)",
@@ -46,9 +46,9 @@ static gboolean open_rest(run_ctx *x, gboolean grow, GError **err) {
   if (!(x->platform = plat_load(x->cfg.platform, err))) return FALSE;
   if (grow && !grow_preset(x, err)) return FALSE;
   if (!platform_gpu(x, err)) return FALSE;
-  if (!kt_open_db(x->cfg.kernels, x->gpu->name, &x->db, err)) return FALSE;
-  x->kt = (kt_source){x->gpu, x->cfg.precision, x->model, x->db};
-  x->layer_t = kt_layer_times(&x->kt, &x->cfg);
+  if (!ktime_open_db(x->cfg.kernels, x->gpu->name, &x->db, err)) return FALSE;
+  x->kt = (ktime_source){x->gpu, x->cfg.precision, x->model, x->db};
+  x->layer_t = ktime_layer_times(&x->kt, &x->cfg);
   x->kdb_name = x->db ? g_strdup(kdb_name(x->db)) : g_strdup_printf("roofline:%s", x->gpu->name);
   return TRUE;
 }
@@ -59,7 +59,7 @@ static void take(run_ctx *x, cfg_run *c) {
   cfg_init(c);
 }
 
-gboolean ctx_open(run_ctx *x, cfg_run *c, GError **err) {
+gboolean run_ctx_open(run_ctx *x, cfg_run *c, GError **err) {
   take(x, c);
   if (!(x->model = wl_load(x->cfg.workload, err))) return FALSE;
   if (!cfg_resolve(&x->cfg, (long)x->model->default_batch, err)) return FALSE;
@@ -67,13 +67,13 @@ gboolean ctx_open(run_ctx *x, cfg_run *c, GError **err) {
   return open_rest(x, TRUE, err);
 }
 
-gboolean ctx_open_resolved(run_ctx *x, cfg_run *c, GError **err) {
+gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, GError **err) {
   take(x, c);
   if (!(x->model = wl_load(x->cfg.workload, err))) return FALSE;
   return open_rest(x, FALSE, err);
 }
 
-void ctx_release(run_ctx *x) {
+void run_ctx_release(run_ctx *x) {
   g_free(x->layer_t);
   kdb_free(x->db);
   plat_free(x->platform);

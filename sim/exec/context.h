@@ -18,10 +18,10 @@ typedef struct {
   cfg_run cfg;           /* the resolved configuration (owned) */
   wl_model *model;       /* owned */
   plat *platform;        /* owned */
-  const gs_spec *gpu;    /* the spec sheet of the platform's GPU model (static) */
+  const gpu_spec *gpu;    /* the spec sheet of the platform's GPU model (static) */
   double gpu_mem_bytes;  /* device memory per GPU: the host property, else the spec sheet's */
   kdb *db;               /* the kernel database, NULL for the roofline alone (owned) */
-  kt_source kt;          /* kernel durations (borrows model, gpu, db) */
+  ktime_source kt;          /* kernel durations (borrows model, gpu, db) */
   double *layer_t;       /* per-layer forward + backward time of one micro-batch, what pipeline
                             stages are balanced with (owned, model->n_layers entries) */
   char *kdb_name;        /* the database's name, or "roofline:<gpu>" (owned) */
@@ -32,13 +32,13 @@ typedef struct {
  * configuration against it (cfg_resolve, cfg_resolve_style), loads the platform (a named preset
  * asked for more GPUs than it has grows to them, with x->note saying so), finds the GPU and the
  * kernel database. Takes `c` over (cfg_init'ed again on return). DL_ERR_INPUT naming the option
- * or file on failure; release with ctx_release either way. */
-gboolean ctx_open(run_ctx *x, cfg_run *c, GError **err);
+ * or file on failure; release with run_ctx_release either way. */
+gboolean run_ctx_open(run_ctx *x, cfg_run *c, GError **err);
 
 /* The same for a configuration that is resolved already (an executor's, read from the driver's
  * request): nothing is re-resolved and the platform is taken as named. */
-gboolean ctx_open_resolved(run_ctx *x, cfg_run *c, GError **err);
+gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, GError **err);
 
-void ctx_release(run_ctx *x);
+void run_ctx_release(run_ctx *x);
 
 #endif

@@ -142,29 +142,29 @@ static gboolean start_real(const run_ctx *x, const cfg_run *c, const char *const
 
 /* ---- the executors --------------------------------------------------------------------------- */
 
-static gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
+static gboolean exec_analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
   if (c->trace) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--trace: the closed form has no timeline; traces come from --mode sim");
     return FALSE;
   }
-  return an_check(x, c, err);
+  return analytic_check(x, c, err);
 }
 
-static gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
-  return an_run(x, c, r, err);
+static gboolean exec_analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
+  return analytic_run(x, c, r, err);
 }
 
-static gboolean sim_check(const run_ctx *x, const cfg_run *c, GError **err) {
-  return an_check(x, c, err);
+static gboolean exec_sim_check(const run_ctx *x, const cfg_run *c, GError **err) {
+  return analytic_check(x, c, err);
 }
 
-static gboolean sim_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
+static gboolean exec_sim_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
   return launch_run(x, c, start_smpi, r, err);
 }
 
 /* What the real executor cannot run yet, layer by layer. */
-static gboolean real_check_layer(const wl_model *m, const wl_layer *l, int i, GError **err) {
+static gboolean exec_real_check_layer(const wl_model *m, const wl_layer *l, int i, GError **err) {
   const char *why = NULL;
   if (l->kind == WL_LINEAR && l->tied_to >= 0 && l->bias) why = "tied linears with a bias";
   else if (l->kind == WL_LINEAR && l->tied_to >= 0 && m->layers[l->tied_to].kind != WL_EMBEDDING)
@@ -183,16 +183,18 @@ static gboolean real_check_layer(const wl_model *m, const wl_layer *l, int i, GE
 
 /* The real executor refuses --grid auto, --precision fp16/bf16 (the CPU kernels compute in
  * fp32), --recompute, and layers without a real implementation; splits it cannot make are
- * refused by rs_plan (real_shard.h) when the ranks start. */
-static gboolean real_check(const run_ctx *x, const cfg_run *c, GError **err) {
+ * refused by real_shard_plan (real_shard.h) when the ranks start. */
+static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
   if (c->grid_auto) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --grid auto searches grids without "
                 "running them; name one grid, e.g. --grid 2x2");
     return FALSE;
   }
-  if (c->precision == GS_FP16 || c->precision == GS_BF16) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --precision %s: the real executor's "
-                "CPU kernels compute in fp32; use --precision fp32", gs_precision_name(c->precision));
+  if (c->precision == GPU_FP16 || c->precision == GPU_BF16) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--mode real: --precision %s: the real executor's "
+                "CPU kernels compute in fp32; use --precision fp32",
+                gpu_precision_name(c->precision));
     return FALSE;
   }
   if (c->recompute) {
@@ -201,18 +203,18 @@ static gboolean real_check(const run_ctx *x, const cfg_run *c, GError **err) {
     return FALSE;
   }
   for (int i = 0; i < x->model->n_layers; i++)
-    if (!real_check_layer(x->model, &x->model->layers[i], i, err)) return FALSE;
+    if (!exec_real_check_layer(x->model, &x->model->layers[i], i, err)) return FALSE;
   return TRUE;
 }
 
-static gboolean real_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
+static gboolean exec_real_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
   return launch_run(x, c, start_real, r, err);
 }
 
 static const exec_ops executors[] = {
-    {CFG_MODE_SIM, "sim", sim_check, sim_run},
-    {CFG_MODE_REAL, "real", real_check, real_run},
-    {CFG_MODE_ANALYTIC, "analytic", analytic_check, analytic_run},
+    {CFG_MODE_SIM, "sim", exec_sim_check, exec_sim_run},
+    {CFG_MODE_REAL, "real", exec_real_check, exec_real_run},
+    {CFG_MODE_ANALYTIC, "analytic", exec_analytic_check, exec_analytic_run},
 };
 
 const exec_ops *exec_for(cfg_mode mode) {

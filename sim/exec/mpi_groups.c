@@ -6,9 +6,9 @@
 void coll_groups_init(coll_groups *g, const cfg_run *c, int rank, const int *node_of) {
   const int P = c->gpus;
   int *members = g_new(int, P);
-  for (int k = 0; k < PL_N_GROUPS; k++) {
-    const pl_group grp = (pl_group)k;
-    int n = pl_group_members(c, grp, rank, members), me = -1, rpn = 0;
+  for (int k = 0; k < PLAN_N_GROUPS; k++) {
+    const plan_group grp = (plan_group)k;
+    int n = plan_group_members(c, grp, rank, members), me = -1, rpn = 0;
     for (int i = 0; i < n; i++) {
       if (members[i] == rank) me = i;
       if (node_of[members[i]] == node_of[rank]) rpn++;
@@ -18,9 +18,9 @@ void coll_groups_init(coll_groups *g, const cfg_run *c, int rank, const int *nod
     for (int i = 0; i < n; i++)
       if (g_hash_table_add(seen, GINT_TO_POINTER(node_of[members[i]] + 1))) nodes++;
     g_hash_table_destroy(seen);
-    const int degree = pl_group_degree(c, grp);
+    const int degree = plan_group_degree(c, grp);
     g->comm[k] = MPI_COMM_SELF;
-    if (grp == PL_GRP_WORLD || (degree == P && n == P)) g->comm[k] = MPI_COMM_WORLD;
+    if (grp == PLAN_GRP_WORLD || (degree == P && n == P)) g->comm[k] = MPI_COMM_WORLD;
     else if (degree > 1)
       MPI_Comm_split(MPI_COMM_WORLD, me >= 0 ? members[0] : P + rank, rank, &g->comm[k]);
     if (me < 0 || degree <= 1) { /* alone: a group of one */
@@ -34,6 +34,6 @@ void coll_groups_init(coll_groups *g, const cfg_run *c, int rank, const int *nod
 }
 
 void coll_groups_release(coll_groups *g) {
-  for (int k = 0; k < PL_N_GROUPS; k++)
+  for (int k = 0; k < PLAN_N_GROUPS; k++)
     if (g->comm[k] != MPI_COMM_WORLD && g->comm[k] != MPI_COMM_SELF) MPI_Comm_free(&g->comm[k]);
 }

@@ -3,7 +3,7 @@
  * and real executors.
  *
  * Every rank takes part in every split (MPI_Comm_split is collective over MPI_COMM_WORLD), for
- * the groups the plan can use (pl_group_degree > 1). A group of every rank in rank order is
+ * the groups the plan can use (plan_group_degree > 1). A group of every rank in rank order is
  * MPI_COMM_WORLD itself: a split over all ranks costs a collective over all of them (minutes at
  * 1,024 simulated ranks). A rank outside a group of its kind (a middle pipeline stage and the
  * tied-embedding group) gets a communicator of its own, never used.
@@ -18,10 +18,10 @@
 #include "plan/plan.h"
 
 typedef struct {
-  MPI_Comm comm[PL_N_GROUPS]; /* MPI_COMM_WORLD, a split, or MPI_COMM_SELF (size 1) */
-  coll_topo topo[PL_N_GROUPS];/* this rank's place, members grouped by node */
-  int size[PL_N_GROUPS];      /* members of the rank's group (1 when it is alone) */
-  int nodes[PL_N_GROUPS];     /* nodes the group spans */
+  MPI_Comm comm[PLAN_N_GROUPS]; /* MPI_COMM_WORLD, a split, or MPI_COMM_SELF (size 1) */
+  coll_topo topo[PLAN_N_GROUPS];/* this rank's place, members grouped by node */
+  int size[PLAN_N_GROUPS];      /* members of the rank's group (1 when it is alone) */
+  int nodes[PLAN_N_GROUPS];     /* nodes the group spans */
 } coll_groups;
 
 /* Makes the communicators of `rank` under configuration `c`; node_of[r] is the node of rank r

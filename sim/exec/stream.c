@@ -5,7 +5,7 @@
 
 void exec_stream_compute(const exec_stream *s) {
   const exec_stream_ops *o = s->ops;
-  const pl_rank_plan *p = s->plan;
+  const plan_rank *p = s->plan;
   for (int it = 0; it < s->iters; it++) {
     if (o->iter_begin) {
       double h0 = o->now(s->be);
@@ -13,8 +13,8 @@ void exec_stream_compute(const exec_stream *s) {
       if (rec_steady(s->rec, it)) s->rec->host_s += o->now(s->be) - h0;
     }
     for (int i = 0; i < p->n_ops; i++) {
-      const pl_op *op = &p->ops[i];
-      if (op->stream != PL_STREAM_COMPUTE) continue;
+      const plan_op *op = &p->ops[i];
+      if (op->stream != PLAN_STREAM_COMPUTE) continue;
       if (s->debug)
         fprintf(stderr, "dlsim: rank %d compute iter %d op %d %s: waits %d records %d\n",
                 s->rec->rank, it, i, op->kname, op->wait_event, op->record_event);
@@ -29,27 +29,27 @@ void exec_stream_compute(const exec_stream *s) {
 
 void exec_stream_comm(const exec_stream *s) {
   const exec_stream_ops *o = s->ops;
-  const pl_rank_plan *p = s->plan;
+  const plan_rank *p = s->plan;
   for (int it = 0; it < s->iters; it++) {
     for (int i = 0; i < p->n_ops; i++)
-      if (p->ops[i].kind == PL_RECV) o->recv_post(s->be, &p->ops[i], it);
+      if (p->ops[i].kind == PLAN_RECV) o->recv_post(s->be, &p->ops[i], it);
     for (int i = 0; i < p->n_ops; i++) {
-      const pl_op *op = &p->ops[i];
-      if (op->stream != PL_STREAM_COMM) continue;
+      const plan_op *op = &p->ops[i];
+      if (op->stream != PLAN_STREAM_COMM) continue;
       if (s->debug)
         fprintf(stderr, "dlsim: rank %d comm iter %d op %d %s %s %s peer %d tag %d bytes %.0f: "
-                "waits %d\n", s->rec->rank, it, i, pl_op_kind_name(op->kind),
-                pl_group_name(op->group), pl_purpose_name(op->purpose), op->peer, op->tag,
+                "waits %d\n", s->rec->rank, it, i, plan_op_kind_name(op->kind),
+                plan_group_name(op->group), plan_purpose_name(op->purpose), op->peer, op->tag,
                 op->bytes, op->wait_event);
       if (op->wait_event >= 0) o->ev_wait(s->be, it, op->wait_event);
       double t0 = o->now(s->be);
-      if (op->kind == PL_SEND) {
+      if (op->kind == PLAN_SEND) {
         o->send(s->be, op, it);
         rec_send(s->rec, i, it);
-      } else if (op->kind == PL_RECV) {
+      } else if (op->kind == PLAN_RECV) {
         double posted = o->recv_wait(s->be, op, it);
         rec_recv(s->rec, i, it, t0, posted, o->now(s->be));
-      } else if (op->kind == PL_COLL) {
+      } else if (op->kind == PLAN_COLL) {
         double wire = 0;
         const char *algo = o->coll(s->be, op, it, &wire);
         rec_coll(s->rec, i, it, t0, o->now(s->be), algo, wire);

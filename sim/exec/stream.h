@@ -26,15 +26,15 @@ typedef struct {
    * real flavour's synthetic batch); NULL when there is none. Timed and left out. */
   void (*iter_begin)(void *be, int iter);
   /* runs kernel op `op` to completion; returns where its duration came from */
-  kdb_origin (*kernel)(void *be, const pl_op *op, int iter);
-  void (*recv_post)(void *be, const pl_op *op, int iter);  /* posts the receive of a PL_RECV */
+  kdb_origin (*kernel)(void *be, const plan_op *op, int iter);
+  void (*recv_post)(void *be, const plan_op *op, int iter);  /* posts the receive of a PLAN_RECV */
   /* waits for a posted receive; returns when its sender posted the message (same clock) */
-  double (*recv_wait)(void *be, const pl_op *op, int iter);
-  void (*send)(void *be, const pl_op *op, int iter);       /* posts a PL_SEND, never blocks */
+  double (*recv_wait)(void *be, const plan_op *op, int iter);
+  void (*send)(void *be, const plan_op *op, int iter);       /* posts a PLAN_SEND, never blocks */
   void (*sends_wait)(void *be, int iter);                  /* completes the iteration's sends */
   /* runs collective op `op`; returns its algorithm's name (static or interned) and the bytes
    * this rank sent */
-  const char *(*coll)(void *be, const pl_op *op, int iter, double *wire_bytes);
+  const char *(*coll)(void *be, const plan_op *op, int iter, double *wire_bytes);
   void (*ev_wait)(void *be, int iter, int ev);    /* blocks until event `ev` of `iter` is set */
   void (*ev_record)(void *be, int iter, int ev);  /* sets it (ev >= 0) */
 } exec_stream_ops;
@@ -42,7 +42,7 @@ typedef struct {
 typedef struct {
   const exec_stream_ops *ops;
   void *be;                 /* the backend's state (borrowed) */
-  const pl_rank_plan *plan; /* the rank's op list (borrowed) */
+  const plan_rank *plan; /* the rank's op list (borrowed) */
   rec_rank *rec;            /* where the ops are recorded (borrowed; rec_init'ed) */
   int iters;                /* iterations to run */
   gboolean debug;           /* print every op as the rank reaches it (DLSIM_DEBUG_OPS) */

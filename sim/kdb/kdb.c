@@ -67,8 +67,8 @@ gboolean kdb_is_derived(const kdb *db) {
   return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(db->prov, "derived"));
 }
 
-static char *class_key(const char *kname, gs_precision p) {
-  return g_strdup_printf("%s %s", kname, gs_precision_name(p));
+static char *class_key(const char *kname, gpu_precision p) {
+  return g_strdup_printf("%s %s", kname, gpu_precision_name(p));
 }
 
 void kdb_add(kdb *db, const kdb_entry *e) {
@@ -141,7 +141,7 @@ char *kdb_to_json(const kdb *db) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "key", e->key);
     cJSON_AddStringToObject(o, "kname", e->kname);
-    cJSON_AddStringToObject(o, "precision", gs_precision_name(e->prec));
+    cJSON_AddStringToObject(o, "precision", gpu_precision_name(e->prec));
     cJSON_AddBoolToObject(o, "gemm_like", e->gemm_like);
     cJSON_AddNumberToObject(o, "flops", e->flops);
     cJSON_AddNumberToObject(o, "bytes", e->bytes);
@@ -227,7 +227,7 @@ kdb *kdb_load(const char *name_or_path, GError **err) {
     const char *kname = key ? get_str(o, "kname", path, i, err) : NULL;
     const char *prec = kname ? get_str(o, "precision", path, i, err) : NULL;
     if (!prec) goto out;
-    if (!gs_precision_parse(prec, &e.prec)) {
+    if (!gpu_precision_parse(prec, &e.prec)) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: entries[%d].precision: expected fp32, tf32, "
                   "fp16 or bf16, got \"%s\"", path, i, prec);
       goto out;
@@ -264,8 +264,8 @@ out:
 
 /* ---- keys and lookup --------------------------------------------------------------------- */
 
-char *kdb_key(const kdb_kernel *k, gs_precision prec) {
-  const char *p = gs_precision_name(prec);
+char *kdb_key(const kdb_kernel *k, gpu_precision prec) {
+  const char *p = gpu_precision_name(prec);
   if (!k->layer)
     return g_strdup_printf("%s params=%" G_GINT64_FORMAT " %s", k->kname, k->params, p);
   const wl_layer *l = k->layer;
@@ -304,7 +304,7 @@ static double size_of(gboolean gemm_like, double flops, double bytes) {
   return gemm_like && flops > 0 ? flops : bytes;
 }
 
-double kdb_kernel_s(const kdb *db, const gs_spec *gpu, const kdb_kernel *k, gs_precision prec,
+double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
                     kdb_origin *origin) {
   kdb_origin o = KDB_ESTIMATED;
   double t = -1;
@@ -347,14 +347,14 @@ double kdb_kernel_s(const kdb *db, const gs_spec *gpu, const kdb_kernel *k, gs_p
     }
   }
   if (t < 0) {
-    if (!gpu) gpu = gs_find("cpu");
-    t = gs_roofline_s(gpu, prec, k->gemm_like, k->flops, k->bytes);
+    if (!gpu) gpu = gpu_find("cpu");
+    t = gpu_roofline_s(gpu, prec, k->gemm_like, k->flops, k->bytes);
   }
   if (origin) *origin = o;
   return t;
 }
 
-kdb *kdb_derive(const kdb *src, const gs_spec *from, const gs_spec *to) {
+kdb *kdb_derive(const kdb *src, const gpu_spec *from, const gpu_spec *to) {
   kdb *db = kdb_new(to->name);
   cJSON_Delete(db->prov);
   db->prov = cJSON_Duplicate(src->prov, TRUE);
@@ -367,8 +367,8 @@ kdb *kdb_derive(const kdb *src, const gs_spec *from, const gs_spec *to) {
                    "for that entry (spec sheets in sim/gpuspec.c)");
   for (int i = 0; i < kdb_n_entries(src); i++) {
     kdb_entry e = *kdb_entry_at(src, i);
-    double r = gs_roofline_s(to, e.prec, e.gemm_like, e.flops, e.bytes) /
-               gs_roofline_s(from, e.prec, e.gemm_like, e.flops, e.bytes);
+    double r = gpu_roofline_s(to, e.prec, e.gemm_like, e.flops, e.bytes) /
+               gpu_roofline_s(from, e.prec, e.gemm_like, e.flops, e.bytes);
     e.median_s *= r;
     e.mean_s *= r;
     e.stddev_s *= r;

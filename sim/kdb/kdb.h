@@ -10,7 +10,7 @@
  *      (FLOP for GEMM-like kernels, bytes for bandwidth-bound ones) on a log scale give achieved
  *      rates r = size/time; the op's rate is interpolated linearly in log(size) between them and
  *      clamped to the nearer one outside the measured range; time = size / rate;
- *   3. ESTIMATED: the roofline of the device's spec sheet (gs_roofline_s).
+ *   3. ESTIMATED: the roofline of the device's spec sheet (gpu_roofline_s).
  *
  * File format: {"format": "dlsim-kdb-1", "provenance": {...}, "entries": [{"key", "kname",
  * "precision", "gemm_like", "flops", "bytes", "median_s", "mean_s", "stddev_s", "repeats",
@@ -55,7 +55,7 @@ typedef struct {
 typedef struct {
   char *key;            /* kdb_key() of the op */
   char *kname;          /* "<kind>.fwd|bwd|step" */
-  gs_precision prec;    /* compute precision */
+  gpu_precision prec;    /* compute precision */
   gboolean gemm_like;   /* compute-bound class: interpolated in FLOP/s, else in bytes/s */
   double flops;         /* FLOP of one call */
   double bytes;         /* bytes moved by one call */
@@ -97,20 +97,20 @@ char *kdb_to_json(const kdb *db);
  * e.g. "conv2d.fwd in=3x32x32 out=16x32x32 k=3x3 s=1 p=1 g=1 bias=0 dx=0 n=64 split=1 fp32".
  * Optimizer steps (no layer) are keyed by parameter count: "sgd.step params=669706 fp32".
  * Newly allocated (g_free). */
-char *kdb_key(const kdb_kernel *k, gs_precision prec);
+char *kdb_key(const kdb_kernel *k, gpu_precision prec);
 
 /* Duration in seconds of kernel `k` at precision `prec`, following the lookup order above. `db`
  * may be NULL (roofline only); `gpu` is the spec sheet for the roofline (NULL with db given: a
  * kernel the database cannot answer costs the roofline of the local CPU sheet). `origin` (may
  * be NULL) says how the time was obtained. */
-double kdb_kernel_s(const kdb *db, const gs_spec *gpu, const kdb_kernel *k, gs_precision prec,
+double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
                     kdb_origin *origin);
 
 /* A database for device `to` derived from `src`, measured on device `from`: every entry's time
  * is scaled by the ratio of the two devices' roofline times for that entry
- * (gs_roofline_s(to)/gs_roofline_s(from)), which is the compute ratio for compute-bound shapes
+ * (gpu_roofline_s(to)/gpu_roofline_s(from)), which is the compute ratio for compute-bound shapes
  * and the bandwidth ratio for memory-bound ones. Provenance: derived = true, derived_from,
  * device = to->name. Newly allocated. */
-kdb *kdb_derive(const kdb *src, const gs_spec *from, const gs_spec *to);
+kdb *kdb_derive(const kdb *src, const gpu_spec *from, const gpu_spec *to);
 
 #endif

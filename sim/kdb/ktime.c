@@ -3,21 +3,21 @@
 
 #include "core/dl_common.h"
 
-kdb_kernel kt_describe(const wl_model *m, const pl_op *op) {
+kdb_kernel ktime_describe(const wl_model *m, const plan_op *op) {
   kdb_kernel k = {op->kname, op->layer >= 0 ? &m->layers[op->layer] : NULL, op->samples,
                   op->split, op->params, op->gemm_like, op->flops, op->mem_bytes};
   return k;
 }
 
-double kt_kernel_s(const kt_source *k, const pl_op *op, kdb_origin *origin) {
-  kdb_kernel d = kt_describe(k->model, op);
+double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *origin) {
+  kdb_kernel d = ktime_describe(k->model, op);
   return kdb_kernel_s(k->db, k->gpu, &d, k->precision, origin);
 }
 
-double *kt_layer_times(const kt_source *k, const cfg_run *c) {
+double *ktime_layer_times(const ktime_source *k, const cfg_run *c) {
   const wl_model *m = k->model;
   double *t = g_new0(double, m->n_layers);
-  const double dt = gs_precision_bytes(k->precision);
+  const double dt = gpu_precision_bytes(k->precision);
   const double mbs = (double)c->batch / c->dp / c->microbatches;
   for (int i = 0; i < m->n_layers; i++) {
     const wl_layer *l = &m->layers[i];
@@ -37,7 +37,7 @@ double *kt_layer_times(const kt_source *k, const cfg_run *c) {
   return t;
 }
 
-gboolean kt_open_db(const char *kernels, const char *gpu_model, kdb **db, GError **err) {
+gboolean ktime_open_db(const char *kernels, const char *gpu_model, kdb **db, GError **err) {
   *db = NULL;
   if (kernels) {
     *db = kdb_load(kernels, err);

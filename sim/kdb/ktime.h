@@ -13,27 +13,27 @@
 #include "model/workload.h"
 
 typedef struct {
-  const gs_spec *gpu;     /* the platform's GPU (borrowed) */
-  gs_precision precision; /* compute precision */
+  const gpu_spec *gpu;     /* the platform's GPU (borrowed) */
+  gpu_precision precision; /* compute precision */
   const wl_model *model;  /* borrowed */
   const kdb *db;          /* kernel database, NULL = roofline only (borrowed) */
-} kt_source;
+} ktime_source;
 
-/* The kernel-database descriptor of kernel op `op` (kind PL_KERNEL) of model `m`; it borrows the
+/* The kernel-database descriptor of kernel op `op` (kind PLAN_KERNEL) of model `m`; it borrows the
  * op's name and the model's layer. */
-kdb_kernel kt_describe(const wl_model *m, const pl_op *op);
+kdb_kernel ktime_describe(const wl_model *m, const plan_op *op);
 
-/* Duration in seconds of kernel op `op` (kind PL_KERNEL), and where the figure comes from. */
-double kt_kernel_s(const kt_source *k, const pl_op *op, kdb_origin *origin);
+/* Duration in seconds of kernel op `op` (kind PLAN_KERNEL), and where the figure comes from. */
+double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *origin);
 
 /* Forward + backward time of each layer for one micro-batch of configuration `c` on one GPU
  * (no split), seconds: what pipeline stages are balanced with. Newly allocated, n_layers
  * entries (g_free). */
-double *kt_layer_times(const kt_source *k, const cfg_run *c);
+double *ktime_layer_times(const ktime_source *k, const cfg_run *c);
 
 /* The kernel database a run uses: --kernels NAME|FILE when given, else kernels/db/<gpu>.json
  * when it exists for the platform's GPU model, else none (*db = NULL, roofline). FALSE with
  * DL_ERR_INPUT when --kernels names nothing loadable. */
-gboolean kt_open_db(const char *kernels, const char *gpu_model, kdb **db, GError **err);
+gboolean ktime_open_db(const char *kernels, const char *gpu_model, kdb **db, GError **err);
 
 #endif

@@ -4,18 +4,19 @@
 #include <math.h>
 #include <string.h>
 
-void rec_init(rec_rank *r, int rank, const pl_rank_plan *plan, int iters) {
+void rec_init(rec_rank *r, int rank, const plan_rank *plan, int iters) {
   memset(r, 0, sizeof *r);
   r->rank = rank;
   r->plan = plan;
   r->iters = iters;
   r->colls = g_array_new(FALSE, FALSE, sizeof(res_coll));
-  for (int s = 0; s < PL_N_STREAMS; s++) r->spans[s] = g_array_new(FALSE, FALSE, sizeof(rec_span));
+  for (int s = 0; s < PLAN_N_STREAMS; s++)
+    r->spans[s] = g_array_new(FALSE, FALSE, sizeof(rec_span));
 }
 
 void rec_release(rec_rank *r) {
   if (r->colls) g_array_free(r->colls, TRUE);
-  for (int s = 0; s < PL_N_STREAMS; s++)
+  for (int s = 0; s < PLAN_N_STREAMS; s++)
     if (r->spans[s]) g_array_free(r->spans[s], TRUE);
   memset(r, 0, sizeof *r);
 }
@@ -33,8 +34,8 @@ void rec_span_add(rec_rank *r, int op, int iter, double start, double end) {
 
 /* Adds one call of op `op` that took `t` s and sent `wire` bytes to the row of (op, group,
  * purpose, algo). A receive adds its time to the row of its messages; the send counts them. */
-static void add_row(rec_rank *r, const pl_op *op, const char *algo, double t, double wire) {
-  const gboolean recv = op->kind == PL_RECV;
+static void add_row(rec_rank *r, const plan_op *op, const char *algo, double t, double wire) {
+  const gboolean recv = op->kind == PLAN_RECV;
   for (guint i = 0; i < r->colls->len; i++) {
     res_coll *x = &g_array_index(r->colls, res_coll, i);
     if (x->op != op->coll || x->group != op->group || x->purpose != op->purpose ||
@@ -65,7 +66,7 @@ void rec_coll(rec_rank *r, int op, int iter, double start, double end, const cha
 }
 
 void rec_send(rec_rank *r, int op, int iter) {
-  const pl_op *o = &r->plan->ops[op];
+  const plan_op *o = &r->plan->ops[op];
   if (rec_steady(r, iter)) add_row(r, o, "p2p", 0, o->bytes);
 }
 
@@ -84,7 +85,8 @@ static int span_cmp(gconstpointer a, gconstpointer b) {
 static GArray *steady_union(const GArray *a, int it0) {
   GArray *u = g_array_new(FALSE, FALSE, sizeof(rec_span));
   for (guint i = 0; i < a->len; i++)
-    if (g_array_index(a, rec_span, i).iter >= it0) g_array_append_val(u, g_array_index(a, rec_span, i));
+    if (g_array_index(a, rec_span, i).iter >= it0)
+      g_array_append_val(u, g_array_index(a, rec_span, i));
   g_array_sort(u, span_cmp);
   guint n = 0;
   for (guint i = 0; i < u->len; i++) {
@@ -120,18 +122,18 @@ static double overlap_s(const GArray *a, const GArray *b, int it0) {
 }
 
 void rec_finish(rec_rank *r, double t_start) {
-  const pl_rank_plan *plan = r->plan;
+  const plan_rank *plan = r->plan;
   const int iters = r->iters, it0 = first_steady(r), steady = iters - it0;
   /* per-iteration end = the last op of the iteration on either stream */
   double *end = g_new0(double, iters);
   r->compute_s = r->comm_s = 0;
   memset(r->phase_s, 0, sizeof r->phase_s);
-  for (int s = 0; s < PL_N_STREAMS; s++)
+  for (int s = 0; s < PLAN_N_STREAMS; s++)
     for (guint i = 0; i < r->spans[s]->len; i++) {
       const rec_span *x = &g_array_index(r->spans[s], rec_span, i);
       if (x->end > end[x->iter]) end[x->iter] = x->end;
       if (x->iter < it0) continue;
-      if (s == PL_STREAM_COMPUTE) {
+      if (s == PLAN_STREAM_COMPUTE) {
         r->compute_s += x->end - x->start;
         r->phase_s[plan->ops[x->op].phase] += (x->end - x->start) / steady;
       } else {
@@ -142,11 +144,11 @@ void rec_finish(rec_rank *r, double t_start) {
       (it0 ? end[iters - 1] - end[0] : end[0] - t_start) / steady - r->host_s / steady;
   r->compute_s /= steady;
   r->comm_s /= steady;
-  GArray *comm = steady_union(r->spans[PL_STREAM_COMM], it0);
+  GArray *comm = steady_union(r->spans[PLAN_STREAM_COMM], it0);
   double busy = 0;
   for (guint i = 0; i < comm->len; i++)
     busy += g_array_index(comm, rec_span, i).end - g_array_index(comm, rec_span, i).start;
-  r->overlap_s = overlap_s(r->spans[PL_STREAM_COMPUTE], comm, it0) / steady;
+  r->overlap_s = overlap_s(r->spans[PLAN_STREAM_COMPUTE], comm, it0) / steady;
   r->exposed_s = busy / steady - r->overlap_s;
   g_array_free(comm, TRUE);
   for (guint i = 0; i < r->colls->len; i++) {
@@ -160,7 +162,7 @@ void rec_finish(rec_rank *r, double t_start) {
   g_free(end);
 }
 
-static double peak_of(const pl_memory *m) {
+static double peak_of(const plan_memory *m) {
   return m->params + m->grads + m->optimizer + m->activations;
 }
 
@@ -169,7 +171,7 @@ void rec_result(const rec_rank *recs, int P, const cfg_run *c, double gpu_mem_by
   int slow = 0, big = 0;
   for (int k = 0; k < P; k++) {
     const rec_rank *x = &recs[k];
-    const pl_rank_plan *p = x->plan;
+    const plan_rank *p = x->plan;
     res_rank row = {x->rank, x->iteration_time_s, x->compute_s, x->comm_s, peak_of(&p->mem),
                     p->mem.activations};
     g_array_append_val(res->rank_rows, row);
@@ -217,7 +219,7 @@ void rec_result(const rec_rank *recs, int P, const cfg_run *c, double gpu_mem_by
  * wire_bytes, time_s (double), algo name (NUL-terminated)}, then the spans as raw records. */
 typedef struct {
   double host_s;
-  gint32 kernels[KDB_N_ORIGINS], n_colls, n_spans[PL_N_STREAMS];
+  gint32 kernels[KDB_N_ORIGINS], n_colls, n_spans[PLAN_N_STREAMS];
 } packed_head;
 
 typedef struct {
@@ -231,7 +233,7 @@ void rec_pack(const rec_rank *r, GByteArray *buf) {
   h.host_s = r->host_s;
   for (int o = 0; o < KDB_N_ORIGINS; o++) h.kernels[o] = r->kernels[o];
   h.n_colls = (gint32)r->colls->len;
-  for (int s = 0; s < PL_N_STREAMS; s++) h.n_spans[s] = (gint32)r->spans[s]->len;
+  for (int s = 0; s < PLAN_N_STREAMS; s++) h.n_spans[s] = (gint32)r->spans[s]->len;
   g_byte_array_append(buf, (const guint8 *)&h, sizeof h);
   for (guint i = 0; i < r->colls->len; i++) {
     const res_coll *x = &g_array_index(r->colls, res_coll, i);
@@ -242,7 +244,7 @@ void rec_pack(const rec_rank *r, GByteArray *buf) {
     g_byte_array_append(buf, (const guint8 *)&p, sizeof p);
     g_byte_array_append(buf, (const guint8 *)x->algo, (guint)strlen(x->algo) + 1);
   }
-  for (int s = 0; s < PL_N_STREAMS; s++)
+  for (int s = 0; s < PLAN_N_STREAMS; s++)
     g_byte_array_append(buf, (const guint8 *)r->spans[s]->data,
                         r->spans[s]->len * (guint)sizeof(rec_span));
 }
@@ -260,16 +262,16 @@ gboolean rec_unpack(rec_rank *r, const guint8 *data, gsize len) {
     memcpy(&p, data + at, sizeof p);
     at += sizeof p;
     const guint8 *nul = memchr(data + at, '\0', len - at);
-    if (!nul || p.op < 0 || p.op >= COLL_OP_COUNT || p.group < 0 || p.group >= PL_N_GROUPS ||
-        p.purpose < 0 || p.purpose >= PL_N_PURPOSES)
+    if (!nul || p.op < 0 || p.op >= COLL_OP_COUNT || p.group < 0 || p.group >= PLAN_N_GROUPS ||
+        p.purpose < 0 || p.purpose >= PLAN_N_PURPOSES)
       return FALSE;
-    res_coll x = {(coll_op)p.op, (pl_group)p.group, (pl_purpose)p.purpose,
+    res_coll x = {(coll_op)p.op, (plan_group)p.group, (plan_purpose)p.purpose,
                   g_intern_string((const char *)data + at), p.calls, p.bytes, p.wire_bytes,
                   p.time_s};
     g_array_append_val(r->colls, x);
     at = (gsize)(nul - data) + 1;
   }
-  for (int s = 0; s < PL_N_STREAMS; s++) {
+  for (int s = 0; s < PLAN_N_STREAMS; s++) {
     gsize n = (gsize)h.n_spans[s] * sizeof(rec_span);
     if (h.n_spans[s] < 0 || at + n > len) return FALSE;
     g_array_append_vals(r->spans[s], data + at, (guint)h.n_spans[s]);

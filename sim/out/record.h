@@ -43,21 +43,21 @@ typedef struct {
 
 typedef struct {
   int rank;                    /* the rank recorded */
-  const pl_rank_plan *plan;    /* its plan (borrowed: names ops, gives memory) */
+  const plan_rank *plan;    /* its plan (borrowed: names ops, gives memory) */
   int iters;                   /* iterations run */
-  GArray *spans[PL_N_STREAMS]; /* rec_span per stream, every iteration, in time order (owned) */
+  GArray *spans[PLAN_N_STREAMS]; /* rec_span per stream, every iteration, in time order (owned) */
   GArray *colls;               /* res_coll rows, steady-state iterations summed (owned) */
   int kernels[KDB_N_ORIGINS];  /* kernel ops by origin of their time, steady state summed */
   double host_s;               /* host work outside the plan over the steady-state iterations
                                   (the real flavour's synthetic data), left out of the time */
   /* per steady-state iteration, after rec_finish */
   double iteration_time_s, compute_s, comm_s, overlap_s, exposed_s;
-  double phase_s[PL_N_PHASES]; /* compute per phase */
+  double phase_s[PLAN_N_PHASES]; /* compute per phase */
 } rec_rank;
 
 /* An empty record for rank `rank` running `plan` (borrowed) for `iters` iterations. Release
  * with rec_release. */
-void rec_init(rec_rank *r, int rank, const pl_rank_plan *plan, int iters);
+void rec_init(rec_rank *r, int rank, const plan_rank *plan, int iters);
 void rec_release(rec_rank *r);
 
 /* TRUE when iteration `iter` counts in the steady state. */
@@ -70,16 +70,16 @@ void rec_span_add(rec_rank *r, int op, int iter, double start, double end);
 /* A kernel op ran from `start` to `end`; `origin` says where its time came from. */
 void rec_kernel(rec_rank *r, int op, int iter, double start, double end, kdb_origin origin);
 
-/* A collective op (PL_COLL) ran from `start` to `end` with algorithm `algo` (static or
+/* A collective op (PLAN_COLL) ran from `start` to `end` with algorithm `algo` (static or
  * interned string), this rank sending `wire` bytes. */
 void rec_coll(rec_rank *r, int op, int iter, double start, double end, const char *algo,
               double wire);
 
-/* A send op (PL_SEND) was posted: the message counts on the send side, its time on the receive
+/* A send op (PLAN_SEND) was posted: the message counts on the send side, its time on the receive
  * side. */
 void rec_send(rec_rank *r, int op, int iter);
 
-/* A receive op (PL_RECV) started waiting at `start`, its message was posted by the sender at
+/* A receive op (PLAN_RECV) started waiting at `start`, its message was posted by the sender at
  * `posted` (on the same clock) and it completed at `end`: the transfer is communication from
  * max(start, posted) (never after `end`); the wait for the sender before is not. */
 void rec_recv(rec_rank *r, int op, int iter, double start, double posted, double end);

@@ -51,7 +51,7 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   cJSON_AddNumberToObject(mo, "fwd_flops_per_sample", m->fwd_flops);
   cJSON_AddNumberToObject(mo, "bwd_flops_per_sample", m->bwd_flops);
   cJSON_AddNumberToObject(mo, "activation_bytes_per_sample",
-                          (double)m->act_elems * gs_precision_bytes(c->precision));
+                          (double)m->act_elems * gpu_precision_bytes(c->precision));
   cJSON_AddStringToObject(mo, "dataset", m->dataset);
   cJSON_AddNumberToObject(mo, "dataset_samples", (double)m->dataset_samples);
 
@@ -62,8 +62,8 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   cJSON_AddNumberToObject(bd, "bubble", r->bubble_s);
   cJSON_AddNumberToObject(bd, "idle", r->idle_s);
   cJSON *ph = cJSON_AddObjectToObject(root, "compute_by_phase_s");
-  for (int i = 0; i < PL_N_PHASES; i++)
-    cJSON_AddNumberToObject(ph, pl_phase_name((pl_phase)i), r->phase_compute_s[i]);
+  for (int i = 0; i < PLAN_N_PHASES; i++)
+    cJSON_AddNumberToObject(ph, plan_phase_name((plan_phase)i), r->phase_compute_s[i]);
   cJSON_AddNumberToObject(root, "comm_s", r->comm_s);
   cJSON_AddNumberToObject(root, "comm_bytes_per_gpu", r->comm_bytes_per_gpu);
   if (r->gholami_comm_s >= 0) cJSON_AddNumberToObject(root, "gholami_eq_comm_s", r->gholami_comm_s);
@@ -97,8 +97,8 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
     const res_coll *x = &g_array_index(r->colls, res_coll, i);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "op", coll_op_name(x->op));
-    cJSON_AddStringToObject(o, "group", pl_group_name(x->group));
-    cJSON_AddStringToObject(o, "purpose", pl_purpose_name(x->purpose));
+    cJSON_AddStringToObject(o, "group", plan_group_name(x->group));
+    cJSON_AddStringToObject(o, "purpose", plan_purpose_name(x->purpose));
     cJSON_AddStringToObject(o, "algo", x->algo);
     cJSON_AddNumberToObject(o, "calls", x->calls);
     cJSON_AddNumberToObject(o, "bytes", x->bytes);
@@ -199,9 +199,9 @@ static int name_index(reader *rd, const char *name, const char *(*name_of)(int),
   return 0;
 }
 static const char *op_name(int i) { return coll_op_name((coll_op)i); }
-static const char *group_name(int i) { return pl_group_name((pl_group)i); }
-static const char *purpose_name(int i) { return pl_purpose_name((pl_purpose)i); }
-static const char *phase_name(int i) { return pl_phase_name((pl_phase)i); }
+static const char *group_name(int i) { return plan_group_name((plan_group)i); }
+static const char *purpose_name(int i) { return plan_purpose_name((plan_purpose)i); }
+static const char *phase_name(int i) { return plan_phase_name((plan_phase)i); }
 
 gboolean res_from_json(res_result *r, const char *text, const char *what, GError **err) {
   cJSON *root = cJSON_Parse(text);
@@ -219,7 +219,7 @@ gboolean res_from_json(res_result *r, const char *text, const char *what, GError
   r->bubble_s = num(&rd, bd, "breakdown_s", "bubble");
   r->idle_s = num(&rd, bd, "breakdown_s", "idle");
   const cJSON *ph = item(&rd, root, "", "compute_by_phase_s");
-  for (int i = 0; i < PL_N_PHASES; i++)
+  for (int i = 0; i < PLAN_N_PHASES; i++)
     r->phase_compute_s[i] = num(&rd, ph, "compute_by_phase_s", phase_name(i));
   r->comm_s = num(&rd, root, "", "comm_s");
   r->comm_bytes_per_gpu = num(&rd, root, "", "comm_bytes_per_gpu");
@@ -254,9 +254,10 @@ gboolean res_from_json(res_result *r, const char *text, const char *what, GError
     res_coll c;
     memset(&c, 0, sizeof c);
     c.op = (coll_op)name_index(&rd, str(&rd, x, path, "op"), op_name, COLL_OP_COUNT, path);
-    c.group = (pl_group)name_index(&rd, str(&rd, x, path, "group"), group_name, PL_N_GROUPS, path);
-    c.purpose = (pl_purpose)name_index(&rd, str(&rd, x, path, "purpose"), purpose_name,
-                                       PL_N_PURPOSES, path);
+    c.group =
+        (plan_group)name_index(&rd, str(&rd, x, path, "group"), group_name, PLAN_N_GROUPS, path);
+    c.purpose = (plan_purpose)name_index(&rd, str(&rd, x, path, "purpose"), purpose_name,
+                                       PLAN_N_PURPOSES, path);
     c.algo = g_intern_string(str(&rd, x, path, "algo"));
     c.calls = (int)num(&rd, x, path, "calls");
     c.bytes = num(&rd, x, path, "bytes");
@@ -344,7 +345,7 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
   }
   fprintf(out, "dlsim %s (%s): %s on %s, %d GPUs, batch %ld, dp %d tp %d pp %d, grid %s, %s\n",
           DL_VERSION, cfg_mode_name(c->mode), m->name, c->platform, c->gpus, c->batch, c->dp,
-          c->tp, c->pp, grid, gs_precision_name(c->precision));
+          c->tp, c->pp, grid, gpu_precision_name(c->precision));
   g_free(grid);
   if (r->grid_search && r->grid_search->len) {
     fprintf(out, "  %-12s %16s %16s %18s %16s\n", "grid PrxPc", "iteration (ms)", "comm (ms)",
@@ -389,8 +390,10 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
           r->mem.grads / 1e9, r->mem.optimizer / 1e9, r->mem.activations / 1e9,
           r->fits_in_memory ? "" : "  DOES NOT FIT");
   if (r->moe_routed_tokens > 0)
-    fprintf(out, "  experts         routing %s: busiest expert %.2fx the mean, %.2f%% of token copies "
-            "dropped by capacity\n", c->routing ? c->routing : "uniform", r->moe_max_over_mean,
+    fprintf(out,
+            "  experts         routing %s: busiest expert %.2fx the mean, %.2f%% of token copies "
+            "dropped by capacity\n",
+            c->routing ? c->routing : "uniform", r->moe_max_over_mean,
             100.0 * r->moe_dropped_tokens / r->moe_routed_tokens);
   fprintf(out, "  kernels         %s: %d measured, %d interpolated, %d estimated\n",
           r->kdb_name ? r->kdb_name : "", r->kdb_measured, r->kdb_interpolated, r->kdb_estimated);

@@ -16,8 +16,8 @@
 
 typedef struct {
   coll_op op;        /* which collective */
-  pl_group group;       /* over which communicator */
-  pl_purpose purpose;   /* why (gradient sync, forward all-gather, ...) */
+  plan_group group;       /* over which communicator */
+  plan_purpose purpose;   /* why (gradient sync, forward all-gather, ...) */
   const char *algo;     /* algorithm used (static string) */
   int calls;            /* per iteration on the slowest rank */
   double bytes;         /* Σ buffer sizes per iteration, bytes */
@@ -45,9 +45,9 @@ typedef struct {
   double iteration_time_s;
   double compute_s, exposed_comm_s, overlapped_comm_s, bubble_s, idle_s;
   double comm_s;             /* all communication time of the slowest rank, hidden or not */
-  double phase_compute_s[PL_N_PHASES]; /* compute of the slowest rank per phase */
+  double phase_compute_s[PLAN_N_PHASES]; /* compute of the slowest rank per phase */
   double comm_bytes_per_gpu; /* bytes the slowest rank sends per iteration */
-  pl_memory mem;             /* per GPU, bytes (largest rank) */
+  plan_memory mem;             /* per GPU, bytes (largest rank) */
   double peak_mem_bytes;     /* params + grads + optimizer + activations */
   double gpu_mem_bytes;      /* device memory of the platform's GPU */
   gboolean fits_in_memory;

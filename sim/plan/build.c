@@ -1,4 +1,4 @@
-/* build.c — one rank's op list for one training iteration (pl_build, plan.h).
+/* build.c — one rank's op list for one training iteration (plan_build, plan.h).
  *
  * The stage's schedule (schedule.c) is walked step by step. A forward step receives the previous
  * stage's activations, runs each layer's kernels (split as the split table says, shard.c) and the
@@ -17,37 +17,37 @@
  * `flops`/`mem` on this rank (divided by the split already). Domain-parallel layers run their
  * share of the rows; a windowed one exchanges halo rows while it computes its interior rows,
  * then computes the rows next to the boundary. */
-static void layer_kernels(pl_builder *b, int rank, const pl_shard *x, int layer, int mb, int dir,
-                          const char *kn, gboolean gemm_like, double flops, double mem,
+static void layer_kernels(plan_builder *b, int rank, const plan_shard *x, int layer, int mb,
+                          int dir, const char *kn, gboolean gemm_like, double flops, double mem,
                           int *pending) {
-  const pl_phase ph = dir ? PL_PH_BWD : PL_PH_FWD;
+  const plan_phase ph = dir ? PLAN_PH_BWD : PLAN_PH_FWD;
   double share = x->domain ? x->row_share : 1.0;
   gboolean halos = x->domain && (x->halo[dir][0][0] || x->halo[dir][0][1] || x->halo[dir][1][0] ||
                                  x->halo[dir][1][1]);
   if (!halos) {
-    pl_b_kernel(b, ph, layer, kn, gemm_like, flops * share, mem * share, x->samples, x->split,
+    plan_b_kernel(b, ph, layer, kn, gemm_like, flops * share, mem * share, x->samples, x->split,
                 pending);
     return;
   }
   int before = *pending; /* what the layer waited for anyway */
   *pending = -1;
-  pl_domain_halo(b, rank, x, layer, mb, dir, pending);
+  plan_domain_halo(b, rank, x, layer, mb, dir, pending);
   int halo_ev = *pending; /* the last receive (the stream completes them in order) */
   double edge = x->out_rows > 0 ? (double)MIN(x->boundary_rows, x->out_rows) / x->out_rows : 0;
   *pending = before;
-  pl_op *k = pl_b_kernel(b, ph, layer, kn, gemm_like, flops * share * (1 - edge),
+  plan_op *k = plan_b_kernel(b, ph, layer, kn, gemm_like, flops * share * (1 - edge),
                          mem * share * (1 - edge), x->samples, x->split, pending);
-  k->part = PL_PART_INTERIOR;
+  k->part = PLAN_PART_INTERIOR;
   *pending = halo_ev;
-  k = pl_b_kernel(b, ph, layer, kn, gemm_like, flops * share * edge, mem * share * edge,
+  k = plan_b_kernel(b, ph, layer, kn, gemm_like, flops * share * edge, mem * share * edge,
                   x->samples, x->split, pending);
-  k->part = PL_PART_BOUNDARY;
+  k->part = PLAN_PART_BOUNDARY;
 }
 
 /* Bytes one layer's kernel moves in forward: its input, its share of the output and of the
  * weights (backward moves twice as much). */
-static double fwd_mem(const wl_layer *l, const pl_shard *x, double dt) {
-  return ((double)pl_in_elems(l) * x->samples + (double)l->out_elems * x->samples / x->split +
+static double fwd_mem(const wl_layer *l, const plan_shard *x, double dt) {
+  return ((double)plan_in_elems(l) * x->samples + (double)l->out_elems * x->samples / x->split +
           (double)l->params / x->split) * dt;
 }
 
@@ -55,28 +55,28 @@ static double fwd_mem(const wl_layer *l, const pl_shard *x, double dt) {
 typedef struct {
   const wl_model *m;
   const cfg_run *c;
-  const pl_shard *role;
+  const plan_shard *role;
   int rank, ep_i;
   int l0, l1;        /* the stage's layers */
   int prev, next;    /* the previous and next stage's rank, -1 for none */
   double dt;         /* bytes per activation element */
 } stage_ctx;
 
-static void forward_step(pl_builder *b, pl_rank_plan *p, const stage_ctx *s, int mb,
+static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int mb,
                          int *pending) {
   const wl_model *m = s->m;
   if (s->prev >= 0)
-    pl_b_p2p(b, PL_RECV, PL_PH_FWD, s->l0, s->prev, mb, 0,
+    plan_b_p2p(b, PLAN_RECV, PLAN_PH_FWD, s->l0, s->prev, mb, 0,
              (double)m->layers[s->l0 - 1].out_elems * s->role[s->l0 - 1].samples * s->dt,
              pending);
   for (int i = s->l0; i < s->l1; i++) {
     const wl_layer *l = &m->layers[i];
-    const pl_shard *x = &s->role[i];
+    const plan_shard *x = &s->role[i];
     if (x->redistribute)
-      pl_b_coll(b, PL_PH_FWD, i, COLL_ALLGATHER, PL_GRP_TP, PL_WHY_REDIST, x->redist_bytes, TRUE,
-                pending);
+      plan_b_coll(b, PLAN_PH_FWD, i, COLL_ALLGATHER, PLAN_GRP_TP, PLAN_WHY_REDIST, x->redist_bytes,
+                  TRUE, pending);
     if (l->kind == WL_MOE) {
-      pl_moe_layer(b, p, s->c, l, i, mb, TRUE, FALSE, x, s->ep_i, pending);
+      plan_moe_layer(b, p, s->c, l, i, mb, TRUE, FALSE, x, s->ep_i, pending);
     } else {
       char kn[40];
       g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
@@ -84,36 +84,37 @@ static void forward_step(pl_builder *b, pl_rank_plan *p, const stage_ctx *s, int
                     l->fwd_flops * x->samples / x->split, fwd_mem(l, x, s->dt), pending);
     }
     if (x->fwd_coll != COLL_OP_COUNT)
-      pl_b_coll(b, PL_PH_FWD, i, x->fwd_coll, PL_GRP_TP, x->fwd_why, x->fwd_bytes, TRUE, pending);
+      plan_b_coll(b, PLAN_PH_FWD, i, x->fwd_coll, PLAN_GRP_TP, x->fwd_why, x->fwd_bytes, TRUE,
+                  pending);
   }
   if (s->next >= 0)
-    pl_b_p2p(b, PL_SEND, PL_PH_FWD, s->l1 - 1, s->next, mb, 0,
+    plan_b_p2p(b, PLAN_SEND, PLAN_PH_FWD, s->l1 - 1, s->next, mb, 0,
              (double)m->layers[s->l1 - 1].out_elems * s->role[s->l1 - 1].samples * s->dt,
              pending);
 }
 
-static void backward_step(pl_builder *b, pl_rank_plan *p, const stage_ctx *s, int mb,
+static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int mb,
                           gboolean sync_grads, int *pending) {
   const wl_model *m = s->m;
   const cfg_run *c = s->c;
   if (s->next >= 0)
-    pl_b_p2p(b, PL_RECV, PL_PH_BWD, s->l1 - 1, s->next, mb, 1,
+    plan_b_p2p(b, PLAN_RECV, PLAN_PH_BWD, s->l1 - 1, s->next, mb, 1,
              (double)m->layers[s->l1 - 1].out_elems * s->role[s->l1 - 1].samples * s->dt,
              pending);
-  pl_grad_state g;
-  pl_grad_begin(&g, s->l1);
+  plan_grad_state g;
+  plan_grad_begin(&g, s->l1);
   for (int i = s->l1 - 1; i >= s->l0; i--) {
     const wl_layer *l = &m->layers[i];
-    const pl_shard *x = &s->role[i];
+    const plan_shard *x = &s->role[i];
     if (l->kind == WL_MOE) {
-      if (c->recompute) pl_moe_layer(b, p, c, l, i, mb, TRUE, TRUE, x, s->ep_i, pending);
-      pl_moe_layer(b, p, c, l, i, mb, FALSE, FALSE, x, s->ep_i, pending);
+      if (c->recompute) plan_moe_layer(b, p, c, l, i, mb, TRUE, TRUE, x, s->ep_i, pending);
+      plan_moe_layer(b, p, c, l, i, mb, FALSE, FALSE, x, s->ep_i, pending);
     } else {
       char kn[40];
       if (c->recompute) { /* the forward again, from the stashed block input */
         g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
         const double share = x->domain ? x->row_share : 1.0;
-        pl_op *k = pl_b_kernel(b, PL_PH_BWD, i, kn, wl_kind_gemm_like(l->kind),
+        plan_op *k = plan_b_kernel(b, PLAN_PH_BWD, i, kn, wl_kind_gemm_like(l->kind),
                                l->fwd_flops * x->samples / x->split * share,
                                fwd_mem(l, x, s->dt) * share, x->samples, x->split, pending);
         k->recompute = TRUE;
@@ -123,12 +124,13 @@ static void backward_step(pl_builder *b, pl_rank_plan *p, const stage_ctx *s, in
                     l->bwd_flops * x->samples / x->split, 2.0 * fwd_mem(l, x, s->dt), pending);
     }
     if (x->bwd_coll != COLL_OP_COUNT)
-      pl_b_coll(b, PL_PH_BWD, i, x->bwd_coll, PL_GRP_TP, x->bwd_why, x->bwd_bytes, TRUE, pending);
-    if (sync_grads) pl_grad_layer(b, &g, c, l, i, x, pending);
+      plan_b_coll(b, PLAN_PH_BWD, i, x->bwd_coll, PLAN_GRP_TP, x->bwd_why, x->bwd_bytes, TRUE,
+                  pending);
+    if (sync_grads) plan_grad_layer(b, &g, c, l, i, x, pending);
   }
-  if (sync_grads) pl_grad_flush(b, &g, c, s->l0, pending);
+  if (sync_grads) plan_grad_flush(b, &g, c, s->l0, pending);
   if (s->prev >= 0)
-    pl_b_p2p(b, PL_SEND, PL_PH_BWD, s->l0, s->prev, mb, 1,
+    plan_b_p2p(b, PLAN_SEND, PLAN_PH_BWD, s->l0, s->prev, mb, 1,
              (double)m->layers[s->l0 - 1].out_elems * s->role[s->l0 - 1].samples * s->dt,
              pending);
 }
@@ -136,17 +138,17 @@ static void backward_step(pl_builder *b, pl_rank_plan *p, const stage_ctx *s, in
 /* The optimizer step: waits for the last collective (the stream is in order). Per parameter:
  * SGD-momentum reads w, g, m and writes w, m (3 FLOP); Adam reads w, g, m, v and writes w, m, v
  * (about 10 FLOP); mixed precision also reads and writes the fp32 master copy. */
-static void optimizer_step(pl_builder *b, const pl_rank_plan *p, const wl_model *m,
+static void optimizer_step(plan_builder *b, const plan_rank *p, const wl_model *m,
                            const cfg_run *c) {
   int last_comm = -1;
   for (guint i = 0; i < b->ops->len; i++) {
-    pl_op *op = &g_array_index(b->ops, pl_op, i);
-    if (op->stream == PL_STREAM_COMM && op->record_event >= 0) last_comm = op->record_event;
+    plan_op *op = &g_array_index(b->ops, plan_op, i);
+    if (op->stream == PLAN_STREAM_COMM && op->record_event >= 0) last_comm = op->record_event;
   }
   const gboolean adam = m->optimizer == WL_OPT_ADAM;
-  const gboolean mixed = c->precision == GS_FP16 || c->precision == GS_BF16;
+  const gboolean mixed = c->precision == GPU_FP16 || c->precision == GPU_BF16;
   const double bytes_pp = (adam ? 7 : 5) * 4 + (mixed ? 2 * 2 : 0);
-  pl_b_kernel(b, PL_PH_OPT, -1, adam ? "adam.step" : "sgd.step", FALSE,
+  plan_b_kernel(b, PLAN_PH_OPT, -1, adam ? "adam.step" : "sgd.step", FALSE,
               (double)p->local_params * (adam ? 10 : 3), (double)p->local_params * bytes_pp, 0, 1,
               &last_comm)
       ->params = p->local_params;
@@ -171,31 +173,31 @@ static gboolean stage_layers(const wl_model *m, const cfg_run *c, const int *sta
   return TRUE;
 }
 
-pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
+plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
                        GError **err) {
   if (rank < 0 || rank >= c->gpus) {
-    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "pl_build: rank %d out of range", rank);
+    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "plan_build: rank %d out of range", rank);
     return NULL;
   }
-  if (!pl_shard_check(m, c, err)) return NULL;
+  if (!plan_shard_check(m, c, err)) return NULL;
   int dp_i, tp_i, pp_i;
-  pl_coords(c, rank, &dp_i, &tp_i, &pp_i);
-  stage_ctx s = {m, c, NULL, rank, dp_i % c->ep, 0, 0, -1, -1, gs_precision_bytes(c->precision)};
+  plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
+  stage_ctx s = {m, c, NULL, rank, dp_i % c->ep, 0, 0, -1, -1, gpu_precision_bytes(c->precision)};
   int *stage_first = g_new(int, c->pp + 1);
-  pl_shard *role = g_new(pl_shard, m->n_layers);
-  if (!pl_partition(m, c, layer_time_s, stage_first, err) ||
+  plan_shard *role = g_new(plan_shard, m->n_layers);
+  if (!plan_partition(m, c, layer_time_s, stage_first, err) ||
       !stage_layers(m, c, stage_first, pp_i, &s.l0, &s.l1, err) ||
-      !pl_shard_plan(m, c, tp_i, s.ep_i, role, err)) {
+      !plan_shard_plan(m, c, tp_i, s.ep_i, role, err)) {
     g_free(stage_first);
     g_free(role);
     return NULL;
   }
   s.role = role;
-  s.prev = pp_i > 0 ? pl_rank_of(c, dp_i, tp_i, pp_i - 1) : -1;
-  s.next = pp_i < c->pp - 1 ? pl_rank_of(c, dp_i, tp_i, pp_i + 1) : -1;
+  s.prev = pp_i > 0 ? plan_rank_of(c, dp_i, tp_i, pp_i - 1) : -1;
+  s.next = pp_i < c->pp - 1 ? plan_rank_of(c, dp_i, tp_i, pp_i + 1) : -1;
 
-  pl_builder b = {g_array_new(FALSE, FALSE, sizeof(pl_op)), 0, -1};
-  pl_rank_plan *p = g_new0(pl_rank_plan, 1);
+  plan_builder b = {g_array_new(FALSE, FALSE, sizeof(plan_op)), 0, -1};
+  plan_rank *p = g_new0(plan_rank, 1);
   p->pool = g_ptr_array_new_with_free_func(g_free);
   p->stage = pp_i;
   p->first_layer = s.l0;
@@ -203,8 +205,8 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
   p->stage_first = stage_first;
   int pending = -1, inflight = 0;
   const int nsteps = 2 * c->microbatches;
-  pl_step *steps = g_new(pl_step, nsteps);
-  pl_schedule(c, pp_i, steps);
+  plan_step *steps = g_new(plan_step, nsteps);
+  plan_schedule(c, pp_i, steps);
   for (int st = 0; st < nsteps; st++) {
     b.mb = steps[st].mb;
     if (steps[st].fwd) {
@@ -213,16 +215,16 @@ pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_
       forward_step(&b, p, &s, steps[st].mb, &pending);
     } else {
       inflight--;
-      backward_step(&b, p, &s, steps[st].mb, pl_schedule_last_backward(c, steps[st]), &pending);
+      backward_step(&b, p, &s, steps[st].mb, plan_schedule_last_backward(c, steps[st]), &pending);
     }
   }
   g_free(steps);
   b.mb = -1; /* what follows belongs to the iteration, not to a micro-batch */
-  pl_grad_tied(&b, m, c, role, s.l0, s.l1, &pending);
-  pl_memory_plan(p, m, c, role);
+  plan_grad_tied(&b, m, c, role, s.l0, s.l1, &pending);
+  plan_memory_fill(p, m, c, role);
   optimizer_step(&b, p, m, c);
   p->n_ops = (int)b.ops->len;
-  p->ops = (pl_op *)g_array_free(b.ops, FALSE);
+  p->ops = (plan_op *)g_array_free(b.ops, FALSE);
   p->n_events = b.n_events;
   g_free(role);
   return p;

@@ -49,12 +49,12 @@ static gboolean check(const wl_model *m, const cfg_run *c, GError **err) {
   return TRUE;
 }
 
-static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, pl_shard *out,
+static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, plan_shard *out,
                       GError **err) {
   (void)ep_i, (void)err;
   const int P = c->gpus, Pr = c->tp;
-  const double dt = gs_precision_bytes(c->precision);
-  const int64_t mbs = pl_row_samples(c);
+  const double dt = gpu_precision_bytes(c->precision);
+  const int64_t mbs = plan_row_samples(c);
   int first_grid = 0; /* the first layer on the grid */
   if (c->grid_fc_only) {
     first_grid = m->n_layers;
@@ -66,33 +66,33 @@ static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, p
   }
   for (int i = 0; i < m->n_layers; i++) {
     const wl_layer *l = &m->layers[i];
-    pl_shard *x = &out[i];
+    plan_shard *x = &out[i];
     if (i < first_grid) { /* batch-parallel over all P */
       x->samples = c->batch / P / c->microbatches;
       x->sub = tp_i * x->samples;
-      x->grad_group = PL_GRP_WORLD;
+      x->grad_group = PLAN_GRP_WORLD;
       x->grad_degree = P;
       continue;
     }
     x->split = Pr;
     if (i == first_grid && first_grid > 0 && Pr > 1) {
       x->redistribute = TRUE;
-      x->redist_bytes = (double)pl_in_elems(l) * mbs * dt;
+      x->redist_bytes = (double)plan_in_elems(l) * mbs * dt;
     }
     if (Pr > 1 && (l->kind == WL_CONV2D || l->kind == WL_LINEAR)) {
-      pl_shard_slice(x, PL_SPLIT_ROWS, l->out.c, Pr, tp_i);
+      plan_shard_slice(x, PLAN_SPLIT_ROWS, l->out.c, Pr, tp_i);
       x->fwd_coll = COLL_ALLGATHER;
-      x->fwd_why = PL_WHY_FWD_GATHER;
+      x->fwd_why = PLAN_WHY_FWD_GATHER;
       x->fwd_bytes = (double)l->out_elems * mbs * dt;
       x->replicated_stash = TRUE;
       if (l->inputs[0] >= 0 || l->n_inputs > 1) {
         x->bwd_coll = COLL_ALLREDUCE;
-        x->bwd_why = PL_WHY_BWD_DX;
-        x->bwd_bytes = (double)pl_in_elems(l) * mbs * dt;
+        x->bwd_why = PLAN_WHY_BWD_DX;
+        x->bwd_bytes = (double)plan_in_elems(l) * mbs * dt;
       }
     }
   }
   return TRUE;
 }
 
-const pl_strategy pl_gholami = {"gholami", applies, check, roles};
+const plan_strategy plan_gholami = {"gholami", applies, check, roles};

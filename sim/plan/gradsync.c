@@ -7,26 +7,26 @@
  * 1 MiB, the others at --bucket-mb). Gholami's grid and domain parallelism all-reduce each
  * layer's gradient on its own (over dp, or over all P where the weights are replicated on every
  * rank). An MoE layer's experts are summed among the replicas of the same experts, its router
- * with the dense layers. Every gradient collective names its layers (pl_bucket).
+ * with the dense layers. Every gradient collective names its layers (plan_bucket).
  */
 #include "core/gpuspec.h"
 #include "plan/build.h"
 
 #define DDP_FIRST_BUCKET_BYTES (1024.0 * 1024.0) /* torch.distributed _DEFAULT_FIRST_BUCKET_BYTES */
 
-gboolean pl_layer_has_grads(const wl_layer *l) { return l->weighted && l->params > 0; }
+gboolean plan_layer_has_grads(const wl_layer *l) { return l->weighted && l->params > 0; }
 
-int pl_bucket_layers(const wl_model *m, const pl_op *op, int *layers) {
+int plan_bucket_layers(const wl_model *m, const plan_op *op, int *layers) {
   int n = 0;
   for (int i = op->bucket.end_layer - 1; i >= op->bucket.first_layer; i--)
-    if (op->purpose == PL_WHY_TIED || pl_layer_has_grads(&m->layers[i])) layers[n++] = i;
+    if (op->purpose == PLAN_WHY_TIED || plan_layer_has_grads(&m->layers[i])) layers[n++] = i;
   return n;
 }
 
-int pl_grad_bytes(const cfg_run *c) {
+int plan_grad_bytes(const cfg_run *c) {
   /* Mixed precision keeps fp16/bf16 weights and gradients (fp32 master copy in the optimizer);
    * fp32 and tf32 keep everything in fp32. */
-  return gs_precision_bytes(c->precision);
+  return gpu_precision_bytes(c->precision);
 }
 
 /* DDP buckets whole groups of layers: not where the planner all-reduces per layer (Gholami's
@@ -35,57 +35,58 @@ static gboolean bucketed(const cfg_run *c) {
   return !(c->tp > 1 && c->tp_style == CFG_TP_GHOLAMI) && c->grid_pr == 0;
 }
 
-void pl_grad_begin(pl_grad_state *g, int end_layer) {
+void plan_grad_begin(plan_grad_state *g, int end_layer) {
   g->bytes = 0;
   g->cap = DDP_FIRST_BUCKET_BYTES;
   g->end = end_layer;
 }
 
-void pl_grad_layer(pl_builder *b, pl_grad_state *g, const cfg_run *c, const wl_layer *l, int i,
-                   const pl_shard *x, int *pending) {
-  if (!pl_layer_has_grads(l)) return;
-  const double gb = pl_grad_bytes(c);
+void plan_grad_layer(plan_builder *b, plan_grad_state *g, const cfg_run *c, const wl_layer *l,
+                     int i, const plan_shard *x, int *pending) {
+  if (!plan_layer_has_grads(l)) return;
+  const double gb = plan_grad_bytes(c);
   double gbytes = (double)l->params / x->split * gb;
   if (l->kind == WL_MOE) {
     /* experts: among the replicas of the same experts; the router joins the bucket below */
     double expert = (double)l->experts / c->ep * (double)wl_moe_expert_params(l) * gb;
     if (c->dp / c->ep > 1) {
       /* with ep = 1 every rank holds every expert: the replicas are the dp group */
-      pl_op *op = pl_b_coll(b, PL_PH_BWD, i, COLL_ALLREDUCE, c->ep > 1 ? PL_GRP_EDP : PL_GRP_DP,
-                            PL_WHY_EXPERT_GRAD, expert, FALSE, pending);
-      op->bucket = (pl_bucket){i, i + 1};
+      plan_op *op =
+          plan_b_coll(b, PLAN_PH_BWD, i, COLL_ALLREDUCE, c->ep > 1 ? PLAN_GRP_EDP : PLAN_GRP_DP,
+                      PLAN_WHY_EXPERT_GRAD, expert, FALSE, pending);
+      op->bucket = (plan_bucket){i, i + 1};
     }
     gbytes = (double)wl_moe_router_params(l) * gb;
   }
   if (x->grad_degree <= 1) return;
   if (!bucketed(c)) {
-    pl_op *op = pl_b_coll(b, PL_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PL_WHY_GRAD, gbytes,
-                          FALSE, pending);
-    op->bucket = (pl_bucket){i, i + 1};
+    plan_op *op = plan_b_coll(b, PLAN_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PLAN_WHY_GRAD,
+                              gbytes, FALSE, pending);
+    op->bucket = (plan_bucket){i, i + 1};
     return;
   }
   g->bytes += gbytes;
   if (g->bytes >= g->cap) {
-    pl_op *op = pl_b_coll(b, PL_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PL_WHY_GRAD, g->bytes,
-                          FALSE, pending);
-    op->bucket = (pl_bucket){i, g->end};
+    plan_op *op = plan_b_coll(b, PLAN_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PLAN_WHY_GRAD,
+                              g->bytes, FALSE, pending);
+    op->bucket = (plan_bucket){i, g->end};
     g->end = i;
     g->bytes = 0;
     g->cap = c->bucket_bytes;
   }
 }
 
-void pl_grad_flush(pl_builder *b, pl_grad_state *g, const cfg_run *c, int first_layer,
+void plan_grad_flush(plan_builder *b, plan_grad_state *g, const cfg_run *c, int first_layer,
                    int *pending) {
   if (!bucketed(c) || g->bytes <= 0) return;
-  pl_op *op = pl_b_coll(b, PL_PH_BWD, -1, COLL_ALLREDUCE, PL_GRP_DP, PL_WHY_GRAD, g->bytes,
-                        FALSE, pending);
-  op->bucket = (pl_bucket){first_layer, g->end};
+  plan_op *op = plan_b_coll(b, PLAN_PH_BWD, -1, COLL_ALLREDUCE, PLAN_GRP_DP, PLAN_WHY_GRAD,
+                            g->bytes, FALSE, pending);
+  op->bucket = (plan_bucket){first_layer, g->end};
 }
 
-void pl_grad_tied(pl_builder *b, const wl_model *m, const cfg_run *c, const pl_shard *role,
+void plan_grad_tied(plan_builder *b, const wl_model *m, const cfg_run *c, const plan_shard *role,
                   int l0, int l1, int *pending) {
-  const double gb = pl_grad_bytes(c);
+  const double gb = plan_grad_bytes(c);
   for (int i = 0; i < m->n_layers; i++) {
     int t = m->layers[i].tied_to;
     if (t < 0 || c->pp == 1) continue;
@@ -94,9 +95,11 @@ void pl_grad_tied(pl_builder *b, const wl_model *m, const cfg_run *c, const pl_s
     double bytes = (double)m->layers[t].params / role[t].split * gb;
     /* the copy is in no bucket: its data-parallel sum first (Megatron does the same) */
     if (here_i && c->dp > 1)
-      pl_b_coll(b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_DP, PL_WHY_TIED, bytes, FALSE, pending)
-          ->bucket = (pl_bucket){i, i + 1};
-    pl_b_coll(b, PL_PH_BWD, i, COLL_ALLREDUCE, PL_GRP_EMBED, PL_WHY_TIED, bytes, FALSE, pending)
-        ->bucket = (pl_bucket){i, i + 1};
+      plan_b_coll(b, PLAN_PH_BWD, i, COLL_ALLREDUCE, PLAN_GRP_DP, PLAN_WHY_TIED, bytes, FALSE,
+                  pending)
+          ->bucket = (plan_bucket){i, i + 1};
+    plan_b_coll(b, PLAN_PH_BWD, i, COLL_ALLREDUCE, PLAN_GRP_EMBED, PLAN_WHY_TIED, bytes, FALSE,
+                pending)
+        ->bucket = (plan_bucket){i, i + 1};
   }
 }

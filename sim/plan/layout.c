@@ -1,58 +1,59 @@
 /* layout.c — where ranks sit: coordinates, groups and their sizes (plan.h's rank layout). */
 #include "plan/plan.h"
 
-void pl_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i) {
+void plan_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i) {
   *tp_i = rank % c->tp;
   *dp_i = (rank / c->tp) % c->dp;
   *pp_i = rank / (c->tp * c->dp);
 }
 
-int pl_rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i) {
+int plan_rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i) {
   return (pp_i * c->dp + dp_i) * c->tp + tp_i;
 }
 
-int pl_group_members(const cfg_run *c, pl_group g, int rank, int *members) {
+int plan_group_members(const cfg_run *c, plan_group g, int rank, int *members) {
   int dp_i, tp_i, pp_i, n = 0;
-  pl_coords(c, rank, &dp_i, &tp_i, &pp_i);
+  plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
   switch (g) {
-  case PL_GRP_WORLD:
+  case PLAN_GRP_WORLD:
     for (int r = 0; r < c->gpus; r++) members[n++] = r;
     break;
-  case PL_GRP_EP: /* ep consecutive data-parallel ranks: together they hold every expert */
-    for (int i = 0; i < c->ep; i++) members[n++] = pl_rank_of(c, dp_i / c->ep * c->ep + i, tp_i, pp_i);
+  case PLAN_GRP_EP: /* ep consecutive data-parallel ranks: together they hold every expert */
+    for (int i = 0; i < c->ep; i++)
+      members[n++] = plan_rank_of(c, dp_i / c->ep * c->ep + i, tp_i, pp_i);
     break;
-  case PL_GRP_EDP: /* the data-parallel ranks holding the same experts */
-    for (int i = dp_i % c->ep; i < c->dp; i += c->ep) members[n++] = pl_rank_of(c, i, tp_i, pp_i);
+  case PLAN_GRP_EDP: /* the data-parallel ranks holding the same experts */
+    for (int i = dp_i % c->ep; i < c->dp; i += c->ep) members[n++] = plan_rank_of(c, i, tp_i, pp_i);
     break;
-  case PL_GRP_DP:
-    for (int i = 0; i < c->dp; i++) members[n++] = pl_rank_of(c, i, tp_i, pp_i);
+  case PLAN_GRP_DP:
+    for (int i = 0; i < c->dp; i++) members[n++] = plan_rank_of(c, i, tp_i, pp_i);
     break;
-  case PL_GRP_TP:
-    for (int i = 0; i < c->tp; i++) members[n++] = pl_rank_of(c, dp_i, i, pp_i);
+  case PLAN_GRP_TP:
+    for (int i = 0; i < c->tp; i++) members[n++] = plan_rank_of(c, dp_i, i, pp_i);
     break;
-  case PL_GRP_PP:
-    for (int i = 0; i < c->pp; i++) members[n++] = pl_rank_of(c, dp_i, tp_i, i);
+  case PLAN_GRP_PP:
+    for (int i = 0; i < c->pp; i++) members[n++] = plan_rank_of(c, dp_i, tp_i, i);
     break;
-  case PL_GRP_EMBED: /* first and last stage of the rank's pipeline (tied embeddings) */
-    members[n++] = pl_rank_of(c, dp_i, tp_i, 0);
-    if (c->pp > 1) members[n++] = pl_rank_of(c, dp_i, tp_i, c->pp - 1);
+  case PLAN_GRP_EMBED: /* first and last stage of the rank's pipeline (tied embeddings) */
+    members[n++] = plan_rank_of(c, dp_i, tp_i, 0);
+    if (c->pp > 1) members[n++] = plan_rank_of(c, dp_i, tp_i, c->pp - 1);
     break;
-  case PL_N_GROUPS:
+  case PLAN_N_GROUPS:
     break;
   }
   return n;
 }
 
-int pl_group_degree(const cfg_run *c, pl_group g) {
+int plan_group_degree(const cfg_run *c, plan_group g) {
   switch (g) {
-  case PL_GRP_WORLD: return c->gpus;
-  case PL_GRP_DP: return c->dp;
-  case PL_GRP_TP: return c->tp;
-  case PL_GRP_PP: return c->pp;
-  case PL_GRP_EP: return c->ep;
-  case PL_GRP_EMBED: return c->pp > 1 ? 2 : 1;
-  case PL_GRP_EDP: return c->ep > 1 ? c->dp / c->ep : 1;
-  case PL_N_GROUPS: break;
+  case PLAN_GRP_WORLD: return c->gpus;
+  case PLAN_GRP_DP: return c->dp;
+  case PLAN_GRP_TP: return c->tp;
+  case PLAN_GRP_PP: return c->pp;
+  case PLAN_GRP_EP: return c->ep;
+  case PLAN_GRP_EMBED: return c->pp > 1 ? 2 : 1;
+  case PLAN_GRP_EDP: return c->ep > 1 ? c->dp / c->ep : 1;
+  case PLAN_N_GROUPS: break;
   }
   return 1;
 }

@@ -48,64 +48,64 @@ static gboolean check(const wl_model *m, const cfg_run *c, GError **err) {
 }
 
 /* Sets a forward (or backward) collective of layer x. */
-static void after(pl_shard *x, gboolean fwd, coll_op op, pl_purpose why, double bytes) {
+static void after(plan_shard *x, gboolean fwd, coll_op op, plan_purpose why, double bytes) {
   if (fwd) x->fwd_coll = op, x->fwd_why = why, x->fwd_bytes = bytes;
   else x->bwd_coll = op, x->bwd_why = why, x->bwd_bytes = bytes;
 }
 
-static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, pl_shard *out,
+static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, plan_shard *out,
                       GError **err) {
   (void)ep_i, (void)err;
   const int Pr = c->tp, n = m->n_layers;
-  const double dt = gs_precision_bytes(c->precision);
-  const int64_t mbs = pl_row_samples(c);
+  const double dt = gpu_precision_bytes(c->precision);
+  const int64_t mbs = plan_row_samples(c);
   gboolean in_pair = FALSE; /* between a column layer and its row partner */
   gboolean ce_next = FALSE; /* the loss reads logits split over the vocabulary */
   for (int i = 0; i < n; i++) {
     const wl_layer *l = &m->layers[i];
-    pl_shard *x = &out[i];
+    plan_shard *x = &out[i];
     const gboolean vocab_out =
         l->kind == WL_LINEAR && (l->tied_to >= 0 || (m->vocab > 0 && l->out.c == m->vocab));
     if (l->kind == WL_LINEAR && (l->tp_role == WL_TP_COLUMN || vocab_out)) {
       /* a column linear feeding attention holds whole heads of each of Q, K and V */
       const gboolean qkv = i + 1 < n && m->layers[i + 1].kind == WL_ATTENTION &&
                            m->layers[i + 1].inputs[0] == i;
-      pl_shard_slice(x, qkv ? PL_SPLIT_QKV : PL_SPLIT_COL, qkv ? l->out.c / 3 : l->out.c, Pr,
+      plan_shard_slice(x, qkv ? PLAN_SPLIT_QKV : PLAN_SPLIT_COL, qkv ? l->out.c / 3 : l->out.c, Pr,
                      tp_i);
       x->split = Pr;
       x->replicated_stash = TRUE;
-      after(x, FALSE, COLL_ALLREDUCE, PL_WHY_BWD_DX, (double)pl_in_elems(l) * mbs * dt); /* f */
+      after(x, FALSE, COLL_ALLREDUCE, PLAN_WHY_BWD_DX, (double)plan_in_elems(l) * mbs * dt); /* f */
       in_pair = l->tp_role == WL_TP_COLUMN;
       if (i + 1 < n && m->layers[i + 1].kind == WL_SOFTMAX_CE && m->layers[i + 1].inputs[0] == i) {
         /* vocabulary-parallel cross-entropy: the logits' row maxima are all-reduced (max)
          * here, Σ exp(z − max) and the target logit (sum) after the loss */
-        after(x, TRUE, COLL_ALLREDUCE, PL_WHY_FWD_REDUCE, (double)mbs * l->in.h * l->in.w * dt);
+        after(x, TRUE, COLL_ALLREDUCE, PLAN_WHY_FWD_REDUCE, (double)mbs * l->in.h * l->in.w * dt);
         ce_next = TRUE;
       }
     } else if (l->kind == WL_SOFTMAX_CE && ce_next) {
-      pl_shard_slice(x, PL_SPLIT_CE, l->in.c, Pr, tp_i); /* its 1/tp of the vocabulary */
+      plan_shard_slice(x, PLAN_SPLIT_CE, l->in.c, Pr, tp_i); /* its 1/tp of the vocabulary */
       x->split = Pr;
-      after(x, TRUE, COLL_ALLREDUCE, PL_WHY_FWD_REDUCE, 2.0 * mbs * l->in.h * l->in.w * dt);
+      after(x, TRUE, COLL_ALLREDUCE, PLAN_WHY_FWD_REDUCE, 2.0 * mbs * l->in.h * l->in.w * dt);
     } else if (l->kind == WL_LINEAR && l->tp_role == WL_TP_ROW) {
-      pl_shard_slice(x, PL_SPLIT_ROW, l->in.c, Pr, tp_i);
+      plan_shard_slice(x, PLAN_SPLIT_ROW, l->in.c, Pr, tp_i);
       x->split = Pr;
-      after(x, TRUE, COLL_ALLREDUCE, PL_WHY_FWD_REDUCE, (double)l->out_elems * mbs * dt); /* g */
+      after(x, TRUE, COLL_ALLREDUCE, PLAN_WHY_FWD_REDUCE, (double)l->out_elems * mbs * dt); /* g */
       in_pair = FALSE;
     } else if (in_pair) { /* attention heads, GELU, dropout of the pair's hidden part */
-      pl_shard_slice(x, PL_SPLIT_LOCAL, l->out.c, Pr, tp_i);
+      plan_shard_slice(x, PLAN_SPLIT_LOCAL, l->out.c, Pr, tp_i);
       x->split = Pr;
     } else if (l->kind == WL_MOE) { /* tokens split across tp, gathered after the layer */
       x->split = Pr;
-      after(x, TRUE, COLL_ALLGATHER, PL_WHY_FWD_GATHER, (double)l->out_elems * mbs * dt);
-      after(x, FALSE, COLL_ALLGATHER, PL_WHY_BWD_DX, (double)pl_in_elems(l) * mbs * dt);
+      after(x, TRUE, COLL_ALLGATHER, PLAN_WHY_FWD_GATHER, (double)l->out_elems * mbs * dt);
+      after(x, FALSE, COLL_ALLGATHER, PLAN_WHY_BWD_DX, (double)plan_in_elems(l) * mbs * dt);
     } else if (l->kind == WL_EMBEDDING && l->vocab > 0 && l->vocab == m->vocab) {
       /* vocabulary-parallel rows; the partial lookups are summed */
-      pl_shard_slice(x, PL_SPLIT_VOCAB, l->vocab, Pr, tp_i);
+      plan_shard_slice(x, PLAN_SPLIT_VOCAB, l->vocab, Pr, tp_i);
       x->split = Pr;
-      after(x, TRUE, COLL_ALLREDUCE, PL_WHY_FWD_REDUCE, (double)l->out_elems * mbs * dt);
+      after(x, TRUE, COLL_ALLREDUCE, PLAN_WHY_FWD_REDUCE, (double)l->out_elems * mbs * dt);
     }
   }
   return TRUE;
 }
 
-const pl_strategy pl_megatron = {"megatron", applies, check, roles};
+const plan_strategy plan_megatron = {"megatron", applies, check, roles};

@@ -11,7 +11,7 @@
 #include "core/gpuspec.h"
 #include "plan/build.h"
 
-void pl_memory_plan(pl_rank_plan *p, const wl_model *m, const cfg_run *c, const pl_shard *role) {
+void plan_memory_fill(plan_rank *p, const wl_model *m, const cfg_run *c, const plan_shard *role) {
   const int l0 = p->first_layer, l1 = p->end_layer;
   int64_t local_params = 0;
   for (int i = l0; i < l1; i++) {
@@ -26,22 +26,22 @@ void pl_memory_plan(pl_rank_plan *p, const wl_model *m, const cfg_run *c, const 
     if (t >= 0 && i >= l0 && i < l1 && !(t >= l0 && t < l1))
       local_params += m->layers[t].params / role[t].split;
   }
-  const double dt = gs_precision_bytes(c->precision);
+  const double dt = gpu_precision_bytes(c->precision);
   const gboolean adam = m->optimizer == WL_OPT_ADAM;
-  const gboolean mixed = c->precision == GS_FP16 || c->precision == GS_BF16;
+  const gboolean mixed = c->precision == GPU_FP16 || c->precision == GPU_BF16;
   p->local_params = local_params;
   p->mem.params = (double)local_params * dt;
-  p->mem.grads = (double)local_params * pl_grad_bytes(c);
+  p->mem.grads = (double)local_params * plan_grad_bytes(c);
   p->mem.optimizer = (double)local_params * ((adam ? 8 : 4) + (mixed ? 4 : 0));
   double per_mb = 0, keep = 0, worst = 0, cur = 0;
   int blk = -2;
   for (int i = l0; i < l1; i++) {
     const wl_layer *l = &m->layers[i];
-    const pl_shard *x = &role[i];
+    const plan_shard *x = &role[i];
     double saved = (double)l->saved_elems * x->samples * dt * (x->domain ? x->row_share : 1.0);
     per_mb += x->replicated_stash ? saved : saved / x->split;
     if (l->block < 0 || l->block != blk) { /* recomputation keeps each block's input */
-      keep += (double)pl_in_elems(l) * x->samples * dt;
+      keep += (double)plan_in_elems(l) * x->samples * dt;
       cur = 0;
       blk = l->block < 0 ? -2 - i : l->block;
     }

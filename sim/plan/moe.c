@@ -26,7 +26,7 @@ static guint64 splitmix64(guint64 *s) {
   return z ^ (z >> 31);
 }
 
-void pl_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignments, double *load) {
+void plan_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignments, double *load) {
   double *w = g_new(double, E), total = 0;
   int *rank_of_expert = g_new(int, E);
   for (int e = 0; e < E; e++) rank_of_expert[e] = e;
@@ -67,14 +67,14 @@ void pl_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignments
   g_free(rank_of_expert);
 }
 
-void pl_moe_layer(pl_builder *b, pl_rank_plan *p, const cfg_run *c, const wl_layer *l, int li,
-                  int mb, gboolean fwd, gboolean recompute, const pl_shard *x, int ep_index,
+void plan_moe_layer(plan_builder *b, plan_rank *p, const cfg_run *c, const wl_layer *l, int li,
+                  int mb, gboolean fwd, gboolean recompute, const plan_shard *x, int ep_index,
                   int *pending) {
   GPtrArray *pool = p->pool;
   const int64_t samples = x->samples;
   const int split = x->split;
-  const double dt = gs_precision_bytes(c->precision);
-  const pl_phase ph = fwd && !recompute ? PL_PH_FWD : PL_PH_BWD;
+  const double dt = gpu_precision_bytes(c->precision);
+  const plan_phase ph = fwd && !recompute ? PLAN_PH_FWD : PLAN_PH_BWD;
   const int E = l->experts, ep = c->ep, per = E / ep;
   const double h = (double)l->in.c, ffn = (double)l->ffn;
   const double tokens = (double)samples * l->in.h * l->in.w / split; /* this rank's tokens */
@@ -82,7 +82,7 @@ void pl_moe_layer(pl_builder *b, pl_rank_plan *p, const cfg_run *c, const wl_lay
   const double cf = c->capacity_factor >= 0 ? c->capacity_factor : l->capacity_factor;
   const double cap = cf > 0 ? ceil(cf * assign / E) : INFINITY;
   double *load = g_new(double, E);
-  pl_moe_loads(c, li, mb, E, assign, load);
+  plan_moe_loads(c, li, mb, E, assign, load);
   double maxl = 0, dropped = 0, mine = 0;
   double *send = g_new0(double, ep), *recv = g_new0(double, ep);
   gboolean even = TRUE;
@@ -117,22 +117,22 @@ void pl_moe_layer(pl_builder *b, pl_rank_plan *p, const cfg_run *c, const wl_lay
     gboolean to_experts = fwd ? step == 1 : step == 0;
     if ((fwd && step == 0) || (!fwd && step == 3)) { /* router */
       g_snprintf(kn, sizeof kn, "moe.router.%s", dir);
-      pl_op *op = pl_b_kernel(b, ph, li, kn, TRUE, k * router_flops, k * router_bytes, samples,
+      plan_op *op = plan_b_kernel(b, ph, li, kn, TRUE, k * router_flops, k * router_bytes, samples,
                               split, pending);
-      op->part = PL_PART_ROUTER;
+      op->part = PLAN_PART_ROUTER;
       op->recompute = recompute;
     } else if ((fwd && step == 2) || (!fwd && step == 1)) { /* experts */
       g_snprintf(kn, sizeof kn, "moe.experts.%s", dir);
-      pl_op *op = pl_b_kernel(b, ph, li, kn, TRUE, k * expert_flops, k * expert_bytes, samples,
+      plan_op *op = plan_b_kernel(b, ph, li, kn, TRUE, k * expert_flops, k * expert_bytes, samples,
                               split, pending);
-      op->part = PL_PART_EXPERTS;
+      op->part = PLAN_PART_EXPERTS;
       op->recompute = recompute;
     } else if (ep > 1) { /* all-to-all */
       gboolean dispatch = fwd ? step == 1 : step == 2;
       double total = 0;
       for (int j = 0; j < ep; j++) total += send[j];
-      pl_op *op = pl_b_coll(b, ph, li, COLL_ALLTOALL, PL_GRP_EP,
-                            dispatch ? PL_WHY_MOE_DISPATCH : PL_WHY_MOE_COMBINE, total, TRUE,
+      plan_op *op = plan_b_coll(b, ph, li, COLL_ALLTOALL, PLAN_GRP_EP,
+                            dispatch ? PLAN_WHY_MOE_DISPATCH : PLAN_WHY_MOE_COMBINE, total, TRUE,
                             pending);
       if (!even) {
         double *s = g_memdup2(to_experts ? send : recv, sizeof(double) * ep);
@@ -171,13 +171,13 @@ static gboolean check(const wl_model *m, const cfg_run *c, GError **err) {
 }
 
 /* The router whole, experts [ep_i·E/ep, (ep_i+1)·E/ep) of every MoE layer. */
-static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, pl_shard *out,
+static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, plan_shard *out,
                       GError **err) {
   (void)tp_i, (void)err;
   for (int i = 0; i < m->n_layers; i++)
     if (m->layers[i].kind == WL_MOE)
-      pl_shard_slice(&out[i], PL_SPLIT_EXPERTS, m->layers[i].experts, c->ep, ep_i);
+      plan_shard_slice(&out[i], PLAN_SPLIT_EXPERTS, m->layers[i].experts, c->ep, ep_i);
   return TRUE;
 }
 
-const pl_strategy pl_experts = {"experts", applies, check, roles};
+const plan_strategy plan_experts = {"experts", applies, check, roles};

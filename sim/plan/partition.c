@@ -1,10 +1,10 @@
-/* partition.c — cutting the layers into pipeline stages (pl_partition, plan.h). */
+/* partition.c — cutting the layers into pipeline stages (plan_partition, plan.h). */
 #include <math.h>
 
 #include "core/dl_common.h"
 #include "plan/plan.h"
 
-gboolean pl_partition(const wl_model *m, const cfg_run *c, const double *layer_time_s,
+gboolean plan_partition(const wl_model *m, const cfg_run *c, const double *layer_time_s,
                       int *stage_first, GError **err) {
   const int n = m->n_layers, pp = c->pp;
   /* units: maximal runs of one residual block, or single layers outside blocks */

@@ -5,20 +5,20 @@
 
 #include "plan/build.h"
 
-#define PL_NAME(e, s) s,
-static const char *const op_kind_names[] = {PL_OP_KINDS(PL_NAME)};
-static const char *const phase_names[] = {PL_PHASES(PL_NAME)};
-static const char *const part_names[] = {PL_PARTS(PL_NAME)};
-#undef PL_NAME
+#define PLAN_NAME(e, s) s,
+static const char *const op_kind_names[] = {PLAN_OP_KINDS(PLAN_NAME)};
+static const char *const phase_names[] = {PLAN_PHASES(PLAN_NAME)};
+static const char *const part_names[] = {PLAN_PARTS(PLAN_NAME)};
+#undef PLAN_NAME
 
-const char *pl_op_kind_name(pl_op_kind k) { return op_kind_names[k]; }
-const char *pl_phase_name(pl_phase p) { return phase_names[p]; }
-const char *pl_part_name(pl_part p) { return part_names[p]; }
+const char *plan_op_kind_name(plan_op_kind k) { return op_kind_names[k]; }
+const char *plan_phase_name(plan_phase p) { return phase_names[p]; }
+const char *plan_part_name(plan_part p) { return part_names[p]; }
 
 /* ---- the builder ---------------------------------------------------------------------------- */
 
-pl_op *pl_b_push(pl_builder *b, pl_op_kind kind, int stream, pl_phase phase, int layer) {
-  pl_op op;
+plan_op *plan_b_push(plan_builder *b, plan_op_kind kind, int stream, plan_phase phase, int layer) {
+  plan_op op;
   memset(&op, 0, sizeof op);
   op.kind = kind;
   op.stream = stream;
@@ -29,23 +29,23 @@ pl_op *pl_b_push(pl_builder *b, pl_op_kind kind, int stream, pl_phase phase, int
   op.peer = -1;
   op.microbatch = b->mb;
   g_array_append_val(b->ops, op);
-  return &g_array_index(b->ops, pl_op, b->ops->len - 1);
+  return &g_array_index(b->ops, plan_op, b->ops->len - 1);
 }
 
-int pl_b_last_compute_event(pl_builder *b) {
+int plan_b_last_compute_event(plan_builder *b) {
   for (guint i = b->ops->len; i-- > 0;) {
-    pl_op *op = &g_array_index(b->ops, pl_op, i);
-    if (op->stream != PL_STREAM_COMPUTE) continue;
+    plan_op *op = &g_array_index(b->ops, plan_op, i);
+    if (op->stream != PLAN_STREAM_COMPUTE) continue;
     if (op->record_event < 0) op->record_event = b->n_events++;
     return op->record_event;
   }
   return -1;
 }
 
-pl_op *pl_b_kernel(pl_builder *b, pl_phase phase, int layer, const char *kname,
+plan_op *plan_b_kernel(plan_builder *b, plan_phase phase, int layer, const char *kname,
                    gboolean gemm_like, double flops, double mem_bytes, int64_t samples, int split,
                    int *pending) {
-  pl_op *op = pl_b_push(b, PL_KERNEL, PL_STREAM_COMPUTE, phase, layer);
+  plan_op *op = plan_b_push(b, PLAN_KERNEL, PLAN_STREAM_COMPUTE, phase, layer);
   g_strlcpy(op->kname, kname, sizeof op->kname);
   op->gemm_like = gemm_like;
   op->flops = flops;
@@ -57,10 +57,10 @@ pl_op *pl_b_kernel(pl_builder *b, pl_phase phase, int layer, const char *kname,
   return op;
 }
 
-pl_op *pl_b_coll(pl_builder *b, pl_phase phase, int layer, coll_op cop, pl_group g,
-                 pl_purpose why, double bytes, gboolean blocking, int *pending) {
-  int ev = pl_b_last_compute_event(b);
-  pl_op *op = pl_b_push(b, PL_COLL, PL_STREAM_COMM, phase, layer);
+plan_op *plan_b_coll(plan_builder *b, plan_phase phase, int layer, coll_op cop, plan_group g,
+                 plan_purpose why, double bytes, gboolean blocking, int *pending) {
+  int ev = plan_b_last_compute_event(b);
+  plan_op *op = plan_b_push(b, PLAN_COLL, PLAN_STREAM_COMM, phase, layer);
   op->wait_event = ev;
   op->coll = cop;
   op->group = g;
@@ -71,25 +71,25 @@ pl_op *pl_b_coll(pl_builder *b, pl_phase phase, int layer, coll_op cop, pl_group
   return op;
 }
 
-pl_op *pl_b_p2p(pl_builder *b, pl_op_kind kind, pl_phase phase, int layer, int peer, int mb,
-                int grad, double bytes, int *pending) {
-  int ev = kind == PL_SEND ? pl_b_last_compute_event(b) : -1;
-  pl_op *op = pl_b_push(b, kind, PL_STREAM_COMM, phase, layer);
+plan_op *plan_b_p2p(plan_builder *b, plan_op_kind kind, plan_phase phase, int layer, int peer,
+                    int mb, int grad, double bytes, int *pending) {
+  int ev = kind == PLAN_SEND ? plan_b_last_compute_event(b) : -1;
+  plan_op *op = plan_b_push(b, kind, PLAN_STREAM_COMM, phase, layer);
   op->wait_event = ev;
   op->coll = COLL_SENDRECV; /* how results name point-to-point traffic */
-  op->group = PL_GRP_PP;
-  op->purpose = grad ? PL_WHY_ACT_GRAD : PL_WHY_ACT;
+  op->group = PLAN_GRP_PP;
+  op->purpose = grad ? PLAN_WHY_ACT_GRAD : PLAN_WHY_ACT;
   op->peer = peer;
   op->tag = mb * 2 + grad;
   op->bytes = bytes;
-  if (kind == PL_RECV) {
+  if (kind == PLAN_RECV) {
     op->record_event = b->n_events++;
     *pending = op->record_event;
   }
   return op;
 }
 
-void pl_rank_plan_free(pl_rank_plan *p) {
+void plan_rank_free(plan_rank *p) {
   if (!p) return;
   if (p->pool) g_ptr_array_free(p->pool, TRUE);
   g_free(p->stage_first);

@@ -22,8 +22,10 @@
 #include "model/workload.h"
 #include "plan/shard.h"
 
-#define PL_OP_KINDS(X) X(PL_KERNEL, "kernel") X(PL_COLL, "coll") X(PL_SEND, "send") X(PL_RECV, "recv")
-#define PL_PHASES(X) X(PL_PH_FWD, "forward") X(PL_PH_BWD, "backward") X(PL_PH_OPT, "optimizer")
+#define PLAN_OP_KINDS(X) \
+  X(PLAN_KERNEL, "kernel") X(PLAN_COLL, "coll") X(PLAN_SEND, "send") X(PLAN_RECV, "recv")
+#define PLAN_PHASES(X) \
+  X(PLAN_PH_FWD, "forward") X(PLAN_PH_BWD, "backward") X(PLAN_PH_OPT, "optimizer")
 /* Communicators (shard.h lists them): in Gholami's grid, tp is the Pr (model/domain) group: the
  * ranks of one grid column, which share a batch shard; dp is the Pc (batch) group: one grid row,
  * same weights. */
@@ -31,52 +33,52 @@
 /* Which part of its layer's work a kernel op does: all of it; a domain-parallel layer's interior
  * rows (computed while the halo rows travel) or its rows next to the boundary; an MoE layer's
  * router or its experts. */
-#define PL_PARTS(X) X(PL_PART_WHOLE, "whole") X(PL_PART_INTERIOR, "interior") \
-  X(PL_PART_BOUNDARY, "boundary") X(PL_PART_ROUTER, "router") X(PL_PART_EXPERTS, "experts")
+#define PLAN_PARTS(X) X(PLAN_PART_WHOLE, "whole") X(PLAN_PART_INTERIOR, "interior") \
+  X(PLAN_PART_BOUNDARY, "boundary") X(PLAN_PART_ROUTER, "router") X(PLAN_PART_EXPERTS, "experts")
 
-#define PL_ENUM(e, s) e,
-typedef enum { PL_OP_KINDS(PL_ENUM) PL_N_OP_KINDS } pl_op_kind;
-typedef enum { PL_PARTS(PL_ENUM) PL_N_PARTS } pl_part;
-typedef enum { PL_PHASES(PL_ENUM) PL_N_PHASES } pl_phase;
-#undef PL_ENUM
+#define PLAN_ENUM(e, s) e,
+typedef enum { PLAN_OP_KINDS(PLAN_ENUM) PLAN_N_OP_KINDS } plan_op_kind;
+typedef enum { PLAN_PARTS(PLAN_ENUM) PLAN_N_PARTS } plan_part;
+typedef enum { PLAN_PHASES(PLAN_ENUM) PLAN_N_PHASES } plan_phase;
+#undef PLAN_ENUM
 
-const char *pl_op_kind_name(pl_op_kind k);
-const char *pl_phase_name(pl_phase p);
-const char *pl_part_name(pl_part p);
+const char *plan_op_kind_name(plan_op_kind k);
+const char *plan_phase_name(plan_phase p);
+const char *plan_part_name(plan_part p);
 
-enum { PL_STREAM_COMPUTE = 0, PL_STREAM_COMM = 1, PL_N_STREAMS = 2 };
+enum { PLAN_STREAM_COMPUTE = 0, PLAN_STREAM_COMM = 1, PLAN_N_STREAMS = 2 };
 
 /* The layers whose gradients a gradient collective carries: the weighted layers of
  * [first_layer, end_layer) (an MoE layer's router only when the purpose is grad_sync, its
  * experts only for expert_grad_sync). */
 typedef struct {
   int first_layer, end_layer; /* [first, end); first = end = 0 for other ops */
-} pl_bucket;
+} plan_bucket;
 
 typedef struct {
-  pl_op_kind kind;
-  int stream;          /* PL_STREAM_COMPUTE or PL_STREAM_COMM */
-  pl_phase phase;      /* when in the iteration: a recomputed forward runs in backward */
+  plan_op_kind kind;
+  int stream;          /* PLAN_STREAM_COMPUTE or PLAN_STREAM_COMM */
+  plan_phase phase;      /* when in the iteration: a recomputed forward runs in backward */
   int layer;           /* workload layer index, -1 for none (optimizer, a bucket's remainder) */
   int wait_event;      /* event to wait for before starting, -1 none */
   int record_event;    /* event recorded when this op completes, -1 none */
   int microbatch;      /* micro-batch the op belongs to (every kernel, collective and message of
                           a forward or backward step), -1 for iteration-level ops (optimizer,
                           tied-weight sums) */
-  /* PL_KERNEL */
+  /* PLAN_KERNEL */
   char kname[40];      /* "<layer kind>.<fwd|bwd|step>", the kernel-database key */
   gboolean gemm_like;  /* compute-bound class (conv, linear, attention, moe) */
   double flops;        /* FLOP this rank executes */
   double mem_bytes;    /* bytes this kernel moves to and from device memory */
   int64_t samples;     /* samples (or micro-batch) the kernel processes on this rank */
   int split;           /* the layer's output channels/features are split this many ways (Pr) */
-  pl_part part;        /* which part of the layer's work */
+  plan_part part;        /* which part of the layer's work */
   gboolean recompute;  /* a forward kernel re-run in backward (--recompute) */
   int64_t params;      /* optimizer step: parameters it updates; 0 otherwise */
-  /* PL_COLL, PL_SEND, PL_RECV */
+  /* PLAN_COLL, PLAN_SEND, PLAN_RECV */
   coll_op coll;        /* which collective (coll.h) */
-  pl_group group;
-  pl_purpose purpose;
+  plan_group group;
+  plan_purpose purpose;
   double bytes;        /* collective buffer size n (the result's size for allgather, the input's for
                           reduce-scatter), or message size for send/recv */
   int peer;            /* send/recv partner rank, -1 otherwise */
@@ -84,27 +86,27 @@ typedef struct {
   const double *peer_send_bytes; /* all-to-all with uneven blocks: bytes to each group member
                                     (group order), NULL when blocks are even (owned by the plan) */
   const double *peer_recv_bytes; /* and bytes from each member */
-  pl_bucket bucket;    /* gradient collectives (grad_sync, expert_grad_sync, tied_grad_sync) */
-} pl_op;
+  plan_bucket bucket;    /* gradient collectives (grad_sync, expert_grad_sync, tied_grad_sync) */
+} plan_op;
 
 typedef struct {
   double params;       /* bytes of weights on the GPU */
   double grads;        /* bytes of gradients */
   double optimizer;    /* bytes of optimizer state (master weights, moments) */
   double activations;  /* bytes of activations stashed for backward (peak) */
-} pl_memory;
+} plan_memory;
 
 typedef struct {
   int stage;           /* pipeline stage of the rank */
   int first_layer;     /* the stage's layers: [first_layer, end_layer) */
   int end_layer;
-  int *stage_first;    /* the partition (pl_partition): stage s holds [stage_first[s],
+  int *stage_first;    /* the partition (plan_partition): stage s holds [stage_first[s],
                           stage_first[s + 1]), pp + 1 entries (owned) */
   int max_stash;       /* most micro-batches whose activations are kept at once */
-  pl_op *ops;          /* owned */
+  plan_op *ops;          /* owned */
   int n_ops;
   int n_events;        /* events are numbered 0..n_events-1 */
-  pl_memory mem;
+  plan_memory mem;
   int64_t local_params;/* parameters whose gradients this rank holds */
   double moe_max_over_mean; /* MoE: largest (tokens of the busiest expert / mean per expert)
                                over the MoE layers and micro-batches of the stage, 0 without MoE */
@@ -112,51 +114,51 @@ typedef struct {
                                 iteration, this rank's share */
   double moe_routed_tokens;  /* MoE: routed token copies per iteration, this rank's share */
   GPtrArray *pool;     /* storage behind peer_*_bytes (owned) */
-} pl_rank_plan;
+} plan_rank;
 
 /* Builds rank `rank`'s op list for one training iteration. The configuration must have passed
  * cfg_resolve(). `layer_time_s` (may be NULL: FLOPs are used instead) gives each layer's forward
  * plus backward time per sample; pipeline stages are balanced with it. DL_ERR_INPUT when the
  * combination is not supported (the message names the option). Returns a newly allocated plan
- * (pl_rank_plan_free). */
-pl_rank_plan *pl_build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
+ * (plan_rank_free). */
+plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
                        GError **err);
 
 /* The pipeline partition: stage_first[s] is the first layer of stage s, stage_first[pp] =
  * n_layers. Residual blocks stay whole; stages minimise the largest stage cost (or follow
  * --pp-balance). DL_ERR_INPUT when the model cannot be cut into pp stages. */
-gboolean pl_partition(const wl_model *m, const cfg_run *c, const double *layer_time_s,
+gboolean plan_partition(const wl_model *m, const cfg_run *c, const double *layer_time_s,
                       int *stage_first, GError **err);
-void pl_rank_plan_free(pl_rank_plan *p);
+void plan_rank_free(plan_rank *p);
 
 /* MoE routing: the token copies (`assignments` = tokens × top_k) each of the E experts of layer
  * `layer` receives in micro-batch `mb` under c->routing (whole numbers, summing to assignments).
  * Deterministic for a given c->seed. `load` has E entries. */
-void pl_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignments, double *load);
+void plan_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignments, double *load);
 
 /* Coordinates of a rank, the rank at given coordinates (the layout in this file's comment), and
  * the members of its groups (rank-ordered). `members` must hold c->gpus entries; returns the
  * group size. */
-void pl_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i);
-int pl_rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i);
-int pl_group_members(const cfg_run *c, pl_group g, int rank, int *members);
+void plan_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i);
+int plan_rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i);
+int plan_group_members(const cfg_run *c, plan_group g, int rank, int *members);
 
 /* TRUE when layer `l` owns parameters whose gradients are synchronised (weighted, params > 0; a
  * tied copy is summed apart, by the tied_grad_sync collectives). */
-gboolean pl_layer_has_grads(const wl_layer *l);
+gboolean plan_layer_has_grads(const wl_layer *l);
 
-/* The layers whose gradients gradient collective `op` carries (pl_bucket), in the order they
+/* The layers whose gradients gradient collective `op` carries (plan_bucket), in the order they
  * are packed: the planner's, highest layer first. `layers` has room for end_layer − first_layer
  * entries; returns how many. */
-int pl_bucket_layers(const wl_model *m, const pl_op *op, int *layers);
+int plan_bucket_layers(const wl_model *m, const plan_op *op, int *layers);
 
 /* Size of the groups of kind `g` (the same for every rank that belongs to one): P, dp, tp, pp,
  * ep, 2 for the tied embedding's first and last stage (1 without a pipeline), and dp/ep for the
  * replicas of the same experts (1 without expert parallelism, where they are the dp group).
  * Communicators are made for groups larger than 1. */
-int pl_group_degree(const cfg_run *c, pl_group g);
+int plan_group_degree(const cfg_run *c, plan_group g);
 
 /* Bytes per element of gradients exchanged and of the weights a rank holds, for the precision. */
-int pl_grad_bytes(const cfg_run *c);
+int plan_grad_bytes(const cfg_run *c);
 
 #endif

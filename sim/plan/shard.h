@@ -26,31 +26,33 @@
 #include "model/workload.h"
 
 /* The communicators (plan.h has their meaning). */
-#define PL_GROUPS(X) X(PL_GRP_WORLD, "world") X(PL_GRP_DP, "dp") X(PL_GRP_TP, "tp") \
-  X(PL_GRP_PP, "pp") X(PL_GRP_EP, "ep") X(PL_GRP_EMBED, "embed") X(PL_GRP_EDP, "expert_dp")
+#define PLAN_GROUPS(X) X(PLAN_GRP_WORLD, "world") X(PLAN_GRP_DP, "dp") X(PLAN_GRP_TP, "tp") \
+  X(PLAN_GRP_PP, "pp") X(PLAN_GRP_EP, "ep") X(PLAN_GRP_EMBED, "embed") X(PLAN_GRP_EDP, "expert_dp")
 /* Why a collective exists: lets results and tests attribute bytes to Gholami's terms. */
-#define PL_PURPOSES(X) X(PL_WHY_NONE, "none") X(PL_WHY_GRAD, "grad_sync") \
-  X(PL_WHY_FWD_GATHER, "fwd_allgather") X(PL_WHY_BWD_DX, "bwd_dx_allreduce") \
-  X(PL_WHY_REDIST, "redistribute") X(PL_WHY_FWD_REDUCE, "fwd_allreduce") \
-  X(PL_WHY_ACT, "activation") X(PL_WHY_ACT_GRAD, "activation_grad") \
-  X(PL_WHY_TIED, "tied_grad_sync") X(PL_WHY_MOE_DISPATCH, "moe_dispatch") \
-  X(PL_WHY_MOE_COMBINE, "moe_combine") X(PL_WHY_EXPERT_GRAD, "expert_grad_sync") \
-  X(PL_WHY_HALO, "halo") X(PL_WHY_BN_STATS, "bn_stats")
+#define PLAN_PURPOSES(X) X(PLAN_WHY_NONE, "none") X(PLAN_WHY_GRAD, "grad_sync") \
+  X(PLAN_WHY_FWD_GATHER, "fwd_allgather") X(PLAN_WHY_BWD_DX, "bwd_dx_allreduce") \
+  X(PLAN_WHY_REDIST, "redistribute") X(PLAN_WHY_FWD_REDUCE, "fwd_allreduce") \
+  X(PLAN_WHY_ACT, "activation") X(PLAN_WHY_ACT_GRAD, "activation_grad") \
+  X(PLAN_WHY_TIED, "tied_grad_sync") X(PLAN_WHY_MOE_DISPATCH, "moe_dispatch") \
+  X(PLAN_WHY_MOE_COMBINE, "moe_combine") X(PLAN_WHY_EXPERT_GRAD, "expert_grad_sync") \
+  X(PLAN_WHY_HALO, "halo") X(PLAN_WHY_BN_STATS, "bn_stats")
 /* How a rank holds a layer's tensors. */
-#define PL_SPLITS(X) X(PL_SPLIT_FULL, "full") X(PL_SPLIT_ROWS, "rows") X(PL_SPLIT_COL, "column") \
-  X(PL_SPLIT_QKV, "qkv") X(PL_SPLIT_ROW, "row") X(PL_SPLIT_LOCAL, "local")                     \
-  X(PL_SPLIT_VOCAB, "vocab") X(PL_SPLIT_CE, "vocab_ce") X(PL_SPLIT_EXPERTS, "experts")        \
-  X(PL_SPLIT_DOMAIN, "domain")
+#define PLAN_SPLITS(X)                                                                   \
+  X(PLAN_SPLIT_FULL, "full")                                                             \
+  X(PLAN_SPLIT_ROWS, "rows") X(PLAN_SPLIT_COL, "column") X(PLAN_SPLIT_QKV, "qkv")        \
+      X(PLAN_SPLIT_ROW, "row") X(PLAN_SPLIT_LOCAL, "local") X(PLAN_SPLIT_VOCAB, "vocab") \
+          X(PLAN_SPLIT_CE, "vocab_ce") X(PLAN_SPLIT_EXPERTS, "experts")                  \
+              X(PLAN_SPLIT_DOMAIN, "domain")
 
-#define PL_ENUM(e, s) e,
-typedef enum { PL_GROUPS(PL_ENUM) PL_N_GROUPS } pl_group;
-typedef enum { PL_PURPOSES(PL_ENUM) PL_N_PURPOSES } pl_purpose;
-typedef enum { PL_SPLITS(PL_ENUM) PL_N_SPLITS } pl_split;
-#undef PL_ENUM
+#define PLAN_ENUM(e, s) e,
+typedef enum { PLAN_GROUPS(PLAN_ENUM) PLAN_N_GROUPS } plan_group;
+typedef enum { PLAN_PURPOSES(PLAN_ENUM) PLAN_N_PURPOSES } plan_purpose;
+typedef enum { PLAN_SPLITS(PLAN_ENUM) PLAN_N_SPLITS } plan_split;
+#undef PLAN_ENUM
 
-const char *pl_group_name(pl_group g);
-const char *pl_purpose_name(pl_purpose p);
-const char *pl_split_name(pl_split s);
+const char *plan_group_name(plan_group g);
+const char *plan_purpose_name(plan_purpose p);
+const char *plan_split_name(plan_split s);
 
 /* One layer on one rank. Tensor slices (`kind`):
  *   ROWS     grid conv/linear with Pr > 1: output channels/rows [c0, c0 + cn) of dim = out.c;
@@ -63,10 +65,10 @@ const char *pl_split_name(pl_split s);
  *            CE softmax cross-entropy over a vocabulary-split output: dim = in.c;
  *   EXPERTS  an MoE layer with ep > 1: the router whole, experts [c0, c0 + cn) of dim = E;
  *   DOMAIN   a layer before the first linear under --domain conv with Pr > 1: whole parameters,
- *            output rows [c0, c0 + cn) of dim = out.h (pl_domain_slab);
+ *            output rows [c0, c0 + cn) of dim = out.h (plan_domain_slab);
  *   FULL     everything whole. */
 typedef struct {
-  pl_split kind;        /* which part of the layer's tensors the rank holds */
+  plan_split kind;        /* which part of the layer's tensors the rank holds */
   int parts;            /* ways `dim` is cut (tp, or ep for experts); 1 for FULL */
   int64_t dim;          /* the split dimension's full size */
   int64_t c0, cn;       /* this rank's slice [c0, c0 + cn) of it */
@@ -74,13 +76,13 @@ typedef struct {
   int split;            /* the model divides the layer's work and parameters this many ways */
   int64_t samples;      /* samples of one micro-batch on this rank */
   int64_t sub;          /* the first of them within its data-parallel row's micro-batch */
-  pl_group grad_group;  /* gradient all-reduce group (dp, or world) */
+  plan_group grad_group;  /* gradient all-reduce group (dp, or world) */
   int grad_degree;      /* its size */
   coll_op fwd_coll;     /* collective after the forward kernel, or COLL_OP_COUNT for none */
-  pl_purpose fwd_why;
+  plan_purpose fwd_why;
   double fwd_bytes;
   coll_op bwd_coll;     /* collective after the backward kernel, or COLL_OP_COUNT */
-  pl_purpose bwd_why;
+  plan_purpose bwd_why;
   double bwd_bytes;
   gboolean redistribute;/* the input is all-gathered in the tp group first (Eq. 6, or the end
                            of the domain part) */
@@ -94,29 +96,29 @@ typedef struct {
   double halo_row_bytes[2]; /* bytes of one row: [0] input row (forward), [1] output row */
   int boundary_rows;    /* output rows that need halo rows */
   int out_rows;         /* output rows on this rank */
-} pl_shard;
+} plan_shard;
 
 /* What the configuration's strategies refuse for model `m` (DL_ERR_INPUT naming the option,
  * file and layer): splits a strategy cannot make, combinations that do not go together. */
-gboolean pl_shard_check(const wl_model *m, const cfg_run *c, GError **err);
+gboolean plan_shard_check(const wl_model *m, const cfg_run *c, GError **err);
 
 /* Fills out[0..n_layers-1] for the rank with tensor-parallel index tp_i and expert index ep_i
- * (pl_coords). DL_ERR_INPUT when a layer cannot be split for this rank (too few image rows for
- * Pr, halo rows beyond a neighbour). The configuration passed pl_shard_check. */
-gboolean pl_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, pl_shard *out,
+ * (plan_coords). DL_ERR_INPUT when a layer cannot be split for this rank (too few image rows for
+ * Pr, halo rows beyond a neighbour). The configuration passed plan_shard_check. */
+gboolean plan_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, plan_shard *out,
                        GError **err);
 
 /* Elements of a layer's input per sample. */
-static inline int64_t pl_in_elems(const wl_layer *l) { return l->in.c * l->in.h * l->in.w; }
+static inline int64_t plan_in_elems(const wl_layer *l) { return l->in.c * l->in.h * l->in.w; }
 
 /* Domain parallelism (--domain conv): the first layer after the domain part; rows [lo, hi) of
  * slab i when n rows are split into `parts`; the rows a windowed layer's slab i needs from its
  * neighbours' (dir 0: input rows for its output rows; dir 1: output-gradient rows whose windows
  * reach its input rows), clipped to the image; whether a layer is windowed (exchanges halo
  * rows). */
-int pl_domain_end(const wl_model *m);
-void pl_domain_slab(int n, int parts, int i, int *lo, int *hi);
-void pl_domain_needs(const wl_layer *l, int parts, int i, int dir, int *lo, int *hi);
-gboolean pl_domain_windowed(const wl_layer *l);
+int plan_domain_end(const wl_model *m);
+void plan_domain_slab(int n, int parts, int i, int *lo, int *hi);
+void plan_domain_needs(const wl_layer *l, int parts, int i, int dir, int *lo, int *hi);
+gboolean plan_domain_windowed(const wl_layer *l);
 
 #endif

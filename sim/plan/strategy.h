@@ -12,17 +12,17 @@ typedef struct {
   /* what it refuses of model `m` (DL_ERR_INPUT naming the option and layer) */
   gboolean (*check)(const wl_model *m, const cfg_run *c, GError **err);
   /* writes its splits over the data-parallel defaults of out[] for the rank at tp_i, ep_i */
-  gboolean (*roles)(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, pl_shard *out,
+  gboolean (*roles)(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, plan_shard *out,
                     GError **err);
-} pl_strategy;
+} plan_strategy;
 
-extern const pl_strategy pl_gholami, pl_megatron, pl_domain, pl_experts;
+extern const plan_strategy plan_gholami, plan_megatron, plan_domain, plan_experts;
 
 /* Slice `idx` of `dim` cut into `parts`: [idx·dim/parts, (idx+1)·dim/parts), uneven allowed. */
-void pl_shard_slice(pl_shard *s, pl_split kind, int64_t dim, int parts, int idx);
+void plan_shard_slice(plan_shard *s, plan_split kind, int64_t dim, int parts, int idx);
 
 /* Samples of one micro-batch on a rank of the data-parallel row: B / dp / m. */
-static inline int64_t pl_row_samples(const cfg_run *c) {
+static inline int64_t plan_row_samples(const cfg_run *c) {
   return c->batch / c->dp / c->microbatches;
 }
 

@@ -9,17 +9,18 @@
 
 #include "core/dl_common.h"
 
-/* ---- fitting ---------------------------------------------------------------------------------- */
+/* ---- fitting ----------------------------------------------------------------------------------
+ */
 
-static int cmp_point(const void *a, const void *b) {
-  double x = ((const cal_point *)a)->size_bytes, y = ((const cal_point *)b)->size_bytes;
+static int compare_point(const void *a, const void *b) {
+  double x = ((const calib_point *)a)->size_bytes, y = ((const calib_point *)b)->size_bytes;
   return (x > y) - (x < y);
 }
 
 /* Least squares of t = a + c × s over pts[i..j) with weights 1/t² (relative error), a >= 0 and
  * c >= 0 (a negative estimate is clamped to 0 and the other refitted). Returns the summed squared
  * relative residuals. Sizes are scaled by the run's largest size for conditioning. */
-static double fit_run(const cal_point *pts, int i, int j, double *a_out, double *c_out) {
+static double fit_run(const calib_point *pts, int i, int j, double *a_out, double *c_out) {
   double scale = pts[j - 1].size_bytes;
   double Sw = 0, Sx = 0, Sy = 0, Sxx = 0, Sxy = 0;
   for (int k = i; k < j; k++) {
@@ -56,15 +57,16 @@ static double fit_run(const cal_point *pts, int i, int j, double *a_out, double 
   return sse;
 }
 
-gboolean cal_fit_points(const cal_point *in, int n, double penalty, cal_fit *out, GError **err) {
+gboolean calib_fit_points(const calib_point *in, int n, double penalty, calib_fit *out,
+                          GError **err) {
   memset(out, 0, sizeof *out);
   if (n < 2) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "calibration: expected 2 or more sizes, got %d", n);
     return FALSE;
   }
   if (penalty <= 0) penalty = 0.02;
-  cal_point *pts = g_memdup2(in, sizeof(cal_point) * (gsize)n);
-  qsort(pts, (size_t)n, sizeof *pts, cmp_point);
+  calib_point *pts = g_memdup2(in, sizeof(calib_point) * (gsize)n);
+  qsort(pts, (size_t)n, sizeof *pts, compare_point);
   gboolean ok = FALSE;
   double *best = NULL;
   int *from = NULL;
@@ -78,7 +80,7 @@ gboolean cal_fit_points(const cal_point *in, int n, double penalty, cal_fit *out
     }
 
   /* best[m][j]: cheapest cover of pts[0..j) by m runs; from[m][j]: where its last run starts. */
-  const int K = CAL_MAX_SEGMENTS, minlen = n >= 12 ? 3 : 2;
+  const int K = CALIB_MAX_SEGMENTS, minlen = n >= 12 ? 3 : 2;
   best = g_new(double, (gsize)(K + 1) * (n + 1));
   from = g_new(int, (gsize)(K + 1) * (n + 1));
 #define BEST(m, j) best[(m) * (n + 1) + (j)]
@@ -105,7 +107,7 @@ gboolean cal_fit_points(const cal_point *in, int n, double penalty, cal_fit *out
     if (BEST(m, n) < BEST(mbest, n)) mbest = m;
   if (!isfinite(BEST(mbest, n))) mbest = 1;
 
-  int starts[CAL_MAX_SEGMENTS + 1];
+  int starts[CALIB_MAX_SEGMENTS + 1];
   starts[mbest] = n;
   for (int m = mbest, j = n; m >= 1; m--) {
     j = FROM(m, j);
@@ -113,7 +115,7 @@ gboolean cal_fit_points(const cal_point *in, int n, double penalty, cal_fit *out
   }
 #undef BEST
 #undef FROM
-  double a[CAL_MAX_SEGMENTS], c[CAL_MAX_SEGMENTS];
+  double a[CALIB_MAX_SEGMENTS], c[CALIB_MAX_SEGMENTS];
   for (int m = 0; m < mbest; m++) fit_run(pts, starts[m], starts[m + 1], &a[m], &c[m]);
   double L = a[0], B_inv = c[mbest - 1];
   if (!(L > 0)) L = pts[0].time_s; /* a run through the origin: its smallest time */
@@ -131,7 +133,7 @@ gboolean cal_fit_points(const cal_point *in, int n, double penalty, cal_fit *out
   out->bandwidth_bps = 1.0 / B_inv;
   out->n_segments = mbest;
   for (int m = 0; m < mbest; m++) {
-    cal_segment *s = &out->seg[m];
+    calib_segment *s = &out->seg[m];
     s->threshold_bytes = m == 0 ? 0 : pts[starts[m]].size_bytes;
     if (c[m] > 0) {
       s->bw_factor = B_inv / c[m];
@@ -156,15 +158,15 @@ out:
   return ok;
 }
 
-double cal_model_s(const cal_fit *f, double size_bytes) {
-  const cal_segment *s = &f->seg[0];
+double calib_model_s(const calib_fit *f, double size_bytes) {
+  const calib_segment *s = &f->seg[0];
   for (int m = 1; m < f->n_segments; m++)
     if (size_bytes >= f->seg[m].threshold_bytes) s = &f->seg[m];
   /* SMPI network model with factors: SMPI-NOTES.md §4.1 (src/surf/network_smpi.cpp) */
   return s->lat_factor * f->latency_s + size_bytes / (s->bw_factor * f->bandwidth_bps);
 }
 
-char *cal_factor_string(const cal_fit *f, gboolean bw) {
+char *calib_factor_string(const calib_fit *f, gboolean bw) {
   GString *s = g_string_new(NULL);
   for (int m = f->n_segments - 1; m >= 0; m--) {
     char num[G_ASCII_DTOSTR_BUF_SIZE];
@@ -174,9 +176,10 @@ char *cal_factor_string(const cal_fit *f, gboolean bw) {
   return g_string_free(s, FALSE);
 }
 
-/* ---- measuring -------------------------------------------------------------------------------- */
+/* ---- measuring --------------------------------------------------------------------------------
+ */
 
-gboolean cal_parse_pingpong(const char *what, const char *text, GArray *points, GError **err) {
+gboolean calib_parse_pingpong(const char *what, const char *text, GArray *points, GError **err) {
   char **lines = g_strsplit(text, "\n", -1);
   gboolean ok = TRUE;
   int got = 0;
@@ -204,7 +207,7 @@ gboolean cal_parse_pingpong(const char *what, const char *text, GArray *points, 
       ok = FALSE;
       break;
     }
-    cal_point p = {v[0], v[1]};
+    calib_point p = {v[0], v[1]};
     g_array_append_val(points, p);
     got++;
   }
@@ -229,9 +232,10 @@ static char *last_line(const char *text) {
   return last ? last : g_strdup("(no output)");
 }
 
-char *cal_run_pingpong(gboolean quick, GError **err) {
+char *calib_run_pingpong(gboolean quick, GError **err) {
   const char *env_exe = g_getenv("DLSIM_PINGPONG_EXEC"), *env_run = g_getenv("DLSIM_MPIRUN");
-  char *exe = env_exe ? g_strdup(env_exe) : g_build_filename(DLSIM_BINARY_DIR, "dlsim-pingpong", NULL);
+  char *exe =
+      env_exe ? g_strdup(env_exe) : g_build_filename(DLSIM_BINARY_DIR, "dlsim-pingpong", NULL);
   char *mpirun = env_run ? g_strdup(env_run) : g_find_program_in_path("mpirun");
   char *out_txt = NULL, *err_txt = NULL, *result = NULL;
   GPtrArray *argv = g_ptr_array_new();
@@ -281,9 +285,10 @@ out:
   return result;
 }
 
-/* ---- platform and report ---------------------------------------------------------------------- */
+/* ---- platform and report ----------------------------------------------------------------------
+ */
 
-void cal_platform_params(const cal_fit *f, int ranks, const char *bw_factor,
+void calib_platform_params(const calib_fit *f, int ranks, const char *bw_factor,
                          const char *lat_factor, const char *comment, plat_gen_params *p) {
   plat_gen_preset("workstation", p, NULL);
   p->gpus_per_node = ranks;
@@ -303,13 +308,13 @@ static void fmt_size(char *buf, size_t n, double b) {
   else g_snprintf(buf, n, "%.0f B", b);
 }
 
-double cal_print_table(const cal_fit *f, const cal_point *pts, int n, FILE *out) {
+double calib_print_table(const calib_fit *f, const calib_point *pts, int n, FILE *out) {
   double sum = 0;
   fprintf(out, "%12s %14s %14s %9s\n", "size", "measured (us)", "model (us)", "error");
   for (int i = 0; i < n; i++) {
     char sz[32];
     fmt_size(sz, sizeof sz, pts[i].size_bytes);
-    double m = cal_model_s(f, pts[i].size_bytes), e = (m - pts[i].time_s) / pts[i].time_s;
+    double m = calib_model_s(f, pts[i].size_bytes), e = (m - pts[i].time_s) / pts[i].time_s;
     sum += fabs(e);
     fprintf(out, "%12s %14.3f %14.3f %+8.1f%%\n", sz, pts[i].time_s * 1e6, m * 1e6, e * 100);
   }

@@ -44,7 +44,8 @@ gboolean plat_topology_parse(const char *name, plat_topology *out) {
   return FALSE;
 }
 
-/* ---- units ------------------------------------------------------------------------------------ */
+/* ---- units ------------------------------------------------------------------------------------
+ */
 
 typedef struct {
   const char *suffix; /* unit as SimGrid spells it */
@@ -121,17 +122,18 @@ static const unit out_speed[] = {{"f", 1.0},   {"kf", 1e3},  {"Mf", 1e6},
 /* Memory and speed of known GPU models come from their spec sheets (gpuspec.c): the host speed
  * is the dense FP16 tensor peak. */
 gboolean plat_gpu_spec(const char *model, double *mem_bytes, double *speed_flops) {
-  const gs_spec *gs = gs_find(model);
+  const gpu_spec *gs = gpu_find(model);
   if (!gs) return FALSE;
   if (mem_bytes) *mem_bytes = gs->mem_bytes;
-  if (speed_flops) *speed_flops = gs->peak_flops[GS_FP16];
+  if (speed_flops) *speed_flops = gs->peak_flops[GPU_FP16];
   return TRUE;
 }
 
 static const char thetagpu_comment[] =
     "ThetaGPU (Argonne Leadership Computing Facility): 24 NVIDIA DGX A100 nodes.\n"
     "Sources:\n"
-    "  ALCF ThetaGPU machine overview (docs.alcf.anl.gov, ThetaGPU hardware overview): 24 DGX A100\n"
+    "  ALCF ThetaGPU machine overview (docs.alcf.anl.gov, ThetaGPU hardware overview): 24 DGX "
+    "A100\n"
     "    nodes, 8 NVIDIA A100-40GB GPUs each, 8 HDR200 InfiniBand compute NICs per node.\n"
     "  NVIDIA DGX A100 datasheet: 8x A100 40GB, 6 NVSwitches, 600 GB/s bidirectional GPU-to-GPU\n"
     "    NVLink bandwidth (300 GB/s per direction per GPU), 8x single-port ConnectX-6 VPI\n"
@@ -336,8 +338,10 @@ static void put_head(GString *s, const layout *y) {
                      "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n");
   if (p->comment) g_string_append_printf(s, "<!--\n%s\n-->\n", p->comment);
   g_string_append(s, "<platform version=\"4.1\">\n");
-  g_string_append_printf(s, "  <!-- written by dlsim platform: topology=%s nodes=%d gpus-per-node=%d"
-                            " gpu=%s", plat_topology_name(p->topology), y->N, y->G, p->gpu_model);
+  g_string_append_printf(s,
+                         "  <!-- written by dlsim platform: topology=%s nodes=%d gpus-per-node=%d"
+                         " gpu=%s",
+                         plat_topology_name(p->topology), y->N, y->G, p->gpu_model);
   if (!y->star) {
     g_string_append_printf(s, " nics-per-node=%d", y->K);
     g_string_append(s, " nvlink=");
@@ -399,7 +403,8 @@ static void put_nodes(GString *s, const layout *y) {
   for (int n = 0; n < y->N; n++) {
     g_string_append_printf(s, "    <router id=\"n%d_nvsw\"/>\n", n);
     if (y->K > 0 && y->K < y->G)
-      for (int k = 0; k < y->K; k++) g_string_append_printf(s, "    <router id=\"n%d_pci%d\"/>\n", n, k);
+      for (int k = 0; k < y->K; k++)
+        g_string_append_printf(s, "    <router id=\"n%d_pci%d\"/>\n", n, k);
   }
   for (int gr = 0; gr < y->groups; gr++)
     for (int k = 0; k < y->leaves_per_group; k++) {
@@ -426,7 +431,8 @@ static void put_links(GString *s, const layout *y) {
         put_link_f(s, p->nic_bps, p->nic_lat_s + half_sw, "n%dg%d_link", n, g);
       continue;
     }
-    for (int g = 0; g < y->G; g++) put_link_f(s, p->nvlink_bps, p->nvlink_lat_s, "n%dg%d_nvl", n, g);
+    for (int g = 0; g < y->G; g++)
+      put_link_f(s, p->nvlink_bps, p->nvlink_lat_s, "n%dg%d_nvl", n, g);
     if (y->K == y->G) {
       for (int g = 0; g < y->G; g++)
         put_link_f(s, p->nic_bps, p->nic_lat_s + half_sw, "n%dg%d_nic", n, g);

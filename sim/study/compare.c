@@ -8,19 +8,19 @@
 #include "core/dl_common.h"
 
 static const char *const phase_names[] = {
-#define CMP_X(e, key) key,
-    CMP_PHASE_LIST(CMP_X)
-#undef CMP_X
+#define COMPARE_X(e, key) key,
+    COMPARE_PHASE_LIST(COMPARE_X)
+#undef COMPARE_X
 };
 
-const char *cmp_phase_name(cmp_phase p) {
-  return (p >= 0 && p < CMP_N_PHASES) ? phase_names[p] : "?";
+const char *compare_phase_name(compare_phase p) {
+  return (p >= 0 && p < COMPARE_N_PHASES) ? phase_names[p] : "?";
 }
 
-void cmp_doc_free(cmp_doc *d) {
+void compare_doc_free(compare_doc *d) {
   if (!d) return;
   if (d->colls) {
-    for (guint i = 0; i < d->colls->len; i++) g_free(g_array_index(d->colls, cmp_coll, i).key);
+    for (guint i = 0; i < d->colls->len; i++) g_free(g_array_index(d->colls, compare_coll, i).key);
     g_array_free(d->colls, TRUE);
   }
   if (d->rank_iter_s) g_array_free(d->rank_iter_s, TRUE);
@@ -59,10 +59,10 @@ static int line_of(const char *text, const char *at) {
   return line;
 }
 
-cmp_doc *cmp_doc_parse(const char *path, const char *text, GError **err) {
-  cmp_doc *d = g_new0(cmp_doc, 1);
+compare_doc *compare_doc_parse(const char *path, const char *text, GError **err) {
+  compare_doc *d = g_new0(compare_doc, 1);
   d->path = g_strdup(path);
-  d->colls = g_array_new(FALSE, FALSE, sizeof(cmp_coll));
+  d->colls = g_array_new(FALSE, FALSE, sizeof(compare_coll));
   d->rank_iter_s = g_array_new(FALSE, FALSE, sizeof(double));
   d->rank_compute_s = g_array_new(FALSE, FALSE, sizeof(double));
   const char *end = NULL;
@@ -111,9 +111,9 @@ cmp_doc *cmp_doc_parse(const char *path, const char *text, GError **err) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: breakdown_s: expected an object", path);
     goto out;
   }
-  for (int p = 0; p < CMP_N_PHASES; p++)
+  for (int p = 0; p < COMPARE_N_PHASES; p++)
     if (!get_num(bd, phase_names[p], path, "breakdown_s", FALSE, &d->phase_s[p], err)) goto out;
-  d->comm_s = d->phase_s[CMP_EXPOSED_COMM] + d->phase_s[CMP_OVERLAPPED_COMM];
+  d->comm_s = d->phase_s[COMPARE_EXPOSED_COMM] + d->phase_s[COMPARE_OVERLAPPED_COMM];
   if (!get_num(root, "comm_s", path, NULL, TRUE, &d->comm_s, err)) goto out;
 
   const cJSON *co = cJSON_GetObjectItemCaseSensitive(root, "collectives");
@@ -126,7 +126,8 @@ cmp_doc *cmp_doc_parse(const char *path, const char *text, GError **err) {
   cJSON_ArrayForEach(x, co) {
     char where[64];
     g_snprintf(where, sizeof where, "collectives[%d]", i++);
-    const char *op = get_str(x, "op"), *group = get_str(x, "group"), *purpose = get_str(x, "purpose");
+    const char *op = get_str(x, "op"), *group = get_str(x, "group"),
+               *purpose = get_str(x, "purpose");
     if (!op || !group || !purpose) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s.%s: expected a string", path, where,
                   !op ? "op" : !group ? "group" : "purpose");
@@ -137,16 +138,16 @@ cmp_doc *cmp_doc_parse(const char *path, const char *text, GError **err) {
         !get_num(x, "calls", path, where, TRUE, &calls, err))
       goto out;
     char *key = g_strdup_printf("%s/%s/%s", op, group, purpose);
-    cmp_coll *hit = NULL;
+    compare_coll *hit = NULL;
     for (guint k = 0; k < d->colls->len && !hit; k++)
-      if (strcmp(g_array_index(d->colls, cmp_coll, k).key, key) == 0)
-        hit = &g_array_index(d->colls, cmp_coll, k);
+      if (strcmp(g_array_index(d->colls, compare_coll, k).key, key) == 0)
+        hit = &g_array_index(d->colls, compare_coll, k);
     if (hit) {
       hit->time_s += t;
       hit->calls += (int)calls;
       g_free(key);
     } else {
-      cmp_coll c = {key, (int)calls, t};
+      compare_coll c = {key, (int)calls, t};
       g_array_append_val(d->colls, c);
     }
   }
@@ -170,21 +171,21 @@ cmp_doc *cmp_doc_parse(const char *path, const char *text, GError **err) {
 out:
   cJSON_Delete(root);
   if (!ok) {
-    cmp_doc_free(d);
+    compare_doc_free(d);
     d = NULL;
   }
   return d;
 }
 
-cmp_doc *cmp_doc_load(const char *path, GError **err) {
+compare_doc *compare_doc_load(const char *path, GError **err) {
   char *text = dl_read_file(path, NULL, err);
   if (!text) return NULL;
-  cmp_doc *d = cmp_doc_parse(path, text, err);
+  compare_doc *d = compare_doc_parse(path, text, err);
   g_free(text);
   return d;
 }
 
-gboolean cmp_check_match(const cmp_doc *a, const cmp_doc *b, GError **err) {
+gboolean compare_check_match(const compare_doc *a, const compare_doc *b, GError **err) {
   if (strcmp(a->workload, b->workload) != 0) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: config.workload: expected %s (as in %s), got %s",
                 b->path, a->workload, a->path, b->workload);
@@ -203,14 +204,14 @@ gboolean cmp_check_match(const cmp_doc *a, const cmp_doc *b, GError **err) {
   return TRUE;
 }
 
-void cmp_split_error(const cmp_doc *a, const cmp_doc *b, cmp_split *out) {
+void compare_split_error(const compare_doc *a, const compare_doc *b, compare_split *out) {
   memset(out, 0, sizeof *out);
   double T = a->iteration_time_s;
   if (!(T > 0)) return;
   out->total = (b->iteration_time_s - T) / T;
-  out->compute = (b->phase_s[CMP_COMPUTE] - a->phase_s[CMP_COMPUTE]) / T;
+  out->compute = (b->phase_s[COMPARE_COMPUTE] - a->phase_s[COMPARE_COMPUTE]) / T;
   out->comm = (b->comm_s - a->comm_s) / T;
-  out->overlap = -(b->phase_s[CMP_OVERLAPPED_COMM] - a->phase_s[CMP_OVERLAPPED_COMM]) / T;
+  out->overlap = -(b->phase_s[COMPARE_OVERLAPPED_COMM] - a->phase_s[COMPARE_OVERLAPPED_COMM]) / T;
   out->skew = out->total - out->compute - out->comm - out->overlap;
   /* + 0.0 turns a negative zero into zero, so tables never print "-0" */
   out->total += 0.0;
@@ -231,7 +232,7 @@ static double spread(const GArray *v) {
   return hi - lo;
 }
 
-double cmp_rank_spread_s(const cmp_doc *d) { return spread(d->rank_iter_s); }
+double compare_rank_spread_s(const compare_doc *d) { return spread(d->rank_iter_s); }
 
 static void row(FILE *out, const char *name, double a, double b, double dT) {
   fprintf(out, "  %-34s %12.4f %12.4f %+12.4f", name, a * 1e3, b * 1e3, (b - a) * 1e3);
@@ -239,30 +240,30 @@ static void row(FILE *out, const char *name, double a, double b, double dT) {
   else fprintf(out, " %9s\n", "-");
 }
 
-static double coll_time(const cmp_doc *d, const char *key) {
+static double coll_time(const compare_doc *d, const char *key) {
   for (guint i = 0; i < d->colls->len; i++)
-    if (strcmp(g_array_index(d->colls, cmp_coll, i).key, key) == 0)
-      return g_array_index(d->colls, cmp_coll, i).time_s;
+    if (strcmp(g_array_index(d->colls, compare_coll, i).key, key) == 0)
+      return g_array_index(d->colls, compare_coll, i).time_s;
   return 0;
 }
 
-void cmp_print(const cmp_doc *a, const cmp_doc *b, FILE *out) {
+void compare_print(const compare_doc *a, const compare_doc *b, FILE *out) {
   double dT = b->iteration_time_s - a->iteration_time_s;
   fprintf(out, "A: %s (%s)\nB: %s (%s)\n%s, %d GPUs, batch %g, dp %d tp %d pp %d\n", a->path,
           a->mode, b->path, b->mode, a->workload, a->gpus, a->batch, a->dp, a->tp, a->pp);
   fprintf(out, "\n  %-34s %12s %12s %12s %9s\n", "per iteration", "A (ms)", "B (ms)", "B-A (ms)",
           "share");
   row(out, "iteration time", a->iteration_time_s, b->iteration_time_s, dT);
-  for (int p = 0; p < CMP_N_PHASES; p++) {
-    if (p == CMP_OVERLAPPED_COMM) continue;
+  for (int p = 0; p < COMPARE_N_PHASES; p++) {
+    if (p == COMPARE_OVERLAPPED_COMM) continue;
     row(out, phase_names[p], a->phase_s[p], b->phase_s[p], dT);
   }
-  row(out, "overlapped_comm (hidden, not in sum)", a->phase_s[CMP_OVERLAPPED_COMM],
-      b->phase_s[CMP_OVERLAPPED_COMM], dT);
+  row(out, "overlapped_comm (hidden, not in sum)", a->phase_s[COMPARE_OVERLAPPED_COMM],
+      b->phase_s[COMPARE_OVERLAPPED_COMM], dT);
   row(out, "all communication", a->comm_s, b->comm_s, dT);
 
-  cmp_split s;
-  cmp_split_error(a, b, &s);
+  compare_split s;
+  compare_split_error(a, b, &s);
   fprintf(out, "\n  difference B vs A: %+.1f%% of A's iteration = compute %+.1f%%, "
                "communication %+.1f%%, overlap %+.1f%%, skew %+.1f%%\n",
           100 * s.total, 100 * s.compute, 100 * s.comm, 100 * s.overlap, 100 * s.skew);
@@ -271,14 +272,14 @@ void cmp_print(const cmp_doc *a, const cmp_doc *b, FILE *out) {
     fprintf(out, "\n  %-34s %12s %12s %12s %9s\n", "collective (op/group/purpose)", "A (ms)",
             "B (ms)", "B-A (ms)", "share");
     for (guint i = 0; i < a->colls->len; i++) {
-      const cmp_coll *c = &g_array_index(a->colls, cmp_coll, i);
+      const compare_coll *c = &g_array_index(a->colls, compare_coll, i);
       row(out, c->key, c->time_s, coll_time(b, c->key), dT);
     }
     for (guint i = 0; i < b->colls->len; i++) {
-      const cmp_coll *c = &g_array_index(b->colls, cmp_coll, i);
+      const compare_coll *c = &g_array_index(b->colls, compare_coll, i);
       gboolean in_a = FALSE;
       for (guint k = 0; k < a->colls->len; k++)
-        if (strcmp(g_array_index(a->colls, cmp_coll, k).key, c->key) == 0) in_a = TRUE;
+        if (strcmp(g_array_index(a->colls, compare_coll, k).key, c->key) == 0) in_a = TRUE;
       if (!in_a) row(out, c->key, 0, c->time_s, dT);
     }
   }
@@ -288,17 +289,21 @@ void cmp_print(const cmp_doc *a, const cmp_doc *b, FILE *out) {
   row(out, "compute", spread(a->rank_compute_s), spread(b->rank_compute_s), dT);
 }
 
-/* ---- validation table ------------------------------------------------------------------------- */
+/* ---- validation table -------------------------------------------------------------------------
+ */
 
-void cmp_row_release(cmp_row *r) {
+void compare_row_release(compare_row *r) {
   g_free(r->config);
   g_free(r->note);
   r->config = r->note = NULL;
 }
 
-static gboolean row_usable(const cmp_row *r) { return r->repeats > 0 && r->real_s > 0 && r->sim_s >= 0; }
+static gboolean row_usable(const compare_row *r) {
+  return r->repeats > 0 && r->real_s > 0 && r->sim_s >= 0;
+}
 
-void cmp_table_stats(const cmp_row *rows, int n, double *mean_abs, double *max_abs, int *n_used) {
+void compare_table_stats(const compare_row *rows, int n, double *mean_abs, double *max_abs,
+                         int *n_used) {
   double sum = 0, mx = 0;
   int used = 0;
   for (int i = 0; i < n; i++) {
@@ -313,19 +318,19 @@ void cmp_table_stats(const cmp_row *rows, int n, double *mean_abs, double *max_a
   if (n_used) *n_used = used;
 }
 
-void cmp_table_print(const cmp_row *rows, int n, FILE *out) {
+void compare_table_print(const compare_row *rows, int n, FILE *out) {
   fprintf(out, "%-24s %4s %11s %11s %8s %8s %8s %8s %8s\n", "config", "reps", "real (ms)",
           "sim (ms)", "error", "compute", "comm", "overlap", "skew");
   double part_sum[4] = {0};
   for (int i = 0; i < n; i++) {
-    const cmp_row *r = &rows[i];
+    const compare_row *r = &rows[i];
     fprintf(out, "%-24s %4d ", r->config, r->repeats);
     if (r->repeats > 0) fprintf(out, "%11.3f ", r->real_s * 1e3);
     else fprintf(out, "%11s ", "-");
     if (r->sim_s >= 0) fprintf(out, "%11.3f ", r->sim_s * 1e3);
     else fprintf(out, "%11s ", "-");
     if (row_usable(r)) {
-      const cmp_split *s = &r->split;
+      const compare_split *s = &r->split;
       fprintf(out, "%+7.1f%% %+7.1f%% %+7.1f%% %+7.1f%% %+7.1f%%", 100 * s->total,
               100 * s->compute, 100 * s->comm, 100 * s->overlap, 100 * s->skew);
       part_sum[0] += fabs(s->compute);
@@ -338,7 +343,7 @@ void cmp_table_print(const cmp_row *rows, int n, FILE *out) {
   }
   double mean = 0, mx = 0;
   int used = 0;
-  cmp_table_stats(rows, n, &mean, &mx, &used);
+  compare_table_stats(rows, n, &mean, &mx, &used);
   if (!used) {
     fprintf(out, "no configuration has both times: no error figure\n");
     return;
@@ -359,11 +364,11 @@ static void csv_num(GString *s, gboolean have, double v) {
   g_string_append(s, g_ascii_formatd(num, sizeof num, "%.9g", v));
 }
 
-char *cmp_table_csv(const cmp_row *rows, int n) {
+char *compare_table_csv(const compare_row *rows, int n) {
   GString *s = g_string_new("config,gpus,repeats,real_s,real_min_s,real_max_s,sim_s,error,"
                             "err_compute,err_comm,err_overlap,err_skew,note\n");
   for (int i = 0; i < n; i++) {
-    const cmp_row *r = &rows[i];
+    const compare_row *r = &rows[i];
     gboolean real = r->repeats > 0, sim = r->sim_s >= 0, both = row_usable(r);
     g_string_append_printf(s, "%s,%d,%d", r->config, r->gpus, r->repeats);
     csv_num(s, real, r->real_s);

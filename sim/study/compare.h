@@ -22,29 +22,29 @@
 #include <stdio.h>
 
 /* X(enum, JSON key under breakdown_s) */
-#define CMP_PHASE_LIST(X)                                                                        \
-  X(CMP_COMPUTE, "compute")                                                                      \
-  X(CMP_EXPOSED_COMM, "exposed_comm")                                                            \
-  X(CMP_OVERLAPPED_COMM, "overlapped_comm")                                                      \
-  X(CMP_BUBBLE, "bubble")                                                                        \
-  X(CMP_IDLE, "idle")
+#define COMPARE_PHASE_LIST(X)                   \
+  X(COMPARE_COMPUTE, "compute")                 \
+  X(COMPARE_EXPOSED_COMM, "exposed_comm")       \
+  X(COMPARE_OVERLAPPED_COMM, "overlapped_comm") \
+  X(COMPARE_BUBBLE, "bubble")                   \
+  X(COMPARE_IDLE, "idle")
 
 typedef enum {
-#define CMP_X(e, key) e,
-  CMP_PHASE_LIST(CMP_X)
-#undef CMP_X
-  CMP_N_PHASES
-} cmp_phase;
+#define COMPARE_X(e, key) e,
+  COMPARE_PHASE_LIST(COMPARE_X)
+#undef COMPARE_X
+  COMPARE_N_PHASES
+} compare_phase;
 
 /* The key of a phase ("compute"...), static; "?" when out of range. */
-const char *cmp_phase_name(cmp_phase p);
+const char *compare_phase_name(compare_phase p);
 
 /* One collective kind of a document: all entries with the same op, group and purpose summed. */
 typedef struct {
   char *key;      /* "op/group/purpose", owned */
   int calls;      /* calls per iteration */
   double time_s;  /* their summed time per iteration, s */
-} cmp_coll;
+} compare_coll;
 
 /* What a comparison needs from one result document. */
 typedef struct {
@@ -54,27 +54,27 @@ typedef struct {
   int gpus, dp, tp, pp;     /* config degrees (dp/tp/pp 1 when absent) */
   double batch;             /* config.batch, samples */
   double iteration_time_s;  /* T */
-  double phase_s[CMP_N_PHASES]; /* breakdown_s, s per iteration */
+  double phase_s[COMPARE_N_PHASES]; /* breakdown_s, s per iteration */
   double comm_s;            /* all communication of the slowest rank, s */
-  GArray *colls;            /* cmp_coll, in document order of first appearance (owned) */
+  GArray *colls;            /* compare_coll, in document order of first appearance (owned) */
   GArray *rank_iter_s;      /* double: ranks[].iteration_time_s (owned; may be empty) */
   GArray *rank_compute_s;   /* double: ranks[].compute_s (owned; may be empty) */
-} cmp_doc;
+} compare_doc;
 
 /* Parses result JSON `text`; `path` names it in messages. NULL with DL_ERR_INPUT naming the file
  * and JSON path: "a.json: breakdown_s.idle: expected a number", "a.json:3:7: malformed JSON"
- * (line and column). Free with cmp_doc_free. */
-cmp_doc *cmp_doc_parse(const char *path, const char *text, GError **err);
+ * (line and column). Free with compare_doc_free. */
+compare_doc *compare_doc_parse(const char *path, const char *text, GError **err);
 
-/* Reads and parses the file at `path` (as cmp_doc_parse; unreadable: DL_ERR_INPUT). */
-cmp_doc *cmp_doc_load(const char *path, GError **err);
+/* Reads and parses the file at `path` (as compare_doc_parse; unreadable: DL_ERR_INPUT). */
+compare_doc *compare_doc_load(const char *path, GError **err);
 
-void cmp_doc_free(cmp_doc *d); /* NULL ignored */
+void compare_doc_free(compare_doc *d); /* NULL ignored */
 
 /* FALSE with DL_ERR_INPUT when the two documents describe different configurations (workload,
  * gpus, batch, dp, tp, pp), naming B's file and JSON path: "b.json: config.gpus: expected 2 (as
  * in a.json), got 4". */
-gboolean cmp_check_match(const cmp_doc *a, const cmp_doc *b, GError **err);
+gboolean compare_check_match(const compare_doc *a, const compare_doc *b, GError **err);
 
 /* The relative difference of B from A and its split (see the file comment); fractions of T_A. */
 typedef struct {
@@ -83,19 +83,20 @@ typedef struct {
   double comm;    /* communication part (all communication time) */
   double overlap; /* hiding part */
   double skew;    /* waiting part: the rest */
-} cmp_split;
+} compare_split;
 
 /* Fills `out` for B against reference A (T_A > 0; else every field 0). */
-void cmp_split_error(const cmp_doc *a, const cmp_doc *b, cmp_split *out);
+void compare_split_error(const compare_doc *a, const compare_doc *b, compare_split *out);
 
 /* Spread of the per-rank iteration times of `d`: max − min, s (0 with fewer than 2 ranks). */
-double cmp_rank_spread_s(const cmp_doc *d);
+double compare_rank_spread_s(const compare_doc *d);
 
 /* Prints the comparison: per phase, the split, per collective, per-rank skew (values in ms, the
  * difference B − A and its share of T_B − T_A). */
-void cmp_print(const cmp_doc *a, const cmp_doc *b, FILE *out);
+void compare_print(const compare_doc *a, const compare_doc *b, FILE *out);
 
-/* ---- validation table (`dlsim validate`) ------------------------------------------------------ */
+/* ---- validation table (`dlsim validate`) ------------------------------------------------------
+ */
 
 /* One configuration measured in the reference flavour and predicted in the other. */
 typedef struct {
@@ -106,24 +107,25 @@ typedef struct {
   double real_min_s; /* fastest reference run, s */
   double real_max_s; /* slowest reference run, s */
   double sim_s;      /* predicted iteration time, s (< 0: the prediction failed) */
-  cmp_split split;   /* (sim − real) / real and its parts */
+  compare_split split;   /* (sim − real) / real and its parts */
   char *note;        /* why the row has no error figure, or NULL (owned) */
-} cmp_row;
+} compare_row;
 
-void cmp_row_release(cmp_row *r); /* frees the owned strings */
+void compare_row_release(compare_row *r); /* frees the owned strings */
 
 /* Mean and maximum of |split.total| over rows that have both times; *n_used counts them (any
  * output pointer may be NULL). 0 when none. */
-void cmp_table_stats(const cmp_row *rows, int n, double *mean_abs, double *max_abs, int *n_used);
+void compare_table_stats(const compare_row *rows, int n, double *mean_abs, double *max_abs,
+                         int *n_used);
 
 /* The table: config, real (median of repeats, ms), sim (ms), error, and the error split into
  * compute, comm, overlap and skew (% of real), then "mean absolute error X% (max Y%, N configs)"
  * and the part of the error with the largest mean magnitude. */
-void cmp_table_print(const cmp_row *rows, int n, FILE *out);
+void compare_table_print(const compare_row *rows, int n, FILE *out);
 
 /* The table as CSV with a header row: config,gpus,repeats,real_s,real_min_s,real_max_s,sim_s,
  * error,err_compute,err_comm,err_overlap,err_skew,note (fractions, not %; empty fields where a
  * figure is missing). analysis/pred_vs_meas.py reads config, real_s, sim_s. Newly allocated. */
-char *cmp_table_csv(const cmp_row *rows, int n);
+char *compare_table_csv(const compare_row *rows, int n);
 
 #endif

@@ -26,7 +26,7 @@ gboolean gridsearch_analytic(const run_ctx *x, cfg_run *c, res_result *r, GError
     t.dp = pc;
     res_result tr;
     res_init(&tr);
-    if (!an_run(x, &t, &tr, err)) {
+    if (!analytic_run(x, &t, &tr, err)) {
       res_release(&tr);
       return FALSE;
     }
@@ -58,7 +58,7 @@ gboolean gridsearch_analytic(const run_ctx *x, cfg_run *c, res_result *r, GError
   g_array_free(r->grid_search, TRUE);
   r->grid_search = rows;
   c->grid_auto = FALSE;
-  gboolean ok = an_run(x, c, r, err);
+  gboolean ok = analytic_run(x, c, r, err);
   c->grid_auto = TRUE; /* the configuration echo says how the grid was chosen */
   return ok;
 }

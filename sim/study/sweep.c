@@ -12,31 +12,31 @@
 
 /* ---- the options a spec may set ----------------------------------------------------------- */
 
-typedef enum { SW_STR, SW_INT, SW_NUM, SW_BOOL } sw_type;
+typedef enum { SWEEP_STR, SWEEP_INT, SWEEP_NUM, SWEEP_BOOL } sweep_type;
 
 typedef struct {
   const char *name; /* spec spelling (underscores; dashes are accepted too) */
   const char *flag; /* `dlsim run` option, NULL = expanded into another (batch_per_gpu) */
-  sw_type type;     /* JSON type expected */
-} sw_option;
+  sweep_type type;     /* JSON type expected */
+} sweep_option;
 
 /* The order of this table is the order of options in keys and argument lists. */
-static const sw_option options[] = {
-    {"platform", "--platform", SW_STR},   {"workload", "--workload", SW_STR},
-    {"mode", "--mode", SW_STR},           {"gpus", "--gpus", SW_INT},
-    {"batch", "--batch", SW_INT},         {"batch_per_gpu", NULL, SW_INT},
-    {"dp", "--dp", SW_INT},               {"tp", "--tp", SW_INT},
-    {"pp", "--pp", SW_INT},               {"ep", "--ep", SW_INT},
-    {"grid", "--grid", SW_STR},           {"grid_layers", "--grid-layers", SW_STR},
-    {"domain", "--domain", SW_STR},       {"tp_style", "--tp-style", SW_STR},
-    {"schedule", "--schedule", SW_STR},   {"microbatches", "--microbatches", SW_INT},
-    {"precision", "--precision", SW_STR}, {"recompute", "--recompute", SW_BOOL},
-    {"coll", "--coll", SW_STR},           {"kernels", "--kernels", SW_STR},
-    {"iters", "--iters", SW_INT},         {"bucket_mb", "--bucket-mb", SW_NUM},
-    {"ignore_memory", "--ignore-memory", SW_BOOL},
+static const sweep_option options[] = {
+    {"platform", "--platform", SWEEP_STR},   {"workload", "--workload", SWEEP_STR},
+    {"mode", "--mode", SWEEP_STR},           {"gpus", "--gpus", SWEEP_INT},
+    {"batch", "--batch", SWEEP_INT},         {"batch_per_gpu", NULL, SWEEP_INT},
+    {"dp", "--dp", SWEEP_INT},               {"tp", "--tp", SWEEP_INT},
+    {"pp", "--pp", SWEEP_INT},               {"ep", "--ep", SWEEP_INT},
+    {"grid", "--grid", SWEEP_STR},           {"grid_layers", "--grid-layers", SWEEP_STR},
+    {"domain", "--domain", SWEEP_STR},       {"tp_style", "--tp-style", SWEEP_STR},
+    {"schedule", "--schedule", SWEEP_STR},   {"microbatches", "--microbatches", SWEEP_INT},
+    {"precision", "--precision", SWEEP_STR}, {"recompute", "--recompute", SWEEP_BOOL},
+    {"coll", "--coll", SWEEP_STR},           {"kernels", "--kernels", SWEEP_STR},
+    {"iters", "--iters", SWEEP_INT},         {"bucket_mb", "--bucket-mb", SWEEP_NUM},
+    {"ignore_memory", "--ignore-memory", SWEEP_BOOL},
     /* added later: at the end, so that the keys of earlier sweeps stay the same */
-    {"pp_balance", "--pp-balance", SW_STR}, {"routing", "--routing", SW_STR},
-    {"capacity_factor", "--capacity-factor", SW_NUM}, {"seed", "--seed", SW_INT},
+    {"pp_balance", "--pp-balance", SWEEP_STR}, {"routing", "--routing", SWEEP_STR},
+    {"capacity_factor", "--capacity-factor", SWEEP_NUM}, {"seed", "--seed", SWEEP_INT},
 };
 #define N_OPTS G_N_ELEMENTS(options)
 enum { OPT_GPUS = 3, OPT_BATCH = 4, OPT_BATCH_PER_GPU = 5 };
@@ -52,25 +52,26 @@ static int option_find(const char *name) {
 
 static char *known_options(void) {
   GString *s = g_string_new("");
-  for (guint i = 0; i < N_OPTS; i++) g_string_append_printf(s, "%s%s", i ? ", " : "", options[i].name);
+  for (guint i = 0; i < N_OPTS; i++)
+    g_string_append_printf(s, "%s%s", i ? ", " : "", options[i].name);
   return g_string_free(s, FALSE);
 }
 
 /* The text of a JSON value for option `o`, or NULL with an error naming `path`. */
-static char *value_text(const sw_option *o, const cJSON *v, const char *name, const char *path,
+static char *value_text(const sweep_option *o, const cJSON *v, const char *name, const char *path,
                         GError **err) {
   switch (o->type) {
-  case SW_STR:
+  case SWEEP_STR:
     if (cJSON_IsString(v) && v->valuestring[0]) return g_strdup(v->valuestring);
     break;
-  case SW_INT:
+  case SWEEP_INT:
     if (cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 1e15)
       return g_strdup_printf("%.0f", v->valuedouble);
     break;
-  case SW_NUM:
+  case SWEEP_NUM:
     if (cJSON_IsNumber(v)) return g_strdup_printf("%.15g", v->valuedouble);
     break;
-  case SW_BOOL:
+  case SWEEP_BOOL:
     if (cJSON_IsBool(v)) return g_strdup(cJSON_IsTrue(v) ? "true" : "false");
     break;
   }
@@ -113,7 +114,7 @@ static void axis_free(gpointer p) {
 }
 
 static void config_free(gpointer p) {
-  sw_config *c = p;
+  sweep_config *c = p;
   g_free(c->key);
   g_strfreev(c->args);
   g_free(c->label);
@@ -215,11 +216,11 @@ fail:
 }
 
 /* Builds the configuration of one combination (one choice per axis). */
-static sw_config *combine(GPtrArray *axes, const guint *pick, const char *name, GError **err) {
+static sweep_config *combine(GPtrArray *axes, const guint *pick, const char *name, GError **err) {
   char *vals[N_OPTS] = {0};
   const char *src[N_OPTS] = {0};
   GString *label = g_string_new("");
-  sw_config *cfg = NULL;
+  sweep_config *cfg = NULL;
   for (guint a = 0; a < axes->len; a++) {
     const axis *ax = g_ptr_array_index(axes, a);
     const choice *ch = g_ptr_array_index(ax->values, pick[a]);
@@ -246,15 +247,16 @@ static sw_config *combine(GPtrArray *axes, const guint *pick, const char *name, 
                   src[OPT_BATCH_PER_GPU]);
       goto out;
     }
-    vals[OPT_BATCH] = g_strdup_printf("%" G_GINT64_FORMAT, g_ascii_strtoll(vals[OPT_BATCH_PER_GPU], NULL, 10) *
-                                                  g_ascii_strtoll(vals[OPT_GPUS], NULL, 10));
+    vals[OPT_BATCH] =
+        g_strdup_printf("%" G_GINT64_FORMAT, g_ascii_strtoll(vals[OPT_BATCH_PER_GPU], NULL, 10) *
+                                                 g_ascii_strtoll(vals[OPT_GPUS], NULL, 10));
   }
-  cfg = g_new0(sw_config, 1);
+  cfg = g_new0(sweep_config, 1);
   GPtrArray *args = g_ptr_array_new();
   GString *key = g_string_new("");
   for (guint o = 0; o < N_OPTS; o++) {
     if (!vals[o] || !options[o].flag) continue;
-    if (options[o].type == SW_BOOL) {
+    if (options[o].type == SWEEP_BOOL) {
       if (strcmp(vals[o], "true") != 0) continue;
       g_ptr_array_add(args, g_strdup(options[o].flag));
       g_string_append_printf(key, "%s%s", key->len ? " " : "", options[o].flag);
@@ -277,9 +279,9 @@ out:
   return cfg;
 }
 
-#define SW_MAX_CONFIGS 1000000
+#define SWEEP_MAX_CONFIGS 1000000
 
-GPtrArray *sw_expand(const char *text, const char *name, GError **err) {
+GPtrArray *sweep_expand(const char *text, const char *name, GError **err) {
   GPtrArray *out = NULL;
   GPtrArray *axes = g_ptr_array_new_with_free_func(axis_free);
   GHashTable *seen = g_hash_table_new(g_str_hash, g_str_equal);
@@ -331,15 +333,15 @@ GPtrArray *sw_expand(const char *text, const char *name, GError **err) {
   double total = 1;
   for (guint a = 0; a < axes->len; a++)
     total *= ((axis *)g_ptr_array_index(axes, a))->values->len;
-  if (total > SW_MAX_CONFIGS) {
+  if (total > SWEEP_MAX_CONFIGS) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: axes: %.0f combinations, more than %d", name,
-                total, SW_MAX_CONFIGS);
+                total, SWEEP_MAX_CONFIGS);
     goto out;
   }
   out = g_ptr_array_new_with_free_func(config_free);
   pick = g_new0(guint, axes->len + 1);
   for (;;) {
-    sw_config *c = combine(axes, pick, name, err);
+    sweep_config *c = combine(axes, pick, name, err);
     if (!c) {
       g_ptr_array_unref(out);
       out = NULL;
@@ -367,7 +369,7 @@ out:
   return out;
 }
 
-void sw_shard(GPtrArray *configs, int i, int n) {
+void sweep_shard(GPtrArray *configs, int i, int n) {
   gsize len = 0;
   gpointer *all = g_ptr_array_steal(configs, &len);
   for (gsize r = 0; r < len; r++) {
@@ -377,7 +379,7 @@ void sw_shard(GPtrArray *configs, int i, int n) {
   g_free(all);
 }
 
-gboolean sw_shard_parse(const char *text, int *i, int *n, GError **err) {
+gboolean sweep_shard_parse(const char *text, int *i, int *n, GError **err) {
   char *end = NULL;
   long a = strtol(text, &end, 10);
   if (end != text && *end == '/') {
@@ -389,8 +391,8 @@ gboolean sw_shard_parse(const char *text, int *i, int *n, GError **err) {
       return TRUE;
     }
   }
-  g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--shard: expected i/n with 0 <= i < n (e.g. 0/4), got '%s'",
-              text);
+  g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+              "--shard: expected i/n with 0 <= i < n (e.g. 0/4), got '%s'", text);
   return FALSE;
 }
 
@@ -403,9 +405,9 @@ typedef struct {
   col_kind kind;
   const char *path; /* dotted path in the result JSON */
   const char *opt;  /* COL_CONFIG: the spec option giving the value for invalid rows */
-} sw_column;
+} sweep_column;
 
-static const sw_column columns[] = {
+static const sweep_column columns[] = {
     {"key", COL_KEY, NULL, NULL},
     {"status", COL_STATUS, NULL, NULL},
     {"reason", COL_REASON, NULL, NULL},
@@ -449,7 +451,7 @@ static const sw_column columns[] = {
     {"kdb_estimated", COL_RESULT, "kernel_db.estimated", NULL},
 };
 
-const char *sw_csv_header(void) {
+const char *sweep_csv_header(void) {
   static char *header;
   if (!header) {
     GString *s = g_string_new("");
@@ -498,10 +500,11 @@ static void json_field(GString *s, const cJSON *v) {
   }
 }
 
-char *sw_csv_row(const sw_config *c, const char *status, const char *reason, const cJSON *result) {
+char *sweep_csv_row(const sweep_config *c, const char *status, const char *reason,
+                    const cJSON *result) {
   GString *s = g_string_new("");
   for (guint i = 0; i < G_N_ELEMENTS(columns); i++) {
-    const sw_column *col = &columns[i];
+    const sweep_column *col = &columns[i];
     if (i) g_string_append_c(s, ',');
     switch (col->kind) {
     case COL_KEY: csv_field(s, c->key); break;
@@ -521,7 +524,7 @@ char *sw_csv_row(const sw_config *c, const char *status, const char *reason, con
   return g_string_free(s, FALSE);
 }
 
-char *sw_jsonl_row(const sw_config *c, const char *status, const char *reason,
+char *sweep_jsonl_row(const sweep_config *c, const char *status, const char *reason,
                    const cJSON *result) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "key", c->key);
@@ -534,10 +537,10 @@ char *sw_jsonl_row(const sw_config *c, const char *status, const char *reason,
     const char *v = c->vals[i];
     if (!v) continue;
     switch (options[i].type) {
-    case SW_STR: cJSON_AddStringToObject(opts, options[i].name, v); break;
-    case SW_INT:
-    case SW_NUM: cJSON_AddNumberToObject(opts, options[i].name, g_ascii_strtod(v, NULL)); break;
-    case SW_BOOL: cJSON_AddBoolToObject(opts, options[i].name, strcmp(v, "true") == 0); break;
+    case SWEEP_STR: cJSON_AddStringToObject(opts, options[i].name, v); break;
+    case SWEEP_INT:
+    case SWEEP_NUM: cJSON_AddNumberToObject(opts, options[i].name, g_ascii_strtod(v, NULL)); break;
+    case SWEEP_BOOL: cJSON_AddBoolToObject(opts, options[i].name, strcmp(v, "true") == 0); break;
     }
   }
   if (result) {
@@ -587,7 +590,7 @@ static char **csv_split(const char *line) {
   return (char **)g_ptr_array_free(f, FALSE);
 }
 
-char *sw_csv_first_field(const char *line) {
+char *sweep_csv_first_field(const char *line) {
   char **f = csv_split(line);
   char *k = f && f[0] ? g_strdup(f[0]) : NULL;
   g_strfreev(f);
@@ -633,11 +636,11 @@ static char *jsonl_key(const char *line) {
 }
 
 static gboolean check_header(const char *path, char **lines, GError **err) {
-  const char *h = sw_csv_header();
+  const char *h = sweep_csv_header();
   if (lines[0] && (strncmp(lines[0], h, strlen(h) - 1) != 0 || lines[0][strlen(h) - 1])) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "%s: not a sweep CSV of this dlsim version (its header differs); give another --out",
-                path);
+    g_set_error(
+        err, DL_ERROR, DL_ERR_INPUT,
+        "%s: not a sweep CSV of this dlsim version (its header differs); give another --out", path);
     return FALSE;
   }
   return TRUE;
@@ -658,7 +661,7 @@ static gboolean write_all(int fd, const char *path, const char *buf, size_t len,
   return TRUE;
 }
 
-gboolean sw_store_open(sw_store *s, const char *csv, const char *jsonl, GError **err) {
+gboolean sweep_store_open(sweep_store *s, const char *csv, const char *jsonl, GError **err) {
   memset(s, 0, sizeof *s);
   s->csv_fd = s->jsonl_fd = -1;
   s->done = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
@@ -666,7 +669,7 @@ gboolean sw_store_open(sw_store *s, const char *csv, const char *jsonl, GError *
   int pc = 0, pj = 0;
   char **cl = NULL, **jl = NULL;
   GHashTable *jkeys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  GString *cout = g_string_new(sw_csv_header()), *jout = g_string_new("");
+  GString *cout = g_string_new(sweep_csv_header()), *jout = g_string_new("");
 
   if (!(cl = read_lines(csv, &pc, err)) || !check_header(csv, cl, err)) goto out;
   if (jsonl && !(jl = read_lines(jsonl, &pj, err))) goto out;
@@ -715,12 +718,12 @@ out:
   g_hash_table_unref(jkeys);
   g_strfreev(cl);
   g_strfreev(jl);
-  if (!ok) sw_store_close(s);
+  if (!ok) sweep_store_close(s);
   return ok;
 }
 
-gboolean sw_store_append(sw_store *s, const char *key, const char *status, const char *csv_line,
-                         const char *jsonl_line, GError **err) {
+gboolean sweep_store_append(sweep_store *s, const char *key, const char *status,
+                            const char *csv_line, const char *jsonl_line, GError **err) {
   /* JSONL first: a row counts as done once the CSV holds it, and then the JSONL does too */
   if (s->jsonl_fd >= 0) {
     if (!write_all(s->jsonl_fd, "JSONL", jsonl_line, strlen(jsonl_line), err)) return FALSE;
@@ -732,7 +735,7 @@ gboolean sw_store_append(sw_store *s, const char *key, const char *status, const
   return TRUE;
 }
 
-void sw_store_close(sw_store *s) {
+void sweep_store_close(sweep_store *s) {
   if (s->csv_fd >= 0) close(s->csv_fd);
   if (s->jsonl_fd >= 0) close(s->jsonl_fd);
   if (s->done) g_hash_table_unref(s->done);
@@ -740,8 +743,8 @@ void sw_store_close(sw_store *s) {
   s->csv_fd = s->jsonl_fd = -1;
 }
 
-int sw_merge(const char *out_csv, const char *out_jsonl, char **inputs, GError **err) {
-  GString *cout = g_string_new(sw_csv_header()), *jout = g_string_new("");
+int sweep_merge(const char *out_csv, const char *out_jsonl, char **inputs, GError **err) {
+  GString *cout = g_string_new(sweep_csv_header()), *jout = g_string_new("");
   GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   int rows = -1;
   for (char **in = inputs; *in; in++) {
@@ -777,7 +780,7 @@ int sw_merge(const char *out_csv, const char *out_jsonl, char **inputs, GError *
       g_free(jp);
     }
     for (char **l = cl + 1; *l; l++) {
-      char *k = sw_csv_first_field(*l);
+      char *k = sweep_csv_first_field(*l);
       if (!k || g_hash_table_contains(seen, k) || (jl && !g_hash_table_contains(jkeys, k))) {
         g_free(k);
         continue;

@@ -79,7 +79,7 @@ static gboolean run_self(const char *exe, const char *const *args, int *status, 
   return ok;
 }
 
-static int cmp_dbl(const void *a, const void *b) {
+static int compare_dbl(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
@@ -104,12 +104,12 @@ static gboolean merge_kdbs(GPtrArray *paths, const char *out, GError **err) {
   return ok;
 }
 
-static char *rows_json(const cmp_row *rows, int n, const val_opts *o, const char *platform,
+static char *rows_json(const compare_row *rows, int n, const val_opts *o, const char *platform,
                        const char *kernels) {
   GString *s = g_string_new("{\n");
   double mean, mx;
   int used;
-  cmp_table_stats(rows, n, &mean, &mx, &used);
+  compare_table_stats(rows, n, &mean, &mx, &used);
   g_string_append_printf(s, "  \"dlsim_version\": \"%s\",\n  \"reference\": \"%s\",\n"
                             "  \"platform\": \"%s\",\n  \"kernels\": \"%s\",\n"
                             "  \"repeats\": %d,\n  \"iters\": %d,\n  \"cores\": %d,\n"
@@ -118,7 +118,7 @@ static char *rows_json(const cmp_row *rows, int n, const val_opts *o, const char
                          DL_VERSION, o->reference, platform, kernels ? kernels : "roofline",
                          o->repeats, o->iters, (int)g_get_num_processors(), mean, mx, used);
   for (int i = 0; i < n; i++) {
-    const cmp_row *r = &rows[i];
+    const compare_row *r = &rows[i];
     g_string_append_printf(s,
         "    {\"config\": \"%s\", \"gpus\": %d, \"repeats\": %d, \"real_s\": %.9g, "
         "\"real_min_s\": %.9g, \"real_max_s\": %.9g, \"sim_s\": %.9g, \"error\": %.6g, "
@@ -140,7 +140,7 @@ typedef struct {
   char *platform;     /* the platform the simulations run on */
   char *kernels;      /* the kernel database they use, NULL for the roofline */
   GPtrArray *sel;     /* const val_config *: the configurations of this run */
-  GArray *rows;       /* cmp_row, one per selected configuration */
+  GArray *rows;       /* compare_row, one per selected configuration */
   int cores;
 } val_state;
 
@@ -177,7 +177,7 @@ static gboolean step_platform(val_state *v, GError **err) {
 }
 
 /* The reference runs of one configuration into row `r`: the lower median of the repeats. */
-static gboolean reference_runs(val_state *v, const val_config *c, cmp_row *r, GError **err) {
+static gboolean reference_runs(val_state *v, const val_config *c, compare_row *r, GError **err) {
   const val_opts *o = v->o;
   double *t = g_new0(double, o->repeats);
   int got = 0, st;
@@ -203,15 +203,15 @@ static gboolean reference_runs(val_state *v, const val_config *c, cmp_row *r, GE
       }
       g_free(why);
     } else {
-      cmp_doc *d = cmp_doc_load(file, err);
+      compare_doc *d = compare_doc_load(file, err);
       if (d) t[got++] = d->iteration_time_s;
       else ok = FALSE;
-      cmp_doc_free(d);
+      compare_doc_free(d);
     }
     g_free(file);
   }
   if (ok && got > 0) {
-    qsort(t, (size_t)got, sizeof *t, cmp_dbl);
+    qsort(t, (size_t)got, sizeof *t, compare_dbl);
     r->repeats = got;
     r->real_s = t[(got - 1) / 2]; /* lower median: the time of an actual run */
     r->real_min_s = t[0];
@@ -226,7 +226,7 @@ static gboolean reference_runs(val_state *v, const val_config *c, cmp_row *r, GE
 static gboolean step_references(val_state *v, GError **err) {
   for (guint i = 0; i < v->sel->len; i++) {
     const val_config *c = g_ptr_array_index(v->sel, i);
-    cmp_row r = {0};
+    compare_row r = {0};
     r.config = config_name(c);
     r.gpus = c->gpus;
     r.sim_s = -1;
@@ -234,7 +234,7 @@ static gboolean step_references(val_state *v, GError **err) {
       r.note = g_strdup_printf("skipped: %d ranks on %d cores would be oversubscribed "
                                "(--all-ranks to time it anyway)", c->gpus, v->cores);
     } else if (!reference_runs(v, c, &r, err)) {
-      cmp_row_release(&r);
+      compare_row_release(&r);
       return FALSE;
     }
     g_array_append_val(v->rows, r);
@@ -255,7 +255,7 @@ static gboolean step_kernels(val_state *v, GError **err) {
   gboolean ok = TRUE;
   for (guint i = 0; i < v->sel->len && ok; i++) {
     const val_config *c = g_ptr_array_index(v->sel, i);
-    const cmp_row *r = &g_array_index(v->rows, cmp_row, i);
+    const compare_row *r = &g_array_index(v->rows, compare_row, i);
     if (r->repeats == 0) continue;
     val_args a = args_of(c);
     char *file = g_strdup_printf("%s/kbench-%s.json", v->runs, r->config);
@@ -283,13 +283,13 @@ static gboolean step_kernels(val_state *v, GError **err) {
 }
 
 /* The reference run whose time is the row's median, NULL if none. */
-static cmp_doc *median_reference(const val_state *v, const cmp_row *r) {
+static compare_doc *median_reference(const val_state *v, const compare_row *r) {
   for (int k = 0; k < v->o->repeats; k++) {
     char *f = g_strdup_printf("%s/%s.%s%d.json", v->runs, r->config, v->o->reference, k);
-    cmp_doc *d = g_file_test(f, G_FILE_TEST_EXISTS) ? cmp_doc_load(f, NULL) : NULL;
+    compare_doc *d = g_file_test(f, G_FILE_TEST_EXISTS) ? compare_doc_load(f, NULL) : NULL;
     g_free(f);
     if (d && d->iteration_time_s == r->real_s) return d;
-    cmp_doc_free(d);
+    compare_doc_free(d);
   }
   return NULL;
 }
@@ -300,7 +300,7 @@ static gboolean step_simulations(val_state *v, GError **err) {
   g_snprintf(iters, sizeof iters, "%d", v->o->iters);
   for (guint i = 0; i < v->sel->len; i++) {
     const val_config *c = g_ptr_array_index(v->sel, i);
-    cmp_row *r = &g_array_index(v->rows, cmp_row, i);
+    compare_row *r = &g_array_index(v->rows, compare_row, i);
     if (r->repeats == 0) continue;
     val_args a = args_of(c);
     char *file = g_strdup_printf("%s/%s.sim.json", v->runs, r->config);
@@ -317,27 +317,27 @@ static gboolean step_simulations(val_state *v, GError **err) {
       g_free(file);
       continue;
     }
-    cmp_doc *sim = cmp_doc_load(file, err);
+    compare_doc *sim = compare_doc_load(file, err);
     g_free(file);
     if (!sim) return FALSE;
-    cmp_doc *ref = median_reference(v, r);
+    compare_doc *ref = median_reference(v, r);
     r->sim_s = sim->iteration_time_s;
-    if (ref) cmp_split_error(ref, sim, &r->split);
-    cmp_doc_free(ref);
-    cmp_doc_free(sim);
+    if (ref) compare_split_error(ref, sim, &r->split);
+    compare_doc_free(ref);
+    compare_doc_free(sim);
   }
   return TRUE;
 }
 
 /* 5. The table, and DIR/validate.csv and DIR/validate.json. */
 static gboolean step_report(val_state *v, GError **err) {
-  const cmp_row *rows = (const cmp_row *)v->rows->data;
+  const compare_row *rows = (const compare_row *)v->rows->data;
   const int n = (int)v->rows->len;
   fprintf(stdout, "dlsim validate: %s (median of %d) against sim on %s, kernels %s; %d cores\n",
           v->o->reference, v->o->repeats, v->platform, v->kernels ? v->kernels : "roofline",
           v->cores);
-  cmp_table_print(rows, n, stdout);
-  char *csv = cmp_table_csv(rows, n);
+  compare_table_print(rows, n, stdout);
+  char *csv = compare_table_csv(rows, n);
   char *csv_path = g_build_filename(v->o->out, "validate.csv", NULL);
   char *json = rows_json(rows, n, v->o, v->platform, v->kernels);
   char *json_path = g_build_filename(v->o->out, "validate.json", NULL);
@@ -353,7 +353,7 @@ static gboolean step_report(val_state *v, GError **err) {
 
 int validate_run(const val_opts *o, GError **err) {
   val_state v = {o, NULL, NULL, NULL, NULL, g_ptr_array_new(),
-                 g_array_new(FALSE, TRUE, sizeof(cmp_row)), (int)g_get_num_processors()};
+                 g_array_new(FALSE, TRUE, sizeof(compare_row)), (int)g_get_num_processors()};
   int status = 1;
   for (size_t i = 0; i < G_N_ELEMENTS(configs); i++)
     if (!o->quick || configs[i].quick) g_ptr_array_add(v.sel, (gpointer)&configs[i]);
@@ -381,10 +381,11 @@ int validate_run(const val_opts *o, GError **err) {
       !step_simulations(&v, err) || !step_report(&v, err))
     goto out;
   int used = 0;
-  cmp_table_stats((const cmp_row *)v.rows->data, (int)v.rows->len, NULL, NULL, &used);
+  compare_table_stats((const compare_row *)v.rows->data, (int)v.rows->len, NULL, NULL, &used);
   status = used > 0 ? 0 : 1;
 out:
-  for (guint i = 0; i < v.rows->len; i++) cmp_row_release(&g_array_index(v.rows, cmp_row, i));
+  for (guint i = 0; i < v.rows->len; i++)
+    compare_row_release(&g_array_index(v.rows, compare_row, i));
   g_array_free(v.rows, TRUE);
   g_ptr_array_free(v.sel, TRUE);
   g_free(v.exe);

@@ -38,12 +38,13 @@ static const char doc_b[] =
 
 static void test_split(void) {
   GError *err = NULL;
-  cmp_doc *a = cmp_doc_parse("a.json", doc_a, &err), *b = cmp_doc_parse("b.json", doc_b, &err);
+  compare_doc *a = compare_doc_parse("a.json", doc_a, &err),
+              *b = compare_doc_parse("b.json", doc_b, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(a);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-  CU_ASSERT(cmp_check_match(a, b, &err));
-  cmp_split s;
-  cmp_split_error(a, b, &s);
+  CU_ASSERT(compare_check_match(a, b, &err));
+  compare_split s;
+  compare_split_error(a, b, &s);
   CU_ASSERT_DOUBLE_EQUAL(s.total, 0.25, 1e-12);
   CU_ASSERT_DOUBLE_EQUAL(s.compute, 0.10, 1e-12);
   CU_ASSERT_DOUBLE_EQUAL(s.comm, 0.0, 1e-12);
@@ -53,18 +54,18 @@ static void test_split(void) {
   CU_ASSERT_DOUBLE_EQUAL(s.compute + s.comm + s.overlap + s.skew, s.total, 1e-15);
   /* B's two allreduce entries are one kind: 3 + 2 ms, 2 calls */
   CU_ASSERT_EQUAL_FATAL(b->colls->len, 1);
-  CU_ASSERT_STRING_EQUAL(g_array_index(b->colls, cmp_coll, 0).key, "allreduce/dp/grad_sync");
-  CU_ASSERT_DOUBLE_EQUAL(g_array_index(b->colls, cmp_coll, 0).time_s, 0.005, 1e-15);
-  CU_ASSERT_EQUAL(g_array_index(b->colls, cmp_coll, 0).calls, 2);
+  CU_ASSERT_STRING_EQUAL(g_array_index(b->colls, compare_coll, 0).key, "allreduce/dp/grad_sync");
+  CU_ASSERT_DOUBLE_EQUAL(g_array_index(b->colls, compare_coll, 0).time_s, 0.005, 1e-15);
+  CU_ASSERT_EQUAL(g_array_index(b->colls, compare_coll, 0).calls, 2);
   /* per-rank spread: 10 - 9 ms and 12.5 - 11.5 ms */
-  CU_ASSERT_DOUBLE_EQUAL(cmp_rank_spread_s(a), 0.001, 1e-15);
-  CU_ASSERT_DOUBLE_EQUAL(cmp_rank_spread_s(b), 0.001, 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(compare_rank_spread_s(a), 0.001, 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(compare_rank_spread_s(b), 0.001, 1e-15);
   /* B against itself: no difference anywhere */
-  cmp_split_error(b, b, &s);
+  compare_split_error(b, b, &s);
   CU_ASSERT_EQUAL(s.total, 0);
   CU_ASSERT_EQUAL(s.skew, 0);
-  cmp_doc_free(a);
-  cmp_doc_free(b);
+  compare_doc_free(a);
+  compare_doc_free(b);
 }
 
 static void test_comm_default(void) {
@@ -72,23 +73,23 @@ static void test_comm_default(void) {
   char *t = g_strdup(doc_a);
   char *p = strstr(t, "\"comm_s\": 0.005,");
   memcpy(p, "\"xomm_s\"", 8);
-  cmp_doc *a = cmp_doc_parse("a.json", t, NULL);
+  compare_doc *a = compare_doc_parse("a.json", t, NULL);
   CU_ASSERT_PTR_NOT_NULL_FATAL(a);
   CU_ASSERT_DOUBLE_EQUAL(a->comm_s, 0.005, 1e-15);
-  cmp_doc_free(a);
+  compare_doc_free(a);
   g_free(t);
 }
 
 static void expect_error(const char *text, const char *message) {
   GError *err = NULL;
-  cmp_doc *d = cmp_doc_parse("x.json", text, &err);
+  compare_doc *d = compare_doc_parse("x.json", text, &err);
   CU_ASSERT_PTR_NULL(d);
   CU_ASSERT_PTR_NOT_NULL_FATAL(err);
   CU_ASSERT_STRING_EQUAL(err->message, message);
   if (strcmp(err->message, message) != 0) fprintf(stderr, "got: %s\n", err->message);
   CU_ASSERT_EQUAL(err->code, DL_ERR_INPUT);
   g_error_free(err);
-  cmp_doc_free(d);
+  compare_doc_free(d);
 }
 
 static void test_bad_input(void) {
@@ -101,28 +102,30 @@ static void test_bad_input(void) {
                "\"iteration_time_s\": 1, \"breakdown_s\": {\"compute\": 1, \"exposed_comm\": "
                "\"x\"}}",
                "x.json: breakdown_s.exposed_comm: expected a number >= 0");
-  expect_error("{\"config\": {\"workload\": \"w\", \"gpus\": 2, \"batch\": 8}, "
-               "\"iteration_time_s\": 1, \"breakdown_s\": {\"compute\": 1, \"exposed_comm\": 0, "
-               "\"overlapped_comm\": 0, \"bubble\": 0, \"idle\": 0}, \"ranks\": [{\"compute_s\": 1}]}",
-               "x.json: ranks[0].iteration_time_s: expected a number >= 0, got nothing");
+  expect_error(
+      "{\"config\": {\"workload\": \"w\", \"gpus\": 2, \"batch\": 8}, "
+      "\"iteration_time_s\": 1, \"breakdown_s\": {\"compute\": 1, \"exposed_comm\": 0, "
+      "\"overlapped_comm\": 0, \"bubble\": 0, \"idle\": 0}, \"ranks\": [{\"compute_s\": 1}]}",
+      "x.json: ranks[0].iteration_time_s: expected a number >= 0, got nothing");
 
   /* different configurations */
   GError *err = NULL;
-  cmp_doc *a = cmp_doc_parse("a.json", doc_a, NULL);
+  compare_doc *a = compare_doc_parse("a.json", doc_a, NULL);
   char *t = g_strdup(doc_b);
   memcpy(strstr(t, "\"batch\": 256"), "\"batch\": 128", 12);
-  cmp_doc *b = cmp_doc_parse("b.json", t, NULL);
+  compare_doc *b = compare_doc_parse("b.json", t, NULL);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-  CU_ASSERT_FALSE(cmp_check_match(a, b, &err));
-  CU_ASSERT_STRING_EQUAL(err->message, "b.json: config.batch: expected 256 (as in a.json), got 128");
+  CU_ASSERT_FALSE(compare_check_match(a, b, &err));
+  CU_ASSERT_STRING_EQUAL(err->message,
+                         "b.json: config.batch: expected 256 (as in a.json), got 128");
   g_clear_error(&err);
-  cmp_doc_free(a);
-  cmp_doc_free(b);
+  compare_doc_free(a);
+  compare_doc_free(b);
   g_free(t);
 }
 
 static void test_table(void) {
-  cmp_row rows[3] = {
+  compare_row rows[3] = {
       {g_strdup("dp1-mlp-small-b64"), 1, 3, 0.010, 0.009, 0.011, 0.011,
        {0.10, 0.08, 0.0, 0.0, 0.02}, NULL},
       {g_strdup("dp2-mlp-small-b64"), 2, 3, 0.020, 0.019, 0.022, 0.016,
@@ -132,11 +135,11 @@ static void test_table(void) {
   };
   double mean = -1, mx = -1;
   int used = -1;
-  cmp_table_stats(rows, 3, &mean, &mx, &used);
+  compare_table_stats(rows, 3, &mean, &mx, &used);
   CU_ASSERT_EQUAL(used, 2);
   CU_ASSERT_DOUBLE_EQUAL(mean, 0.15, 1e-12); /* (10 % + 20 %) / 2 */
   CU_ASSERT_DOUBLE_EQUAL(mx, 0.20, 1e-12);
-  char *csv = cmp_table_csv(rows, 3);
+  char *csv = compare_table_csv(rows, 3);
   CU_ASSERT_STRING_EQUAL(csv,
       "config,gpus,repeats,real_s,real_min_s,real_max_s,sim_s,error,err_compute,err_comm,"
       "err_overlap,err_skew,note\n"
@@ -148,7 +151,7 @@ static void test_table(void) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
-  cmp_table_print(rows, 3, f);
+  compare_table_print(rows, 3, f);
   fclose(f);
   CU_ASSERT_STRING_EQUAL(buf,
       "config                   reps   real (ms)    sim (ms)    error  compute     comm  overlap"
@@ -161,7 +164,7 @@ static void test_table(void) {
       "mean absolute error 15.0%, max 20.0% (2 configurations); largest part: compute (mean "
       "|6.5%|)\n");
   free(buf);
-  for (int i = 0; i < 3; i++) cmp_row_release(&rows[i]);
+  for (int i = 0; i < 3; i++) compare_row_release(&rows[i]);
 }
 
 static const dl_cu_test compare_tests[] = {

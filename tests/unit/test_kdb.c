@@ -26,8 +26,8 @@ static kdb_kernel fc2_op(const wl_model *m, int64_t samples) {
 }
 
 static void add(kdb *db, const kdb_kernel *k, double t) {
-  char *key = kdb_key(k, GS_FP32);
-  kdb_entry e = {key, (char *)k->kname, GS_FP32, k->gemm_like, k->flops, k->bytes,
+  char *key = kdb_key(k, GPU_FP32);
+  kdb_entry e = {key, (char *)k->kname, GPU_FP32, k->gemm_like, k->flops, k->bytes,
                  t, t, 0, 10, NULL};
   kdb_add(db, &e);
   g_free(key);
@@ -36,11 +36,11 @@ static void add(kdb *db, const kdb_kernel *k, double t) {
 static void test_key(void) {
   wl_model *m = model();
   kdb_kernel op = fc2_op(m, 64);
-  char *k = kdb_key(&op, GS_FP32);
+  char *k = kdb_key(&op, GPU_FP32);
   CU_ASSERT_STRING_EQUAL(k, "linear.fwd in=512x1x1 out=512x1x1 bias=1 dx=1 n=64 split=1 fp32");
   g_free(k);
   kdb_kernel st = {"sgd.step", NULL, 0, 1, 669706, FALSE, 3.0 * 669706, 20.0 * 669706};
-  k = kdb_key(&st, GS_FP16);
+  k = kdb_key(&st, GPU_FP16);
   CU_ASSERT_STRING_EQUAL(k, "sgd.step params=669706 fp16");
   g_free(k);
   wl_free(m);
@@ -55,23 +55,23 @@ static void test_lookup(void) {
   add(db, &a, 1e-3); /* 8.3968 GFLOP/s */
   add(db, &b, 4e-3); /* 33.5872 GFLOP/s */
   kdb_origin o;
-  CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(db, gs_find("a100-40gb"), &a, GS_FP32, &o), 1e-3, 0);
+  CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(db, gpu_find("a100-40gb"), &a, GPU_FP32, &o), 1e-3, 0);
   CU_ASSERT_EQUAL(o, KDB_MEASURED);
   /* 64 samples: log position (ln 64 − ln 16)/(ln 256 − ln 16) = 0.5, rate = 20.992 GFLOP/s,
    * time = 33,587,200 FLOP / 20.992e9 = 1.6 ms */
-  double t = kdb_kernel_s(db, gs_find("a100-40gb"), &mid, GS_FP32, &o);
+  double t = kdb_kernel_s(db, gpu_find("a100-40gb"), &mid, GPU_FP32, &o);
   CU_ASSERT_EQUAL(o, KDB_INTERPOLATED);
   CU_ASSERT_DOUBLE_EQUAL(t, 1.6e-3, 1e-12);
   /* above the range: clamped to the largest's rate: 4 × 4 ms */
-  t = kdb_kernel_s(db, gs_find("a100-40gb"), &big, GS_FP32, &o);
+  t = kdb_kernel_s(db, gpu_find("a100-40gb"), &big, GPU_FP32, &o);
   CU_ASSERT_EQUAL(o, KDB_INTERPOLATED);
   CU_ASSERT_DOUBLE_EQUAL(t, 16e-3, 1e-12);
   /* other precision or other kernel: roofline of the spec sheet */
-  const gs_spec *g = gs_find("a100-40gb");
-  t = kdb_kernel_s(db, g, &mid, GS_TF32, &o);
+  const gpu_spec *g = gpu_find("a100-40gb");
+  t = kdb_kernel_s(db, g, &mid, GPU_TF32, &o);
   CU_ASSERT_EQUAL(o, KDB_ESTIMATED);
-  CU_ASSERT_DOUBLE_EQUAL(t, gs_roofline_s(g, GS_TF32, TRUE, mid.flops, mid.bytes), 1e-15);
-  t = kdb_kernel_s(NULL, g, &mid, GS_FP32, &o);
+  CU_ASSERT_DOUBLE_EQUAL(t, gpu_roofline_s(g, GPU_TF32, TRUE, mid.flops, mid.bytes), 1e-15);
+  t = kdb_kernel_s(NULL, g, &mid, GPU_FP32, &o);
   CU_ASSERT_EQUAL(o, KDB_ESTIMATED);
   kdb_free(db);
   wl_free(m);
@@ -95,14 +95,14 @@ static void test_roundtrip_and_derive(void) {
   CU_ASSERT_EQUAL(kdb_n_entries(back), 1);
   CU_ASSERT_STRING_EQUAL(kdb_name(back), "a100-40gb");
   CU_ASSERT_FALSE(kdb_is_derived(back));
-  const gs_spec *from = gs_find("a100-40gb"), *to = gs_find("h100-sxm");
+  const gpu_spec *from = gpu_find("a100-40gb"), *to = gpu_find("h100-sxm");
   kdb *d = kdb_derive(back, from, to);
   CU_ASSERT(kdb_is_derived(d));
   CU_ASSERT_STRING_EQUAL(kdb_prov_str(d, "derived_from"), "a100-40gb");
   kdb_origin o;
-  double r = gs_roofline_s(to, GS_FP32, TRUE, a.flops, a.bytes) /
-             gs_roofline_s(from, GS_FP32, TRUE, a.flops, a.bytes);
-  CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(d, to, &a, GS_FP32, &o), 1e-3 * r, 1e-15);
+  double r = gpu_roofline_s(to, GPU_FP32, TRUE, a.flops, a.bytes) /
+             gpu_roofline_s(from, GPU_FP32, TRUE, a.flops, a.bytes);
+  CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(d, to, &a, GPU_FP32, &o), 1e-3 * r, 1e-15);
   CU_ASSERT_EQUAL(o, KDB_MEASURED);
   /* bad file: one-line error naming it */
   FILE *f = fopen(path, "w");
@@ -123,10 +123,10 @@ static void test_roundtrip_and_derive(void) {
 }
 
 static void test_cpu_spec(void) {
-  const gs_spec *c = gs_find("cpu");
+  const gpu_spec *c = gpu_find("cpu");
   CU_ASSERT_PTR_NOT_NULL_FATAL(c);
   /* 32 FLOP/cycle/core: the peak is a multiple of 32 MHz·cores */
-  CU_ASSERT(c->peak_flops[GS_FP32] > 1e9);
+  CU_ASSERT(c->peak_flops[GPU_FP32] > 1e9);
   CU_ASSERT(strstr(c->source, "/proc/cpuinfo") != NULL);
 }
 

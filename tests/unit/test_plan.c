@@ -39,12 +39,12 @@ static void config(cfg_run *c, int gpus, long batch, const char *grid) {
 }
 
 /* Sum of bytes of collectives of one purpose and group, and their count. */
-static double sum_bytes(const pl_rank_plan *p, pl_purpose why, pl_group g, int layer, int *count) {
+static double sum_bytes(const plan_rank *p, plan_purpose why, plan_group g, int layer, int *count) {
   double s = 0;
   int n = 0;
   for (int i = 0; i < p->n_ops; i++) {
-    const pl_op *op = &p->ops[i];
-    if (op->kind == PL_COLL && op->purpose == why && op->group == g &&
+    const plan_op *op = &p->ops[i];
+    if (op->kind == PLAN_COLL && op->purpose == why && op->group == g &&
         (layer < 0 || op->layer == layer)) {
       s += op->bytes;
       n++;
@@ -65,21 +65,22 @@ static void test_grid_volumes_eq8(void) {
   cfg_run c;
   config(&c, 4, 64, "2x2");
   for (int rank = 0; rank < 4; rank++) {
-    pl_rank_plan *p = pl_build(m, &c, NULL, rank, NULL);
+    plan_rank *p = plan_build(m, &c, NULL, rank, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     const char *names[3] = {"fc1", "fc2", "fc3"};
     for (int i = 0; i < 3; i++) {
       int li = layer_index(m, names[i]), n;
-      CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_FWD_GATHER, PL_GRP_TP, li, &n), D[i] * 32 * 4, 1e-9);
+      CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PLAN_WHY_FWD_GATHER, PLAN_GRP_TP, li, &n), D[i] * 32 * 4,
+                             1e-9);
       CU_ASSERT_EQUAL(n, 1);
-      double dx = sum_bytes(p, PL_WHY_BWD_DX, PL_GRP_TP, li, &n);
+      double dx = sum_bytes(p, PLAN_WHY_BWD_DX, PLAN_GRP_TP, li, &n);
       CU_ASSERT_DOUBLE_EQUAL(dx, i == 0 ? 0 : DIN[i] * 32 * 4, 1e-9);
       CU_ASSERT_EQUAL(n, i == 0 ? 0 : 1);
-      CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_GRAD, PL_GRP_DP, li, &n), W[i] / 2 * 4, 1e-9);
+      CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PLAN_WHY_GRAD, PLAN_GRP_DP, li, &n), W[i] / 2 * 4, 1e-9);
       CU_ASSERT_EQUAL(n, 1);
     }
     CU_ASSERT_EQUAL(p->local_params, (int64_t)((W[0] + W[1] + W[2]) / 2));
-    pl_rank_plan_free(p);
+    plan_rank_free(p);
   }
   cfg_release(&c);
   wl_free(m);
@@ -91,20 +92,20 @@ static void test_pure_model_and_batch(void) {
   wl_model *m = mlp();
   cfg_run c;
   config(&c, 4, 64, "4x1");
-  pl_rank_plan *p = pl_build(m, &c, NULL, 1, NULL);
+  plan_rank *p = plan_build(m, &c, NULL, 1, NULL);
   int n;
-  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_GRAD, PL_GRP_DP, -1, &n), 0, 1e-9);
-  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_FWD_GATHER, PL_GRP_TP, -1, &n),
+  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PLAN_WHY_GRAD, PLAN_GRP_DP, -1, &n), 0, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PLAN_WHY_FWD_GATHER, PLAN_GRP_TP, -1, &n),
                          (D[0] + D[1] + D[2]) * 64 * 4, 1e-9);
-  pl_rank_plan_free(p);
+  plan_rank_free(p);
   cfg_release(&c);
   config(&c, 4, 64, "1x4");
-  p = pl_build(m, &c, NULL, 3, NULL);
-  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_GRAD, PL_GRP_DP, -1, &n), (W[0] + W[1] + W[2]) * 4,
+  p = plan_build(m, &c, NULL, 3, NULL);
+  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PLAN_WHY_GRAD, PLAN_GRP_DP, -1, &n), (W[0] + W[1] + W[2]) * 4,
                          1e-9);
   CU_ASSERT_EQUAL(n, 3);
-  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_FWD_GATHER, PL_GRP_TP, -1, &n), 0, 1e-9);
-  pl_rank_plan_free(p);
+  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PLAN_WHY_FWD_GATHER, PLAN_GRP_TP, -1, &n), 0, 1e-9);
+  plan_rank_free(p);
   cfg_release(&c);
   wl_free(m);
 }
@@ -116,28 +117,28 @@ static void test_ddp_buckets(void) {
   wl_model *m = mlp();
   cfg_run c;
   config(&c, 4, 64, NULL);
-  pl_rank_plan *p = pl_build(m, &c, NULL, 0, NULL);
+  plan_rank *p = plan_build(m, &c, NULL, 0, NULL);
   int n;
-  double tot = sum_bytes(p, PL_WHY_GRAD, PL_GRP_DP, -1, &n);
+  double tot = sum_bytes(p, PLAN_WHY_GRAD, PLAN_GRP_DP, -1, &n);
   CU_ASSERT_DOUBLE_EQUAL(tot, (W[0] + W[1] + W[2]) * 4, 1e-9);
   CU_ASSERT_EQUAL(n, 2);
   int seen = 0;
   for (int i = 0; i < p->n_ops; i++)
-    if (p->ops[i].kind == PL_COLL) {
+    if (p->ops[i].kind == PLAN_COLL) {
       CU_ASSERT_DOUBLE_EQUAL(p->ops[i].bytes, seen == 0 ? (W[2] + W[1]) * 4 : W[0] * 4, 1e-9);
-      CU_ASSERT_EQUAL(p->ops[i].stream, PL_STREAM_COMM);
+      CU_ASSERT_EQUAL(p->ops[i].stream, PLAN_STREAM_COMM);
       seen++;
     }
   /* the optimizer step is last and waits for the last bucket */
-  const pl_op *last = &p->ops[p->n_ops - 1];
-  CU_ASSERT_EQUAL(last->phase, PL_PH_OPT);
+  const plan_op *last = &p->ops[p->n_ops - 1];
+  CU_ASSERT_EQUAL(last->phase, PLAN_PH_OPT);
   CU_ASSERT(last->wait_event >= 0);
   /* memory: fp32 SGD-momentum: 4 B params, 4 B grads, 4 B momentum per parameter */
   double params = W[0] + W[1] + W[2];
   CU_ASSERT_DOUBLE_EQUAL(p->mem.params, params * 4, 1e-6);
   CU_ASSERT_DOUBLE_EQUAL(p->mem.grads, params * 4, 1e-6);
   CU_ASSERT_DOUBLE_EQUAL(p->mem.optimizer, params * 4, 1e-6);
-  pl_rank_plan_free(p);
+  plan_rank_free(p);
   cfg_release(&c);
   wl_free(m);
 }
@@ -189,7 +190,7 @@ static void test_gholami_equation_literal(void) {
     expect += 2 * (a + 0.5 * W[i] / 2 * 4 / b);
   }
   double got;
-  CU_ASSERT_FATAL(an_gholami_comm_s(m, &c, pl, &got, NULL));
+  CU_ASSERT_FATAL(analytic_gholami_comm_s(m, &c, pl, &got, NULL));
   CU_ASSERT_DOUBLE_EQUAL(got, expect, expect * 1e-12);
   cfg_release(&c);
   wl_free(m);
@@ -202,11 +203,12 @@ static void test_alpha_beta_collectives(void) {
   plat *pl = star(8, &a, &b);
   int members[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   coll_group g;
-  CU_ASSERT_FATAL(an_group_init(&g, pl, members, 8, NULL));
+  CU_ASSERT_FATAL(analytic_group_init(&g, pl, members, 8, NULL));
   CU_ASSERT_DOUBLE_EQUAL(g.ring_alpha_s, a, 1e-15);
   double n = 100e6;
   CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_ALLREDUCE, "ring", n, &g), 14 * (a + n / 8 / b), 1e-12);
-  CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_ALLREDUCE, "rhd", n, &g), 2 * (3 * a + 7.0 / 8 * n / b), 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_ALLREDUCE, "rhd", n, &g), 2 * (3 * a + 7.0 / 8 * n / b),
+                         1e-12);
   CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_ALLGATHER, "rhd", n, &g), 3 * a + 7.0 / 8 * n / b, 1e-12);
   CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_ALLGATHER, "ring", n, &g), 7 * (a + n / 8 / b), 1e-12);
   plat_free(pl);
@@ -233,8 +235,8 @@ static void test_analytic_data_parallel_buckets(void) {
   g_free(c.workload);
   c.workload = g_strdup("mlp-small");
   run_ctx x;
-  CU_ASSERT_FATAL(ctx_open_resolved(&x, &c, NULL));
-  CU_ASSERT_FATAL(an_run(&x, &x.cfg, &r, NULL));
+  CU_ASSERT_FATAL(run_ctx_open_resolved(&x, &c, NULL));
+  CU_ASSERT_FATAL(analytic_run(&x, &x.cfg, &r, NULL));
   const double last = 2 * 3 * (a + W[0] * 4 / 4 / b);
   CU_ASSERT(r.exposed_comm_s >= last * (1 - 1e-12));
   const double first = 2 * 3 * (a + (W[1] + W[2]) * 4 / 4 / b);
@@ -244,7 +246,7 @@ static void test_analytic_data_parallel_buckets(void) {
   CU_ASSERT_DOUBLE_EQUAL(r.idle_s, 0, 1e-15);
   CU_ASSERT_DOUBLE_EQUAL(r.iteration_time_s, r.compute_s + r.exposed_comm_s, 1e-12);
   res_release(&r);
-  ctx_release(&x);
+  run_ctx_release(&x);
   cfg_release(&c);
   plat_free(pl);
   unlink(file);
@@ -252,12 +254,12 @@ static void test_analytic_data_parallel_buckets(void) {
 }
 
 /* Bytes of point-to-point ops of one kind and purpose for one layer and direction. */
-static double p2p_bytes(const pl_rank_plan *p, pl_op_kind kind, int layer, pl_phase ph, int *n) {
+static double p2p_bytes(const plan_rank *p, plan_op_kind kind, int layer, plan_phase ph, int *n) {
   double s = 0;
   *n = 0;
   for (int i = 0; i < p->n_ops; i++) {
-    const pl_op *op = &p->ops[i];
-    if (op->kind == kind && op->purpose == PL_WHY_HALO && op->layer == layer && op->phase == ph) {
+    const plan_op *op = &p->ops[i];
+    if (op->kind == kind && op->purpose == PLAN_WHY_HALO && op->layer == layer && op->phase == ph) {
       s += op->bytes;
       (*n)++;
     }
@@ -285,26 +287,27 @@ static void test_domain_halos(void) {
   c.domain_conv = TRUE;
   CU_ASSERT_FATAL(cfg_grid_parse(&c, "4x1", NULL));
   CU_ASSERT_FATAL(cfg_resolve(&c, 64, NULL));
-  pl_rank_plan *p = pl_build(m, &c, NULL, 1, &e);
+  plan_rank *p = plan_build(m, &c, NULL, 1, &e);
   CU_ASSERT_PTR_NOT_NULL_FATAL(p);
   int n;
-  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PL_RECV, 0, PL_PH_FWD, &n), 2 * 3072, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PLAN_RECV, 0, PLAN_PH_FWD, &n), 2 * 3072, 1e-9);
   CU_ASSERT_EQUAL(n, 2);
-  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PL_SEND, 0, PL_PH_FWD, &n), 2 * 3072, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PLAN_SEND, 0, PLAN_PH_FWD, &n), 2 * 3072, 1e-9);
   CU_ASSERT_EQUAL(n, 2);
-  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PL_RECV, 0, PL_PH_BWD, &n), 2 * 16384, 1e-9);
-  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PL_RECV, 3, PL_PH_FWD, &n), 0, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PLAN_RECV, 0, PLAN_PH_BWD, &n), 2 * 16384, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PLAN_RECV, 3, PLAN_PH_FWD, &n), 0, 1e-9);
   CU_ASSERT_EQUAL(n, 0);
-  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PL_RECV, 4, PL_PH_FWD, &n), 2 * 8192, 1e-9);
-  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_BN_STATS, PL_GRP_TP, 1, &n), 2 * (2 * 16 * 4), 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PLAN_RECV, 4, PLAN_PH_FWD, &n), 2 * 8192, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PLAN_WHY_BN_STATS, PLAN_GRP_TP, 1, &n), 2 * (2 * 16 * 4),
+                         1e-9);
   CU_ASSERT_EQUAL(n, 2); /* forward and backward */
-  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_REDIST, PL_GRP_TP, -1, &n), 65536, 1e-9);
-  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PL_WHY_GRAD, PL_GRP_WORLD, 0, &n), 432 * 4, 1e-9);
-  pl_rank_plan_free(p);
-  p = pl_build(m, &c, NULL, 0, &e);
-  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PL_RECV, 0, PL_PH_FWD, &n), 3072, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PLAN_WHY_REDIST, PLAN_GRP_TP, -1, &n), 65536, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(sum_bytes(p, PLAN_WHY_GRAD, PLAN_GRP_WORLD, 0, &n), 432 * 4, 1e-9);
+  plan_rank_free(p);
+  p = plan_build(m, &c, NULL, 0, &e);
+  CU_ASSERT_DOUBLE_EQUAL(p2p_bytes(p, PLAN_RECV, 0, PLAN_PH_FWD, &n), 3072, 1e-9);
   CU_ASSERT_EQUAL(n, 1);
-  pl_rank_plan_free(p);
+  plan_rank_free(p);
   cfg_release(&c);
   wl_free(m);
 }
@@ -316,13 +319,13 @@ static void test_op_says_what_it_is(void) {
   cfg_run c;
   config(&c, 4, 64, NULL);
   c.microbatches = 2;
-  pl_rank_plan *p = pl_build(m, &c, NULL, 0, NULL);
+  plan_rank *p = plan_build(m, &c, NULL, 0, NULL);
   CU_ASSERT_PTR_NOT_NULL_FATAL(p);
   int in_buckets[8] = {0}, layers[8], nb = 0;
   for (int i = 0; i < p->n_ops; i++) {
-    const pl_op *op = &p->ops[i];
-    if (op->kind == PL_COLL && op->purpose == PL_WHY_GRAD) {
-      int n = pl_bucket_layers(m, op, layers);
+    const plan_op *op = &p->ops[i];
+    if (op->kind == PLAN_COLL && op->purpose == PLAN_WHY_GRAD) {
+      int n = plan_bucket_layers(m, op, layers);
       if (nb == 0) {
         CU_ASSERT_EQUAL(n, 2);
         CU_ASSERT_EQUAL(layers[0], layer_index(m, "fc3"));
@@ -333,36 +336,37 @@ static void test_op_says_what_it_is(void) {
       CU_ASSERT_EQUAL(op->microbatch, 1); /* the last micro-batch's backward */
     }
     /* every op of a step knows its micro-batch; only the optimizer step belongs to none */
-    CU_ASSERT(op->phase == PL_PH_OPT ? op->microbatch == -1
+    CU_ASSERT(op->phase == PLAN_PH_OPT ? op->microbatch == -1
                                      : op->microbatch >= 0 && op->microbatch < 2);
   }
   CU_ASSERT_EQUAL(nb, 2);
   for (int i = 0; i < m->n_layers; i++)
-    CU_ASSERT_EQUAL(in_buckets[i], pl_layer_has_grads(&m->layers[i]) ? 1 : 0);
+    CU_ASSERT_EQUAL(in_buckets[i], plan_layer_has_grads(&m->layers[i]) ? 1 : 0);
   /* the optimizer step counts its parameters */
   CU_ASSERT_EQUAL(p->ops[p->n_ops - 1].params, p->local_params);
   CU_ASSERT_EQUAL(p->local_params, (int64_t)(W[0] + W[1] + W[2]));
-  pl_rank_plan_free(p);
+  plan_rank_free(p);
 
   /* --recompute: each layer's forward runs again in backward as its own kernel, right before
    * the layer's backward kernel, and the backward kernel keeps its own FLOP */
   c.recompute = TRUE;
-  p = pl_build(m, &c, NULL, 0, NULL);
+  p = plan_build(m, &c, NULL, 0, NULL);
   int recomputed = 0;
   for (int i = 0; i < p->n_ops; i++) {
-    const pl_op *op = &p->ops[i];
+    const plan_op *op = &p->ops[i];
     if (!op->recompute) continue;
     recomputed++;
-    CU_ASSERT_EQUAL(op->phase, PL_PH_BWD);
+    CU_ASSERT_EQUAL(op->phase, PLAN_PH_BWD);
     CU_ASSERT(g_str_has_suffix(op->kname, ".fwd"));
-    const pl_op *next = &p->ops[i + 1];
+    const plan_op *next = &p->ops[i + 1];
     CU_ASSERT_EQUAL(next->layer, op->layer);
     CU_ASSERT(g_str_has_suffix(next->kname, ".bwd"));
-    CU_ASSERT_DOUBLE_EQUAL(next->flops, m->layers[op->layer].bwd_flops * 8, 1e-6); /* B/dp/m = 64/4/2 */
+    CU_ASSERT_DOUBLE_EQUAL(next->flops, m->layers[op->layer].bwd_flops * 8,
+                           1e-6); /* B/dp/m = 64/4/2 */
     CU_ASSERT_DOUBLE_EQUAL(op->flops, m->layers[op->layer].fwd_flops * 8, 1e-6);
   }
   CU_ASSERT_EQUAL(recomputed, 2 * m->n_layers); /* every layer, both micro-batches */
-  pl_rank_plan_free(p);
+  plan_rank_free(p);
   cfg_release(&c);
   wl_free(m);
 }
@@ -380,21 +384,21 @@ static void test_domain_parts(void) {
   c.domain_conv = TRUE;
   CU_ASSERT_FATAL(cfg_grid_parse(&c, "4x1", NULL));
   CU_ASSERT_FATAL(cfg_resolve(&c, 64, NULL));
-  pl_rank_plan *p = pl_build(m, &c, NULL, 1, &e);
+  plan_rank *p = plan_build(m, &c, NULL, 1, &e);
   CU_ASSERT_PTR_NOT_NULL_FATAL(p);
   double interior = 0, boundary = 0;
   for (int i = 0; i < p->n_ops; i++) {
-    const pl_op *op = &p->ops[i];
-    if (op->kind != PL_KERNEL || op->layer != 0 || op->phase != PL_PH_FWD) continue;
-    if (op->part == PL_PART_INTERIOR) interior += op->flops;
-    else if (op->part == PL_PART_BOUNDARY) boundary += op->flops;
+    const plan_op *op = &p->ops[i];
+    if (op->kind != PLAN_KERNEL || op->layer != 0 || op->phase != PLAN_PH_FWD) continue;
+    if (op->part == PLAN_PART_INTERIOR) interior += op->flops;
+    else if (op->part == PLAN_PART_BOUNDARY) boundary += op->flops;
     else CU_FAIL("conv1 forward is split into interior and boundary");
   }
   /* rank 1 holds 8 of 32 output rows; 2 of them need a neighbour's row */
   const double share = m->layers[0].fwd_flops * 8 * 8.0 / 32;
   CU_ASSERT_DOUBLE_EQUAL(interior + boundary, share, 1e-6 * share);
   CU_ASSERT_DOUBLE_EQUAL(boundary, share * 2 / 8, 1e-6 * share);
-  pl_rank_plan_free(p);
+  plan_rank_free(p);
   cfg_release(&c);
   wl_free(m);
 }
@@ -407,4 +411,5 @@ static const dl_cu_test plan_tests[] = {
 static const dl_cu_test analytic_tests[] = {
     DL_CU_TEST(test_gholami_equation_literal), DL_CU_TEST(test_alpha_beta_collectives),
     DL_CU_TEST(test_analytic_data_parallel_buckets), DL_CU_END};
-const dl_cu_suite dl_cu_suites[] = {{"plan", plan_tests}, {"analytic", analytic_tests}, {NULL, NULL}};
+const dl_cu_suite dl_cu_suites[] = {
+    {"plan", plan_tests}, {"analytic", analytic_tests}, {NULL, NULL}};

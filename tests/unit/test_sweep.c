@@ -9,26 +9,28 @@
 static const char *SPEC30 =
     "{\"fixed\": {\"workload\": \"resnet18-cifar100\", \"mode\": \"analytic\"},"
     " \"axes\": {\"gpus\": [1, 2, 4, 8, 16], \"batch\": [256, 512],"
-    "  \"strategy\": [{\"label\": \"dp\"}, {\"label\": \"grid\", \"grid\": \"2x2\"}, {\"tp\": 2}]}}";
+    "  \"strategy\": [{\"label\": \"dp\"}, {\"label\": \"grid\", \"grid\": \"2x2\"}, {\"tp\": "
+    "2}]}}";
 
-static sw_config *at(GPtrArray *a, guint i) { return g_ptr_array_index(a, i); }
+static sweep_config *at(GPtrArray *a, guint i) { return g_ptr_array_index(a, i); }
 
 static void test_expand_order(void) {
   GError *e = NULL;
-  GPtrArray *a = sw_expand(SPEC30, "s.json", &e);
+  GPtrArray *a = sweep_expand(SPEC30, "s.json", &e);
   CU_ASSERT_PTR_NOT_NULL_FATAL(a);
   CU_ASSERT_EQUAL(a->len, 5 * 2 * 3);
   /* the last axis varies fastest; options in the table's order, not the spec's */
   CU_ASSERT_STRING_EQUAL(at(a, 0)->key,
                          "--workload resnet18-cifar100 --mode analytic --gpus 1 --batch 256");
-  CU_ASSERT_STRING_EQUAL(at(a, 1)->key,
-                         "--workload resnet18-cifar100 --mode analytic --gpus 1 --batch 256 --grid 2x2");
-  CU_ASSERT_STRING_EQUAL(at(a, 2)->key,
-                         "--workload resnet18-cifar100 --mode analytic --gpus 1 --batch 256 --tp 2");
+  CU_ASSERT_STRING_EQUAL(
+      at(a, 1)->key,
+      "--workload resnet18-cifar100 --mode analytic --gpus 1 --batch 256 --grid 2x2");
+  CU_ASSERT_STRING_EQUAL(
+      at(a, 2)->key, "--workload resnet18-cifar100 --mode analytic --gpus 1 --batch 256 --tp 2");
   CU_ASSERT_STRING_EQUAL(at(a, 3)->key,
                          "--workload resnet18-cifar100 --mode analytic --gpus 1 --batch 512");
-  CU_ASSERT_STRING_EQUAL(at(a, 29)->key,
-                         "--workload resnet18-cifar100 --mode analytic --gpus 16 --batch 512 --tp 2");
+  CU_ASSERT_STRING_EQUAL(
+      at(a, 29)->key, "--workload resnet18-cifar100 --mode analytic --gpus 16 --batch 512 --tp 2");
   CU_ASSERT_STRING_EQUAL(at(a, 0)->label, "dp");
   CU_ASSERT_STRING_EQUAL(at(a, 1)->label, "grid");
   CU_ASSERT_STRING_EQUAL(at(a, 2)->label, "tp=2"); /* no label: the options themselves */
@@ -41,7 +43,7 @@ static void test_expand_order(void) {
 
 static void test_expand_dedup_and_per_gpu(void) {
   GError *e = NULL;
-  GPtrArray *a = sw_expand("{\"axes\": {\"gpus\": [2, 4, 2], \"batch_per_gpu\": [32],"
+  GPtrArray *a = sweep_expand("{\"axes\": {\"gpus\": [2, 4, 2], \"batch_per_gpu\": [32],"
                            " \"recompute\": [false, true]}}",
                            "s.json", &e);
   CU_ASSERT_PTR_NOT_NULL_FATAL(a);
@@ -55,7 +57,7 @@ static void test_expand_dedup_and_per_gpu(void) {
 
 static void expect_error(const char *spec, const char *msg) {
   GError *e = NULL;
-  GPtrArray *a = sw_expand(spec, "s.json", &e);
+  GPtrArray *a = sweep_expand(spec, "s.json", &e);
   CU_ASSERT_PTR_NULL(a);
   CU_ASSERT_PTR_NOT_NULL_FATAL(e);
   CU_ASSERT_EQUAL(e->code, DL_ERR_INPUT);
@@ -80,51 +82,53 @@ static void test_expand_errors(void) {
 
 static void test_shard(void) {
   GError *e = NULL;
-  GPtrArray *a = sw_expand("{\"axes\": {\"gpus\": [1, 2, 3, 4, 5, 6, 7]}}", "s.json", &e);
+  GPtrArray *a = sweep_expand("{\"axes\": {\"gpus\": [1, 2, 3, 4, 5, 6, 7]}}", "s.json", &e);
   CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-  sw_shard(a, 1, 3);
+  sweep_shard(a, 1, 3);
   CU_ASSERT_EQUAL_FATAL(a->len, 2);
   CU_ASSERT_STRING_EQUAL(at(a, 0)->key, "--gpus 2");
   CU_ASSERT_STRING_EQUAL(at(a, 1)->key, "--gpus 5");
   g_ptr_array_unref(a);
   int i = -1, n = -1;
-  CU_ASSERT_TRUE(sw_shard_parse("3/8", &i, &n, NULL));
+  CU_ASSERT_TRUE(sweep_shard_parse("3/8", &i, &n, NULL));
   CU_ASSERT_EQUAL(i, 3);
   CU_ASSERT_EQUAL(n, 8);
-  CU_ASSERT_FALSE(sw_shard_parse("8/8", &i, &n, NULL));
-  CU_ASSERT_FALSE(sw_shard_parse("1/", &i, &n, NULL));
-  CU_ASSERT_FALSE(sw_shard_parse("-1/2", &i, &n, NULL));
+  CU_ASSERT_FALSE(sweep_shard_parse("8/8", &i, &n, NULL));
+  CU_ASSERT_FALSE(sweep_shard_parse("1/", &i, &n, NULL));
+  CU_ASSERT_FALSE(sweep_shard_parse("-1/2", &i, &n, NULL));
 }
 
 static void test_rows(void) {
   GError *e = NULL;
-  GPtrArray *a = sw_expand("{\"axes\": {\"gpus\": [4], \"strategy\": [{\"label\": \"a, \\\"b\\\"\","
-                           " \"grid\": \"2x2\"}]}}",
-                           "s.json", &e);
+  GPtrArray *a = sweep_expand(
+      "{\"axes\": {\"gpus\": [4], \"strategy\": [{\"label\": \"a, \\\"b\\\"\","
+      " \"grid\": \"2x2\"}]}}",
+      "s.json", &e);
   CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-  char *row = sw_csv_row(at(a, 0), "invalid", "x, y", NULL);
+  char *row = sweep_csv_row(at(a, 0), "invalid", "x, y", NULL);
   /* key, status, quoted reason, quoted label, then platform, workload, mode, gpus (requested) */
-  CU_ASSERT_TRUE(g_str_has_prefix(row, "--gpus 4 --grid 2x2,invalid,\"x, y\",\"a, \"\"b\"\"\",,,,4,"));
+  CU_ASSERT_TRUE(
+      g_str_has_prefix(row, "--gpus 4 --grid 2x2,invalid,\"x, y\",\"a, \"\"b\"\"\",,,,4,"));
   CU_ASSERT_TRUE(g_str_has_suffix(row, "\n"));
-  char *k = sw_csv_first_field(row);
+  char *k = sweep_csv_first_field(row);
   CU_ASSERT_STRING_EQUAL(k, "--gpus 4 --grid 2x2");
   g_free(k);
   /* as many fields as the header */
   int commas_h = 0;
-  for (const char *p = sw_csv_header(); *p; p++) commas_h += *p == ',';
+  for (const char *p = sweep_csv_header(); *p; p++) commas_h += *p == ',';
   CU_ASSERT_EQUAL(commas_h, 40);
   g_free(row);
 
   cJSON *res = cJSON_Parse("{\"mode\": \"analytic\", \"config\": {\"gpus\": 4, \"grid\": \"2x2\"},"
                            " \"iteration_time_s\": 0.125, \"breakdown_s\": {\"compute\": 0.1},"
                            " \"fits_in_memory\": true}");
-  row = sw_csv_row(at(a, 0), "ok", NULL, res);
+  row = sweep_csv_row(at(a, 0), "ok", NULL, res);
   CU_ASSERT_PTR_NOT_NULL(strstr(row, ",ok,,"));
   CU_ASSERT_PTR_NOT_NULL(strstr(row, ",analytic,4,"));
   CU_ASSERT_PTR_NOT_NULL(strstr(row, ",0.125,,,0.1,"));
   CU_ASSERT_PTR_NOT_NULL(strstr(row, ",true,"));
   g_free(row);
-  char *jl = sw_jsonl_row(at(a, 0), "ok", NULL, res);
+  char *jl = sweep_jsonl_row(at(a, 0), "ok", NULL, res);
   CU_ASSERT_PTR_EQUAL(strchr(jl, '\n'), jl + strlen(jl) - 1); /* one line */
   cJSON *o = cJSON_Parse(jl);
   CU_ASSERT_PTR_NOT_NULL_FATAL(o);
@@ -150,19 +154,19 @@ static char *get(const char *path) {
 static void test_store_resume(void) {
   char *dir = g_dir_make_tmp("test-sweep-XXXXXX", NULL);
   char *csv = g_build_filename(dir, "s.csv", NULL), *jsonl = g_build_filename(dir, "s.jsonl", NULL);
-  const char *h = sw_csv_header();
+  const char *h = sweep_csv_header();
   /* rows a and b in the CSV, a torn row c; the JSONL holds a, c and a torn line */
   char *ctext = g_strconcat(h, "a,ok,\n", "b,invalid,\"no, really\"\n", "c,o", NULL);
   put(csv, ctext);
   put(jsonl, "{\"key\":\"a\"}\n{\"key\":\"c\"}\n{\"key\":\"b\",\"st");
-  sw_store st;
+  sweep_store st;
   GError *e = NULL;
-  CU_ASSERT_TRUE_FATAL(sw_store_open(&st, csv, jsonl, &e));
+  CU_ASSERT_TRUE_FATAL(sweep_store_open(&st, csv, jsonl, &e));
   CU_ASSERT_EQUAL(g_hash_table_size(st.done), 1);
   CU_ASSERT_STRING_EQUAL(g_hash_table_lookup(st.done, "a"), "ok");
   CU_ASSERT_EQUAL(st.dropped, 4); /* two torn lines, b (CSV only), c (JSONL only) */
-  CU_ASSERT_TRUE(sw_store_append(&st, "b", "invalid", "b,invalid,x\n", "{\"key\":\"b\"}\n", &e));
-  sw_store_close(&st);
+  CU_ASSERT_TRUE(sweep_store_append(&st, "b", "invalid", "b,invalid,x\n", "{\"key\":\"b\"}\n", &e));
+  sweep_store_close(&st);
   char *got = get(csv), *want = g_strconcat(h, "a,ok,\n", "b,invalid,x\n", NULL);
   CU_ASSERT_STRING_EQUAL(got, want);
   g_free(got);
@@ -171,17 +175,17 @@ static void test_store_resume(void) {
   g_free(got);
 
   /* reopening a consistent pair drops nothing */
-  CU_ASSERT_TRUE_FATAL(sw_store_open(&st, csv, jsonl, &e));
+  CU_ASSERT_TRUE_FATAL(sweep_store_open(&st, csv, jsonl, &e));
   CU_ASSERT_EQUAL(st.dropped, 0);
   CU_ASSERT_EQUAL(g_hash_table_size(st.done), 2);
-  sw_store_close(&st);
+  sweep_store_close(&st);
 
   /* merge with a second shard that repeats a: one row per key, the first file wins */
   char *csv2 = g_build_filename(dir, "t.csv", NULL), *out = g_build_filename(dir, "m.csv", NULL);
   char *c2 = g_strconcat(h, "a,invalid,later\n", "d,ok,\n", NULL);
   put(csv2, c2);
   char *inputs[] = {csv, csv2, NULL};
-  CU_ASSERT_EQUAL(sw_merge(out, NULL, inputs, &e), 3);
+  CU_ASSERT_EQUAL(sweep_merge(out, NULL, inputs, &e), 3);
   got = get(out);
   g_free(want);
   want = g_strconcat(h, "a,ok,\n", "b,invalid,x\n", "d,ok,\n", NULL);
@@ -189,7 +193,7 @@ static void test_store_resume(void) {
 
   /* a CSV of another layout is refused, not appended to */
   put(out, "key,status\n");
-  CU_ASSERT_FALSE(sw_store_open(&st, out, NULL, &e));
+  CU_ASSERT_FALSE(sweep_store_open(&st, out, NULL, &e));
   CU_ASSERT_TRUE(e && e->code == DL_ERR_INPUT);
   g_clear_error(&e);
 

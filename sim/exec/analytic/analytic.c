@@ -18,14 +18,14 @@ typedef struct {
   int *members;
 } group_cache;
 
-static const coll_group *group_get(group_cache *gc, pl_group g, int rank, GError **err) {
-  int n = pl_group_members(gc->c, g, rank, gc->members);
+static const coll_group *group_get(group_cache *gc, plan_group g, int rank, GError **err) {
+  int n = plan_group_members(gc->c, g, rank, gc->members);
   char key[48];
   g_snprintf(key, sizeof key, "%d:%d:%d", (int)g, gc->members[0], n);
   coll_group *cg = g_hash_table_lookup(gc->groups, key);
   if (cg) return cg;
   cg = g_new(coll_group, 1);
-  if (!an_group_init(cg, gc->pl, gc->members, n, err)) {
+  if (!analytic_group_init(cg, gc->pl, gc->members, n, err)) {
     g_free(cg);
     return NULL;
   }
@@ -34,12 +34,12 @@ static const coll_group *group_get(group_cache *gc, pl_group g, int rank, GError
 }
 
 typedef struct {
-  const pl_rank_plan *plan;
+  const plan_rank *plan;
   int rank;
-  int coll_seq[PL_N_GROUPS]; /* collectives this rank has finished, per communicator kind */
+  int coll_seq[PLAN_N_GROUPS]; /* collectives this rank has finished, per communicator kind */
   int registered;           /* op index whose arrival at a collective is recorded, or -1 */
-  int next[PL_N_STREAMS];  /* index of the next op of each stream */
-  double free_at[PL_N_STREAMS];
+  int next[PLAN_N_STREAMS];  /* index of the next op of each stream */
+  double free_at[PLAN_N_STREAMS];
   double *event_t;          /* NAN until recorded */
   rec_rank *rec;            /* what the rank did (one iteration) */
 } rank_run;
@@ -77,17 +77,17 @@ static int next_op(const rank_run *r, int stream) {
 }
 
 /* Runs every op that can run now on rank `rr`; returns how many ran. */
-static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_cache *gc,
+static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group_cache *gc,
                    p2p_state *ps, const plat *pl, GError **err) {
   int ran = 0;
-  for (int s = 0; s < PL_N_STREAMS; s++) {
+  for (int s = 0; s < PLAN_N_STREAMS; s++) {
     for (;;) {
       int i = next_op(rr, s);
       if (i < 0) {
         rr->next[s] = rr->plan->n_ops;
         break;
       }
-      const pl_op *op = &rr->plan->ops[i];
+      const plan_op *op = &rr->plan->ops[i];
       double start = rr->free_at[s];
       if (op->wait_event >= 0) {
         double t = rr->event_t[op->wait_event];
@@ -96,15 +96,15 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
       }
       double end = start;
       const double arrived = start; /* when this rank reached the op */
-      if (op->kind == PL_KERNEL) {
+      if (op->kind == PLAN_KERNEL) {
         kdb_origin o;
-        end = start + kt_kernel_s(ks, op, &o);
+        end = start + ktime_kernel_s(ks, op, &o);
         rec_kernel(rr->rec, i, 0, start, end, o);
-      } else if (op->kind == PL_COLL) {
+      } else if (op->kind == PLAN_COLL) {
         const coll_group *g = group_get(gc, op->group, rr->rank, err);
         if (!g) return -1;
         /* a collective starts when its last member arrives */
-        int n = pl_group_members(c, op->group, rr->rank, gc->members);
+        int n = plan_group_members(c, op->group, rr->rank, gc->members);
         int me = 0;
         while (gc->members[me] != rr->rank) me++;
         char key[64];
@@ -134,7 +134,7 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
          * it is for a rank blocked in a simulated or real one */
         rec_coll(rr->rec, i, 0, arrived, end, algo,
                  coll_group_wire_bytes(op->coll, algo, op->bytes, g));
-      } else if (op->kind == PL_SEND) {
+      } else if (op->kind == PLAN_SEND) {
         plat_route_info route;
         if (!plat_route(pl, rr->rank, op->peer, &route, err)) return -1;
         /* messages leaving one GPU share its link: they go one after another */
@@ -144,7 +144,7 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
         *lf = go + xfer;
         *msg_slot(ps->arrival, rr->rank, op->peer, op->tag, TRUE) = go + route.latency_s + xfer;
         rec_send(rr->rec, i, 0);
-      } else if (op->kind == PL_RECV) {
+      } else if (op->kind == PLAN_RECV) {
         double *arr = msg_slot(ps->arrival, op->peer, rr->rank, op->tag, FALSE);
         if (!arr || isnan(*arr)) break;
         plat_route_info route;
@@ -167,7 +167,7 @@ static int advance(rank_run *rr, const cfg_run *c, const kt_source *ks, group_ca
  * member its own alpha-beta time. Fills recs[0..P-1] (rec_init'ed here, one iteration) with
  * their plans in plans[]. */
 static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *layer_t,
-                           pl_rank_plan **plans, rec_rank *recs, GError **err) {
+                           plan_rank **plans, rec_rank *recs, GError **err) {
   const int n = c->gpus;
   rank_run *rr = g_new0(rank_run, n);
   group_cache gc = {x->platform, c, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
@@ -177,7 +177,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
                   g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
   gboolean ok = TRUE;
   for (int k = 0; k < n && ok; k++) {
-    pl_rank_plan *p = plans[k] = pl_build(x->model, c, layer_t, k, err);
+    plan_rank *p = plans[k] = plan_build(x->model, c, layer_t, k, err);
     if (!p) {
       ok = FALSE;
       break;
@@ -202,7 +202,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
     }
     busy = FALSE;
     for (int k = 0; k < n && ok; k++)
-      for (int s = 0; s < PL_N_STREAMS; s++) busy |= next_op(&rr[k], s) >= 0;
+      for (int s = 0; s < PLAN_N_STREAMS; s++) busy |= next_op(&rr[k], s) >= 0;
     if (ok && busy && !ran) {
       g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "closed form: the op lists of ranks 0..%d "
                   "wait for each other (planner bug)", n - 1);
@@ -222,7 +222,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
   return ok;
 }
 
-gboolean an_check(const run_ctx *x, const cfg_run *c, GError **err) {
+gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
   if (c->gpus > plat_n_hosts(x->platform)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--gpus %d: platform %s has only %d GPUs", c->gpus,
                 c->platform, plat_n_hosts(x->platform));
@@ -247,12 +247,12 @@ gboolean an_check(const run_ctx *x, const cfg_run *c, GError **err) {
   return TRUE;
 }
 
-gboolean an_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
-  if (!an_check(x, c, err)) return FALSE;
+gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
+  if (!analytic_check(x, c, err)) return FALSE;
   gint64 t0 = g_get_monotonic_time();
   const int P = c->gpus;
-  double *layer_t = kt_layer_times(&x->kt, c);
-  pl_rank_plan **plans = g_new0(pl_rank_plan *, P);
+  double *layer_t = ktime_layer_times(&x->kt, c);
+  plan_rank **plans = g_new0(plan_rank *, P);
   rec_rank *recs = g_new0(rec_rank, P);
   gboolean ok = eval_ranks(x, c, layer_t, plans, recs, err);
   if (ok) {
@@ -262,11 +262,11 @@ gboolean an_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err)
     r->kdb_name = g_strdup(x->kdb_name);
     /* the paper's equations cover data parallelism and its grid only */
     if (c->pp == 1 && c->ep == 1 && !(c->tp > 1 && c->tp_style == CFG_TP_MEGATRON))
-      ok = an_gholami_comm_s(x->model, c, x->platform, &r->gholami_comm_s, err);
+      ok = analytic_gholami_comm_s(x->model, c, x->platform, &r->gholami_comm_s, err);
   }
   for (int k = 0; k < P; k++) {
     if (recs[k].colls) rec_release(&recs[k]);
-    pl_rank_plan_free(plans[k]);
+    plan_rank_free(plans[k]);
   }
   g_free(recs);
   g_free(plans);
@@ -275,16 +275,17 @@ gboolean an_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err)
   return ok;
 }
 
-gboolean an_gholami_comm_s(const wl_model *m, const cfg_run *c, const plat *pl, double *out_s,
+gboolean analytic_gholami_comm_s(const wl_model *m, const cfg_run *c, const plat *pl, double *out_s,
                            GError **err) {
   const int P = c->gpus, Pr = c->tp, Pc = c->dp;
-  const double dt = gs_precision_bytes(c->precision);
+  const double dt = gpu_precision_bytes(c->precision);
   const double B = (double)c->batch;
   int *mem = g_new(int, P);
   coll_group gr, gcol, gall;
-  gboolean ok = an_group_init(&gr, pl, mem, pl_group_members(c, PL_GRP_TP, 0, mem), err) &&
-                an_group_init(&gcol, pl, mem, pl_group_members(c, PL_GRP_DP, 0, mem), err) &&
-                an_group_init(&gall, pl, mem, pl_group_members(c, PL_GRP_WORLD, 0, mem), err);
+  gboolean ok =
+      analytic_group_init(&gr, pl, mem, plan_group_members(c, PLAN_GRP_TP, 0, mem), err) &&
+      analytic_group_init(&gcol, pl, mem, plan_group_members(c, PLAN_GRP_DP, 0, mem), err) &&
+      analytic_group_init(&gall, pl, mem, plan_group_members(c, PLAN_GRP_WORLD, 0, mem), err);
   g_free(mem);
   if (!ok) return FALSE;
   double lr = Pr > 1 ? ceil(log2(Pr)) : 0, lc = Pc > 1 ? ceil(log2(Pc)) : 0,
@@ -318,7 +319,8 @@ gboolean an_gholami_comm_s(const wl_model *m, const cfg_run *c, const plat *pl, 
     }
     seen_fc = seen_fc || l->kind == WL_LINEAR;
     /* Gholami et al. 2018, Eq. 8 */
-    if (Pr > 1) t += 3.0 * (gr.ring_alpha_s * lr + B * (double)(Pr - 1) / Pr * d / Pc / gr.ring_beta_bps);
+    if (Pr > 1)
+      t += 3.0 * (gr.ring_alpha_s * lr + B * (double)(Pr - 1) / Pr * d / Pc / gr.ring_beta_bps);
     if (Pc > 1)
       t += 2.0 * (gcol.ring_alpha_s * lc + (double)(Pc - 1) / Pc * w / Pr / gcol.ring_beta_bps);
   }

@@ -23,23 +23,24 @@
 
 /* Summarises the group members[0..n-1] (rank = host index) of platform `pl` for the cost
  * formulas (coll/cost.h). DL_ERR_INPUT when a route is missing. */
-gboolean an_group_init(coll_group *g, const plat *pl, const int *members, int n, GError **err);
+gboolean analytic_group_init(coll_group *g, const plat *pl, const int *members, int n,
+                             GError **err);
 
 /* What the closed form refuses of configuration `c` on the run's platform: more GPUs than hosts,
  * a --coll it has no formula for. DL_ERR_INPUT naming the option. */
-gboolean an_check(const run_ctx *x, const cfg_run *c, GError **err);
+gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err);
 
 /* Evaluates configuration `c` (x->cfg, or a variant of it with other degrees) of the run opened
  * in `x` into `r` (res_init'ed by the caller). DL_ERR_INPUT for configurations the platform or
  * planner cannot take. */
-gboolean an_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err);
+gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err);
 
 /* Gholami et al. 2018 Eq. 8 (Eq. 4 when Pr = 1, Eq. 3 when Pc = 1), in seconds, with alpha and
  * beta of the platform's Pr and Pc groups containing rank 0 and the rhd collective costs the paper
  * assumes; conv and linear layers only. With --grid-layers fc, conv layers use Eq. 4 over all P
  * and the redistribution of Eq. 6 is added; with --domain conv, conv layers use Eq. 9's domain
  * terms (halos within the Pr group, ΔW over all P). */
-gboolean an_gholami_comm_s(const wl_model *m, const cfg_run *c, const plat *pl, double *out_s,
+gboolean analytic_gholami_comm_s(const wl_model *m, const cfg_run *c, const plat *pl, double *out_s,
                            GError **err);
 
 

@@ -5,7 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-gboolean an_group_init(coll_group *g, const plat *pl, const int *members, int n, GError **err) {
+gboolean analytic_group_init(coll_group *g, const plat *pl, const int *members, int n,
+                             GError **err) {
   memset(g, 0, sizeof *g);
   g->P = n;
   g->ring_beta_bps = INFINITY;

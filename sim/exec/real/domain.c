@@ -1,5 +1,5 @@
-/* domain.c — domain parallelism in the real executor (--domain conv, PL_SPLIT_DOMAIN): rank tp_i
- * of the Pr ranks of a tp group holds rows [lo, hi) of every image (pl_domain_slab) before the
+/* domain.c — domain parallelism in the real executor (--domain conv, PLAN_SPLIT_DOMAIN): rank tp_i
+ * of the Pr ranks of a tp group holds rows [lo, hi) of every image (plan_domain_slab) before the
  * first linear. Convolution and pooling read their neighbours' halo rows forward and the
  * neighbours' output-gradient rows backward (Gholami et al. 2018's ΔY halo); batch norm sums its
  * statistics over the group; the first layer after the domain part all-gathers the slabs into
@@ -16,49 +16,49 @@
 
 /* ---- buffers ------------------------------------------------------------------------------- */
 
-void rm_domain_alloc(rm_rank *r, rm_layer *y, int tp_i) {
+void real_model_domain_alloc(real_model_rank *r, real_model_layer *y, int tp_i) {
   const wl_layer *l = y->l;
   const int P = y->s->parts;
   const int64_t S = y->S;
-  pl_domain_slab((int)l->in.h, P, tp_i, &y->ilo, &y->ihi);
+  plan_domain_slab((int)l->in.h, P, tp_i, &y->ilo, &y->ihi);
   if (l->kind == WL_BATCHNORM) y->bnst = g_new0(float, 2 * (size_t)l->in.c);
   if (l->kind != WL_CONV2D && l->kind != WL_MAXPOOL && l->kind != WL_AVGPOOL) return;
   const int st = MAX(l->stride, 1);
   const int64_t Wp = l->in.w + 2 * l->pad;
   y->fr0 = (int)y->s->c0 * st - l->pad;
   y->fh = ((int)y->s->cn - 1) * st + l->kh;
-  y->win = rm_per_mb(r->nmb, (size_t)(S * l->in.c * y->fh * Wp));
+  y->win = real_model_per_mb(r->nmb, (size_t)(S * l->in.c * y->fh * Wp));
   y->hrow_f[0] = l->in.c * l->in.w;
   y->hrow_f[1] = l->out.c * l->out.w * (l->kind == WL_MAXPOOL ? 2 : 1);
-  for (int dir = 0; dir < 2 && pl_domain_windowed(l); dir++) {
+  for (int dir = 0; dir < 2 && plan_domain_windowed(l); dir++) {
     const int rows = dir ? (int)l->out.h : (int)l->in.h;
     int own_lo, own_hi, nlo, nhi;
-    pl_domain_slab(rows, P, tp_i, &own_lo, &own_hi);
-    pl_domain_needs(l, P, tp_i, dir, &nlo, &nhi);
+    plan_domain_slab(rows, P, tp_i, &own_lo, &own_hi);
+    plan_domain_needs(l, P, tp_i, dir, &nlo, &nhi);
     int (*h)[2] = y->hrows[dir];
     h[0][0] = tp_i > 0 ? MAX(0, own_lo - nlo) : 0;
     h[0][1] = tp_i < P - 1 ? MAX(0, nhi - own_hi) : 0;
     if (tp_i > 0) { /* what the rank above needs from below its slab */
-      pl_domain_needs(l, P, tp_i - 1, dir, &nlo, &nhi);
+      plan_domain_needs(l, P, tp_i - 1, dir, &nlo, &nhi);
       h[1][0] = MAX(0, nhi - own_lo);
     }
     if (tp_i < P - 1) {
-      pl_domain_needs(l, P, tp_i + 1, dir, &nlo, &nhi);
+      plan_domain_needs(l, P, tp_i + 1, dir, &nlo, &nhi);
       h[1][1] = MAX(0, own_hi - nlo);
     }
     for (int a = 0; a < 4; a++)
       if (h[a / 2][a % 2])
-        y->halo[dir][a / 2][a % 2] = rm_per_mb(
-            r->nmb, (size_t)(S * y->hrow_f[dir] * h[a / 2][a % 2]) + RM_P2P_TRAILER_FLOATS);
+        y->halo[dir][a / 2][a % 2] = real_model_per_mb(
+            r->nmb, (size_t)(S * y->hrow_f[dir] * h[a / 2][a % 2]) + REAL_MODEL_P2P_TRAILER_FLOATS);
   }
   y->dext = g_new0(float, (size_t)(S * l->out.c * l->out.h * l->out.w) + 1);
   y->dinx = g_new0(float, (size_t)(S * l->in.c * (l->in.h + 2 * l->pad + l->kh) * Wp) + 1);
   if (l->kind == WL_CONV2D) y->dwx = g_new0(float, (size_t)l->params + 1);
 }
 
-gboolean rm_domain_layer(const rm_layer *y) {
+gboolean real_model_domain_layer(const real_model_layer *y) {
   const wl_layer_kind k = y->l->kind;
-  return y->s->kind == PL_SPLIT_DOMAIN &&
+  return y->s->kind == PLAN_SPLIT_DOMAIN &&
          (k == WL_CONV2D || k == WL_MAXPOOL || k == WL_AVGPOOL || k == WL_BATCHNORM);
 }
 
@@ -66,13 +66,14 @@ gboolean rm_domain_layer(const rm_layer *y) {
 
 /* Row g (global) of channel c of sample s of a domain layer's input: from the model input, the
  * source's slab or a halo received in direction `dir` 0 (forward). */
-static const float *domain_in_row(rm_rank *r, const rm_layer *y, int mb, int64_t s, int64_t c,
-                                  int g) {
+static const float *domain_in_row(real_model_rank *r, const real_model_layer *y, int mb, int64_t s,
+                                  int64_t c, int g) {
   const wl_layer *l = y->l;
   const int64_t C = l->in.c, W = l->in.w;
   if (l->inputs[0] == -1) return r->x[mb] + ((s * C + c) * l->in.h + g) * W;
   if (g >= y->ilo && g < y->ihi)
-    return rm_in_ptr(r, l->inputs[0], mb) + ((s * C + c) * (y->ihi - y->ilo) + g - y->ilo) * W;
+    return real_model_in_ptr(r, l->inputs[0], mb) +
+           ((s * C + c) * (y->ihi - y->ilo) + g - y->ilo) * W;
   const int up = g < y->ilo, n = y->hrows[0][0][up ? 0 : 1];
   const int row = up ? g - (y->ilo - n) : g - y->ihi;
   return y->halo[0][0][up ? 0 : 1][mb] + ((s * C + c) * n + row) * W;
@@ -80,7 +81,7 @@ static const float *domain_in_row(rm_rank *r, const rm_layer *y, int mb, int64_t
 
 /* The padded window input of a windowed domain layer: rows [fr0, fr0 + fh) and W + 2·pad columns,
  * zero outside the image (−FLT_MAX for max pooling, which never picks it). */
-static void domain_window(rm_rank *r, rm_layer *y, int mb) {
+static void domain_window(real_model_rank *r, real_model_layer *y, int mb) {
   const wl_layer *l = y->l;
   const int64_t C = l->in.c, W = l->in.w, Wp = W + 2 * l->pad;
   const float fill = l->kind == WL_MAXPOOL ? -FLT_MAX : 0.0f;
@@ -97,15 +98,15 @@ static void domain_window(rm_rank *r, rm_layer *y, int mb) {
 }
 
 /* Batch norm forward on the slab: local Σx, Σx² per channel (after mean and rstd in saved);
- * rm_domain_bn_done normalises with the group's. */
-static void bn_forward_sums(rm_rank *r, rm_layer *y, int mb) {
+ * real_model_domain_bn_done normalises with the group's. */
+static void bn_forward_sums(real_model_rank *r, real_model_layer *y, int mb) {
   const wl_layer *l = y->l;
   const int64_t S = y->S, HW = y->s->cn * l->out.w;
   float *sum = y->saved[mb] + 2 * l->in.c;
   for (int64_t c = 0; c < l->in.c; c++) {
     double s1 = 0, s2 = 0;
     for (int64_t n = 0; n < S; n++) {
-      const float *x = rm_in_ptr(r, l->inputs[0], mb) + (n * l->in.c + c) * HW;
+      const float *x = real_model_in_ptr(r, l->inputs[0], mb) + (n * l->in.c + c) * HW;
       for (int64_t p = 0; p < HW; p++) s1 += x[p], s2 += (double)x[p] * x[p];
     }
     sum[c] = (float)s1;
@@ -113,7 +114,7 @@ static void bn_forward_sums(rm_rank *r, rm_layer *y, int mb) {
   }
 }
 
-void rm_domain_forward(rm_rank *r, rm_layer *y, int mb) {
+void real_model_domain_forward(real_model_rank *r, real_model_layer *y, int mb) {
   const wl_layer *l = y->l;
   const kn_backend *k = r->k;
   const int64_t S = y->S, Wp = l->in.w + 2 * l->pad;
@@ -126,7 +127,7 @@ void rm_domain_forward(rm_rank *r, rm_layer *y, int mb) {
   if (l->kind == WL_CONV2D) {
     kn_conv s = {(int)S, (int)l->in.c, y->fh, (int)Wp, (int)l->out.c, l->kh, l->kw, l->stride, 0,
                  l->groups};
-    k->conv2d_fwd(out, r->ws, y->win[mb], y->w, rm_bias_of(y, y->w), &s, KN_MATH_FP32);
+    k->conv2d_fwd(out, r->ws, y->win[mb], y->w, real_model_bias_of(y, y->w), &s, KN_MATH_FP32);
     return;
   }
   kn_pool s = {(int)S, (int)l->in.c, y->fh, (int)Wp, l->kh, l->kw, l->stride, 0};
@@ -145,7 +146,8 @@ void rm_domain_forward(rm_rank *r, rm_layer *y, int mb) {
 
 /* ---- backward ------------------------------------------------------------------------------ */
 
-void rm_domain_take_rows(const rm_layer *y, float *slab, const float *full, int ilo, int ihi) {
+void real_model_domain_take_rows(const real_model_layer *y, float *slab, const float *full, int ilo,
+                                 int ihi) {
   const int64_t C = y->l->in.c, H = y->l->in.h, W = y->l->in.w, n = ihi - ilo;
   for (int64_t s = 0; s < y->S; s++)
     for (int64_t c = 0; c < C; c++) {
@@ -156,11 +158,12 @@ void rm_domain_take_rows(const rm_layer *y, float *slab, const float *full, int 
 }
 
 /* Batch norm backward on the slab: local sums into the parameter gradients and into bnst
- * (Σdy, Σdy·x̂ per channel); rm_domain_bn_done computes ΔX once bnst is summed over the group. */
-static void bn_backward_sums(rm_rank *r, rm_layer *y, int mb) {
+ * (Σdy, Σdy·x̂ per channel); real_model_domain_bn_done computes ΔX once bnst is summed over the
+ * group. */
+static void bn_backward_sums(real_model_rank *r, real_model_layer *y, int mb) {
   const wl_layer *l = y->l;
   const int64_t S = y->S, C = l->in.c, HW = y->s->cn * l->out.w;
-  const float *in = rm_layer_in(r, y, 0, mb), *dout = rm_din_ptr(r, y->index, mb);
+  const float *in = real_model_layer_in(r, y, 0, mb), *dout = real_model_din_ptr(r, y->index, mb);
   const float *mean = y->saved[mb], *rstd = mean + C;
   for (int64_t c = 0; c < C; c++) {
     double sdy = 0, sdyx = 0;
@@ -181,11 +184,11 @@ static void bn_backward_sums(rm_rank *r, rm_layer *y, int mb) {
 /* The output-gradient rows [blo, bhi) of a windowed layer (its own and the neighbours' halo
  * rows) into y->dext; max pooling instead scatters each row's gradient to its argmax (its own,
  * or the one the halo carries) within the rank's input rows of din. */
-static void dy_rows(rm_rank *r, rm_layer *y, int mb, float *din, int blo, int bhi) {
+static void dy_rows(real_model_rank *r, real_model_layer *y, int mb, float *din, int blo, int bhi) {
   const wl_layer *l = y->l;
   const int64_t S = y->S, Co = l->out.c, Wo = l->out.w, Ci = l->in.c, W = l->in.w;
   const int64_t c0 = y->s->c0, cn = y->s->cn;
-  const float *dout = rm_din_ptr(r, y->index, mb);
+  const float *dout = real_model_din_ptr(r, y->index, mb);
   const int nb = bhi - blo, up = y->hrows[1][0][0], dn = y->hrows[1][0][1];
   const gboolean mx = l->kind == WL_MAXPOOL;
   const int64_t rowf = Co * Wo; /* one row of every channel of one sample, in a halo buffer */
@@ -220,7 +223,7 @@ static void dy_rows(rm_rank *r, rm_layer *y, int mb, float *din, int blo, int bh
 /* The input gradient of the output-gradient rows [blo, bhi) in y->dext: the convolution's
  * transpose or the average pooling's backward on their padded input rows, of which the rank's
  * rows are added to din. */
-static void dx_rows(rm_rank *r, rm_layer *y, float *din, int blo, int bhi) {
+static void dx_rows(real_model_rank *r, real_model_layer *y, float *din, int blo, int bhi) {
   const wl_layer *l = y->l;
   const kn_backend *k = r->k;
   const int64_t S = y->S, Co = l->out.c, Ci = l->in.c, W = l->in.w, Wp = W + 2 * l->pad;
@@ -250,7 +253,7 @@ static void dx_rows(rm_rank *r, rm_layer *y, float *din, int blo, int bhi) {
  * reach them (its own and the neighbours' halo rows, Gholami et al. 2018's ΔY halo): the
  * convolution's transpose and the pooling backward run on them and the rank's rows are kept.
  * Batch norm: local sums (bn_backward_sums). */
-void rm_domain_backward(rm_rank *r, rm_layer *y, int mb, float *din) {
+void real_model_domain_backward(real_model_rank *r, real_model_layer *y, int mb, float *din) {
   const wl_layer *l = y->l;
   if (l->kind == WL_BATCHNORM) {
     bn_backward_sums(r, y, mb);
@@ -260,12 +263,12 @@ void rm_domain_backward(rm_rank *r, rm_layer *y, int mb, float *din) {
   if (l->kind == WL_CONV2D) {
     kn_conv s = {(int)S, (int)l->in.c, y->fh, (int)Wp, (int)l->out.c, l->kh, l->kw, l->stride,
                  0, l->groups};
-    r->k->conv2d_bwd(NULL, y->g, rm_bias_of(y, y->g), r->ws, rm_din_ptr(r, y->index, mb),
-                     y->win[mb], y->w, &s, KN_MATH_FP32);
+    r->k->conv2d_bwd(NULL, y->g, real_model_bias_of(y, y->g), r->ws,
+                     real_model_din_ptr(r, y->index, mb), y->win[mb], y->w, &s, KN_MATH_FP32);
   }
   if (!din) return;
   int blo = (int)c0, bhi = (int)(c0 + cn);
-  if (pl_domain_windowed(l)) pl_domain_needs(l, y->s->parts, r->tp_i, 1, &blo, &bhi);
+  if (plan_domain_windowed(l)) plan_domain_needs(l, y->s->parts, r->tp_i, 1, &blo, &bhi);
   if (bhi - blo <= 0) return;
   dy_rows(r, y, mb, din, blo, bhi);
   if (l->kind != WL_MAXPOOL) dx_rows(r, y, din, blo, bhi);
@@ -273,12 +276,12 @@ void rm_domain_backward(rm_rank *r, rm_layer *y, int mb, float *din) {
 
 /* ---- after the tp group's collectives ------------------------------------------------------ */
 
-void rm_domain_bn_done(rm_rank *r, rm_layer *y, gboolean fwd, int mb) {
+void real_model_domain_bn_done(real_model_rank *r, real_model_layer *y, gboolean fwd, int mb) {
   /* Ioffe & Szegedy 2015 with the group's sums */
   const wl_layer *l = y->l;
   const int64_t C = l->in.c, HW = y->s->cn * l->out.w, S = y->S;
   const double cnt = (double)S * l->out.h * l->out.w;
-  const float *in = rm_layer_in(r, y, 0, mb);
+  const float *in = real_model_layer_in(r, y, 0, mb);
   float *mean = y->saved[mb], *rstd = mean + C;
   if (fwd) {
     const float *sum = mean + 2 * C;
@@ -294,8 +297,8 @@ void rm_domain_bn_done(rm_rank *r, rm_layer *y, gboolean fwd, int mb) {
       }
     }
   } else if (l->inputs[0] != -1) {
-    const float *dout = rm_din_ptr(r, y->index, mb);
-    float *din = rm_din_ptr(r, l->inputs[0], mb);
+    const float *dout = real_model_din_ptr(r, y->index, mb);
+    float *din = real_model_din_ptr(r, l->inputs[0], mb);
     for (int64_t c = 0; c < C; c++) {
       const double sdy = y->bnst[c], sdyx = y->bnst[C + c];
       for (int64_t s = 0; s < S; s++) {
@@ -310,22 +313,22 @@ void rm_domain_bn_done(rm_rank *r, rm_layer *y, gboolean fwd, int mb) {
   }
 }
 
-int64_t rm_domain_pack_slabs(rm_rank *r, rm_layer *y, int mb) {
-  const rs_layer *ss = &r->rs[y->l->inputs[0]];
+int64_t real_model_domain_pack_slabs(real_model_rank *r, real_model_layer *y, int mb) {
+  const real_shard_layer *ss = &r->rs[y->l->inputs[0]];
   const int64_t C = y->l->in.c, W = y->l->in.w;
-  const float *from = rm_in_ptr(r, y->l->inputs[0], mb);
+  const float *from = real_model_in_ptr(r, y->l->inputs[0], mb);
   for (int64_t e = 0; e < y->S * C; e++)
     memcpy(y->part + e * ss->cmax * W, from + e * ss->cn * W,
            sizeof(float) * (size_t)(ss->cn * W));
   return y->S * C * ss->cmax * W;
 }
 
-void rm_domain_unpack_slabs(rm_rank *r, rm_layer *y, int mb) {
-  const rs_layer *ss = &r->rs[y->l->inputs[0]];
+void real_model_domain_unpack_slabs(real_model_rank *r, real_model_layer *y, int mb) {
+  const real_shard_layer *ss = &r->rs[y->l->inputs[0]];
   const int64_t C = y->l->in.c, H = y->l->in.h, W = y->l->in.w, cmax = ss->cmax;
   for (int t = 0; t < ss->parts; t++) {
     int lo, hi;
-    pl_domain_slab((int)H, ss->parts, t, &lo, &hi);
+    plan_domain_slab((int)H, ss->parts, t, &lo, &hi);
     const float *blk = y->gath + (size_t)t * y->S * C * cmax * W;
     for (int64_t e = 0; e < y->S * C; e++)
       memcpy(y->redist[mb] + (e * H + lo) * W, blk + e * cmax * W,
@@ -335,10 +338,10 @@ void rm_domain_unpack_slabs(rm_rank *r, rm_layer *y, int mb) {
 
 /* ---- halo messages ------------------------------------------------------------------------- */
 
-float *rm_halo_buf(rm_rank *r, const pl_op *op, int64_t *n) {
-  rm_layer *y = RM_LAY(r, op->layer);
+float *real_model_halo_buf(real_model_rank *r, const plan_op *op, int64_t *n) {
+  real_model_layer *y = REAL_MODEL_LAY(r, op->layer);
   const wl_layer *l = y->l;
-  const int dir = op->phase == PL_PH_BWD, send = op->kind == PL_SEND, k = op->peer > r->rank;
+  const int dir = op->phase == PLAN_PH_BWD, send = op->kind == PLAN_SEND, k = op->peer > r->rank;
   const int rows = y->hrows[dir][send][k], mb = op->microbatch;
   float *buf = y->halo[dir][send][k][mb];
   const int64_t S = y->S, rowf = y->hrow_f[dir];
@@ -355,7 +358,7 @@ float *rm_halo_buf(rm_rank *r, const pl_op *op, int64_t *n) {
   }
   /* output-gradient rows (and for max pooling their argmax after them) */
   const int64_t Co = l->out.c, Wo = l->out.w, cn = y->s->cn, r0 = k ? cn - rows : 0;
-  const float *dout = rm_din_ptr(r, y->index, mb);
+  const float *dout = real_model_din_ptr(r, y->index, mb);
   const int64_t half = S * Co * Wo * rows;
   for (int64_t s = 0; s < S; s++)
     for (int64_t c = 0; c < Co; c++)

@@ -57,22 +57,22 @@ static float init_value(const wl_layer *t, int t_index, int64_t e) {
     param_layout(t, &nw, &nb, &bound);
     if (t->kind == WL_BATCHNORM || t->kind == WL_LAYERNORM) return e < nw ? 1.0f : 0.0f;
   }
-  const uint64_t h = rm_hash4(RM_SEED_WEIGHTS, (uint64_t)t_index, (uint64_t)e, 0);
-  return (float)((2.0 * rm_unit(h) - 1.0) * bound);
+  const uint64_t h = real_model_hash4(REAL_MODEL_SEED_WEIGHTS, (uint64_t)t_index, (uint64_t)e, 0);
+  return (float)((2.0 * real_model_unit(h) - 1.0) * bound);
 }
 
 /* Local bias floats of a layer whose parameters are its own (0 without a bias). */
-static int64_t local_bias(const wl_layer *l, const rs_layer *s) {
+static int64_t local_bias(const wl_layer *l, const real_shard_layer *s) {
   if (!l->bias || (l->kind != WL_CONV2D && l->kind != WL_LINEAR)) return 0;
   switch (s->kind) {
-  case PL_SPLIT_ROWS:
-  case PL_SPLIT_COL: return s->cn;
-  case PL_SPLIT_QKV: return 3 * s->cn;
+  case PLAN_SPLIT_ROWS:
+  case PLAN_SPLIT_COL: return s->cn;
+  case PLAN_SPLIT_QKV: return 3 * s->cn;
   default: return l->out.c;
   }
 }
 
-float *rm_bias_of(const rm_layer *y, float *base) {
+float *real_model_bias_of(const real_model_layer *y, float *base) {
   const int64_t nb = local_bias(y->l, y->s);
   return base && nb > 0 && y->l->tied_to < 0 ? base + y->n_params - nb : NULL;
 }
@@ -80,12 +80,12 @@ float *rm_bias_of(const rm_layer *y, float *base) {
 /* Parameters of layer y: own, or the tied target's (here: borrowed; elsewhere: a copy of its
  * slice), initialised from the serial layout's seeds. FALSE (err set) when the layer's kind has
  * no known layout. */
-static gboolean layer_params(rm_rank *r, rm_layer *y, GError **err) {
+static gboolean layer_params(real_model_rank *r, real_model_layer *y, GError **err) {
   const wl_model *m = r->m;
   const wl_layer *l = y->l;
   const int t = l->tied_to;
   if (t >= 0 && t >= r->l0 && t < r->l1) {
-    const rm_layer *ty = RM_LAY(r, t);
+    const real_model_layer *ty = REAL_MODEL_LAY(r, t);
     y->w = ty->w, y->g = ty->g, y->n_params = ty->n_params;
     return TRUE;
   }
@@ -101,9 +101,9 @@ static gboolean layer_params(rm_rank *r, rm_layer *y, GError **err) {
     return FALSE;
   }
   y->own = TRUE;
-  y->n_params = rs_param_index(tl, &r->rs[ti], NULL);
+  y->n_params = real_shard_param_index(tl, &r->rs[ti], NULL);
   int64_t *idx = g_new(int64_t, y->n_params + 1);
-  rs_param_index(tl, &r->rs[ti], idx);
+  real_shard_param_index(tl, &r->rs[ti], idx);
   y->w = g_new(float, y->n_params);
   y->g = g_new0(float, y->n_params);
   y->m1 = g_new0(float, y->n_params);
@@ -115,7 +115,7 @@ static gboolean layer_params(rm_rank *r, rm_layer *y, GError **err) {
 
 /* ---- construction ------------------------------------------------------------------------- */
 
-float **rm_per_mb(int nmb, size_t floats) {
+float **real_model_per_mb(int nmb, size_t floats) {
   float **v = g_new(float *, nmb);
   for (int k = 0; k < nmb; k++) v[k] = g_new0(float, floats);
   return v;
@@ -130,31 +130,31 @@ static void free_per_mb(void **v, int nmb) {
 /* Layer y's activation buffers: outputs, output gradient, the tensor-parallel gathers and
  * partial input gradients, the domain halos. TRUE when the layer reads the model input: then
  * r->S_in and r->sub_in are its samples and *scratch grows to its input's floats. */
-static gboolean layer_buffers(rm_rank *r, rm_layer *y, size_t *scratch) {
+static gboolean layer_buffers(real_model_rank *r, real_model_layer *y, size_t *scratch) {
   const wl_layer *l = y->l;
-  const rs_layer *rs = r->rs;
+  const real_shard_layer *rs = r->rs;
   const int i = y->index;
   const int64_t S = y->S;
   const size_t out_n = (size_t)(S * rs[i].out_per);
   gboolean reads_input = FALSE;
-  y->out = rm_per_mb(r->nmb, out_n + RM_P2P_TRAILER_FLOATS);
+  y->out = real_model_per_mb(r->nmb, out_n + REAL_MODEL_P2P_TRAILER_FLOATS);
   y->dout = g_new0(float, out_n + 1);
   for (int k = 0; k < l->n_inputs; k++)
     if (l->inputs[k] == -1) {
       reads_input = TRUE;
       r->S_in = S;
       r->sub_in = rs[i].sub;
-      *scratch = MAX(*scratch, (size_t)(S * rm_shape_elems(&l->in)));
+      *scratch = MAX(*scratch, (size_t)(S * real_model_shape_elems(&l->in)));
     }
-  const size_t in_n = (size_t)(S * rm_shape_elems(&l->in));
+  const size_t in_n = (size_t)(S * real_model_shape_elems(&l->in));
   if (rs[i].redist) {
-    y->redist = rm_per_mb(r->nmb, in_n + 1);
+    y->redist = real_model_per_mb(r->nmb, in_n + 1);
     y->dpart = g_new0(float, in_n + 1);
     y->dred = g_new0(float, in_n + 1);
   }
-  if (rs[i].kind == PL_SPLIT_ROWS) {
-    const int64_t u = l->kind == WL_CONV2D ? rm_positions(&l->out) : 1;
-    const int64_t rows = l->kind == WL_CONV2D ? S : S * rm_positions(&l->in);
+  if (rs[i].kind == PLAN_SPLIT_ROWS) {
+    const int64_t u = l->kind == WL_CONV2D ? real_model_positions(&l->out) : 1;
+    const int64_t rows = l->kind == WL_CONV2D ? S : S * real_model_positions(&l->in);
     y->part = g_new0(float, (size_t)(rows * rs[i].cmax * u) + 1);
     y->gath = g_new0(float, (size_t)(rows * rs[i].cmax * u * rs[i].parts) + 1);
     y->dslice = g_new0(float, (size_t)(rows * rs[i].cmax * u) + 1);
@@ -164,8 +164,9 @@ static gboolean layer_buffers(rm_rank *r, rm_layer *y, size_t *scratch) {
     y->part = g_new0(float, blk + 1);
     y->gath = g_new0(float, blk * (size_t)rs[i - 1].parts + 1);
   }
-  if (rs[i].kind == PL_SPLIT_DOMAIN) rm_domain_alloc(r, y, r->tp_i);
-  if (rs[i].kind == PL_SPLIT_ROWS || rs[i].kind == PL_SPLIT_COL || rs[i].kind == PL_SPLIT_QKV) {
+  if (rs[i].kind == PLAN_SPLIT_DOMAIN) real_model_domain_alloc(r, y, r->tp_i);
+  if (rs[i].kind == PLAN_SPLIT_ROWS || rs[i].kind == PLAN_SPLIT_COL ||
+      rs[i].kind == PLAN_SPLIT_QKV) {
     if (!y->dpart) y->dpart = g_new0(float, in_n + 1);
     if (!y->dred) y->dred = g_new0(float, in_n + 1);
   }
@@ -174,9 +175,9 @@ static gboolean layer_buffers(rm_rank *r, rm_layer *y, size_t *scratch) {
 
 /* FALSE (err set) when the stage ends between layer i, a column linear, and the
  * vocabulary-parallel cross-entropy that reads its logits. */
-static gboolean stage_keeps_ce(const rm_rank *r, int i, GError **err) {
-  const rs_layer *rs = r->rs;
-  if (rs[i].kind == PL_SPLIT_COL && i + 1 < r->m->n_layers && rs[i + 1].kind == PL_SPLIT_CE &&
+static gboolean stage_keeps_ce(const real_model_rank *r, int i, GError **err) {
+  const real_shard_layer *rs = r->rs;
+  if (rs[i].kind == PLAN_SPLIT_COL && i + 1 < r->m->n_layers && rs[i + 1].kind == PLAN_SPLIT_CE &&
       i + 1 >= r->l1) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --pp %d: the stage boundary after "
                 "'%s' splits the vocabulary-parallel cross-entropy from its logits; use another "
@@ -189,29 +190,29 @@ static gboolean stage_keeps_ce(const rm_rank *r, int i, GError **err) {
 /* What forward keeps of layer y for backward, beyond the input and output (norm statistics,
  * probabilities, LRN scale, maxpool argmax, MoE state), and the loss targets when y is the
  * loss; grows *ws to the workspace floats its kernels need. */
-static void layer_saved(rm_rank *r, rm_layer *y, size_t *ws) {
+static void layer_saved(real_model_rank *r, real_model_layer *y, size_t *ws) {
   const wl_layer *l = y->l;
-  const rs_layer *sh = y->s;
+  const real_shard_layer *sh = y->s;
   const int64_t S = y->S;
   const size_t out_n = (size_t)(S * sh->out_per);
   size_t saved = 0;
-  const int64_t M = S * rm_positions(&l->in);
+  const int64_t M = S * real_model_positions(&l->in);
   switch (l->kind) {
   case WL_BATCHNORM: saved = 4 * (size_t)l->in.c; break; /* mean, rstd (, Σx, Σx²) */
   case WL_LAYERNORM: saved = 2 * (size_t)M; break;
   case WL_SOFTMAX_CE:
-    saved = sh->kind == PL_SPLIT_CE ? (size_t)(M * sh->cn + 3 * M) : (size_t)(M * l->in.c);
+    saved = sh->kind == PLAN_SPLIT_CE ? (size_t)(M * sh->cn + 3 * M) : (size_t)(M * l->in.c);
     break;
   case WL_LRN: saved = out_n; break;
   case WL_ATTENTION: {
-    const int heads = rm_attn_heads(y);
-    saved = (size_t)(S * heads * rm_positions(&l->in) * rm_positions(&l->in));
-    *ws = MAX(*ws, kn_attention_ws_floats((int)S, (int)rm_positions(&l->in), rm_attn_width(y),
-                                          heads, 1));
+    const int heads = real_model_attn_heads(y);
+    saved = (size_t)(S * heads * real_model_positions(&l->in) * real_model_positions(&l->in));
+    *ws = MAX(*ws, kn_attention_ws_floats((int)S, (int)real_model_positions(&l->in),
+                                          real_model_attn_width(y), heads, 1));
     break;
   }
   case WL_CONV2D: {
-    kn_conv s = rm_conv_shape(l, S);
+    kn_conv s = real_model_conv_shape(l, S);
     *ws = MAX(*ws, kn_conv_ws_floats(&s));
     break;
   }
@@ -220,12 +221,12 @@ static void layer_saved(rm_rank *r, rm_layer *y, size_t *ws) {
     for (int k = 0; k < r->nmb; k++) y->argmax[k] = g_new0(int, out_n + 1);
     break;
   case WL_MOE:
-    y->moe = rmoe_new(l, sh, r->c, M, r->nmb, r->k);
-    *ws = MAX(*ws, rmoe_ws_floats(y->moe));
+    y->moe = real_moe_new(l, sh, r->c, M, r->nmb, r->k);
+    *ws = MAX(*ws, real_moe_ws_floats(y->moe));
     break;
   default: break;
   }
-  if (saved) y->saved = rm_per_mb(r->nmb, saved);
+  if (saved) y->saved = real_model_per_mb(r->nmb, saved);
   if (l->kind == WL_SOFTMAX_CE) {
     r->lab = g_new(int *, r->nmb);
     for (int k = 0; k < r->nmb; k++) r->lab[k] = g_new0(int, M);
@@ -235,42 +236,42 @@ static void layer_saved(rm_rank *r, rm_layer *y, size_t *ws) {
 /* The rank's own buffers: the model input (features or tokens) when a layer here reads it, the
  * point-to-point activations and gradients to and from the neighbouring stages, the kernels'
  * workspace (ws floats) and the gradient sink (scratch floats). */
-static void rank_buffers(rm_rank *r, gboolean reads_input, size_t ws, size_t scratch) {
+static void rank_buffers(real_model_rank *r, gboolean reads_input, size_t ws, size_t scratch) {
   const wl_model *m = r->m;
-  const size_t trailer = RM_P2P_TRAILER_FLOATS;
+  const size_t trailer = REAL_MODEL_P2P_TRAILER_FLOATS;
   if (reads_input) {
-    const size_t n = (size_t)(r->S_in * rm_shape_elems(&m->input));
+    const size_t n = (size_t)(r->S_in * real_model_shape_elems(&m->input));
     if (m->vocab > 0) {
       r->tok = g_new(int *, r->nmb);
       for (int k = 0; k < r->nmb; k++) r->tok[k] = g_new0(int, n);
     } else {
-      r->x = rm_per_mb(r->nmb, n);
+      r->x = real_model_per_mb(r->nmb, n);
     }
   }
   if (r->l0 > 0) {
-    const rs_layer *p = &r->rs[r->l0 - 1];
+    const real_shard_layer *p = &r->rs[r->l0 - 1];
     const size_t n = (size_t)(p->S * p->out_per) + trailer;
-    r->act_in = rm_per_mb(r->nmb, n);
-    r->grad_out = rm_per_mb(r->nmb, n);
+    r->act_in = real_model_per_mb(r->nmb, n);
+    r->grad_out = real_model_per_mb(r->nmb, n);
   }
   if (r->l1 < m->n_layers) {
-    const rs_layer *p = &r->rs[r->l1 - 1];
-    r->grad_in = rm_per_mb(r->nmb, (size_t)(p->S * p->out_per) + trailer);
+    const real_shard_layer *p = &r->rs[r->l1 - 1];
+    r->grad_in = real_model_per_mb(r->nmb, (size_t)(p->S * p->out_per) + trailer);
   }
   r->ws = g_new0(float, ws);
   r->scratch = g_new0(float, scratch);
 }
 
-rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, int rank,
-                GError **err) {
+real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_rank *plan,
+                                int rank, GError **err) {
   int dp_i, tp_i, pp_i;
-  pl_coords(c, rank, &dp_i, &tp_i, &pp_i);
-  rs_layer *rs = g_new(rs_layer, m->n_layers);
-  if (!rs_plan(m, c, tp_i, dp_i % c->ep, rs, err)) {
+  plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
+  real_shard_layer *rs = g_new(real_shard_layer, m->n_layers);
+  if (!real_shard_plan(m, c, tp_i, dp_i % c->ep, rs, err)) {
     g_free(rs);
     return NULL;
   }
-  rm_rank *r = g_new0(rm_rank, 1);
+  real_model_rank *r = g_new0(real_model_rank, 1);
   r->m = m;
   r->c = c;
   r->k = &kn_cpu;
@@ -281,19 +282,19 @@ rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, i
   r->dp_i = dp_i;
   r->tp_i = tp_i;
   r->rank = rank;
-  r->L = g_new0(rm_layer, r->l1 - r->l0);
+  r->L = g_new0(real_model_layer, r->l1 - r->l0);
   r->loss_sum = g_new0(double, c->iters);
   size_t ws = 1, scratch = 1;
   gboolean reads_input = FALSE;
   for (int i = r->l0; i < r->l1; i++) {
-    rm_layer *y = RM_LAY(r, i);
+    real_model_layer *y = REAL_MODEL_LAY(r, i);
     y->l = &m->layers[i];
     y->index = i;
     y->s = &rs[i];
     y->S = rs[i].S;
     if (layer_buffers(r, y, &scratch)) reads_input = TRUE;
     if (!stage_keeps_ce(r, i, err) || !layer_params(r, y, err)) {
-      rm_free(r);
+      real_model_free(r);
       return NULL;
     }
     layer_saved(r, y, &ws);
@@ -303,7 +304,7 @@ rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, i
 }
 
 /* Frees what layer y owns (its buffers for nmb micro-batches; parameters when its own). */
-static void layer_free(rm_layer *y, int nmb) {
+static void layer_free(real_model_layer *y, int nmb) {
   if (y->own) {
     g_free(y->w);
     g_free(y->g);
@@ -320,7 +321,7 @@ static void layer_free(rm_layer *y, int nmb) {
   g_free(y->dslice);
   g_free(y->dpart);
   g_free(y->dred);
-  rmoe_free(y->moe);
+  real_moe_free(y->moe);
   for (int a = 0; a < 8; a++) free_per_mb((void **)y->halo[a / 4][a / 2 % 2][a % 2], nmb);
   free_per_mb((void **)y->win, nmb);
   g_free(y->dext);
@@ -329,9 +330,9 @@ static void layer_free(rm_layer *y, int nmb) {
   g_free(y->bnst);
 }
 
-void rm_free(rm_rank *r) {
+void real_model_free(real_model_rank *r) {
   if (!r) return;
-  for (int i = r->l0; i < r->l1; i++) layer_free(RM_LAY(r, i), r->nmb);
+  for (int i = r->l0; i < r->l1; i++) layer_free(REAL_MODEL_LAY(r, i), r->nmb);
   g_free(r->L);
   g_free(r->rs);
   free_per_mb((void **)r->x, r->nmb);
@@ -348,32 +349,32 @@ void rm_free(rm_rank *r) {
 
 /* ---- where things live --------------------------------------------------------------------- */
 
-const float *rm_in_ptr(rm_rank *r, int src, int mb) {
+const float *real_model_in_ptr(real_model_rank *r, int src, int mb) {
   if (src == -1) return r->x ? r->x[mb] : NULL;
   if (src < r->l0) return r->act_in[mb];
-  return RM_LAY(r, src)->out[mb];
+  return REAL_MODEL_LAY(r, src)->out[mb];
 }
 
-const float *rm_layer_in(rm_rank *r, const rm_layer *y, int k, int mb) {
-  return k == 0 && y->redist ? y->redist[mb] : rm_in_ptr(r, y->l->inputs[k], mb);
+const float *real_model_layer_in(real_model_rank *r, const real_model_layer *y, int k, int mb) {
+  return k == 0 && y->redist ? y->redist[mb] : real_model_in_ptr(r, y->l->inputs[k], mb);
 }
 
-float *rm_din_ptr(rm_rank *r, int src, int mb) {
+float *real_model_din_ptr(real_model_rank *r, int src, int mb) {
   if (src == -1) return r->scratch;
   if (src < r->l0) return r->grad_out[mb];
   if (src == r->l1 - 1 && r->grad_in) return r->grad_in[mb];
-  return RM_LAY(r, src)->dout;
+  return REAL_MODEL_LAY(r, src)->dout;
 }
 
-void rm_rows_geom(const rm_layer *y, int64_t *rows, int64_t *u) {
+void real_model_rows_geom(const real_model_layer *y, int64_t *rows, int64_t *u) {
   const gboolean conv = y->l->kind == WL_CONV2D;
-  *rows = conv ? y->S : y->S * rm_positions(&y->l->in);
-  *u = conv ? rm_positions(&y->l->out) : 1;
+  *rows = conv ? y->S : y->S * real_model_positions(&y->l->in);
+  *u = conv ? real_model_positions(&y->l->out) : 1;
 }
 
-const float *rm_layer_params(const rm_rank *r, int layer, int64_t *n) {
+const float *real_model_layer_params(const real_model_rank *r, int layer, int64_t *n) {
   if (layer < r->l0 || layer >= r->l1) return NULL;
-  const rm_layer *y = &r->L[layer - r->l0];
+  const real_model_layer *y = &r->L[layer - r->l0];
   if (!y->own || y->l->tied_to >= 0) return NULL;
   *n = y->n_params;
   return y->w;

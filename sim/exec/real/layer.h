@@ -1,15 +1,16 @@
 /* layer.h — what the files of the real executor's model share (private to sim/exec/real): the
- * state of one rank (rm_rank) and of each of its layers (rm_layer), the seeded values and
- * shapes, and where a layer's input, output gradient and bias live.
+ * state of one rank (real_model_rank) and of each of its layers (real_model_layer), the seeded
+ * values and shapes, and where a layer's input, output gradient and bias live.
  *
- *   layer.c   builds and frees the state (rm_new, rm_free), the lookups declared below
- *   model.c   the model: the iteration's data, forward and backward of every layer kind, the
- *             optimizer step (rm_iter_begin, rm_kernel)
+ *   layer.c   builds and frees the state (real_model_new, real_model_free), the lookups declared
+ * below model.c   the model: the iteration's data, forward and backward of every layer kind, the
+ *             optimizer step (real_model_iter_begin, real_model_kernel)
  *   domain.c  domain parallelism (--domain conv): row slabs, halos, their batch norm
- *   xfer.c    the buffers the communication thread moves (rm_act_in, ..., rm_coll_begin)
+ *   xfer.c    the buffers the communication thread moves (real_model_act_in, ...,
+ * real_model_coll_begin)
  *
  * Every kernel runs through the rank's backend table r->k (kernels/kernels.h), so another
- * backend than the CPU twins can be dropped in where rm_new sets it.
+ * backend than the CPU twins can be dropped in where real_model_new sets it.
  */
 #ifndef DL_REAL_LAYER_H
 #define DL_REAL_LAYER_H
@@ -22,9 +23,14 @@
 #include "exec/real/shard.h"
 #include "kernels.h"
 
-/* What each seeded value is drawn for (the first key of rm_hash4; see model.h). */
-enum { RM_SEED_WEIGHTS = 1, RM_SEED_INPUT = 2, RM_SEED_TOKENS = 3, RM_SEED_LABELS = 4,
-       RM_SEED_DROPOUT = 5 };
+/* What each seeded value is drawn for (the first key of real_model_hash4; see model.h). */
+enum {
+  REAL_MODEL_SEED_WEIGHTS = 1,
+  REAL_MODEL_SEED_INPUT = 2,
+  REAL_MODEL_SEED_TOKENS = 3,
+  REAL_MODEL_SEED_LABELS = 4,
+  REAL_MODEL_SEED_DROPOUT = 5
+};
 
 typedef struct {
   const wl_layer *l;   /* the workload layer (borrowed) */
@@ -39,17 +45,17 @@ typedef struct {
   float **saved;       /* [m] floats kept for backward (norm statistics, probabilities, LRN
                           scale), NULL when the kind keeps none beyond in/out */
   int **argmax;        /* [m] maxpool argmax, S·out_elems ints; NULL otherwise */
-  const rs_layer *s;   /* the rank's slice of the layer (real_shard.h) */
+  const real_shard_layer *s;   /* the rank's slice of the layer (real_shard.h) */
   int64_t S;           /* samples of one micro-batch (s->S) */
   float **redist;      /* [m] the tp group's all-gather of the input (s->redist), else NULL */
-  float *part;         /* PL_SPLIT_ROWS: the output block, cmax channels per row (all-gather
+  float *part;         /* PLAN_SPLIT_ROWS: the output block, cmax channels per row (all-gather
                           input) */
-  float *gath;         /* PL_SPLIT_ROWS: the all-gathered blocks, parts × part */
-  float *dslice;       /* PL_SPLIT_ROWS: this rank's columns of the output gradient */
+  float *gath;         /* PLAN_SPLIT_ROWS: the all-gathered blocks, parts × part */
+  float *dslice;       /* PLAN_SPLIT_ROWS: this rank's columns of the output gradient */
   float *dpart;        /* partial input gradient, summed over tp before it joins the input's */
   float *dred;         /* its all-reduced value */
-  rm_moe *moe;         /* mixture of experts state (real_moe.h), NULL otherwise */
-  /* PL_SPLIT_DOMAIN (--domain conv): rows of the image */
+  real_moe *moe;         /* mixture of experts state (real_moe.h), NULL otherwise */
+  /* PLAN_SPLIT_DOMAIN (--domain conv): rows of the image */
   int ilo, ihi;        /* the input rows this rank holds (its source's slab) */
   int hrows[2][2][2];  /* halo rows [fwd: input rows / bwd: output-gradient rows][recv/send]
                           [up (tp_i − 1) / down (tp_i + 1)], as plan.c's domain_roles */
@@ -63,9 +69,9 @@ typedef struct {
   float *dinx;         /* their input gradient on the padded rows */
   float *dwx;          /* convolution: weight gradient of that pass (discarded) */
   float *bnst;         /* batch norm: Σdy and Σdy·x̂ per channel, summed over the tp group */
-} rm_layer;
+} real_model_layer;
 
-struct rm_rank {
+struct real_model_rank {
   const wl_model *m;   /* borrowed */
   const cfg_run *c;    /* borrowed */
   const kn_backend *k; /* the kernels every op runs (borrowed: &kn_cpu) */
@@ -73,9 +79,9 @@ struct rm_rank {
   int nmb;             /* micro-batches m */
   int dp_i, tp_i;      /* data-parallel and tensor-parallel index */
   int rank;            /* this rank (halo neighbours are rank ± 1) */
-  rs_layer *rs;        /* [n_layers] the rank's slice of every layer (owned) */
+  real_shard_layer *rs;        /* [n_layers] the rank's slice of every layer (owned) */
   int64_t S_in, sub_in;/* samples of the model input per micro-batch and their first (rs) */
-  rm_layer *L;         /* l1 - l0 layers */
+  real_model_layer *L;         /* l1 - l0 layers */
   float **x;           /* [m] model input (features or pixels), NULL when unused here */
   int **tok;           /* [m] token ids, NULL when unused here */
   int **lab;           /* [m] loss targets, NULL when the loss is elsewhere */
@@ -88,100 +94,101 @@ struct rm_rank {
 };
 
 /* Layer i (model index, l0 <= i < l1) of rank r. */
-#define RM_LAY(r, i) (&(r)->L[(i) - (r)->l0])
+#define REAL_MODEL_LAY(r, i) (&(r)->L[(i) - (r)->l0])
 
 /* ---- seeded values ------------------------------------------------------------------------- */
 
-static inline uint64_t rm_mix(uint64_t z) { /* SplitMix64 (Steele, Lea & Flood 2014) */
+static inline uint64_t real_model_mix(uint64_t z) { /* SplitMix64 (Steele, Lea & Flood 2014) */
   z += 0x9E3779B97F4A7C15ULL;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
 }
 
-/* The hash of four keys (the first an RM_SEED_*). */
-static inline uint64_t rm_hash4(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-  return rm_mix(rm_mix(rm_mix(rm_mix(a) ^ b) ^ c) ^ d);
+/* The hash of four keys (the first an REAL_MODEL_SEED_*). */
+static inline uint64_t real_model_hash4(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  return real_model_mix(real_model_mix(real_model_mix(real_model_mix(a) ^ b) ^ c) ^ d);
 }
 
 /* A hash as a double uniform in [0, 1). */
-static inline double rm_unit(uint64_t h) {
+static inline double real_model_unit(uint64_t h) {
   return (double)(h >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* ---- shapes -------------------------------------------------------------------------------- */
 
-static inline int64_t rm_positions(const wl_shape *s) { return s->h * s->w; }
-static inline int64_t rm_shape_elems(const wl_shape *s) { return s->c * s->h * s->w; }
+static inline int64_t real_model_positions(const wl_shape *s) { return s->h * s->w; }
+static inline int64_t real_model_shape_elems(const wl_shape *s) { return s->c * s->h * s->w; }
 
 /* The kernel shape of convolution `l` on S samples. */
-static inline kn_conv rm_conv_shape(const wl_layer *l, int64_t S) {
+static inline kn_conv real_model_conv_shape(const wl_layer *l, int64_t S) {
   kn_conv s = {(int)S, (int)l->in.c, (int)l->in.h, (int)l->in.w, (int)l->out.c, l->kh, l->kw,
                l->stride, l->pad, l->groups};
   return s;
 }
 
 /* The heads and the width (floats per position: q, k or v of them) of an attention layer on
- * this rank: a slice of them under Megatron's PL_SPLIT_LOCAL. */
-static inline int rm_attn_heads(const rm_layer *y) {
-  return y->s->kind == PL_SPLIT_LOCAL ? y->l->heads / y->s->parts : y->l->heads;
+ * this rank: a slice of them under Megatron's PLAN_SPLIT_LOCAL. */
+static inline int real_model_attn_heads(const real_model_layer *y) {
+  return y->s->kind == PLAN_SPLIT_LOCAL ? y->l->heads / y->s->parts : y->l->heads;
 }
-static inline int rm_attn_width(const rm_layer *y) {
-  return (int)(y->s->kind == PL_SPLIT_LOCAL ? y->s->cn : y->l->out.c);
+static inline int real_model_attn_width(const real_model_layer *y) {
+  return (int)(y->s->kind == PLAN_SPLIT_LOCAL ? y->s->cn : y->l->out.c);
 }
 
 /* ---- layer.c: buffers ---------------------------------------------------------------------- */
 
 /* nmb zeroed buffers of `floats` floats each (owned by the caller; free with g_free each, then
  * the array). */
-float **rm_per_mb(int nmb, size_t floats);
+float **real_model_per_mb(int nmb, size_t floats);
 
 /* The output of layer `src` for micro-batch mb: the model input's features when src is -1 (NULL
  * when the input is tokens or not read here), the previous stage's activation when src is
  * before the stage. */
-const float *rm_in_ptr(rm_rank *r, int src, int mb);
+const float *real_model_in_ptr(real_model_rank *r, int src, int mb);
 
 /* Input k of layer y: the tp group's all-gather of it for the first layer of an fc-only grid. */
-const float *rm_layer_in(rm_rank *r, const rm_layer *y, int k, int mb);
+const float *real_model_layer_in(real_model_rank *r, const real_model_layer *y, int k, int mb);
 
 /* Where the gradient of layer `src`'s output accumulates (the scratch sink for the model input). */
-float *rm_din_ptr(rm_rank *r, int src, int mb);
+float *real_model_din_ptr(real_model_rank *r, int src, int mb);
 
-/* PL_SPLIT_ROWS geometry: `rows` blocks of `u` floats per channel (conv: images × H·W; linear:
+/* PLAN_SPLIT_ROWS geometry: `rows` blocks of `u` floats per channel (conv: images × H·W; linear:
  * rows × 1), `d` channels in all. */
-void rm_rows_geom(const rm_layer *y, int64_t *rows, int64_t *u);
+void real_model_rows_geom(const real_model_layer *y, int64_t *rows, int64_t *u);
 
 /* The bias of a layer that owns its parameters within `base` (its w or g), NULL when it has
  * none. */
-float *rm_bias_of(const rm_layer *y, float *base);
+float *real_model_bias_of(const real_model_layer *y, float *base);
 
-/* ---- domain.c: domain parallelism (PL_SPLIT_DOMAIN) --------------------------------------- */
+/* ---- domain.c: domain parallelism (PLAN_SPLIT_DOMAIN) --------------------------------------- */
 
-/* Allocates layer y's PL_SPLIT_DOMAIN buffers on the rank with tp index tp_i: the halo rows of a
+/* Allocates layer y's PLAN_SPLIT_DOMAIN buffers on the rank with tp index tp_i: the halo rows of a
  * windowed layer (plan.c's domain_roles), its padded window, and the backward's staging. */
-void rm_domain_alloc(rm_rank *r, rm_layer *y, int tp_i);
+void real_model_domain_alloc(real_model_rank *r, real_model_layer *y, int tp_i);
 
 /* TRUE when domain.c computes layer y: convolution, pooling or batch norm on a row slab (the
  * other kinds of the domain part run their kernels on the slab as it is). */
-gboolean rm_domain_layer(const rm_layer *y);
+gboolean real_model_domain_layer(const real_model_layer *y);
 
 /* Forward and backward of such a layer for micro-batch mb; `din` the gradient of its input
  * slab (NULL: the model input, which needs none). Batch norm computes local sums only: the tp
- * group's all-reduce and rm_domain_bn_done finish it. */
-void rm_domain_forward(rm_rank *r, rm_layer *y, int mb);
-void rm_domain_backward(rm_rank *r, rm_layer *y, int mb, float *din);
+ * group's all-reduce and real_model_domain_bn_done finish it. */
+void real_model_domain_forward(real_model_rank *r, real_model_layer *y, int mb);
+void real_model_domain_backward(real_model_rank *r, real_model_layer *y, int mb, float *din);
 
-/* Batch norm after its statistics' all-reduce (PL_WHY_BN_STATS): forward normalises with the
+/* Batch norm after its statistics' all-reduce (PLAN_WHY_BN_STATS): forward normalises with the
  * group's mean and variance, backward adds the input gradient ΔX. */
-void rm_domain_bn_done(rm_rank *r, rm_layer *y, gboolean fwd, int mb);
+void real_model_domain_bn_done(real_model_rank *r, real_model_layer *y, gboolean fwd, int mb);
 
 /* Adds rows [ilo, ihi) of a whole-image gradient (S × C × H × W) into this rank's slab. */
-void rm_domain_take_rows(const rm_layer *y, float *slab, const float *full, int ilo, int ihi);
+void real_model_domain_take_rows(const real_model_layer *y, float *slab, const float *full, int ilo,
+                                 int ihi);
 
 /* The first layer after the domain part (s->redist_rows): packs the input slab into y->part,
- * cmax rows per channel, and returns the floats each member sends; rm_domain_unpack_slabs puts
- * the all-gathered slabs (y->gath) together as the whole input (S, C, H, W) in y->redist. */
-int64_t rm_domain_pack_slabs(rm_rank *r, rm_layer *y, int mb);
-void rm_domain_unpack_slabs(rm_rank *r, rm_layer *y, int mb);
+ * cmax rows per channel, and returns the floats each member sends; real_model_domain_unpack_slabs
+ * puts the all-gathered slabs (y->gath) together as the whole input (S, C, H, W) in y->redist. */
+int64_t real_model_domain_pack_slabs(real_model_rank *r, real_model_layer *y, int mb);
+void real_model_domain_unpack_slabs(real_model_rank *r, real_model_layer *y, int mb);
 
 #endif

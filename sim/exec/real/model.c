@@ -33,20 +33,20 @@ static kn_pool pool_shape(const wl_layer *l, int64_t S) {
 
 /* An embedding of the positions (the table is indexed by the position, not the token). */
 static gboolean position_table(const wl_model *m, const wl_layer *l) {
-  return l->vocab != m->vocab && l->vocab == rm_positions(&l->in);
+  return l->vocab != m->vocab && l->vocab == real_model_positions(&l->in);
 }
 
 /* The input channels and output channels a layer computes with on this rank (heads:
- * rm_attn_heads). */
-static int64_t local_in_c(const rm_layer *y) {
-  return y->s->kind == PL_SPLIT_ROW || y->s->kind == PL_SPLIT_LOCAL ? y->l->in.c / y->s->parts
+ * real_model_attn_heads). */
+static int64_t local_in_c(const real_model_layer *y) {
+  return y->s->kind == PLAN_SPLIT_ROW || y->s->kind == PLAN_SPLIT_LOCAL ? y->l->in.c / y->s->parts
                                                                     : y->l->in.c;
 }
 
-static int64_t local_out_c(const rm_layer *y) {
-  const rs_layer *sh = y->s;
-  return sh->kind == PL_SPLIT_ROWS || sh->kind == PL_SPLIT_COL ? sh->cn
-         : sh->kind == PL_SPLIT_QKV                           ? 3 * sh->cn
+static int64_t local_out_c(const real_model_layer *y) {
+  const real_shard_layer *sh = y->s;
+  return sh->kind == PLAN_SPLIT_ROWS || sh->kind == PLAN_SPLIT_COL ? sh->cn
+         : sh->kind == PLAN_SPLIT_QKV                           ? 3 * sh->cn
                                                               : y->l->out.c;
 }
 
@@ -54,38 +54,41 @@ static int64_t local_out_c(const rm_layer *y) {
 
 /* Global index of sample `sub + s` of micro-batch mb of the rank's data-parallel row, within
  * iteration `iter`'s data (`sub`: the rank's first sample of the row's micro-batch, rs.h). */
-static uint64_t sample_id(const rm_rank *r, int iter, int mb, int64_t sub, int64_t s) {
+static uint64_t sample_id(const real_model_rank *r, int iter, int mb, int64_t sub, int64_t s) {
   const uint64_t row = (uint64_t)(r->c->batch / r->c->dp);
   uint64_t g =
       (uint64_t)r->dp_i * row + (uint64_t)mb * (row / (uint64_t)r->nmb) + (uint64_t)sub + s;
   return (uint64_t)iter * (uint64_t)r->c->batch + g;
 }
 
-void rm_iter_begin(rm_rank *r, int iter) {
+void real_model_iter_begin(real_model_rank *r, int iter) {
   for (int i = r->l0; i < r->l1; i++) {
-    rm_layer *y = RM_LAY(r, i);
+    real_model_layer *y = REAL_MODEL_LAY(r, i);
     if (y->own) memset(y->g, 0, sizeof(float) * (size_t)y->n_params);
   }
-  const int64_t per = rm_shape_elems(&r->m->input);
+  const int64_t per = real_model_shape_elems(&r->m->input);
   for (int mb = 0; mb < r->nmb; mb++) {
     for (int64_t s = 0; s < r->S_in; s++) {
       const uint64_t g = sample_id(r, iter, mb, r->sub_in, s);
       for (int64_t e = 0; r->x && e < per; e++)
-        r->x[mb][s * per + e] =
-            (float)(2.0 * rm_unit(rm_hash4(RM_SEED_INPUT, g, (uint64_t)e, 0)) - 1.0);
+        r->x[mb][s * per + e] = (float)(2.0 * real_model_unit(real_model_hash4(
+                                                  REAL_MODEL_SEED_INPUT, g, (uint64_t)e, 0)) -
+                                        1.0);
       for (int64_t e = 0; r->tok && e < per; e++)
         r->tok[mb][s * per + e] =
-            (int)(rm_hash4(RM_SEED_TOKENS, g, (uint64_t)e, 0) % (uint64_t)r->m->vocab);
+            (int)(real_model_hash4(REAL_MODEL_SEED_TOKENS, g, (uint64_t)e, 0) %
+                  (uint64_t)r->m->vocab);
     }
     if (r->lab) {
       const int li = r->m->n_layers - 1;
       const wl_layer *l = &r->m->layers[li];
-      const int64_t rows = rm_positions(&l->in);
+      const int64_t rows = real_model_positions(&l->in);
       for (int64_t s = 0; s < r->rs[li].S; s++) {
         const uint64_t g = sample_id(r, iter, mb, r->rs[li].sub, s);
         for (int64_t p = 0; p < rows; p++)
           r->lab[mb][s * rows + p] =
-              (int)(rm_hash4(RM_SEED_LABELS, g, (uint64_t)p, 0) % (uint64_t)l->in.c);
+              (int)(real_model_hash4(REAL_MODEL_SEED_LABELS, g, (uint64_t)p, 0) %
+                    (uint64_t)l->in.c);
       }
     }
   }
@@ -94,10 +97,10 @@ void rm_iter_begin(rm_rank *r, int iter) {
 /* ---- forward ------------------------------------------------------------------------------- */
 
 /* The parallel cross-entropy's max: the row maxima of layer y's logits `out` (M rows of this
- * rank's oc words) into the saved floats of the PL_SPLIT_CE layer that follows it. */
-static void ce_row_max(rm_rank *r, const rm_layer *y, int mb, const float *out, int64_t M,
-                       int64_t oc) {
-  float *mx = RM_LAY(r, y->index + 1)->saved[mb] + M * oc;
+ * rank's oc words) into the saved floats of the PLAN_SPLIT_CE layer that follows it. */
+static void ce_row_max(real_model_rank *r, const real_model_layer *y, int mb, const float *out,
+                       int64_t M, int64_t oc) {
+  float *mx = REAL_MODEL_LAY(r, y->index + 1)->saved[mb] + M * oc;
   for (int64_t row = 0; row < M; row++) {
     const float *z = out + row * oc;
     float v = z[0];
@@ -106,11 +109,11 @@ static void ce_row_max(rm_rank *r, const rm_layer *y, int mb, const float *out, 
   }
 }
 
-/* PL_SPLIT_VOCAB embedding of M tokens into `out` (n floats): this rank's rows; the others' are
+/* PLAN_SPLIT_VOCAB embedding of M tokens into `out` (n floats): this rank's rows; the others' are
  * summed in by the all-reduce. */
-static void embedding_vocab_fwd(rm_rank *r, const rm_layer *y, float *out, int mb, int64_t M,
-                                int64_t n) {
-  const rs_layer *sh = y->s;
+static void embedding_vocab_fwd(real_model_rank *r, const real_model_layer *y, float *out, int mb,
+                                int64_t M, int64_t n) {
+  const real_shard_layer *sh = y->s;
   const int64_t C = y->l->out.c;
   memset(out, 0, sizeof(float) * (size_t)n);
   for (int64_t t = 0; t < M; t++) {
@@ -119,10 +122,11 @@ static void embedding_vocab_fwd(rm_rank *r, const rm_layer *y, float *out, int m
   }
 }
 
-/* PL_SPLIT_CE cross-entropy of M rows of logits `in`: Σ exp(z − max) and the target's logit over
+/* PLAN_SPLIT_CE cross-entropy of M rows of logits `in`: Σ exp(z − max) and the target's logit over
  * this rank's words, into the saved floats after the maxima. */
-static void softmax_ce_split_fwd(rm_rank *r, rm_layer *y, const float *in, int mb, int64_t M) {
-  const rs_layer *sh = y->s;
+static void softmax_ce_split_fwd(real_model_rank *r, real_model_layer *y, const float *in, int mb,
+                                 int64_t M) {
+  const real_shard_layer *sh = y->s;
   const int64_t V = sh->cn;
   const float *z = in;
   float *st = y->saved[mb] + M * V, *mx = st, *sum = st + M, *zt = st + 2 * M;
@@ -135,46 +139,48 @@ static void softmax_ce_split_fwd(rm_rank *r, rm_layer *y, const float *in, int m
   }
 }
 
-/* PL_SPLIT_ROWS: packs the output block (y->dslice), cmax channels per row, for the all-gather. */
-static void rows_pack(rm_layer *y) {
-  const rs_layer *sh = y->s;
+/* PLAN_SPLIT_ROWS: packs the output block (y->dslice), cmax channels per row, for the all-gather.
+ */
+static void rows_pack(real_model_layer *y) {
+  const real_shard_layer *sh = y->s;
   int64_t rows, u;
-  rm_rows_geom(y, &rows, &u);
+  real_model_rows_geom(y, &rows, &u);
   for (int64_t row = 0; row < rows; row++)
     memcpy(y->part + row * sh->cmax * u, y->dslice + row * sh->cn * u,
            sizeof(float) * (size_t)(sh->cn * u));
 }
 
-/* The kernel of layer y's kind, forward, for micro-batch mb of iteration iter (a PL_SPLIT_ROWS
+/* The kernel of layer y's kind, forward, for micro-batch mb of iteration iter (a PLAN_SPLIT_ROWS
  * conv/linear writes this rank's channels to y->dslice, the others y->out[mb]). */
-static void forward_kind(rm_rank *r, rm_layer *y, int mb, int iter, gboolean experts) {
+static void forward_kind(real_model_rank *r, real_model_layer *y, int mb, int iter,
+                         gboolean experts) {
   const wl_layer *l = y->l;
-  const rs_layer *sh = y->s;
-  const int64_t S = y->S, M = S * rm_positions(&l->in), n = S * sh->out_per;
-  const float *in = rm_layer_in(r, y, 0, mb);
+  const real_shard_layer *sh = y->s;
+  const int64_t S = y->S, M = S * real_model_positions(&l->in), n = S * sh->out_per;
+  const float *in = real_model_layer_in(r, y, 0, mb);
   float *out = y->out[mb];
   const kn_backend *k = r->k;
-  const float *bias = rm_bias_of(y, y->w);
+  const float *bias = real_model_bias_of(y, y->w);
   switch (l->kind) {
   case WL_CONV2D: {
-    kn_conv s = rm_conv_shape(l, S);
-    if (sh->kind == PL_SPLIT_ROWS) s.C_out = (int)sh->cn;
-    k->conv2d_fwd(sh->kind == PL_SPLIT_ROWS ? y->dslice : out, r->ws, in, y->w, bias, &s,
+    kn_conv s = real_model_conv_shape(l, S);
+    if (sh->kind == PLAN_SPLIT_ROWS) s.C_out = (int)sh->cn;
+    k->conv2d_fwd(sh->kind == PLAN_SPLIT_ROWS ? y->dslice : out, r->ws, in, y->w, bias, &s,
                   KN_MATH_FP32);
     break;
   }
   case WL_LINEAR: {
     const int64_t oc = local_out_c(y), ic = local_in_c(y);
-    if (sh->kind == PL_SPLIT_ROW && r->tp_i != 0) bias = NULL; /* added once before the sum */
-    k->linear_fwd(sh->kind == PL_SPLIT_ROWS ? y->dslice : out, in, y->w, bias, (int)M, (int)ic,
+    if (sh->kind == PLAN_SPLIT_ROW && r->tp_i != 0) bias = NULL; /* added once before the sum */
+    k->linear_fwd(sh->kind == PLAN_SPLIT_ROWS ? y->dslice : out, in, y->w, bias, (int)M, (int)ic,
                   (int)oc, KN_MATH_FP32);
-    if (y->index + 1 < r->l1 && r->rs[y->index + 1].kind == PL_SPLIT_CE)
+    if (y->index + 1 < r->l1 && r->rs[y->index + 1].kind == PLAN_SPLIT_CE)
       ce_row_max(r, y, mb, out, M, oc);
     break;
   }
   case WL_BATCHNORM:
     k->batchnorm_fwd(out, y->saved[mb], y->saved[mb] + l->in.c, in, y->w, y->w + l->in.c, (int)S,
-                     (int)l->in.c, (int)rm_positions(&l->in));
+                     (int)l->in.c, (int)real_model_positions(&l->in));
     break;
   case WL_LAYERNORM:
     k->layernorm_fwd(out, y->saved[mb], y->saved[mb] + M, in, y->w, y->w + l->in.c, (int)M,
@@ -192,21 +198,21 @@ static void forward_kind(rm_rank *r, rm_layer *y, int mb, int iter, gboolean exp
     k->avgpool_fwd(out, in, &s);
     break;
   }
-  case WL_ADD: k->add_fwd(out, in, rm_layer_in(r, y, 1, mb), (long)n); break;
+  case WL_ADD: k->add_fwd(out, in, real_model_layer_in(r, y, 1, mb), (long)n); break;
   case WL_FLATTEN: memcpy(out, in, sizeof(float) * (size_t)n); break;
   case WL_EMBEDDING:
-    if (sh->kind == PL_SPLIT_VOCAB)
+    if (sh->kind == PLAN_SPLIT_VOCAB)
       embedding_vocab_fwd(r, y, out, mb, M, n);
     else
       k->embedding_fwd(out, position_table(r->m, l) ? NULL : r->tok[mb], y->w, NULL, (int)S,
-                       (int)rm_positions(&l->in), (int)l->out.c);
+                       (int)real_model_positions(&l->in), (int)l->out.c);
     break;
   case WL_ATTENTION:
-    k->attention_fwd(out, y->saved[mb], r->ws, in, (int)S, (int)rm_positions(&l->in),
-                     rm_attn_width(y), rm_attn_heads(y), KN_MATH_FP32);
+    k->attention_fwd(out, y->saved[mb], r->ws, in, (int)S, (int)real_model_positions(&l->in),
+                     real_model_attn_width(y), real_model_attn_heads(y), KN_MATH_FP32);
     break;
   case WL_SOFTMAX_CE:
-    if (sh->kind == PL_SPLIT_CE) {
+    if (sh->kind == PLAN_SPLIT_CE) {
       softmax_ce_split_fwd(r, y, in, mb, M);
     } else {
       double loss = k->softmax_ce_fwd(y->saved[mb], in, r->lab[mb], (int)M, (int)l->in.c);
@@ -214,19 +220,19 @@ static void forward_kind(rm_rank *r, rm_layer *y, int mb, int iter, gboolean exp
     }
     break;
   case WL_LRN:
-    k->lrn_fwd(out, y->saved[mb], in, (int)S, (int)l->in.c, (int)rm_positions(&l->in), l->kh,
-               LRN_ALPHA, LRN_BETA, LRN_K);
+    k->lrn_fwd(out, y->saved[mb], in, (int)S, (int)l->in.c, (int)real_model_positions(&l->in),
+               l->kh, LRN_ALPHA, LRN_BETA, LRN_K);
     break;
   case WL_DROPOUT: {
     const int64_t per = l->out_elems;
     for (int64_t s = 0; s < S; s++)
       k->dropout_fwd(out + s * per, in + s * per, (long)per, DROPOUT_P,
-                     rm_hash4(RM_SEED_DROPOUT, (uint64_t)y->index,
+                     real_model_hash4(REAL_MODEL_SEED_DROPOUT, (uint64_t)y->index,
                               sample_id(r, iter, mb, sh->sub, s), 0));
     break;
   }
   case WL_MOE:
-    rmoe_forward(y->moe, experts, out, in, y->w, mb);
+    real_moe_forward(y->moe, experts, out, in, y->w, mb);
     break;
   case WL_N_LAYER_KINDS: break;
   }
@@ -234,27 +240,27 @@ static void forward_kind(rm_rank *r, rm_layer *y, int mb, int iter, gboolean exp
 
 /* Forward op of layer i for micro-batch mb of iteration iter (`experts`: an MoE layer's experts
  * op, else its router op). */
-static void forward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
-  rm_layer *y = RM_LAY(r, i);
-  if (rm_domain_layer(y)) {
-    rm_domain_forward(r, y, mb);
+static void forward(real_model_rank *r, int i, int mb, int iter, gboolean experts) {
+  real_model_layer *y = REAL_MODEL_LAY(r, i);
+  if (real_model_domain_layer(y)) {
+    real_model_domain_forward(r, y, mb);
     return;
   }
   forward_kind(r, y, mb, iter, experts);
-  if (y->s->kind == PL_SPLIT_ROWS) rows_pack(y);
+  if (y->s->kind == PLAN_SPLIT_ROWS) rows_pack(y);
 }
 
 /* ---- backward ------------------------------------------------------------------------------ */
 
 /* The micro-batch's first backward op: fresh output gradients of the stage's layers and of the
  * activation it sends back. */
-static void fresh_grads(rm_rank *r, int mb) {
+static void fresh_grads(real_model_rank *r, int mb) {
   for (int j = r->l0; j < r->l1; j++) {
-    rm_layer *y = RM_LAY(r, j);
+    real_model_layer *y = REAL_MODEL_LAY(r, j);
     memset(y->dout, 0, sizeof(float) * (size_t)(y->S * y->s->out_per));
   }
   if (r->grad_out) {
-    const rs_layer *p = &r->rs[r->l0 - 1];
+    const real_shard_layer *p = &r->rs[r->l0 - 1];
     memset(r->grad_out[mb], 0, sizeof(float) * (size_t)(p->S * p->out_per));
   }
 }
@@ -263,31 +269,32 @@ static void fresh_grads(rm_rank *r, int mb) {
  * NULL for the first layer of the model, which needs none (conv and linear skip it); a split
  * conv/linear writes its partial input gradient aside (y->dpart, zeroed here): the tp
  * all-reduce adds it. */
-static float *input_grad(rm_rank *r, rm_layer *y, int mb) {
+static float *input_grad(real_model_rank *r, real_model_layer *y, int mb) {
   const wl_layer *l = y->l;
-  float *din = l->inputs[0] == -1 ? NULL : rm_din_ptr(r, l->inputs[0], mb);
+  float *din = l->inputs[0] == -1 ? NULL : real_model_din_ptr(r, l->inputs[0], mb);
   if (din && y->dpart) {
-    memset(y->dpart, 0, sizeof(float) * (size_t)(y->S * rm_shape_elems(&l->in)));
+    memset(y->dpart, 0, sizeof(float) * (size_t)(y->S * real_model_shape_elems(&l->in)));
     din = y->dpart;
   }
   return din;
 }
 
-/* PL_SPLIT_ROWS: this rank's channels of the (replicated) output gradient, in y->dslice. */
-static const float *rows_slice(rm_layer *y, const float *dout) {
-  const rs_layer *sh = y->s;
+/* PLAN_SPLIT_ROWS: this rank's channels of the (replicated) output gradient, in y->dslice. */
+static const float *rows_slice(real_model_layer *y, const float *dout) {
+  const real_shard_layer *sh = y->s;
   int64_t rows, u;
-  rm_rows_geom(y, &rows, &u);
+  real_model_rows_geom(y, &rows, &u);
   for (int64_t row = 0; row < rows; row++)
     memcpy(y->dslice + row * sh->cn * u, dout + (row * sh->dim + sh->c0) * u,
            sizeof(float) * (size_t)(sh->cn * u));
   return y->dslice;
 }
 
-/* PL_SPLIT_VOCAB embedding backward: the gradient of this rank's rows of the table from the
+/* PLAN_SPLIT_VOCAB embedding backward: the gradient of this rank's rows of the table from the
  * output gradient of M tokens. */
-static void embedding_vocab_bwd(rm_rank *r, rm_layer *y, const float *dout, int mb, int64_t M) {
-  const rs_layer *sh = y->s;
+static void embedding_vocab_bwd(real_model_rank *r, real_model_layer *y, const float *dout, int mb,
+                                int64_t M) {
+  const real_shard_layer *sh = y->s;
   const int64_t C = y->l->out.c;
   for (int64_t t = 0; t < M; t++) {
     const int64_t id = r->tok[mb][t] - sh->c0;
@@ -296,11 +303,11 @@ static void embedding_vocab_bwd(rm_rank *r, rm_layer *y, const float *dout, int 
   }
 }
 
-/* PL_SPLIT_CE cross-entropy backward: the probabilities of this rank's words from the global max
+/* PLAN_SPLIT_CE cross-entropy backward: the probabilities of this rank's words from the global max
  * and sum, their gradient added to din (M rows); the loss of iteration iter on tp_i = 0. */
-static void softmax_ce_split_bwd(rm_rank *r, rm_layer *y, float *din, const float *in, int mb,
-                                 int iter, int64_t M) {
-  const rs_layer *sh = y->s;
+static void softmax_ce_split_bwd(real_model_rank *r, real_model_layer *y, float *din,
+                                 const float *in, int mb, int iter, int64_t M) {
+  const real_shard_layer *sh = y->s;
   const int64_t V = sh->cn;
   const float *z = in, *st = y->saved[mb] + M * V, *mx = st, *sum = st + M, *zt = st + 2 * M;
   const float inv = 1.0f / (float)M;
@@ -319,21 +326,21 @@ static void softmax_ce_split_bwd(rm_rank *r, rm_layer *y, float *din, const floa
 /* The kernel of layer y's kind, backward, for micro-batch mb of iteration iter: parameter
  * gradients into y->g, the input gradient added to din (input_grad; NULL: the scratch sink for
  * the kinds that always write one). */
-static void backward_kind(rm_rank *r, rm_layer *y, float *din, int mb, int iter,
+static void backward_kind(real_model_rank *r, real_model_layer *y, float *din, int mb, int iter,
                           gboolean experts) {
   const wl_layer *l = y->l;
-  const rs_layer *sh = y->s;
-  const int64_t S = y->S, M = S * rm_positions(&l->in), n = S * sh->out_per;
-  const float *in = rm_layer_in(r, y, 0, mb);
-  const float *dout = rm_din_ptr(r, y->index, mb);
-  if (sh->kind == PL_SPLIT_ROWS) dout = rows_slice(y, dout);
+  const real_shard_layer *sh = y->s;
+  const int64_t S = y->S, M = S * real_model_positions(&l->in), n = S * sh->out_per;
+  const float *in = real_model_layer_in(r, y, 0, mb);
+  const float *dout = real_model_din_ptr(r, y->index, mb);
+  if (sh->kind == PLAN_SPLIT_ROWS) dout = rows_slice(y, dout);
   float *din_any = din ? din : r->scratch;
   const kn_backend *k = r->k;
-  float *dbias = rm_bias_of(y, y->g);
+  float *dbias = real_model_bias_of(y, y->g);
   switch (l->kind) {
   case WL_CONV2D: {
-    kn_conv s = rm_conv_shape(l, S);
-    if (sh->kind == PL_SPLIT_ROWS) s.C_out = (int)sh->cn;
+    kn_conv s = real_model_conv_shape(l, S);
+    if (sh->kind == PLAN_SPLIT_ROWS) s.C_out = (int)sh->cn;
     k->conv2d_bwd(din, y->g, dbias, r->ws, dout, in, y->w, &s, KN_MATH_FP32);
     break;
   }
@@ -344,7 +351,7 @@ static void backward_kind(rm_rank *r, rm_layer *y, float *din, int mb, int iter,
   case WL_BATCHNORM:
     k->batchnorm_bwd(din_any, y->g, y->g + l->in.c, dout, in, y->saved[mb],
                      y->saved[mb] + l->in.c, y->w, (int)S, (int)l->in.c,
-                     (int)rm_positions(&l->in));
+                     (int)real_model_positions(&l->in));
     break;
   case WL_LAYERNORM:
     k->layernorm_bwd(din_any, y->g, y->g + l->in.c, dout, in, y->w, y->saved[mb],
@@ -363,7 +370,7 @@ static void backward_kind(rm_rank *r, rm_layer *y, float *din, int mb, int iter,
     break;
   }
   case WL_ADD: {
-    float *d2 = l->inputs[1] == -1 ? r->scratch : rm_din_ptr(r, l->inputs[1], mb);
+    float *d2 = l->inputs[1] == -1 ? r->scratch : real_model_din_ptr(r, l->inputs[1], mb);
     k->add_bwd(din_any, d2, dout, (long)n);
     break;
   }
@@ -371,56 +378,57 @@ static void backward_kind(rm_rank *r, rm_layer *y, float *din, int mb, int iter,
     for (int64_t e = 0; e < n; e++) din_any[e] += dout[e];
     break;
   case WL_EMBEDDING:
-    if (sh->kind == PL_SPLIT_VOCAB)
+    if (sh->kind == PLAN_SPLIT_VOCAB)
       embedding_vocab_bwd(r, y, dout, mb, M);
     else
       k->embedding_bwd(y->g, NULL, dout, position_table(r->m, l) ? NULL : r->tok[mb], (int)S,
-                       (int)rm_positions(&l->in), (int)l->out.c);
+                       (int)real_model_positions(&l->in), (int)l->out.c);
     break;
   case WL_ATTENTION:
-    k->attention_bwd(din_any, r->ws, dout, in, y->saved[mb], (int)S, (int)rm_positions(&l->in),
-                     rm_attn_width(y), rm_attn_heads(y), KN_MATH_FP32);
+    k->attention_bwd(din_any, r->ws, dout, in, y->saved[mb], (int)S,
+                     (int)real_model_positions(&l->in), real_model_attn_width(y),
+                     real_model_attn_heads(y), KN_MATH_FP32);
     break;
   case WL_SOFTMAX_CE:
-    if (sh->kind == PL_SPLIT_CE)
+    if (sh->kind == PLAN_SPLIT_CE)
       softmax_ce_split_bwd(r, y, din_any, in, mb, iter, M);
     else
       k->softmax_ce_bwd(din_any, y->saved[mb], r->lab[mb], (int)M, (int)l->in.c);
     break;
   case WL_LRN:
     k->lrn_bwd(din_any, dout, in, y->out[mb], y->saved[mb], (int)S, (int)l->in.c,
-               (int)rm_positions(&l->in), l->kh, LRN_ALPHA, LRN_BETA, LRN_K);
+               (int)real_model_positions(&l->in), l->kh, LRN_ALPHA, LRN_BETA, LRN_K);
     break;
   case WL_DROPOUT: {
     const int64_t per = l->out_elems;
     for (int64_t s = 0; s < S; s++)
       k->dropout_bwd(din_any + s * per, dout + s * per, (long)per, DROPOUT_P,
-                     rm_hash4(RM_SEED_DROPOUT, (uint64_t)y->index,
+                     real_model_hash4(REAL_MODEL_SEED_DROPOUT, (uint64_t)y->index,
                               sample_id(r, iter, mb, sh->sub, s), 0));
     break;
   }
   case WL_MOE:
-    rmoe_backward(y->moe, experts, din_any, y->g, r->ws, dout, in, y->w, mb);
+    real_moe_backward(y->moe, experts, din_any, y->g, r->ws, dout, in, y->w, mb);
     break;
   case WL_N_LAYER_KINDS: break;
   }
 }
 
 /* Backward op of layer i for micro-batch mb of iteration iter (`experts` as for forward). */
-static void backward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
-  rm_layer *y = RM_LAY(r, i);
-  const rs_layer *sh = y->s;
+static void backward(real_model_rank *r, int i, int mb, int iter, gboolean experts) {
+  real_model_layer *y = REAL_MODEL_LAY(r, i);
+  const real_shard_layer *sh = y->s;
   if (i == r->l1 - 1) fresh_grads(r, mb);
   float *din = input_grad(r, y, mb);
-  if (rm_domain_layer(y)) {
-    rm_domain_backward(r, y, mb, din);
+  if (real_model_domain_layer(y)) {
+    real_model_domain_backward(r, y, mb, din);
     return;
   }
   backward_kind(r, y, din, mb, iter, experts);
   /* after the domain part: the rank's rows of the whole gradient */
-  if (sh->redist_rows && sh->kind != PL_SPLIT_ROWS && din) {
-    const rs_layer *src = &r->rs[y->l->inputs[0]];
-    rm_domain_take_rows(y, rm_din_ptr(r, y->l->inputs[0], mb), din, (int)src->c0,
+  if (sh->redist_rows && sh->kind != PLAN_SPLIT_ROWS && din) {
+    const real_shard_layer *src = &r->rs[y->l->inputs[0]];
+    real_model_domain_take_rows(y, real_model_din_ptr(r, y->l->inputs[0], mb), din, (int)src->c0,
                         (int)(src->c0 + src->cn));
   }
 }
@@ -428,11 +436,11 @@ static void backward(rm_rank *r, int i, int mb, int iter, gboolean experts) {
 /* ---- optimizer step ------------------------------------------------------------------------ */
 
 /* The step of iteration iter on every layer that owns its parameters. */
-static void step(rm_rank *r, int iter) {
+static void step(real_model_rank *r, int iter) {
   /* mean over the global batch: every micro-batch gradient is already a mean over its samples */
   const float scale = 1.0f / (float)(r->c->dp * r->nmb);
   for (int i = r->l0; i < r->l1; i++) {
-    rm_layer *y = RM_LAY(r, i);
+    real_model_layer *y = REAL_MODEL_LAY(r, i);
     if (!y->own) continue;
     const long n = (long)y->n_params;
     if (scale != 1.0f)
@@ -445,14 +453,14 @@ static void step(rm_rank *r, int iter) {
   }
 }
 
-void rm_kernel(rm_rank *r, const pl_op *op, int iter) {
+void real_model_kernel(real_model_rank *r, const plan_op *op, int iter) {
   /* a windowed domain layer's boundary op computes the whole slab once the halo rows are in;
    * its interior op (timed apart in simulation) has nothing left to do here */
-  if (op->part == PL_PART_INTERIOR) return;
-  const gboolean experts = op->part == PL_PART_EXPERTS;
-  if (op->phase == PL_PH_OPT) step(r, iter);
-  else if (op->phase == PL_PH_FWD) forward(r, op->layer, op->microbatch, iter, experts);
+  if (op->part == PLAN_PART_INTERIOR) return;
+  const gboolean experts = op->part == PLAN_PART_EXPERTS;
+  if (op->phase == PLAN_PH_OPT) step(r, iter);
+  else if (op->phase == PLAN_PH_FWD) forward(r, op->layer, op->microbatch, iter, experts);
   else backward(r, op->layer, op->microbatch, iter, experts);
 }
 
-double rm_loss_sum(const rm_rank *r, int iter) { return r->loss_sum[iter]; }
+double real_model_loss_sum(const real_model_rank *r, int iter) { return r->loss_sum[iter]; }

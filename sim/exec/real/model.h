@@ -24,8 +24,9 @@
  * Adam (AdamW form, no weight decay) lr 1e-3, β1 0.9, β2 0.999, ε 1e-8, bias-corrected at step
  * k + 1.
  *
- * Threads: rm_iter_begin, rm_kernel run on the compute thread; the buffers handed out below are
- * read or written by the communication thread only between the events the plan orders them by.
+ * Threads: real_model_iter_begin, real_model_kernel run on the compute thread; the buffers handed
+ * out below are read or written by the communication thread only between the events the plan orders
+ * them by.
  */
 #ifndef DL_REAL_MODEL_H
 #define DL_REAL_MODEL_H
@@ -38,83 +39,93 @@
 #include "model/workload.h"
 
 /* Floats of slack after every point-to-point buffer: the sender's post time rides there. */
-#define RM_P2P_TRAILER_FLOATS 2
+#define REAL_MODEL_P2P_TRAILER_FLOATS 2
 
-typedef struct rm_rank rm_rank;
+typedef struct real_model_rank real_model_rank;
 
 /* The layers of `plan` (stage [first_layer, end_layer)) of rank `rank`, each the rank's slice
  * (real_shard.h), with weights initialised. `m`, `c`, `plan` are borrowed and must outlive the
- * result. DL_ERR_INPUT when rs_plan (real_shard.h) refuses the configuration; the executor
+ * result. DL_ERR_INPUT when real_shard_plan (real_shard.h) refuses the configuration; the executor
  * table's real check (exec.h) has passed. */
-rm_rank *rm_new(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan, int rank,
-                GError **err);
-void rm_free(rm_rank *r);
+real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_rank *plan,
+                                int rank, GError **err);
+void real_model_free(real_model_rank *r);
 
 /* Start of iteration `iter`: zeroes the gradients, makes the iteration's inputs and labels. */
-void rm_iter_begin(rm_rank *r, int iter);
+void real_model_iter_begin(real_model_rank *r, int iter);
 
 /* Runs kernel op `op` (forward or backward of its layer for its micro-batch, or the optimizer
  * step) of iteration `iter`. */
-void rm_kernel(rm_rank *r, const pl_op *op, int iter);
+void real_model_kernel(real_model_rank *r, const plan_op *op, int iter);
 
-/* Point-to-point buffers of micro-batch `mb`, each with RM_P2P_TRAILER_FLOATS floats of slack
- * after *n floats of payload: the activation this stage sends forward (its last layer's
+/* Point-to-point buffers of micro-batch `mb`, each with REAL_MODEL_P2P_TRAILER_FLOATS floats of
+ * slack after *n floats of payload: the activation this stage sends forward (its last layer's
  * output), the one it receives (the previous stage's output), the gradient it sends back (of
  * its input) and the one it receives (of its output). NULL when the stage has no such neighbour. */
-float *rm_act_out(rm_rank *r, int mb, int64_t *n);
-float *rm_act_in(rm_rank *r, int mb, int64_t *n);
-float *rm_grad_out(rm_rank *r, int mb, int64_t *n);
-float *rm_grad_in(rm_rank *r, int mb, int64_t *n);
+float *real_model_act_out(real_model_rank *r, int mb, int64_t *n);
+float *real_model_act_in(real_model_rank *r, int mb, int64_t *n);
+float *real_model_grad_out(real_model_rank *r, int mb, int64_t *n);
+float *real_model_grad_in(real_model_rank *r, int mb, int64_t *n);
 
-/* The buffer of halo op `op` (PL_SEND/PL_RECV with purpose PL_WHY_HALO, --domain conv) with
- * RM_P2P_TRAILER_FLOATS floats of slack after *n floats of payload; a send's rows are packed
- * into it on the call (call it when the op runs). Forward: the input rows the neighbour's windows
- * read; backward: the output-gradient rows whose windows reach the neighbour's input rows, for
- * max pooling followed by their argmax (as floats, exact below 2^24). */
-float *rm_halo_buf(rm_rank *r, const pl_op *op, int64_t *n);
+/* The buffer of halo op `op` (PLAN_SEND/PLAN_RECV with purpose PLAN_WHY_HALO, --domain conv) with
+ * REAL_MODEL_P2P_TRAILER_FLOATS floats of slack after *n floats of payload; a send's rows are
+ * packed into it on the call (call it when the op runs). Forward: the input rows the neighbour's
+ * windows read; backward: the output-gradient rows whose windows reach the neighbour's input rows,
+ * for max pooling followed by their argmax (as floats, exact below 2^24). */
+float *real_model_halo_buf(real_model_rank *r, const plan_op *op, int64_t *n);
 
 /* Which gradients of a layer: all, those synchronised with the dense layers (an MoE layer's
  * router), or an MoE layer's experts (synchronised over "expert_dp"). */
-typedef enum { RM_GRAD_ALL, RM_GRAD_DENSE, RM_GRAD_EXPERTS } rm_grad_part;
+typedef enum {
+  REAL_MODEL_GRAD_ALL,
+  REAL_MODEL_GRAD_DENSE,
+  REAL_MODEL_GRAD_EXPERTS
+} real_model_grad_part;
 
 /* The gradient of layer `layer`'s parameters on this rank (its slice; for a tied layer whose
  * target is on another stage: the gradient of its copy; for a tied layer whose target is here:
  * the target's) and its length in floats; NULL when the layer is elsewhere or has no
  * parameters. The parts of an MoE layer are contiguous (router first). */
-float *rm_layer_grad(rm_rank *r, int layer, rm_grad_part part, int64_t *n);
+float *real_model_layer_grad(real_model_rank *r, int layer, real_model_grad_part part, int64_t *n);
 
 /* The parameters a layer owns (not tied copies) on this rank, in the local order of
- * rs_param_index (the serial layout when the layer is whole), NULL when it owns none or is not
- * on this rank. */
-const float *rm_layer_params(const rm_rank *r, int layer, int64_t *n);
+ * real_shard_param_index (the serial layout when the layer is whole), NULL when it owns none or is
+ * not on this rank. */
+const float *real_model_layer_params(const real_model_rank *r, int layer, int64_t *n);
 
 /* Σ over micro-batches of the mean loss of iteration `iter` (0 on ranks without the loss, and
  * on tensor-parallel ranks other than tp_i = 0, which compute the same loss). */
-double rm_loss_sum(const rm_rank *r, int iter);
+double real_model_loss_sum(const real_model_rank *r, int iter);
 
 /* A tensor- or expert-parallel collective on real buffers: what the communication thread moves.
- *   RM_X_ALLREDUCE_SUM/MAX  n floats of `send` reduced into `recv` (they may be the same buffer)
- *   RM_X_ALLGATHER          n floats of `send` from each member, `recv` gets them in member order
- *   RM_X_COUNTS             n ints of `isend` all-gathered into `irecv`; then ask again
- *   RM_X_ALLTOALLV          send_n[j] floats of `send` to member j (packed in member order),
- *                           recv_n[j] floats from member j into `recv` */
-typedef enum { RM_X_ALLREDUCE_SUM, RM_X_ALLREDUCE_MAX, RM_X_ALLGATHER, RM_X_COUNTS,
-               RM_X_ALLTOALLV } rm_xfer_kind;
+ *   REAL_MODEL_X_ALLREDUCE_SUM/MAX  n floats of `send` reduced into `recv` (they may be the same
+ * buffer) REAL_MODEL_X_ALLGATHER          n floats of `send` from each member, `recv` gets them in
+ * member order REAL_MODEL_X_COUNTS             n ints of `isend` all-gathered into `irecv`; then
+ * ask again REAL_MODEL_X_ALLTOALLV          send_n[j] floats of `send` to member j (packed in
+ * member order), recv_n[j] floats from member j into `recv` */
+typedef enum {
+  REAL_MODEL_X_ALLREDUCE_SUM,
+  REAL_MODEL_X_ALLREDUCE_MAX,
+  REAL_MODEL_X_ALLGATHER,
+  REAL_MODEL_X_COUNTS,
+  REAL_MODEL_X_ALLTOALLV
+} real_model_xfer_kind;
 typedef struct {
-  rm_xfer_kind how;
+  real_model_xfer_kind how;
   const float *send;     /* borrowed */
   float *recv;           /* borrowed */
-  size_t n;              /* floats (ints for RM_X_COUNTS), see above */
-  const int *isend;      /* RM_X_COUNTS */
+  size_t n;              /* floats (ints for REAL_MODEL_X_COUNTS), see above */
+  const int *isend;      /* REAL_MODEL_X_COUNTS */
   int *irecv;
-  const double *send_n;  /* RM_X_ALLTOALLV: floats per member (group order) */
+  const double *send_n;  /* REAL_MODEL_X_ALLTOALLV: floats per member (group order) */
   const double *recv_n;
-} rm_xfer;
+} real_model_xfer;
 
 /* The buffers of collective `op` (a tensor-parallel or MoE collective of micro-batch `mb`);
- * FALSE when the op moves no tensor of this module (gradients: see rm_layer_grad). Between
- * rm_coll_begin and rm_coll_end the caller owns the buffers; rm_coll_end unpacks the result. */
-gboolean rm_coll_begin(rm_rank *r, const pl_op *op, int mb, rm_xfer *x);
-void rm_coll_end(rm_rank *r, const pl_op *op, int mb);
+ * FALSE when the op moves no tensor of this module (gradients: see real_model_layer_grad). Between
+ * real_model_coll_begin and real_model_coll_end the caller owns the buffers; real_model_coll_end
+ * unpacks the result. */
+gboolean real_model_coll_begin(real_model_rank *r, const plan_op *op, int mb, real_model_xfer *x);
+void real_model_coll_end(real_model_rank *r, const plan_op *op, int mb);
 
 #endif

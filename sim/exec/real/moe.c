@@ -6,7 +6,7 @@
 
 #include "kernels.h"
 
-struct rm_moe {
+struct real_moe {
   const wl_layer *l;   /* borrowed */
   const kn_backend *k; /* the kernels (borrowed from the rank) */
   int E, K, C, F;      /* experts, top_k, width, expert hidden width */
@@ -49,17 +49,17 @@ static void mat_free(void **v, int nmb) {
   g_free(v);
 }
 
-rm_moe *rmoe_new(const wl_layer *l, const rs_layer *s, const cfg_run *c, int64_t M, int nmb,
-                 const kn_backend *k) {
-  rm_moe *x = g_new0(rm_moe, 1);
+real_moe *real_moe_new(const wl_layer *l, const real_shard_layer *s, const cfg_run *c, int64_t M,
+                       int nmb, const kn_backend *k) {
+  real_moe *x = g_new0(real_moe, 1);
   x->l = l;
   x->k = k;
   x->E = l->experts, x->K = l->top_k, x->C = (int)l->in.c, x->F = (int)l->ffn;
   x->M = M;
   x->nmb = nmb;
-  x->ep = s->kind == PL_SPLIT_EXPERTS ? s->parts : 1;
-  x->e0 = s->kind == PL_SPLIT_EXPERTS ? (int)s->c0 : 0;
-  x->En = s->kind == PL_SPLIT_EXPERTS ? (int)s->cn : x->E;
+  x->ep = s->kind == PLAN_SPLIT_EXPERTS ? s->parts : 1;
+  x->e0 = s->kind == PLAN_SPLIT_EXPERTS ? (int)s->c0 : 0;
+  x->En = s->kind == PLAN_SPLIT_EXPERTS ? (int)s->cn : x->E;
   x->me = x->e0 / (x->E / x->ep);
   double cf = c->capacity_factor >= 0 ? c->capacity_factor : l->capacity_factor;
   if (cf <= 0) cf = x->E; /* unlimited: capacity = every token */
@@ -96,7 +96,7 @@ rm_moe *rmoe_new(const wl_layer *l, const rs_layer *s, const cfg_run *c, int64_t
   return x;
 }
 
-void rmoe_free(rm_moe *x) {
+void real_moe_free(real_moe *x) {
   if (!x) return;
   mat_free((void **)x->fsave, x->nmb);
   mat_free((void **)x->isave, x->nmb);
@@ -119,7 +119,7 @@ void rmoe_free(rm_moe *x) {
   g_free(x);
 }
 
-size_t rmoe_ws_floats(const rm_moe *x) {
+size_t real_moe_ws_floats(const real_moe *x) {
   return x->ep == 1 ? kn_moe_ws_floats(&x->shape) : 1;
 }
 
@@ -128,7 +128,7 @@ typedef struct {
   const float *wr, *br, *w1, *b1, *w2, *b2;
 } moe_w;
 
-static moe_w weights(const rm_moe *x, const float *w) {
+static moe_w weights(const real_moe *x, const float *w) {
   moe_w p;
   const size_t C = x->C, F = x->F, E = x->E, En = x->En;
   p.wr = w;
@@ -140,7 +140,7 @@ static moe_w weights(const rm_moe *x, const float *w) {
   return p;
 }
 
-static kn_moe_saved whole_saved(rm_moe *x, int mb) {
+static kn_moe_saved whole_saved(real_moe *x, int mb) {
   kn_moe_saved sv;
   kn_moe_shape s = x->shape;
   kn_moe_saved_bind(&sv, x->fsave[mb], x->isave[mb], &s);
@@ -151,7 +151,7 @@ static kn_moe_saved whole_saved(rm_moe *x, int mb) {
 
 /* Position in the group's priority order of the first assignment of member `src` to expert e
  * as choice k: all choices k' < k of every member, then choice k of the members before src. */
-static int base(const rm_moe *x, const int *cnt, int src, int e, int k) {
+static int base(const real_moe *x, const int *cnt, int src, int e, int k) {
   int b = 0;
   for (int kk = 0; kk < k; kk++)
     for (int s = 0; s < x->ep; s++) b += cnt[(s * x->E + e) * x->K + kk];
@@ -160,13 +160,13 @@ static int base(const rm_moe *x, const int *cnt, int src, int e, int k) {
 }
 
 /* Assignments of member src to expert e as choice k that are kept. */
-static int kept(const rm_moe *x, const int *cnt, int src, int e, int k) {
+static int kept(const real_moe *x, const int *cnt, int src, int e, int k) {
   int b = base(x, cnt, src, e, k), n = cnt[(src * x->E + e) * x->K + k];
   return MAX(0, MIN(n, x->cap - b));
 }
 
 /* After the count exchange: slots of this rank's assignments, rows per local expert. */
-static void decide(rm_moe *x, int mb) {
+static void decide(real_moe *x, int mb) {
   const int *cnt = x->cnt[mb];
   for (int e = 0; e < x->E; e++)
     for (int k = 0; k < x->K; k++) {
@@ -190,7 +190,7 @@ static void decide(rm_moe *x, int mb) {
 /* Token side: for each member j, its experts, each choice, the kept tokens in token order.
  * The row of assignment (m, k) is rows + (m·ks + k·kk)·C (per assignment: ks = K, kk = 1; per
  * token: ks = 1, kk = 0); pack copies rows -> buf, else buf -> rows. */
-static void token_side(rm_moe *x, int mb, float *rows, int ks, int kk, float *buf, double *bytes,
+static void token_side(real_moe *x, int mb, float *rows, int ks, int kk, float *buf, double *bytes,
                        gboolean pack) {
   const int per = x->E / x->ep;
   size_t at = 0;
@@ -212,7 +212,8 @@ static void token_side(rm_moe *x, int mb, float *rows, int ks, int kk, float *bu
 
 /* Expert side: for each member s, the local experts, each choice, s's kept rows in slot order.
  * `rows` (En, cap, C). */
-static void expert_side(rm_moe *x, int mb, float *rows, float *buf, double *bytes, gboolean pack) {
+static void expert_side(real_moe *x, int mb, float *rows, float *buf, double *bytes,
+                        gboolean pack) {
   const int *cnt = x->cnt[mb];
   size_t at = 0;
   for (int s = 0; s < x->ep; s++) {
@@ -231,7 +232,7 @@ static void expert_side(rm_moe *x, int mb, float *rows, float *buf, double *byte
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
-void rmoe_forward(rm_moe *x, gboolean experts, float *out, const float *in, const float *w,
+void real_moe_forward(real_moe *x, gboolean experts, float *out, const float *in, const float *w,
                   int mb) {
   const moe_w p = weights(x, w);
   if (x->ep == 1) {
@@ -281,7 +282,7 @@ void rmoe_forward(rm_moe *x, gboolean experts, float *out, const float *in, cons
   }
 }
 
-void rmoe_backward(rm_moe *x, gboolean experts, float *din, float *g, float *ws,
+void real_moe_backward(real_moe *x, gboolean experts, float *din, float *g, float *ws,
                    const float *dout, const float *in, const float *w, int mb) {
   const moe_w p = weights(x, w);
   const moe_w d = weights(x, g);
@@ -339,20 +340,20 @@ void rmoe_backward(rm_moe *x, gboolean experts, float *din, float *g, float *ws,
 
 /* ---- the all-to-alls ------------------------------------------------------------------------ */
 
-gboolean rmoe_xfer(rm_moe *x, gboolean fwd, gboolean dispatch, int mb, const float *in,
-                   const float *dout, rm_xfer *t) {
+gboolean real_moe_xfer(real_moe *x, gboolean fwd, gboolean dispatch, int mb, const float *in,
+                   const float *dout, real_model_xfer *t) {
   if (x->ep == 1) return FALSE;
   const int K = x->K, C = x->C, E = x->E;
   if (fwd && dispatch && !x->counted[mb]) { /* the group's counts first */
     x->counted[mb] = TRUE;
     memcpy(x->mycnt, x->cnt[mb] + (size_t)x->me * E * K, sizeof(int) * E * K);
-    t->how = RM_X_COUNTS;
+    t->how = REAL_MODEL_X_COUNTS;
     t->isend = x->mycnt;
     t->irecv = x->cnt[mb];
     t->n = (size_t)E * K;
     return TRUE;
   }
-  t->how = RM_X_ALLTOALLV;
+  t->how = REAL_MODEL_X_ALLTOALLV;
   t->send = x->sbuf;
   t->recv = x->rbuf;
   t->send_n = x->sn;
@@ -388,7 +389,7 @@ gboolean rmoe_xfer(rm_moe *x, gboolean fwd, gboolean dispatch, int mb, const flo
   return TRUE;
 }
 
-void rmoe_xfer_done(rm_moe *x, gboolean fwd, gboolean dispatch, int mb, float *out) {
+void real_moe_xfer_done(real_moe *x, gboolean fwd, gboolean dispatch, int mb, float *out) {
   if (x->ep == 1) return;
   const int K = x->K, C = x->C, E = x->E;
   if (fwd && dispatch) {

@@ -3,11 +3,11 @@
  * Whole (ep = 1): the router kernel op runs kn_moe_fwd (kernels.h, the specification) and the
  * experts' backward op kn_moe_bwd; the other two kernel ops of the plan do nothing.
  *
- * Expert parallel (ep > 1, PL_SPLIT_EXPERTS): the plan's four steps on real data (GShard, Lepikhin
- * et al. 2021, §2.2): the router kernel computes the probabilities and every token's top-k experts;
- * the dispatch all-to-all first all-gathers the (expert, choice) counts of the EP group, so every
- * member takes the same capacity decisions as kn_moe_fwd would over the group's tokens in group
- * order (every token's first choice in token order, then every second choice, ...; capacity
+ * Expert parallel (ep > 1, PLAN_SPLIT_EXPERTS): the plan's four steps on real data (GShard,
+ * Lepikhin et al. 2021, §2.2): the router kernel computes the probabilities and every token's top-k
+ * experts; the dispatch all-to-all first all-gathers the (expert, choice) counts of the EP group,
+ * so every member takes the same capacity decisions as kn_moe_fwd would over the group's tokens in
+ * group order (every token's first choice in token order, then every second choice, ...; capacity
  * ceil(factor·top_k·tokens/E) over the group's tokens), then moves the kept tokens to the ranks
  * holding their experts (uneven blocks); the experts kernel runs the rank's experts; the combine
  * all-to-all brings the outputs back and sums them weighted by the router probabilities. Backward
@@ -30,28 +30,29 @@
 #include "kernels.h"
 #include "model/workload.h"
 
-typedef struct rm_moe rm_moe;
+typedef struct real_moe real_moe;
 
 /* State of layer `l` with `M` tokens per micro-batch on this rank, `nmb` micro-batches; its
  * kernels run through `k` (the rank's backend, borrowed: it must outlive the result). */
-rm_moe *rmoe_new(const wl_layer *l, const rs_layer *s, const cfg_run *c, int64_t M, int nmb,
-                 const kn_backend *k);
-void rmoe_free(rm_moe *x);
+real_moe *real_moe_new(const wl_layer *l, const real_shard_layer *s, const cfg_run *c, int64_t M,
+                       int nmb, const kn_backend *k);
+void real_moe_free(real_moe *x);
 /* Floats of the shared kernel workspace the layer needs. */
-size_t rmoe_ws_floats(const rm_moe *x);
+size_t real_moe_ws_floats(const real_moe *x);
 
 /* Kernel ops: `experts` FALSE for the router op, TRUE for the experts op. `w`, `g` the layer's
- * local parameters and gradients; `ws` the rank's workspace (rmoe_ws_floats). */
-void rmoe_forward(rm_moe *x, gboolean experts, float *out, const float *in, const float *w, int mb);
-void rmoe_backward(rm_moe *x, gboolean experts, float *din, float *g, float *ws,
+ * local parameters and gradients; `ws` the rank's workspace (real_moe_ws_floats). */
+void real_moe_forward(real_moe *x, gboolean experts, float *out, const float *in, const float *w,
+                      int mb);
+void real_moe_backward(real_moe *x, gboolean experts, float *din, float *g, float *ws,
                    const float *dout, const float *in, const float *w, int mb);
 
-/* The all-to-alls (rm_coll_begin/rm_coll_end): forward or backward, dispatch or combine. `in`
- * is the layer's input (read by the forward dispatch), `dout` its output gradient (read by the
- * backward combine), `out` its output (written by the forward combine). The forward dispatch
- * is asked twice: first the count exchange (RM_X_COUNTS), then the tokens. */
-gboolean rmoe_xfer(rm_moe *x, gboolean fwd, gboolean dispatch, int mb, const float *in,
-                   const float *dout, rm_xfer *t);
-void rmoe_xfer_done(rm_moe *x, gboolean fwd, gboolean dispatch, int mb, float *out);
+/* The all-to-alls (real_model_coll_begin/real_model_coll_end): forward or backward, dispatch or
+ * combine. `in` is the layer's input (read by the forward dispatch), `dout` its output gradient
+ * (read by the backward combine), `out` its output (written by the forward combine). The forward
+ * dispatch is asked twice: first the count exchange (REAL_MODEL_X_COUNTS), then the tokens. */
+gboolean real_moe_xfer(real_moe *x, gboolean fwd, gboolean dispatch, int mb, const float *in,
+                   const float *dout, real_model_xfer *t);
+void real_moe_xfer_done(real_moe *x, gboolean fwd, gboolean dispatch, int mb, float *out);
 
 #endif

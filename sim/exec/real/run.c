@@ -48,8 +48,8 @@ typedef struct {
 
 /* All-reduces `n` floats of `in` into `out` (they may be the same buffer) over group `g` with
  * the run's algorithm and `op`; returns the algorithm's name. */
-static const char *allreduce_op(comms *k, const cfg_run *c, pl_group g, const float *in, float *out,
-                                size_t n, MPI_Op op, double *wire) {
+static const char *allreduce_op(comms *k, const cfg_run *c, plan_group g, const float *in,
+                                float *out, size_t n, MPI_Op op, double *wire) {
   const size_t bytes = n * sizeof(float);
   const char *algo = coll_resolve(COLL_ALLREDUCE, c->coll, (double)bytes, k->g.size[g],
                                   k->g.nodes[g]);
@@ -73,34 +73,34 @@ static const char *allreduce_op(comms *k, const cfg_run *c, pl_group g, const fl
 }
 
 /* Sum-all-reduces `n` floats of `buf` in place over group `g`. */
-static const char *allreduce(comms *k, const cfg_run *c, pl_group g, float *buf, size_t n,
+static const char *allreduce(comms *k, const cfg_run *c, plan_group g, float *buf, size_t n,
                              double *wire) {
   return allreduce_op(k, c, g, buf, buf, n, MPI_SUM, wire);
 }
 
 /* Runs a tensor- or expert-parallel collective on the buffers real_model.c names. */
-static const char *run_xfer(comms *k, const cfg_run *c, rm_rank *rm, const pl_op *op, int mb,
-                            double *wire) {
-  rm_xfer x;
+static const char *run_xfer(comms *k, const cfg_run *c, real_model_rank *rm, const plan_op *op,
+                            int mb, double *wire) {
+  real_model_xfer x;
   const char *name = "none";
-  const pl_group g = op->group;
+  const plan_group g = op->group;
   *wire = 0;
-  if (!rm_coll_begin(rm, op, mb, &x)) return name;
-  if (x.how == RM_X_COUNTS) { /* MoE: the group's routing counts before the tokens */
+  if (!real_model_coll_begin(rm, op, mb, &x)) return name;
+  if (x.how == REAL_MODEL_X_COUNTS) { /* MoE: the group's routing counts before the tokens */
     MPI_Allgather(x.isend, (int)x.n, MPI_INT, x.irecv, (int)x.n, MPI_INT, k->g.comm[g]);
     *wire += (double)x.n * sizeof(int) * (k->g.size[g] - 1);
-    rm_coll_begin(rm, op, mb, &x);
+    real_model_coll_begin(rm, op, mb, &x);
   }
   switch (x.how) {
-  case RM_X_ALLREDUCE_SUM:
-  case RM_X_ALLREDUCE_MAX: {
+  case REAL_MODEL_X_ALLREDUCE_SUM:
+  case REAL_MODEL_X_ALLREDUCE_MAX: {
     double w = 0;
-    name = allreduce_op(k, c, g, x.send, x.recv, x.n, x.how == RM_X_ALLREDUCE_MAX ? MPI_MAX : MPI_SUM,
-                        &w);
+    name = allreduce_op(k, c, g, x.send, x.recv, x.n,
+                        x.how == REAL_MODEL_X_ALLREDUCE_MAX ? MPI_MAX : MPI_SUM, &w);
     *wire += w;
     break;
   }
-  case RM_X_ALLGATHER: {
+  case REAL_MODEL_X_ALLGATHER: {
     const size_t bytes = x.n * sizeof(float) * (size_t)k->g.size[g];
     const char *algo = coll_resolve(COLL_ALLGATHER, c->coll, (double)bytes, k->g.size[g],
                                     k->g.nodes[g]);
@@ -111,7 +111,7 @@ static const char *run_xfer(comms *k, const cfg_run *c, rm_rank *rm, const pl_op
     name = a ? a->name : algo;
     break;
   }
-  case RM_X_ALLTOALLV: {
+  case REAL_MODEL_X_ALLTOALLV: {
     int me = 0;
     MPI_Comm_rank(k->g.comm[g], &me);
     coll_alltoallv_pairwise(x.send, x.send_n, x.recv, x.recv_n, k->g.comm[g]);
@@ -123,30 +123,30 @@ static const char *run_xfer(comms *k, const cfg_run *c, rm_rank *rm, const pl_op
     name = "pairwise";
     break;
   }
-  case RM_X_COUNTS: break;
+  case REAL_MODEL_X_COUNTS: break;
   }
-  rm_coll_end(rm, op, mb);
+  real_model_coll_end(rm, op, mb);
   return name;
 }
 
-/* Runs PL_COLL op `op` on real gradients. */
-static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, rm_rank *rm,
-                            const pl_op *op, double *wire) {
+/* Runs PLAN_COLL op `op` on real gradients. */
+static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, real_model_rank *rm,
+                            const plan_op *op, double *wire) {
   *wire = 0;
-  if (op->purpose == PL_WHY_GRAD) { /* the bucket's layers, packed in the planner's order */
+  if (op->purpose == PLAN_WHY_GRAD) { /* the bucket's layers, packed in the planner's order */
     int *layers = g_new(int, op->bucket.end_layer - op->bucket.first_layer + 1);
-    const int nl = pl_bucket_layers(m, op, layers);
+    const int nl = plan_bucket_layers(m, op, layers);
     size_t n = 0;
     for (int j = 0; j < nl; j++) {
       int64_t len = 0;
-      rm_layer_grad(rm, layers[j], RM_GRAD_DENSE, &len);
+      real_model_layer_grad(rm, layers[j], REAL_MODEL_GRAD_DENSE, &len);
       n += (size_t)len;
     }
     float *packed = g_new(float, n + 1);
     size_t at = 0;
     for (int j = 0; j < nl; j++) {
       int64_t len = 0;
-      const float *gr = rm_layer_grad(rm, layers[j], RM_GRAD_DENSE, &len);
+      const float *gr = real_model_layer_grad(rm, layers[j], REAL_MODEL_GRAD_DENSE, &len);
       memcpy(packed + at, gr, sizeof(float) * (size_t)len);
       at += (size_t)len;
     }
@@ -154,7 +154,7 @@ static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, rm_ra
     at = 0;
     for (int j = 0; j < nl; j++) {
       int64_t len = 0;
-      float *gr = rm_layer_grad(rm, layers[j], RM_GRAD_DENSE, &len);
+      float *gr = real_model_layer_grad(rm, layers[j], REAL_MODEL_GRAD_DENSE, &len);
       memcpy(gr, packed + at, sizeof(float) * (size_t)len);
       at += (size_t)len;
     }
@@ -162,19 +162,19 @@ static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, rm_ra
     g_free(layers);
     return name;
   }
-  if (op->purpose == PL_WHY_TIED) {
+  if (op->purpose == PLAN_WHY_TIED) {
     const int i = op->layer, t = m->layers[i].tied_to;
     int64_t n = 0;
-    float *gr = rm_layer_grad(rm, i, RM_GRAD_ALL, &n);
-    if (!gr) gr = rm_layer_grad(rm, t, RM_GRAD_ALL, &n);
+    float *gr = real_model_layer_grad(rm, i, REAL_MODEL_GRAD_ALL, &n);
+    if (!gr) gr = real_model_layer_grad(rm, t, REAL_MODEL_GRAD_ALL, &n);
     double w = 0;
     const char *name = allreduce(k, c, op->group, gr, gr ? (size_t)n : 0, &w);
     *wire += w;
     return name;
   }
-  if (op->purpose == PL_WHY_EXPERT_GRAD) { /* among the replicas of the same experts */
+  if (op->purpose == PLAN_WHY_EXPERT_GRAD) { /* among the replicas of the same experts */
     int64_t n = 0;
-    float *gr = rm_layer_grad(rm, op->layer, RM_GRAD_EXPERTS, &n);
+    float *gr = real_model_layer_grad(rm, op->layer, REAL_MODEL_GRAD_EXPERTS, &n);
     return allreduce(k, c, op->group, gr, gr ? (size_t)n : 0, wire);
   }
   return run_xfer(k, c, rm, op, op->microbatch, wire);
@@ -182,19 +182,19 @@ static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, rm_ra
 
 /* Rank 0 writes the weights in the serial layout: for each layer, the first data-parallel
  * replica of its stage sends its slice from every tp rank (and, for experts, from each of the
- * ep ranks that hold them); rank 0 places each value by rs_param_index. */
-static char *dump_weights(const wl_model *m, const cfg_run *c, const pl_rank_plan *plan,
-                          rm_rank *rm, int rank, const char *path) {
+ * ep ranks that hold them); rank 0 places each value by real_shard_param_index. */
+static char *dump_weights(const wl_model *m, const cfg_run *c, const plan_rank *plan,
+                          real_model_rank *rm, int rank, const char *path) {
   const int *first = plan->stage_first;
   GError *e = NULL;
   char *err = NULL;
   /* rank 0 needs every (tp, ep) slice layout: made before any message moves, so a failure
    * (none is expected: each succeeded on its owner) stops every rank at the same point */
-  rs_layer *rs = g_new(rs_layer, (size_t)c->tp * c->ep * m->n_layers);
+  real_shard_layer *rs = g_new(real_shard_layer, (size_t)c->tp * c->ep * m->n_layers);
   int ok = 1;
   for (int t = 0; t < c->tp && rank == 0 && ok; t++)
     for (int x = 0; x < c->ep && ok; x++)
-      ok = rs_plan(m, c, t, x, rs + ((size_t)t * c->ep + x) * m->n_layers, &e);
+      ok = real_shard_plan(m, c, t, x, rs + ((size_t)t * c->ep + x) * m->n_layers, &e);
   MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (!ok) {
     err = e ? g_strdup(e->message) : g_strdup("--dump-weights: a rank's slices are unknown");
@@ -214,18 +214,19 @@ static char *dump_weights(const wl_model *m, const cfg_run *c, const pl_rank_pla
     float *w = rank == 0 ? g_new0(float, l->params) : NULL;
     for (int t = 0; t < c->tp; t++)
       for (int x = 0; x < eps; x++) {
-        const int owner = pl_rank_of(c, x, t, stage);
+        const int owner = plan_rank_of(c, x, t, stage);
         int64_t n = 0;
         if (rank == owner && rank != 0) {
-          const float *mine = rm_layer_params(rm, i, &n);
+          const float *mine = real_model_layer_params(rm, i, &n);
           MPI_Send(mine, (int)n, MPI_FLOAT, 0, i, MPI_COMM_WORLD);
         } else if (rank == 0) {
-          const rs_layer *li = rs + ((size_t)t * c->ep + x) * m->n_layers + i;
-          n = rs_param_index(l, li, NULL);
+          const real_shard_layer *li = rs + ((size_t)t * c->ep + x) * m->n_layers + i;
+          n = real_shard_param_index(l, li, NULL);
           int64_t *idx = g_new(int64_t, n + 1);
           float *got = g_new(float, n + 1);
-          rs_param_index(l, li, idx);
-          if (owner == 0) memcpy(got, rm_layer_params(rm, i, &n), sizeof(float) * (size_t)n);
+          real_shard_param_index(l, li, idx);
+          if (owner == 0)
+            memcpy(got, real_model_layer_params(rm, i, &n), sizeof(float) * (size_t)n);
           else MPI_Recv(got, (int)n, MPI_FLOAT, owner, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
           for (int64_t j = 0; j < n; j++) w[idx[j]] = got[j];
           g_free(idx);
@@ -260,8 +261,8 @@ static char *dump_weights(const wl_model *m, const cfg_run *c, const pl_rank_pla
 
 typedef struct {
   const run_ctx *x;
-  const pl_rank_plan *plan;
-  rm_rank *model;
+  const plan_rank *plan;
+  real_model_rank *model;
   comms *k;
   double origin_s;    /* monotonic seconds at the start barrier */
   GMutex lock;        /* guards `done` */
@@ -270,44 +271,46 @@ typedef struct {
   MPI_Request *rreq;  /* per op index: the posted receive */
   MPI_Request *sreq;  /* the iteration's sends */
   int n_sends;
-} real_rank;
+} real_backend;
 
 static double be_now(void *be) {
-  const real_rank *g = be;
+  const real_backend *g = be;
   return g_get_monotonic_time() / 1e6 - g->origin_s;
 }
 
 /* Making the synthetic batch (and zeroing gradients) is host work the op lists do not describe,
  * as a data loader's would be: the stream times it and leaves it out of the iteration. */
-static void be_iter_begin(void *be, int iter) { rm_iter_begin(((real_rank *)be)->model, iter); }
+static void be_iter_begin(void *be, int iter) {
+  real_model_iter_begin(((real_backend *)be)->model, iter);
+}
 
-static kdb_origin be_kernel(void *be, const pl_op *op, int iter) {
-  rm_kernel(((real_rank *)be)->model, op, iter);
+static kdb_origin be_kernel(void *be, const plan_op *op, int iter) {
+  real_model_kernel(((real_backend *)be)->model, op, iter);
   return KDB_MEASURED; /* it ran, on this machine */
 }
 
 /* The buffer of a point-to-point op: halo rows, an activation or its gradient. */
-static float *p2p_buf(real_rank *g, const pl_op *op, int64_t *n) {
-  if (op->purpose == PL_WHY_HALO) return rm_halo_buf(g->model, op, n);
-  if (op->kind == PL_SEND)
-    return op->tag & 1 ? rm_grad_out(g->model, op->microbatch, n)
-                       : rm_act_out(g->model, op->microbatch, n);
-  return op->tag & 1 ? rm_grad_in(g->model, op->microbatch, n)
-                     : rm_act_in(g->model, op->microbatch, n);
+static float *p2p_buf(real_backend *g, const plan_op *op, int64_t *n) {
+  if (op->purpose == PLAN_WHY_HALO) return real_model_halo_buf(g->model, op, n);
+  if (op->kind == PLAN_SEND)
+    return op->tag & 1 ? real_model_grad_out(g->model, op->microbatch, n)
+                       : real_model_act_out(g->model, op->microbatch, n);
+  return op->tag & 1 ? real_model_grad_in(g->model, op->microbatch, n)
+                     : real_model_act_in(g->model, op->microbatch, n);
 }
 
-static void be_recv_post(void *be, const pl_op *op, int iter) {
+static void be_recv_post(void *be, const plan_op *op, int iter) {
   (void)iter;
-  real_rank *g = be;
+  real_backend *g = be;
   int64_t n = 0;
   float *buf = p2p_buf(g, op, &n);
-  MPI_Irecv(buf, (int)n + RM_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag, MPI_COMM_WORLD,
-            &g->rreq[op - g->plan->ops]);
+  MPI_Irecv(buf, (int)n + REAL_MODEL_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag,
+            MPI_COMM_WORLD, &g->rreq[op - g->plan->ops]);
 }
 
-static double be_recv_wait(void *be, const pl_op *op, int iter) {
+static double be_recv_wait(void *be, const plan_op *op, int iter) {
   (void)iter;
-  real_rank *g = be;
+  real_backend *g = be;
   MPI_Wait(&g->rreq[op - g->plan->ops], MPI_STATUS_IGNORE);
   int64_t n = 0;
   const float *buf = p2p_buf(g, op, &n);
@@ -316,39 +319,39 @@ static double be_recv_wait(void *be, const pl_op *op, int iter) {
   return posted - g->origin_s; /* the sender's clock is this machine's */
 }
 
-static void be_send(void *be, const pl_op *op, int iter) {
+static void be_send(void *be, const plan_op *op, int iter) {
   (void)iter;
-  real_rank *g = be;
+  real_backend *g = be;
   int64_t n = 0;
   float *buf = p2p_buf(g, op, &n); /* a halo send packs its rows here */
   double posted = g_get_monotonic_time() / 1e6;
   memcpy(buf + n, &posted, sizeof posted);
-  MPI_Isend(buf, (int)n + RM_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag, MPI_COMM_WORLD,
-            &g->sreq[g->n_sends++]);
+  MPI_Isend(buf, (int)n + REAL_MODEL_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag,
+            MPI_COMM_WORLD, &g->sreq[g->n_sends++]);
 }
 
 static void be_sends_wait(void *be, int iter) {
   (void)iter;
-  real_rank *g = be;
+  real_backend *g = be;
   MPI_Waitall(g->n_sends, g->sreq, MPI_STATUSES_IGNORE);
   g->n_sends = 0;
 }
 
-static const char *be_coll(void *be, const pl_op *op, int iter, double *wire) {
+static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) {
   (void)iter;
-  real_rank *g = be;
+  real_backend *g = be;
   return run_coll(g->k, g->x->model, &g->x->cfg, g->model, op, wire);
 }
 
 static void be_ev_wait(void *be, int iter, int ev) {
-  real_rank *g = be;
+  real_backend *g = be;
   g_mutex_lock(&g->lock);
   while (!g->done[(size_t)iter * g->plan->n_events + ev]) g_cond_wait(&g->cond, &g->lock);
   g_mutex_unlock(&g->lock);
 }
 
 static void be_ev_record(void *be, int iter, int ev) {
-  real_rank *g = be;
+  real_backend *g = be;
   g_mutex_lock(&g->lock);
   g->done[(size_t)iter * g->plan->n_events + ev] = 1;
   g_cond_broadcast(&g->cond);
@@ -368,11 +371,11 @@ static gpointer compute_thread(gpointer data) {
 /* Rank 0: every rank's record (gathered as bytes), the losses, the result and the trace. NULL
  * or a newly allocated message. */
 static char *gather_and_write(const run_ctx *x, const exec_request *req, const rec_rank *mine,
-                              rm_rank *rm, const pl_rank_plan *plan, int rank, int P,
+                              real_model_rank *rm, const plan_rank *plan, int rank, int P,
                               const char *result_path) {
   const cfg_run *c = &x->cfg;
   double *loss = g_new0(double, c->iters), *loss_all = g_new0(double, c->iters);
-  for (int it = 0; it < c->iters; it++) loss[it] = rm_loss_sum(rm, it);
+  for (int it = 0; it < c->iters; it++) loss[it] = real_model_loss_sum(rm, it);
   MPI_Reduce(loss, loss_all, c->iters, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   GByteArray *bytes = g_byte_array_new();
   rec_pack(mine, bytes);
@@ -388,10 +391,10 @@ static char *gather_and_write(const run_ctx *x, const exec_request *req, const r
   MPI_Gatherv(bytes->data, len, MPI_BYTE, all, lens, offs, MPI_BYTE, 0, MPI_COMM_WORLD);
   char *err = NULL;
   if (rank == 0) {
-    pl_rank_plan **plans = g_new0(pl_rank_plan *, P);
+    plan_rank **plans = g_new0(plan_rank *, P);
     rec_rank *recs = g_new0(rec_rank, P);
     for (int r = 0; r < P && !err; r++) {
-      plans[r] = r == 0 ? NULL : pl_build(x->model, c, x->layer_t, r, NULL);
+      plans[r] = r == 0 ? NULL : plan_build(x->model, c, x->layer_t, r, NULL);
       rec_init(&recs[r], r, r == 0 ? plan : plans[r], c->iters);
       if (!recs[r].plan || !rec_unpack(&recs[r], all + offs[r], (gsize)lens[r]))
         err = g_strdup_printf("rank %d: unreadable measurements", r);
@@ -414,7 +417,7 @@ static char *gather_and_write(const run_ctx *x, const exec_request *req, const r
     }
     for (int r = 0; r < P; r++) {
       if (recs[r].colls) rec_release(&recs[r]);
-      pl_rank_plan_free(plans[r]);
+      plan_rank_free(plans[r]);
     }
     g_free(recs);
     g_free(plans);
@@ -442,20 +445,20 @@ int real_exec_main(int argc, char **argv) {
   memset(&x, 0, sizeof x);
   exec_request req;
   memset(&req, 0, sizeof req);
-  pl_rank_plan *plan = NULL;
-  rm_rank *rm = NULL;
+  plan_rank *plan = NULL;
+  real_model_rank *rm = NULL;
   GError *e = NULL;
   char *msg = NULL;
   int status = 2;
-  if (!exec_request_read(argv[1], &parsed, &req, &e) || !ctx_open_resolved(&x, &parsed, &e) ||
+  if (!exec_request_read(argv[1], &parsed, &req, &e) || !run_ctx_open_resolved(&x, &parsed, &e) ||
       !exec_for(CFG_MODE_REAL)->check(&x, &x.cfg, &e))
     msg = g_strdup(e->message);
   const cfg_run *c = &x.cfg;
   if (!msg && P != c->gpus) msg = g_strdup_printf("%d ranks for --gpus %d", P, c->gpus);
   g_clear_error(&e);
-  if (!msg && !(plan = pl_build(x.model, c, x.layer_t, rank, &e))) msg = g_strdup(e->message);
+  if (!msg && !(plan = plan_build(x.model, c, x.layer_t, rank, &e))) msg = g_strdup(e->message);
   g_clear_error(&e);
-  if (!msg && !(rm = rm_new(x.model, c, plan, rank, &e))) msg = g_strdup(e->message);
+  if (!msg && !(rm = real_model_new(x.model, c, plan, rank, &e))) msg = g_strdup(e->message);
   g_clear_error(&e);
   /* every rank reaches the same verdict from the same request, except for local failures */
   int bad = msg != NULL, any = 0;
@@ -471,8 +474,8 @@ int real_exec_main(int argc, char **argv) {
   coll_groups_init(&k.g, c, rank, node_of);
   g_free(node_of);
   int n_send = 0;
-  for (int i = 0; i < plan->n_ops; i++) n_send += plan->ops[i].kind == PL_SEND;
-  real_rank g;
+  for (int i = 0; i < plan->n_ops; i++) n_send += plan->ops[i].kind == PLAN_SEND;
+  real_backend g;
   memset(&g, 0, sizeof g);
   g.x = &x, g.plan = plan, g.model = rm, g.k = &k;
   g_mutex_init(&g.lock);
@@ -482,7 +485,8 @@ int real_exec_main(int argc, char **argv) {
   g.sreq = g_new(MPI_Request, n_send + 1);
   rec_rank rec;
   rec_init(&rec, rank, plan, c->iters);
-  exec_stream stream = {&real_stream, &g, plan, &rec, c->iters, g_getenv("DLSIM_DEBUG_OPS") != NULL};
+  exec_stream stream = {&real_stream, &g,       plan,
+                        &rec,         c->iters, g_getenv("DLSIM_DEBUG_OPS") != NULL};
 
   MPI_Barrier(MPI_COMM_WORLD);
   g.origin_s = g_get_monotonic_time() / 1e6;
@@ -509,10 +513,10 @@ int real_exec_main(int argc, char **argv) {
   g_free(k.recv);
 out:
   g_free(msg);
-  rm_free(rm);
-  pl_rank_plan_free(plan);
+  real_model_free(rm);
+  plan_rank_free(plan);
   exec_request_release(&req);
-  ctx_release(&x);
+  run_ctx_release(&x);
   cfg_release(&parsed);
   return status;
 }

@@ -12,12 +12,12 @@ static gboolean refuse(GError **err, const wl_model *m, const wl_layer *l, const
 }
 
 /* What the real executor does not split, layer by layer (the split table's entry `s`). */
-static gboolean check_layer(const wl_model *m, const cfg_run *c, int i, const pl_shard *s,
+static gboolean check_layer(const wl_model *m, const cfg_run *c, int i, const plan_shard *s,
                             GError **err) {
   const wl_layer *l = &m->layers[i];
   const int tp = c->tp;
   switch (s->kind) {
-  case PL_SPLIT_DOMAIN:
+  case PLAN_SPLIT_DOMAIN:
     if (l->kind != WL_CONV2D && l->kind != WL_MAXPOOL && l->kind != WL_AVGPOOL &&
         l->kind != WL_BATCHNORM && l->kind != WL_RELU && l->kind != WL_GELU && l->kind != WL_ADD)
       return refuse(err, m, l, "--domain conv", "only convolution, pooling, batch norm, ReLU, "
@@ -26,26 +26,26 @@ static gboolean check_layer(const wl_model *m, const cfg_run *c, int i, const pl
       return refuse(err, m, l, "--domain conv", "a global pooling at the end of the domain "
                     "part is not run for real");
     return TRUE;
-  case PL_SPLIT_ROWS:
+  case PLAN_SPLIT_ROWS:
     if (l->kind == WL_CONV2D && l->groups != 1)
       return refuse(err, m, l, "--grid", "grouped convolutions are not split for real");
     return TRUE;
-  case PL_SPLIT_COL:
-  case PL_SPLIT_QKV:
-    if (s->dim % tp || (s->kind == PL_SPLIT_QKV && l->out.c % 3))
+  case PLAN_SPLIT_COL:
+  case PLAN_SPLIT_QKV:
+    if (s->dim % tp || (s->kind == PLAN_SPLIT_QKV && l->out.c % 3))
       return refuse(err, m, l, "--tp", "its output features do not split evenly");
     return TRUE;
-  case PL_SPLIT_ROW:
+  case PLAN_SPLIT_ROW:
     if (l->in.c % tp) return refuse(err, m, l, "--tp", "its input features do not split evenly");
     return TRUE;
-  case PL_SPLIT_LOCAL:
+  case PLAN_SPLIT_LOCAL:
     if (l->kind != WL_ATTENTION && l->kind != WL_GELU && l->kind != WL_RELU)
       return refuse(err, m, l, "--tp", "only attention, GELU and ReLU run between a column "
                     "and a row linear");
     if (l->kind == WL_ATTENTION && l->heads % tp)
       return refuse(err, m, l, "--tp", "its heads do not split evenly");
     return TRUE;
-  case PL_SPLIT_VOCAB:
+  case PLAN_SPLIT_VOCAB:
     if (l->vocab % tp) return refuse(err, m, l, "--tp", "its vocabulary does not split evenly");
     return TRUE;
   default:
@@ -55,8 +55,8 @@ static gboolean check_layer(const wl_model *m, const cfg_run *c, int i, const pl
   }
 }
 
-gboolean rs_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, rs_layer *out,
-                 GError **err) {
+gboolean real_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i,
+                         real_shard_layer *out, GError **err) {
   const int tp = c->tp, n = m->n_layers;
   const gboolean grid = !(tp > 1 && c->tp_style == CFG_TP_MEGATRON) && (tp > 1 || c->grid_pr > 0);
   if (grid && c->grid_fc_only && c->pp > 1) {
@@ -64,43 +64,43 @@ gboolean rs_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, rs_lay
                 "not run for real; leave out --pp", c->pp);
     return FALSE;
   }
-  if (grid && c->domain_conv && tp > 1 && pl_domain_end(m) > 0 && c->pp > 1) {
+  if (grid && c->domain_conv && tp > 1 && plan_domain_end(m) > 0 && c->pp > 1) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --domain conv with --pp %d is not run "
                 "for real; leave out --pp", c->pp);
     return FALSE;
   }
-  pl_shard *sh = g_new(pl_shard, n);
-  gboolean ok = pl_shard_plan(m, c, tp_i, ep_i, sh, err);
+  plan_shard *sh = g_new(plan_shard, n);
+  gboolean ok = plan_shard_plan(m, c, tp_i, ep_i, sh, err);
   for (int i = 0; i < n && ok; i++) {
     const wl_layer *l = &m->layers[i];
-    const pl_shard *s = &sh[i];
+    const plan_shard *s = &sh[i];
     if (!(ok = check_layer(m, c, i, s, err))) break;
-    rs_layer *r = &out[i];
-    *r = (rs_layer){s->kind, s->parts, s->dim, s->c0, s->cn, s->cmax, s->samples, s->sub,
+    real_shard_layer *r = &out[i];
+    *r = (real_shard_layer){s->kind, s->parts, s->dim, s->c0, s->cn, s->cmax, s->samples, s->sub,
                     s->redistribute, s->redist_rows, l->out_elems};
     /* floats per sample of the output buffer: the rank's part where the output stays split */
-    if (s->kind == PL_SPLIT_DOMAIN) r->out_per = l->out.c * s->cn * l->out.w;
-    else if (s->kind == PL_SPLIT_COL || s->kind == PL_SPLIT_QKV || s->kind == PL_SPLIT_LOCAL)
+    if (s->kind == PLAN_SPLIT_DOMAIN) r->out_per = l->out.c * s->cn * l->out.w;
+    else if (s->kind == PLAN_SPLIT_COL || s->kind == PLAN_SPLIT_QKV || s->kind == PLAN_SPLIT_LOCAL)
       r->out_per = l->out_elems / tp;
   }
   g_free(sh);
   return ok;
 }
 
-int64_t rs_param_index(const wl_layer *l, const rs_layer *s, int64_t *idx) {
+int64_t real_shard_param_index(const wl_layer *l, const real_shard_layer *s, int64_t *idx) {
   int64_t n = 0;
 #define PUT(v) do { if (idx) idx[n] = (v); n++; } while (0)
   switch (s->kind) {
-  case PL_SPLIT_ROWS:
-  case PL_SPLIT_COL:
-  case PL_SPLIT_QKV:
-  case PL_SPLIT_VOCAB: {
+  case PLAN_SPLIT_ROWS:
+  case PLAN_SPLIT_COL:
+  case PLAN_SPLIT_QKV:
+  case PLAN_SPLIT_VOCAB: {
     /* rows of a (rows, fan) weight (conv filters, linear rows, embedding rows), then bias */
     const int64_t rows = l->kind == WL_EMBEDDING ? l->vocab : l->out.c;
     const int64_t fan = l->kind == WL_EMBEDDING ? l->out.c
                         : l->kind == WL_LINEAR  ? l->in.c
                                                 : l->in.c / l->groups * l->kh * l->kw;
-    const int blocks = s->kind == PL_SPLIT_QKV ? 3 : 1;
+    const int blocks = s->kind == PLAN_SPLIT_QKV ? 3 : 1;
     for (int q = 0; q < blocks; q++)
       for (int64_t o = s->c0; o < s->c0 + s->cn; o++)
         for (int64_t f = 0; f < fan; f++) PUT((q * s->dim + o) * fan + f);
@@ -109,7 +109,7 @@ int64_t rs_param_index(const wl_layer *l, const rs_layer *s, int64_t *idx) {
         for (int64_t o = s->c0; o < s->c0 + s->cn; o++) PUT(rows * fan + q * s->dim + o);
     break;
   }
-  case PL_SPLIT_ROW: { /* columns of (OC, IC); the bias whole */
+  case PLAN_SPLIT_ROW: { /* columns of (OC, IC); the bias whole */
     const int64_t oc = l->out.c, ic = l->in.c;
     for (int64_t o = 0; o < oc; o++)
       for (int64_t j = s->c0; j < s->c0 + s->cn; j++) PUT(o * ic + j);
@@ -117,7 +117,7 @@ int64_t rs_param_index(const wl_layer *l, const rs_layer *s, int64_t *idx) {
       for (int64_t o = 0; o < oc; o++) PUT(oc * ic + o);
     break;
   }
-  case PL_SPLIT_EXPERTS: { /* router whole, then this rank's experts' w1, b1, w2, b2 */
+  case PLAN_SPLIT_EXPERTS: { /* router whole, then this rank's experts' w1, b1, w2, b2 */
     const int64_t E = l->experts, C = l->in.c, F = l->ffn;
     const int64_t router = C * E + (l->bias ? E : 0);
     for (int64_t e = 0; e < router; e++) PUT(e);

@@ -20,19 +20,19 @@
 #include "plan/shard.h"
 
 typedef struct {
-  pl_split kind;     /* the split table's kind (plan/shard.h) */
+  plan_split kind;     /* the split table's kind (plan/shard.h) */
   int parts;         /* ways the split dimension is cut (tp, or ep for experts); 1 when whole */
   int64_t dim;       /* the split dimension's full size (channels, features, vocabulary, experts;
-                        for PL_SPLIT_QKV the width h of each of q, k, v) */
+                        for PLAN_SPLIT_QKV the width h of each of q, k, v) */
   int64_t c0, cn;    /* this rank's slice [c0, c0 + cn) of it */
   int64_t cmax;      /* the largest slice of any member (all-gather block) */
   int64_t S;         /* samples of one micro-batch on this rank */
   int64_t sub;       /* first of them within its data-parallel row's micro-batch */
   gboolean redist;   /* the layer's input is all-gathered over tp first (--grid-layers fc, or
                         after the domain part) */
-  gboolean redist_rows; /* that input arrives as PL_SPLIT_DOMAIN row slabs (--domain conv) */
+  gboolean redist_rows; /* that input arrives as PLAN_SPLIT_DOMAIN row slabs (--domain conv) */
   int64_t out_per;   /* floats per sample of the layer's output buffer on this rank */
-} rs_layer;
+} real_shard_layer;
 
 /* Fills `out` (m->n_layers entries) for the rank with tensor-parallel index tp_i and expert
  * index ep_i. DL_ERR_INPUT (one line naming the option and the layer) for what the real
@@ -41,12 +41,12 @@ typedef struct {
  * experts with tp, --grid-layers fc with --pp, --domain conv with --pp or with layers other than
  * convolution, pooling, batch norm, ReLU, GELU and add in the domain part, or ending in a global
  * pooling. */
-gboolean rs_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, rs_layer *out,
-                 GError **err);
+gboolean real_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i,
+                         real_shard_layer *out, GError **err);
 
 /* Serial-layout index of each of the rank's parameters of layer `layer` (weights then bias; for
  * MoE router weights, router bias, w1, b1, w2, b2 of all experts) into `idx` (may be NULL), in
- * the rank's local order; returns how many. `s` is the layer's entry of rs_plan. */
-int64_t rs_param_index(const wl_layer *l, const rs_layer *s, int64_t *idx);
+ * the rank's local order; returns how many. `s` is the layer's entry of real_shard_plan. */
+int64_t real_shard_param_index(const wl_layer *l, const real_shard_layer *s, int64_t *idx);
 
 #endif

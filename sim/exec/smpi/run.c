@@ -50,7 +50,7 @@ static struct {
 /* One rank's backend of the two-stream loop. */
 typedef struct {
   int rank;
-  const pl_rank_plan *plan;
+  const plan_rank *plan;
   sg_sem_t *events;      /* iters × n_events */
   double speed;          /* host FLOP/s */
   coll_groups groups;
@@ -66,11 +66,11 @@ static double be_now(void *be) {
   return simgrid_get_clock();
 }
 
-static kdb_origin be_kernel(void *be, const pl_op *op, int iter) {
+static kdb_origin be_kernel(void *be, const plan_op *op, int iter) {
   (void)iter;
   smpi_rank *g = be;
   kdb_origin origin;
-  double s = kt_kernel_s(&shared.ctx.kt, op, &origin);
+  double s = ktime_kernel_s(&shared.ctx.kt, op, &origin);
   if (s > 0) sg_actor_execute(s * g->speed);
   return origin;
 }
@@ -79,14 +79,14 @@ static void sent_key(char *key, size_t n, int src, int dst, int iter, int tag) {
   g_snprintf(key, n, "%d:%d:%d:%d", src, dst, iter, tag);
 }
 
-static void be_recv_post(void *be, const pl_op *op, int iter) {
+static void be_recv_post(void *be, const plan_op *op, int iter) {
   (void)iter;
   smpi_rank *g = be;
   MPI_Irecv(g->recvbuf, (int)op->bytes, MPI_BYTE, op->peer, op->tag, MPI_COMM_WORLD,
             &g->rreq[op - g->plan->ops]);
 }
 
-static double be_recv_wait(void *be, const pl_op *op, int iter) {
+static double be_recv_wait(void *be, const plan_op *op, int iter) {
   smpi_rank *g = be;
   MPI_Wait(&g->rreq[op - g->plan->ops], MPI_STATUS_IGNORE);
   char key[64];
@@ -95,7 +95,7 @@ static double be_recv_wait(void *be, const pl_op *op, int iter) {
   return posted ? *posted : -INFINITY;
 }
 
-static void be_send(void *be, const pl_op *op, int iter) {
+static void be_send(void *be, const plan_op *op, int iter) {
   smpi_rank *g = be;
   char key[64];
   sent_key(key, sizeof key, g->rank, op->peer, iter, op->tag);
@@ -113,10 +113,10 @@ static void be_sends_wait(void *be, int iter) {
   g->n_sends = 0;
 }
 
-static const char *be_coll(void *be, const pl_op *op, int iter, double *wire) {
+static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) {
   (void)iter;
   smpi_rank *g = be;
-  const pl_group grp = op->group;
+  const plan_group grp = op->group;
   const int n = g->groups.size[grp];
   const coll_op cop = op->coll;
   const char *algo = coll_resolve(cop, shared.ctx.cfg.coll, op->bytes, n, g->groups.nodes[grp]);
@@ -169,7 +169,7 @@ static void open_shared(const char *request_path) {
   cfg_run c;
   cfg_init(&c);
   if (!exec_request_read(request_path, &c, &shared.req, &e) ||
-      !ctx_open_resolved(&shared.ctx, &c, &e)) {
+      !run_ctx_open_resolved(&shared.ctx, &c, &e)) {
     shared.error = g_strdup(e->message);
     g_error_free(e);
     cfg_release(&c);
@@ -216,7 +216,7 @@ int smpi_exec_main(int argc, char **argv) {
     return 2;
   }
   GError *e = NULL;
-  pl_rank_plan *plan = pl_build(x->model, c, x->layer_t, rank, &e);
+  plan_rank *plan = plan_build(x->model, c, x->layer_t, rank, &e);
   if (!plan) {
     if (rank == 0) fprintf(stderr, "dlsim-smpi: %s\n", e->message);
     g_error_free(e);
@@ -236,12 +236,12 @@ int smpi_exec_main(int argc, char **argv) {
   double maxb = 0;
   int n_send = 0;
   for (int i = 0; i < plan->n_ops; i++)
-    if (plan->ops[i].kind != PL_KERNEL) { /* collectives and point-to-point messages */
+    if (plan->ops[i].kind != PLAN_KERNEL) { /* collectives and point-to-point messages */
       double b = plan->ops[i].bytes, in = 0;
       if (plan->ops[i].peer_recv_bytes) /* uneven all-to-all: what arrives may exceed what leaves */
         for (int j = 0; j < c->ep; j++) in += plan->ops[i].peer_recv_bytes[j];
       maxb = MAX(maxb, MAX(b, in));
-      n_send += plan->ops[i].kind == PL_SEND;
+      n_send += plan->ops[i].kind == PLAN_SEND;
     }
   const size_t bufb = (size_t)maxb + 64;
   g.sendbuf = SMPI_SHARED_MALLOC(bufb);
