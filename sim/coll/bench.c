@@ -1,4 +1,4 @@
-/* coll_bench.c — the nccl-tests-style collective benchmark both executors run (`dlsim coll`):
+/* bench.c — the nccl-tests-style collective benchmark both executors run (`dlsim coll`):
  * `dlsim-smpi coll ...` in simulation, `dlsim-real coll ...` on the machine's MPI.
  *
  * A loop over sizes min..max (×2): warm-up, a barrier, `iters` timed calls; the time of a size is

@@ -1,4 +1,4 @@
-/* coll_info.c — the MPI-free half of coll.h: names, table rows, default choice, byte counts.
+/* info.c — the MPI-free half of coll.h: names, table rows, default choice, byte counts.
  * Compiled into both the host library and the MPI executors. */
 #include "coll/coll.h"
 
@@ -18,7 +18,7 @@ static const coll_algo_info algo_infos[] = {
 };
 #define N_ALGOS ((int)G_N_ELEMENTS(algo_infos))
 
-/* The SimGrid selector item of each operation (SMPI-NOTES §5.1); NULL: none. */
+/* The SimGrid selector item of each operation (SimGrid's smpi/<collective> settings); NULL: none. */
 static const char *const smpi_items[COLL_OP_COUNT] = {
     [COLL_ALLREDUCE] = "smpi/allreduce",     [COLL_ALLGATHER] = "smpi/allgather",
     [COLL_REDUCESCATTER] = "smpi/reduce_scatter", [COLL_BROADCAST] = "smpi/bcast",

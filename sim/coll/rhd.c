@@ -1,4 +1,4 @@
-/* coll_rhd.c — logarithmic-latency algorithms: Rabenseifner's all-reduce (recursive-halving
+/* rhd.c — logarithmic-latency algorithms: Rabenseifner's all-reduce (recursive-halving
  * reduce-scatter + recursive-doubling all-gather; Thakur, Rabenseifner & Gropp 2005, §4), the
  * recursive-halving reduce-scatter, and Bruck's all-gather (Bruck et al. 1997). These give the
  * α log P + β n cost model that Gholami et al. 2018 assume for their communication terms.

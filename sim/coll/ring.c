@@ -1,4 +1,4 @@
-/* coll_ring.c — NCCL's ring algorithms on MPI point-to-point.
+/* ring.c — NCCL's ring algorithms on MPI point-to-point.
  *
  * Each step every rank sends one chunk to its right neighbour and receives one from its left, so
  * on a contention-free network a step costs α + chunk/β and the all-reduce takes

@@ -1,4 +1,4 @@
-/* coll_tree.c — NCCL's double binary tree (Sanders, Speck & Träff 2009; NCCL 2.4).
+/* tree.c — NCCL's double binary tree (Sanders, Speck & Träff 2009; NCCL 2.4).
  *
  * Tree A is an in-order binary tree on ranks 1..P-1 (the parent of x, with b its lowest set bit,
  * is (x - b) | 2b, or x - b when that is >= P) under rank 0, which has a single child. Tree B is

@@ -16,8 +16,8 @@
 #endif
 
 /* Pinned algorithms: the NCCL-ring analogues where they exist, log-depth ones elsewhere; never a
- * selector (the ompi selector makes a one-integer allreduce take 50 s of wall time at 1024 ranks,
- * SMPI-NOTES §0.7). alltoall "ring" rather than "pair": pair needs a power-of-two size. */
+ * selector (SimGrid 3.32's ompi selector makes a one-integer allreduce take 50 s of wall time at
+ * 1024 ranks, measured). alltoall "ring" rather than "pair": pair needs a power-of-two size. */
 static const char *const default_cfg[] = {
     "smpi/simulate-computation:no",
     "smpi/wtime:0",

@@ -1,9 +1,9 @@
 /* launch.h — running the SMPI executor (dlsim-smpi) under smpirun from the host driver.
  *
  * The executor is found at $DLSIM_SMPI_EXEC, else <build dir>/dlsim-smpi. smpirun is the one
- * CMake found (DLSIM_SMPIRUN). Every SMPI collective algorithm is pinned (SMPI-NOTES.md §0.7,
- * §9) and the simulator's own CPU time is never injected; the network settings come from the
- * platform file's <config> section, or from `extra_cfg`.
+ * CMake found (DLSIM_SMPIRUN). Every SMPI collective algorithm is pinned (SMPI's selectors cost
+ * minutes of wall time at scale) and the simulator's own CPU time is never injected; the network
+ * settings come from the platform file's <config> section, or from `extra_cfg`.
  */
 #ifndef DL_LAUNCH_H
 #define DL_LAUNCH_H

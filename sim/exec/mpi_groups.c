@@ -1,4 +1,4 @@
-/* coll_groups.c — communicators per plan group (see coll_groups.h). */
+/* mpi_groups.c — communicators per plan group (see mpi_groups.h). */
 #include "exec/mpi_groups.h"
 
 #include <glib.h>

@@ -1,4 +1,4 @@
-/* coll_groups.h — the MPI communicators of a rank's plan groups (plan.h: dp, tp, pp, ep, ...)
+/* mpi_groups.h — the MPI communicators of a rank's plan groups (plan.h: dp, tp, pp, ep, ...)
  * and their node layout, made once per run for the collectives of coll_mpi.h. Shared by the SMPI
  * and real executors.
  *

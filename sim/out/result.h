@@ -1,5 +1,5 @@
 /* result.h — the result of one run, the same for the sim, real and analytic executors, and its
- * JSON form (INTERFACE.md "Result JSON") and human summary.
+ * JSON form (README.md, "The result") and human summary.
  *
  * Times are per iteration, in seconds, for the slowest rank. compute + exposed_comm + bubble +
  * idle = iteration_time; overlapped_comm is communication hidden under compute.
@@ -71,7 +71,7 @@ typedef struct {
 void res_init(res_result *r);
 void res_release(res_result *r);
 
-/* The result document (INTERFACE.md) as text, keys in a fixed order, same input -> same bytes.
+/* The result document as text, keys in a fixed order, same input -> same bytes.
  * Newly allocated (g_free). */
 char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m);
 

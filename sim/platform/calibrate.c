@@ -162,7 +162,7 @@ double calib_model_s(const calib_fit *f, double size_bytes) {
   const calib_segment *s = &f->seg[0];
   for (int m = 1; m < f->n_segments; m++)
     if (size_bytes >= f->seg[m].threshold_bytes) s = &f->seg[m];
-  /* SMPI network model with factors: SMPI-NOTES.md §4.1 (src/surf/network_smpi.cpp) */
+  /* SMPI network model with factors: SimGrid's src/surf/network_smpi.cpp */
   return s->lat_factor * f->latency_s + size_bytes / (s->bw_factor * f->bandwidth_bps);
 }
 

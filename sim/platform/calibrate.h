@@ -1,7 +1,7 @@
 /* calibrate.h — fitting SMPI's network model to ping-pong measurements on the machine at hand,
  * and writing a platform for it (`dlsim platform --calibrate`).
  *
- * Model (SimGrid's SMPI network model, SMPI-NOTES.md §4.1, with TCP-gamma 0 and weight-S 0):
+ * Model (SimGrid's SMPI network model, src/surf/network_smpi.cpp, with TCP-gamma 0 and weight-S 0):
  * the one-way time of a message of s bytes over a route of latency L and bottleneck bandwidth B is
  *
  *     t(s) = lat_factor(s) × L + s / (bw_factor(s) × B)

@@ -1,6 +1,6 @@
-/* platform_gen.c — writes SimGrid platform files for clusters of DGX-like nodes, and the presets.
+/* generate.c — writes SimGrid platform files for clusters of DGX-like nodes, and the presets.
  *
- * Graph written (one DijkstraCache zone, SMPI-NOTES.md §3.4):
+ * Graph written (one DijkstraCache zone):
  *   host n<n>g<g> --<n><g>_nvl--> router n<n>_nvsw                       (NVLink to NVSwitch)
  *   K = G:  host n<n>g<g> --n<n>g<g>_nic--> leaf                          (a NIC per GPU)
  *   K < G:  host n<n>g<g> --n<n>g<g>_pci--> router n<n>_pci<k> --n<n>_nic<k>--> leaf
@@ -225,7 +225,7 @@ const char *const *plat_smpi_cfg(void) { return smpi_cfg; }
 
 /* ---- writer ---------------------------------------------------------------------------------- */
 
-/* A SimGrid factor list "size:factor;..." (SMPI-NOTES.md §4.1): non-negative numbers in pairs;
+/* A SimGrid factor list "size:factor;..." (SimGrid's smpi/bw-factor): non-negative numbers in pairs;
  * NULL stands for the default and is fine. */
 static gboolean factor_ok(const char *text) {
   if (!text) return TRUE;

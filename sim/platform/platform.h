@@ -1,7 +1,7 @@
 /* platform.h — cluster platforms: writing SimGrid platform files and reading them back.
  *
  * A dlsim platform is a SimGrid XML file (DTD 4.1) with one zone routed by `DijkstraCache`
- * (an explicit graph, SMPI-NOTES.md §3.4): one host per GPU named `n<node>g<gpu>`, an NVSwitch
+ * (an explicit graph: a <cluster> cannot express NVSwitch plus a NIC per GPU): one host per GPU named `n<node>g<gpu>`, an NVSwitch
  * router per node, NIC links to leaf switches, leaf-to-spine links. Hosts appear in rank order.
  * The generator (platform_gen.c) writes such files; the reader (platform.c) loads them with GLib's
  * GMarkup and answers route questions for the closed-form model without running SimGrid: the
@@ -62,7 +62,7 @@ typedef struct {
   int nodes_per_leaf;      /* nodes under one leaf (rail: one leaf per rail per group); 0 = all */
   int spines;              /* spine switches; 0 = as many as leaves in one group (rails or 1) */
   const char *comment;     /* text for an XML comment at the top of the file, or NULL */
-  const char *bw_factor;   /* SMPI's smpi/bw-factor for <config> ("size:factor;...", SMPI-NOTES.md
+  const char *bw_factor;   /* SMPI's smpi/bw-factor for <config> ("size:factor;...", SimGrid's
                               §4.1; borrowed), or NULL for "0:1" (no correction) */
   const char *lat_factor;  /* smpi/lat-factor likewise, or NULL for "0:1" */
 } plat_gen_params;

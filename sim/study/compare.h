@@ -1,4 +1,4 @@
-/* compare.h — comparing two result documents (INTERFACE.md "Result JSON"), e.g. a real run and
+/* compare.h — comparing two result documents (the result document, out/result.h), e.g. a real run and
  * its simulation, and attributing the difference of their iteration times (`dlsim compare`,
  * `dlsim validate`).
  *

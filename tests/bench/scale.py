@@ -6,7 +6,7 @@ Default: ResNet-50 data parallel on 1,024 GPUs (128 DGX A100 nodes with ThetaGPU
 network), 32 samples per GPU, 2 iterations. Real memory is the peak of the simulator process's
 anonymous memory (heap and stacks, /proc/PID/status "RssAnon", polled every 2 s): SMPI_SHARED_MALLOC
 buffers map one small file many times, so RSS counts the same pages once per mapping and says
-nothing (SMPI-NOTES.md §2.2).
+nothing (SimGrid maps every shared block many times).
 
 Usage: tests/bench/scale.py [--dlsim build/dlsim] [--gpus 1024] [--workload resnet50-imagenet]
                             [--per-gpu-batch 32] [--iters 2]

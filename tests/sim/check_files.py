@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Result and trace files against their schemas, the breakdown identity, and determinism.
 
-- The result JSON of every mode has INTERFACE.md's keys (tests/sim/result.schema.json), and
+- The result JSON of every mode has the promised keys (tests/sim/result.schema.json), and
   compute + exposed_comm + bubble + idle = iteration_time_s within 1%.
 - `--trace` writes Chrome trace-event JSON that Perfetto opens (tests/sim/chrome-trace.schema.json):
   one process per rank, named; one thread per stream, named; complete events with ts and dur.
@@ -45,9 +45,9 @@ def main(dlsim):
                 r = json.load(f)
             try:
                 jsonschema.validate(r, rs)
-                check(f"{mode}: result has every INTERFACE.md key", True)
+                check(f"{mode}: result has every promised key", True)
             except jsonschema.ValidationError as e:
-                check(f"{mode}: result has every INTERFACE.md key", False, e.message)
+                check(f"{mode}: result has every promised key", False, e.message)
             b = r["breakdown_s"]
             total = b["compute"] + b["exposed_comm"] + b["bubble"] + b["idle"]
             check(f"{mode}: breakdown adds up to the iteration",

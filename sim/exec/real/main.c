@@ -1,4 +1,4 @@
-/* real_main.c — entry point of the real executor `dlsim-real` (built with mpicc, run by mpirun).
+/* main.c — entry point of the real executor `dlsim-real` (built with mpicc, run by mpirun).
  *
  * `dlsim-real MODE [options]`: MODE picks an entry of the mode table; only rank 0 prints usage.
  * MPI is initialised for MPI_THREAD_FUNNELED: each rank's compute thread never calls MPI.

@@ -1,4 +1,4 @@
-/* real_model.h — the numbers of the real executor: one rank's layers with real weights,
+/* model.h — the numbers of the real executor: one rank's layers with real weights,
  * gradients, optimizer state and activations, and the kernel ops of the plan run on them with
  * the CPU twins (kernels/kernels.h). No MPI here: real_exec.c moves the buffers.
  *

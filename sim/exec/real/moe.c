@@ -1,4 +1,4 @@
-/* real_moe.c — a mixture-of-experts layer, whole or expert-parallel (see real_moe.h). */
+/* moe.c — a mixture-of-experts layer, whole or expert-parallel (see moe.h). */
 #include "exec/real/moe.h"
 
 #include <math.h>

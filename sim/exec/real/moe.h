@@ -1,4 +1,4 @@
-/* real_moe.h — a mixture-of-experts layer in the real executor, whole or expert-parallel.
+/* moe.h — a mixture-of-experts layer in the real executor, whole or expert-parallel.
  *
  * Whole (ep = 1): the router kernel op runs kn_moe_fwd (kernels.h, the specification) and the
  * experts' backward op kn_moe_bwd; the other two kernel ops of the plan do nothing.

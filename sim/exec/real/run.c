@@ -1,4 +1,4 @@
-/* real_exec.c — `dlsim-real run REQUEST RESULT`: the real executor of the planner's op lists.
+/* run.c — `dlsim-real run REQUEST RESULT`: the real executor of the planner's op lists.
  *
  * Run by the driver (exec.c) under mpirun, one process per rank. Each rank opens the run from the
  * driver's request (context.h: the same plan as the SMPI executor, with the same stage balance),

@@ -1,4 +1,4 @@
-/* real_exec.h — mode `run` of the real executor (see real_exec.c and exec.h). */
+/* run.h — mode `run` of the real executor (see run.c and exec/exec.h). */
 #ifndef DL_REAL_EXEC_H
 #define DL_REAL_EXEC_H
 

@@ -1,11 +1,11 @@
-/* smpi_main.c — entry point of the SMPI executor `dlsim-smpi` (built by smpicc, run by smpirun).
+/* main.c — entry point of the SMPI executor `dlsim-smpi` (built by smpicc, run by smpirun).
  *
  * `dlsim-smpi MODE [options]`: MODE picks an entry of the mode table. Every rank parses the same
  * arguments; only rank 0 prints. Run with `smpirun -no-privatize`: the process-wide state below
  * (the scratch-memory kind) is set identically by every rank and read-only afterwards.
  *
  * Mode `coll`: the collective benchmark of coll_bench.c on payload-free SMPI_SHARED_MALLOC
- * buffers with a no-op MPI_Op (SMPI-NOTES.md §2), unless --check asks for real data.
+ * buffers with a no-op MPI_Op (SMPI memory folding), unless --check asks for real data.
  * Mode `run`: smpi_exec.c.
  */
 #include <mpi.h>

@@ -1,4 +1,4 @@
-/* smpi_exec.c — `dlsim-smpi run REQUEST RESULT`: the SMPI executor of the planner's op lists.
+/* run.c — `dlsim-smpi run REQUEST RESULT`: the SMPI executor of the planner's op lists.
  *
  * Run by the driver (exec.c) under `smpirun -no-privatize`: all ranks share this process's
  * globals, so the run is opened once (by the first rank to start: SMPI runs ranks one at a time

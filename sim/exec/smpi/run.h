@@ -1,4 +1,4 @@
-/* smpi_exec.h — mode `run` of the SMPI executor (see smpi_exec.c and exec.h). */
+/* run.h — mode `run` of the SMPI executor (see run.c and exec/exec.h). */
 #ifndef SMPI_EXEC_H
 #define SMPI_EXEC_H
 
