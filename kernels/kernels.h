@@ -272,6 +272,7 @@ typedef struct {
   int clock_mhz;         /* SM clock */
   int mem_clock_mhz;     /* memory clock */
   int l2_bytes;          /* L2 cache size */
+  double mem_bytes;      /* cudaDeviceProp.totalGlobalMem */
   int driver_version;    /* cudaDriverGetVersion, e.g. 13000 */
   int runtime_version;   /* cudaRuntimeGetVersion */
 } kn_cuda_info;

@@ -843,6 +843,7 @@ extern "C" int dlsim_cuda_info(kn_cuda_info *info) {
   cudaDeviceGetAttribute(&v, cudaDevAttrMemoryClockRate, dev);
   info->mem_clock_mhz = v / 1000;
   info->l2_bytes = p.l2CacheSize;
+  info->mem_bytes = (double)p.totalGlobalMem;
   cudaDriverGetVersion(&info->driver_version);
   cudaRuntimeGetVersion(&info->runtime_version);
   return 0;

@@ -25,6 +25,7 @@ typedef struct {
   char *derive_for;/* --derive-for: spec sheet of the device to derive a database for */
   char *from;      /* --from: the measured database it is derived from */
   char *from_spec; /* --from-spec: spec sheet of the measured device (default: from provenance) */
+  char *spec;      /* --spec: spec sheet of the device measured (default: from its name) */
 } kb_opts;
 
 typedef struct {
@@ -41,7 +42,8 @@ static gboolean take_opts(kb_opts *o, int *argc, char **argv, GError **err) {
     const char *val = NULL;
     gboolean has_val = strcmp(a, "--device") == 0 || strcmp(a, "--repeats") == 0 ||
                        strcmp(a, "--note") == 0 || strcmp(a, "--derive-for") == 0 ||
-                       strcmp(a, "--from") == 0 || strcmp(a, "--from-spec") == 0;
+                       strcmp(a, "--from") == 0 || strcmp(a, "--from-spec") == 0 ||
+                       strcmp(a, "--spec") == 0;
     if (has_val) {
       if (i + 1 >= *argc) {
         g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: %s: expected a value", a);
@@ -81,6 +83,9 @@ static gboolean take_opts(kb_opts *o, int *argc, char **argv, GError **err) {
     } else if (strcmp(a, "--from-spec") == 0) {
       g_free(o->from_spec);
       o->from_spec = g_strdup(val);
+    } else if (strcmp(a, "--spec") == 0) {
+      g_free(o->spec);
+      o->spec = g_strdup(val);
     } else {
       argv[w++] = argv[i];
     }
@@ -93,9 +98,11 @@ static gboolean take_opts(kb_opts *o, int *argc, char **argv, GError **err) {
 static void usage(void) {
   printf(
       "Usage: dlsim kbench [--workload W [run options]] [--quick] [--grid-shapes]\n"
-      "                    [--device cpu|cuda] [--repeats N] [--out FILE] [--note TEXT]\n\n"
-      "Measures kernel times on this machine into a kernel database (kernels/db/<device>.json\n"
-      "by default) with provenance.\n\n"
+      "                    [--device cpu|cuda] [--spec KEY] [--repeats N] [--out FILE]\n"
+      "                    [--note TEXT]\n\n"
+      "Measures kernel times on this machine into a kernel database with provenance. A GPU's\n"
+      "database is named by its spec-sheet key (kernels/db/h100-sxm.json, ...), the name runs on a\n"
+      "platform of that GPU look up; the CPU twins' by the CPU (kernels/db/cpu-<model>.json).\n\n"
       "  --workload W     measure the exact kernel list rank 0 runs for W and the run options\n"
       "                   (--gpus, --batch, --dp, --tp, --grid, --precision; see dlsim run "
       "--help)\n"
@@ -103,15 +110,20 @@ static void usage(void) {
       "  --quick          a small set: mlp-small, cnn-small and the first ResNet-18-CIFAR\n"
       "                   layers at small batches\n"
       "  --device D       cpu (default; one BLAS thread) or cuda (a CUDA build with a device)\n"
+      "  --spec KEY       the spec sheet of the GPU measured (a100-40gb, a100-80gb, h100-sxm,\n"
+      "                   h200); default: from the name the driver reports. Needed for boards\n"
+      "                   without a sheet of their own (PCIe, NVL)\n"
       "  --repeats N      at most N timed repeats per kernel (default 100; stops earlier when\n"
       "                   the median is stable to 2%%)\n"
       "  --out FILE       where to write the database\n"
       "  --note TEXT      free text recorded in the provenance\n\n"
-      "       dlsim kbench --derive-for GPU --from DB [--from-spec SPEC] [--out FILE]\n\n"
+      "       dlsim kbench --derive-for GPU --from DB [--from-spec SPEC] --out FILE\n\n"
       "Derives a database for a device nobody measured (a spec sheet name: a100-40gb,\n"
       "a100-80gb, h100-sxm, h200, cpu) from a measured one: every entry's time is scaled by the\n"
-      "two devices' roofline ratio for that entry; the provenance says derived. --from-spec\n"
-      "names the measured device's sheet (default: cpu for CPU databases).\n");
+      "two devices' roofline ratio for that entry; the entries and the provenance say derived,\n"
+      "and runs count them as derived, not measured. --from-spec names the measured device's\n"
+      "sheet (default: the device the database says). --out is required: a derived database\n"
+      "is used by default only where you put it.\n");
 }
 
 /* Adds rank 0's kernel ops of `m` under configuration `c` (resolved) to `jobs`, once per key. */
@@ -203,6 +215,39 @@ static char *slug(const char *s) {
   return g_string_free(g, FALSE);
 }
 
+/* The name of the database measured here, decided before anything is measured: a GPU's spec-sheet
+ * key (from the name the driver reports, or --spec), the key runs look their database up by;
+ * "cpu-<model>" for the CPU twins. NULL with DL_ERR_INPUT when a GPU matches no sheet. */
+static char *device_key(const kb_opts *o, GError **err) {
+  if (strcmp(o->device, "cuda") != 0) {
+    if (o->spec && g_ascii_strcasecmp(o->spec, "cpu") != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --spec %s: the CPU twins are measured "
+                  "as cpu; --spec names a GPU's sheet with --device cuda", o->spec);
+      return NULL;
+    }
+    char *s = slug(gpu_local_cpu()->full_name);
+    char *device = g_strdup_printf("cpu-%s", s);
+    g_free(s);
+    return device;
+  }
+  kn_cuda_info ci;
+  memset(&ci, 0, sizeof ci);
+  if (kn_cuda_info_get(&ci) != 0) g_strlcpy(ci.name, "unknown CUDA device", sizeof ci.name);
+  const gpu_spec *s = o->spec ? gpu_find(o->spec) : gpu_for_device_name(ci.name, ci.mem_bytes);
+  if (!s || strcmp(s->name, "cpu") == 0) {
+    char *known = gpu_known_names();
+    if (o->spec)
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --spec %s: no GPU spec sheet of that "
+                  "name (%s)", o->spec, known);
+    else
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --device cuda: no spec sheet matches "
+                  "'%s'; name the closest with --spec (%s)", ci.name, known);
+    g_free(known);
+    return NULL;
+  }
+  return g_strdup(s->name);
+}
+
 static void fill_provenance(kdb *db, const char *device, const kb_opts *o, const kh_opts *ho) {
   GDateTime *now = g_date_time_new_now_utc();
   char *date = g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
@@ -211,6 +256,7 @@ static void fill_provenance(kdb *db, const char *device, const kb_opts *o, const
   g_date_time_unref(now);
   kdb_set_prov_str(db, "device", device);
   kdb_set_prov_str(db, "backend", o->device);
+  kdb_set_prov_str(db, "spec_key", strcmp(o->device, "cuda") == 0 ? device : "cpu");
   kdb_set_prov_str(db, "harness_version", KH_VERSION);
   kdb_set_prov_str(db, "dlsim_version", DL_VERSION);
   kdb_set_prov_num(db, "max_repeats", ho->max_repeats);
@@ -222,6 +268,8 @@ static void fill_provenance(kdb *db, const char *device, const kb_opts *o, const
     kn_cuda_info ci;
     if (kn_cuda_info_get(&ci) == 0) {
       kdb_set_prov_str(db, "device_full_name", ci.name);
+      kdb_set_prov_str(db, "spec_from", o->spec ? "--spec" : "the device name");
+      kdb_set_prov_num(db, "mem_bytes", ci.mem_bytes);
       kdb_set_prov_num(db, "sm_count", ci.sm_count);
       kdb_set_prov_num(db, "clock_mhz", ci.clock_mhz);
       kdb_set_prov_num(db, "mem_clock_mhz", ci.mem_clock_mhz);
@@ -246,7 +294,7 @@ static int derive(const kb_opts *o, int argc, char **argv, GError **err) {
   cfg_run c;
   cfg_init(&c);
   kdb *src = NULL, *db = NULL;
-  char *out = NULL, *json = NULL;
+  char *out = NULL, *json = NULL, *known = gpu_known_names();
   int status = 2;
   const gpu_spec *to = o->derive_for ? gpu_find(o->derive_for) : NULL;
   if (!o->derive_for || !o->from) {
@@ -255,21 +303,30 @@ static int derive(const kb_opts *o, int argc, char **argv, GError **err) {
   }
   if (!to) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --derive-for %s: no spec sheet of that "
-                "name (a100-40gb, a100-80gb, h100-sxm, h200, cpu)", o->derive_for);
+                "name (%s)", o->derive_for, known);
     goto out;
   }
   if (!cfg_parse_args(&c, "kbench", &argc, &argv, err)) goto out;
+  if (!c.out) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --derive-for %s: name the file to write "
+                "with --out FILE (a derived database is used by default only where you put it)",
+                o->derive_for);
+    goto out;
+  }
   if (!(src = kdb_load(o->from, err))) goto out;
-  const char *backend = kdb_prov_str(src, "backend");
-  const gpu_spec *from = o->from_spec ? gpu_find(o->from_spec)
-                        : (backend && strcmp(backend, "cpu") == 0 ? gpu_local_cpu() : NULL);
+  const gpu_spec *from = gpu_find(o->from_spec ? o->from_spec : kdb_device(src));
   if (!from) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --from %s: say which spec sheet the measured "
-                "device has with --from-spec (a100-40gb, a100-80gb, h100-sxm, h200, cpu)", o->from);
+    if (o->from_spec)
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --from-spec %s: no spec sheet of that "
+                  "name (%s)", o->from_spec, known);
+    else
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --from %s: measured on '%s', which has no "
+                  "spec sheet; say which it is with --from-spec (%s)", o->from, kdb_device(src),
+                  known);
     goto out;
   }
   db = kdb_derive(src, from, to);
-  out = c.out ? g_strdup(c.out) : g_strdup_printf("%s/kernels/db/%s.json", dl_datadir(), to->name);
+  out = g_strdup(c.out);
   json = kdb_to_json(db);
   if (!dl_write_file_atomic(out, json, strlen(json), err)) {
     status = 1;
@@ -283,13 +340,14 @@ out:
   g_free(out);
   kdb_free(db);
   kdb_free(src);
+  g_free(known);
   cfg_release(&c);
   return status;
 }
 
 int cmd_kbench(int argc, char **argv) {
   GError *e = NULL;
-  kb_opts o = {FALSE, FALSE, FALSE, g_strdup("cpu"), 0, NULL, NULL, NULL, NULL};
+  kb_opts o = {FALSE, FALSE, FALSE, g_strdup("cpu"), 0, NULL, NULL, NULL, NULL, NULL};
   cfg_run c;
   cfg_init(&c);
   gboolean workload_given = FALSE;
@@ -336,6 +394,7 @@ int cmd_kbench(int argc, char **argv) {
       goto out;
     }
   }
+  if (!(device = device_key(&o, &e))) goto out;
   kn_math math = KN_MATH_FP32;
   switch (c.precision) {
   case GPU_TF32: math = KN_MATH_TF32; break;
@@ -376,14 +435,6 @@ int cmd_kbench(int argc, char **argv) {
   }
 
   /* ---- measure ---- */
-  if (strcmp(o.device, "cuda") == 0) {
-    kn_cuda_info ci;
-    device = slug(kn_cuda_info_get(&ci) == 0 ? ci.name : "cuda");
-  } else {
-    char *s = slug(gpu_local_cpu()->full_name);
-    device = g_strdup_printf("cpu-%s", s);
-    g_free(s);
-  }
   db = kdb_new(device);
   kh_opts ho;
   kh_opts_default(&ho);
@@ -414,7 +465,7 @@ int cmd_kbench(int argc, char **argv) {
       goto out;
     }
     kdb_entry en = {j->key, j->op.kname, c.precision, j->k.gemm_like, j->k.flops, j->k.bytes,
-                    st.median_s, st.mean_s, st.stddev_s, st.repeats, shape_json(&kl)};
+                    st.median_s, st.mean_s, st.stddev_s, st.repeats, shape_json(&kl), FALSE};
     kdb_add(db, &en);
     g_free(en.shape);
     fprintf(stderr, "\rkbench [%u/%u] %6.1f s  %-12s n=%-5" G_GINT64_FORMAT " %9.3f ms  %7.2f "
@@ -468,6 +519,7 @@ out:
   g_free(o.derive_for);
   g_free(o.from);
   g_free(o.from_spec);
+  g_free(o.spec);
   cfg_release(&c);
   return status;
 }

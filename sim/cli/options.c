@@ -67,6 +67,8 @@ static GOptionContext *run_context(const char *command, raw_opts *r, cfg_run *c)
        "NCCL-like choice per call)", "NAME"},
       {"kernels", 0, 0, G_OPTION_ARG_STRING, &r->kernels,
        "kernel database (default: kernels/db/<gpu>.json, else the GPU's roofline)", "NAME|FILE"},
+      {"kernels-any-device", 0, 0, G_OPTION_ARG_NONE, &c->kernels_any_device,
+       "use a kernel database measured for another device than the platform's GPU", NULL},
       {"mode", 0, 0, G_OPTION_ARG_STRING, &r->mode, "sim (default), real or analytic",
        "sim|real|analytic"},
       {"iters", 0, 0, G_OPTION_ARG_INT, &c->iters,

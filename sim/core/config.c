@@ -234,6 +234,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddBoolToObject(cf, "recompute", c->recompute);
   cJSON_AddStringToObject(cf, "coll", c->coll ? c->coll : "default");
   cJSON_AddStringToObject(cf, "kernels", c->kernels ? c->kernels : "default");
+  cJSON_AddBoolToObject(cf, "kernels_any_device", c->kernels_any_device);
   cJSON_AddNumberToObject(cf, "bucket_bytes", c->bucket_bytes);
   cJSON_AddNumberToObject(cf, "iters", c->iters);
   cJSON *pb = cJSON_AddArrayToObject(cf, "pp_balance");
@@ -412,6 +413,8 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
   if ((v = echo_item(&r, "capacity_factor", is_num, "a number")))
     c->capacity_factor = v->valuedouble;
   c->seed = (unsigned)echo_int(&r, "seed", 0, G_MAXUINT32);
+  if ((v = echo_item(&r, "kernels_any_device", is_bool, "true or false")))
+    c->kernels_any_device = cJSON_IsTrue(v);
   if ((v = echo_item(&r, "ignore_memory", is_bool, "true or false")))
     c->ignore_memory = cJSON_IsTrue(v);
   echo_enum(&r, "mode", parse_mode, &e);

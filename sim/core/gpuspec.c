@@ -96,6 +96,31 @@ const gpu_spec *gpu_find(const char *name) {
 
 const gpu_spec *const *gpu_all(void) { return all; }
 
+char *gpu_known_names(void) {
+  GString *g = g_string_new(NULL);
+  for (const gpu_spec *const *s = all; *s; s++) g_string_append_printf(g, "%s, ", (*s)->name);
+  g_string_append(g, "cpu");
+  return g_string_free(g, FALSE);
+}
+
+static gboolean has(const char *lower, const char *what) { return strstr(lower, what) != NULL; }
+
+const gpu_spec *gpu_for_device_name(const char *name, double mem_bytes) {
+  if (!name) return NULL;
+  char *n = g_ascii_strdown(name, -1);
+  const char *key = NULL;
+  /* other boards of the same chip run at other clocks and power: no sheet here */
+  if (has(n, "pcie") || has(n, "nvl") || has(n, "gh200") || has(n, "gh100")) key = NULL;
+  else if (has(n, "h200")) key = "h200";
+  else if (has(n, "h100") && (has(n, "hbm3") || has(n, "sxm"))) key = "h100-sxm";
+  else if (has(n, "a100") && has(n, "sxm4")) {
+    gboolean big = mem_bytes > 0 ? mem_bytes > 60e9 : has(n, "80gb");
+    key = big ? "a100-80gb" : "a100-40gb";
+  }
+  g_free(n);
+  return key ? gpu_find(key) : NULL;
+}
+
 static const struct { const char *name; int bytes; } prec[] = {
 #define X(e, s, b) {s, b},
     GPU_PRECISIONS(X)

@@ -1,6 +1,7 @@
 /* context.c — opening a run (see context.h). */
 #include "exec/context.h"
 
+#include <cjson/cJSON.h>
 #include <string.h>
 
 #include "core/dl_common.h"
@@ -9,13 +10,11 @@ static gboolean platform_gpu(run_ctx *x, GError **err) {
   const plat_host *h = plat_host_at(x->platform, 0);
   x->gpu = h ? gpu_find(h->gpu_model) : NULL;
   if (!x->gpu) {
-    GString *known = g_string_new(NULL);
-    for (const gpu_spec *const *s = gpu_all(); *s; s++)
-      g_string_append_printf(known, "%s%s", known->len ? ", " : "", (*s)->name);
+    char *known = gpu_known_names();
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "%s: host property gpu_model '%s' has no spec sheet (known: %s)",
-                plat_path(x->platform), h ? h->gpu_model : "", known->str);
-    g_string_free(known, TRUE);
+                plat_path(x->platform), h ? h->gpu_model : "", known);
+    g_free(known);
     return FALSE;
   }
   x->gpu_mem_bytes = h->gpu_mem_bytes > 0 ? h->gpu_mem_bytes : x->gpu->mem_bytes;
@@ -41,15 +40,55 @@ static gboolean grow_preset(run_ctx *x, GError **err) {
   return x->platform != NULL;
 }
 
+/* x->kernels: the database's name, file, device and provenance, or the roofline's spec sheet,
+ * and a note when the times are not measurements of this GPU. */
+static void describe_kernels(run_ctx *x) {
+  res_kdb *k = &x->kernels;
+  if (!x->db) {
+    k->name = g_strdup_printf("roofline:%s", x->gpu->name);
+    k->file = g_strdup("");
+    k->device = g_strdup(x->gpu->name);
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "spec", x->gpu->source);
+    cJSON_AddNumberToObject(p, "eff_compute", GPU_EFF_COMPUTE);
+    cJSON_AddNumberToObject(p, "eff_memory", GPU_EFF_MEMORY);
+    cJSON_AddNumberToObject(p, "launch_s", GPU_LAUNCH_S);
+    char *t = cJSON_PrintUnformatted(p);
+    k->provenance = g_strdup(t);
+    cJSON_free(t);
+    cJSON_Delete(p);
+    return;
+  }
+  const char *path = kdb_path(x->db) ? kdb_path(x->db) : "", *dir = dl_datadir();
+  gsize n = strlen(dir);
+  gboolean inside = strncmp(path, dir, n) == 0 && path[n] == '/';
+  k->name = g_strdup(kdb_name(x->db));
+  k->file = g_strdup(inside ? path + n + 1 : path);
+  k->device = g_strdup(kdb_device(x->db));
+  k->provenance = kdb_provenance_json(x->db);
+  GString *note = g_string_new(NULL);
+  if (g_ascii_strcasecmp(k->device, x->gpu->name) != 0)
+    g_string_append_printf(note, "times for %s, used for %s (--kernels-any-device)",
+                           k->device, x->gpu->name);
+  if (kdb_is_derived(x->db)) {
+    const char *from = kdb_prov_str(x->db, "derived_from");
+    g_string_append_printf(note, "%stimes derived from %s by spec-sheet ratios, not measured on "
+                           "%s", note->len ? "; " : "", from ? from : "another device's",
+                           k->device);
+  }
+  k->note = note->len ? g_string_free(note, FALSE) : (g_string_free(note, TRUE), NULL);
+}
+
 /* Everything after the configuration is settled. */
 static gboolean open_rest(run_ctx *x, gboolean grow, GError **err) {
   if (!(x->platform = plat_load(x->cfg.platform, err))) return FALSE;
   if (grow && !grow_preset(x, err)) return FALSE;
   if (!platform_gpu(x, err)) return FALSE;
-  if (!ktime_open_db(x->cfg.kernels, x->gpu->name, &x->db, err)) return FALSE;
+  if (!ktime_open_db(x->cfg.kernels, x->gpu->name, x->cfg.kernels_any_device, &x->db, err))
+    return FALSE;
   x->kt = (ktime_source){x->gpu, x->cfg.precision, x->model, x->db};
   x->layer_t = ktime_layer_times(&x->kt, &x->cfg);
-  x->kdb_name = x->db ? g_strdup(kdb_name(x->db)) : g_strdup_printf("roofline:%s", x->gpu->name);
+  describe_kernels(x);
   return TRUE;
 }
 
@@ -78,7 +117,7 @@ void run_ctx_release(run_ctx *x) {
   kdb_free(x->db);
   plat_free(x->platform);
   wl_free(x->model);
-  g_free(x->kdb_name);
+  res_kdb_release(&x->kernels);
   g_free(x->note);
   cfg_release(&x->cfg);
   memset(x, 0, sizeof *x);

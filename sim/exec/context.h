@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "core/gpuspec.h"
 #include "kdb/ktime.h"
+#include "out/result.h"
 #include "platform/platform.h"
 #include "model/workload.h"
 
@@ -24,7 +25,7 @@ typedef struct {
   ktime_source kt;          /* kernel durations (borrows model, gpu, db) */
   double *layer_t;       /* per-layer forward + backward time of one micro-batch, what pipeline
                             stages are balanced with (owned, model->n_layers entries) */
-  char *kdb_name;        /* the database's name, or "roofline:<gpu>" (owned) */
+  res_kdb kernels;       /* where the kernel times come from, for the result (counts 0) */
   char *note;            /* what the driver should tell the user, or NULL (owned) */
 } run_ctx;
 

@@ -15,6 +15,7 @@ struct kdb {
   GHashTable *by_key;     /* key -> index+1 into entries (borrowed key) */
   GHashTable *by_class;   /* "kname prec" -> GArray of int indices (owned key and array) */
   cJSON *prov;            /* provenance object (owned) */
+  char *path;             /* the file it was loaded from, NULL if none (owned) */
 };
 
 static const char *const origin_names[] = {
@@ -54,6 +55,7 @@ void kdb_free(kdb *db) {
   g_hash_table_destroy(db->by_class);
   cJSON_Delete(db->prov);
   g_free(db->name);
+  g_free(db->path);
   g_free(db);
 }
 
@@ -65,6 +67,24 @@ const kdb_entry *kdb_entry_at(const kdb *db, int i) {
 
 gboolean kdb_is_derived(const kdb *db) {
   return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(db->prov, "derived"));
+}
+
+const char *kdb_device(const kdb *db) {
+  const char *key = kdb_prov_str(db, "spec_key");
+  if (key && *key) return key;
+  const char *backend = kdb_prov_str(db, "backend");
+  if (backend && strcmp(backend, "cpu") == 0) return "cpu";
+  const char *dev = kdb_prov_str(db, "device");
+  return dev && *dev ? dev : db->name;
+}
+
+const char *kdb_path(const kdb *db) { return db->path; }
+
+char *kdb_provenance_json(const kdb *db) {
+  char *t = cJSON_PrintUnformatted(db->prov);
+  char *out = g_strdup(t);
+  cJSON_free(t);
+  return out;
 }
 
 static char *class_key(const char *kname, gpu_precision p) {
@@ -151,6 +171,7 @@ char *kdb_to_json(const kdb *db) {
     cJSON_AddNumberToObject(o, "repeats", e->repeats);
     cJSON *shape = e->shape ? cJSON_Parse(e->shape) : NULL;
     if (shape) cJSON_AddItemToObject(o, "shape", shape);
+    if (e->derived) cJSON_AddBoolToObject(o, "derived", TRUE);
     cJSON_AddItemToArray(arr, o);
   }
   g_ptr_array_free(sorted, TRUE);
@@ -218,6 +239,8 @@ kdb *kdb_load(const char *name_or_path, GError **err) {
   g_free(stem);
   cJSON_Delete(db->prov);
   db->prov = cJSON_Duplicate(prov, TRUE);
+  db->path = g_strdup(path);
+  const gboolean all_derived = kdb_is_derived(db);
   int i = 0;
   const cJSON *o;
   cJSON_ArrayForEach(o, entries) {
@@ -243,6 +266,7 @@ kdb *kdb_load(const char *name_or_path, GError **err) {
     x = cJSON_GetObjectItemCaseSensitive(o, "stddev_s");
     e.stddev_s = cJSON_IsNumber(x) ? x->valuedouble : 0;
     e.gemm_like = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "gemm_like"));
+    e.derived = all_derived || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "derived"));
     e.repeats = (int)rep;
     e.key = (char *)key;
     e.kname = (char *)kname;
@@ -313,8 +337,9 @@ double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu
     gpointer idx1 = g_hash_table_lookup(db->by_key, key);
     g_free(key);
     if (idx1) {
-      o = KDB_MEASURED;
-      t = kdb_entry_at(db, GPOINTER_TO_INT(idx1) - 1)->median_s;
+      const kdb_entry *e = kdb_entry_at(db, GPOINTER_TO_INT(idx1) - 1);
+      o = e->derived ? KDB_DERIVED : KDB_MEASURED;
+      t = e->median_s;
     }
     char *ck = class_key(k->kname, prec);
     GArray *cls = t < 0 ? g_hash_table_lookup(db->by_class, ck) : NULL;
@@ -359,12 +384,14 @@ kdb *kdb_derive(const kdb *src, const gpu_spec *from, const gpu_spec *to) {
   cJSON_Delete(db->prov);
   db->prov = cJSON_Duplicate(src->prov, TRUE);
   kdb_set_prov_str(db, "device", to->name);
+  kdb_set_prov_str(db, "spec_key", to->name);
   kdb_set_prov_str(db, "device_full_name", to->full_name);
   kdb_set_prov_bool(db, "derived", TRUE);
   kdb_set_prov_str(db, "derived_from", src->name);
+  kdb_set_prov_str(db, "derived_from_spec", from->name);
   kdb_set_prov_str(db, "derived_method",
                    "each measured time scaled by the ratio of the two devices' roofline times "
-                   "for that entry (spec sheets in sim/gpuspec.c)");
+                   "for that entry (spec sheets in sim/core/gpuspec.c)");
   for (int i = 0; i < kdb_n_entries(src); i++) {
     kdb_entry e = *kdb_entry_at(src, i);
     double r = gpu_roofline_s(to, e.prec, e.gemm_like, e.flops, e.bytes) /
@@ -372,6 +399,7 @@ kdb *kdb_derive(const kdb *src, const gpu_spec *from, const gpu_spec *to) {
     e.median_s *= r;
     e.mean_s *= r;
     e.stddev_s *= r;
+    e.derived = TRUE;
     kdb_add(db, &e);
   }
   return db;

@@ -5,7 +5,8 @@
  * samples, split, FLOP and bytes); ktime.h makes one from a planner op. An entry is one kernel at
  * one shape: its key (kdb_key), kname ("conv2d.fwd"), precision, FLOP and bytes, and the
  * measured time (median, mean, stddev, repeats). Lookup order:
- *   1. MEASURED: an entry with the op's exact key;
+ *   1. MEASURED, or DERIVED when the entry was scaled from another device's measurement
+ *      (kdb_derive): an entry with the op's exact key;
  *   2. INTERPOLATED: entries of the same kname and precision exist: the two nearest in size
  *      (FLOP for GEMM-like kernels, bytes for bandwidth-bound ones) on a log scale give achieved
  *      rates r = size/time; the op's rate is interpolated linearly in log(size) between them and
@@ -14,8 +15,14 @@
  *
  * File format: {"format": "dlsim-kdb-1", "provenance": {...}, "entries": [{"key", "kname",
  * "precision", "gemm_like", "flops", "bytes", "median_s", "mean_s", "stddev_s", "repeats",
- * "shape"}, ...]}. A database derived from another device's by spec ratios has
- * provenance.derived = true (kdb_derive).
+ * "shape", "derived"}, ...]}; "derived" (default false) marks an entry scaled from another
+ * device's measurement. A database derived as a whole (kdb_derive) also has provenance.derived =
+ * true, and every entry of such a file counts as derived.
+ *
+ * The device a database's times are for (kdb_device) is the spec-sheet key of gpuspec.h
+ * ("h100-sxm", "a100-40gb", ...; "cpu" for the CPU twins): provenance.spec_key, else "cpu" for
+ * provenance.backend "cpu", else provenance.device. A run looks its database up by this key and
+ * refuses one measured for another device unless asked (ktime_open_db).
  */
 #ifndef KDB_H
 #define KDB_H
@@ -25,8 +32,8 @@
 #include "core/gpuspec.h"
 #include "model/workload.h"
 
-#define KDB_ORIGINS(X) X(KDB_MEASURED, "measured") X(KDB_INTERPOLATED, "interpolated") \
-  X(KDB_ESTIMATED, "estimated")
+#define KDB_ORIGINS(X) X(KDB_MEASURED, "measured") X(KDB_DERIVED, "derived") \
+  X(KDB_INTERPOLATED, "interpolated") X(KDB_ESTIMATED, "estimated")
 typedef enum {
 #define KDB_ORIGIN_ENUM(e, s) e,
   KDB_ORIGINS(KDB_ORIGIN_ENUM)
@@ -64,6 +71,7 @@ typedef struct {
   double stddev_s;      /* standard deviation, s */
   int repeats;          /* timed repeats */
   char *shape;          /* JSON object text with the shape parameters (may be NULL) */
+  gboolean derived;     /* scaled from another device's measurement, not measured here */
 } kdb_entry;
 
 /* Loads NAME under <datadir>/kernels/db/NAME.json or a file path
@@ -79,6 +87,12 @@ const char *kdb_name(const kdb *db);    /* borrowed */
 int kdb_n_entries(const kdb *db);
 const kdb_entry *kdb_entry_at(const kdb *db, int i); /* borrowed; 0 <= i < kdb_n_entries */
 gboolean kdb_is_derived(const kdb *db);
+/* The spec-sheet key of the device the times are for (see above); borrowed. */
+const char *kdb_device(const kdb *db);
+/* The file it was loaded from, or NULL for one built in memory (borrowed). */
+const char *kdb_path(const kdb *db);
+/* The provenance object as compact JSON text (newly allocated, g_free). */
+char *kdb_provenance_json(const kdb *db);
 
 /* Adds (or replaces, same key) a copy of `e`. */
 void kdb_add(kdb *db, const kdb_entry *e);
@@ -109,8 +123,8 @@ double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu
 /* A database for device `to` derived from `src`, measured on device `from`: every entry's time
  * is scaled by the ratio of the two devices' roofline times for that entry
  * (gpu_roofline_s(to)/gpu_roofline_s(from)), which is the compute ratio for compute-bound shapes
- * and the bandwidth ratio for memory-bound ones. Provenance: derived = true, derived_from,
- * device = to->name. Newly allocated. */
+ * and the bandwidth ratio for memory-bound ones. Every entry is marked derived. Provenance:
+ * derived = true, derived_from, device = spec_key = to->name. Newly allocated. */
 kdb *kdb_derive(const kdb *src, const gpu_spec *from, const gpu_spec *to);
 
 #endif

@@ -37,18 +37,30 @@ double *ktime_layer_times(const ktime_source *k, const cfg_run *c) {
   return t;
 }
 
-gboolean ktime_open_db(const char *kernels, const char *gpu_model, kdb **db, GError **err) {
+gboolean ktime_open_db(const char *kernels, const char *gpu_model, gboolean any_device, kdb **db,
+                       GError **err) {
   *db = NULL;
   if (kernels) {
-    *db = kdb_load(kernels, err);
-    return *db != NULL;
+    if (!(*db = kdb_load(kernels, err))) return FALSE;
+  } else if (gpu_model && *gpu_model) {
+    char *file = g_strconcat(gpu_model, ".json", NULL);
+    char *path = g_build_filename(dl_datadir(), "kernels", "db", file, NULL);
+    gboolean ok = !g_file_test(path, G_FILE_TEST_IS_REGULAR) || (*db = kdb_load(path, err));
+    g_free(path);
+    g_free(file);
+    if (!ok) return FALSE;
   }
-  if (!gpu_model || !*gpu_model) return TRUE;
-  char *file = g_strconcat(gpu_model, ".json", NULL);
-  char *path = g_build_filename(dl_datadir(), "kernels", "db", file, NULL);
-  gboolean ok = TRUE;
-  if (g_file_test(path, G_FILE_TEST_IS_REGULAR)) ok = (*db = kdb_load(path, err)) != NULL;
-  g_free(path);
-  g_free(file);
-  return ok;
+  if (!*db || !gpu_model || any_device || g_ascii_strcasecmp(kdb_device(*db), gpu_model) == 0)
+    return TRUE;
+  if (kernels)
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--kernels %s: its times are for %s, but the "
+                "platform's GPUs are %s (add --kernels-any-device to use them anyway)", kernels,
+                kdb_device(*db), gpu_model);
+  else
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: holds times for %s, not for %s as its name "
+                "says (name a database with --kernels)", kdb_path(*db), kdb_device(*db),
+                gpu_model);
+  kdb_free(*db);
+  *db = NULL;
+  return FALSE;
 }

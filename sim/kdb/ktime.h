@@ -32,8 +32,11 @@ double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *orig
 double *ktime_layer_times(const ktime_source *k, const cfg_run *c);
 
 /* The kernel database a run uses: --kernels NAME|FILE when given, else kernels/db/<gpu>.json
- * when it exists for the platform's GPU model, else none (*db = NULL, roofline). FALSE with
- * DL_ERR_INPUT when --kernels names nothing loadable. */
-gboolean ktime_open_db(const char *kernels, const char *gpu_model, kdb **db, GError **err);
+ * when it exists for the platform's GPU model, else none (*db = NULL, roofline). A database
+ * whose times are for another device than `gpu_model` (kdb_device) is refused unless
+ * `any_device`. FALSE with DL_ERR_INPUT naming the option or file when --kernels names nothing
+ * loadable or the devices differ. */
+gboolean ktime_open_db(const char *kernels, const char *gpu_model, gboolean any_device, kdb **db,
+                       GError **err);
 
 #endif

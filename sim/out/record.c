@@ -203,9 +203,7 @@ void rec_result(const rec_rank *recs, int P, const cfg_run *c, double gpu_mem_by
   res->comm_bytes_per_gpu = 0;
   for (guint i = 0; i < w->colls->len; i++)
     res->comm_bytes_per_gpu += g_array_index(w->colls, res_coll, i).wire_bytes;
-  res->kdb_measured = w->kernels[KDB_MEASURED];
-  res->kdb_interpolated = w->kernels[KDB_INTERPOLATED];
-  res->kdb_estimated = w->kernels[KDB_ESTIMATED];
+  memcpy(res->kdb.count, w->kernels, sizeof res->kdb.count);
   res->mem = recs[big].plan->mem;
   res->peak_mem_bytes = peak_of(&res->mem);
   res->gpu_mem_bytes = gpu_mem_bytes;

@@ -21,8 +21,29 @@ void res_release(res_result *r) {
   if (r->rank_rows) g_array_free(r->rank_rows, TRUE);
   if (r->grid_search) g_array_free(r->grid_search, TRUE);
   if (r->loss) g_array_free(r->loss, TRUE);
-  g_free(r->kdb_name);
+  res_kdb_release(&r->kdb);
   memset(r, 0, sizeof *r);
+}
+
+void res_kdb_release(res_kdb *k) {
+  g_free(k->name);
+  g_free(k->file);
+  g_free(k->device);
+  g_free(k->provenance);
+  g_free(k->note);
+  memset(k, 0, sizeof *k);
+}
+
+void res_kdb_set_source(res_kdb *dst, const res_kdb *src) {
+  int count[KDB_N_ORIGINS];
+  memcpy(count, dst->count, sizeof count);
+  res_kdb_release(dst);
+  dst->name = g_strdup(src->name);
+  dst->file = g_strdup(src->file);
+  dst->device = g_strdup(src->device);
+  dst->provenance = g_strdup(src->provenance);
+  dst->note = g_strdup(src->note);
+  memcpy(dst->count, count, sizeof count);
 }
 
 static int64_t epoch_iters(const cfg_run *c, const wl_model *m) {
@@ -87,10 +108,14 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   cJSON_AddBoolToObject(root, "fits_in_memory", r->fits_in_memory);
 
   cJSON *kd = cJSON_AddObjectToObject(root, "kernel_db");
-  cJSON_AddStringToObject(kd, "name", r->kdb_name ? r->kdb_name : "");
-  cJSON_AddNumberToObject(kd, "measured", r->kdb_measured);
-  cJSON_AddNumberToObject(kd, "interpolated", r->kdb_interpolated);
-  cJSON_AddNumberToObject(kd, "estimated", r->kdb_estimated);
+  cJSON_AddStringToObject(kd, "name", r->kdb.name ? r->kdb.name : "");
+  cJSON_AddStringToObject(kd, "file", r->kdb.file ? r->kdb.file : "");
+  cJSON_AddStringToObject(kd, "device", r->kdb.device ? r->kdb.device : "");
+  for (int o = 0; o < KDB_N_ORIGINS; o++)
+    cJSON_AddNumberToObject(kd, kdb_origin_name((kdb_origin)o), r->kdb.count[o]);
+  cJSON_AddStringToObject(kd, "note", r->kdb.note ? r->kdb.note : "");
+  cJSON *prov = r->kdb.provenance ? cJSON_Parse(r->kdb.provenance) : NULL;
+  cJSON_AddItemToObject(kd, "provenance", prov ? prov : cJSON_CreateObject());
 
   cJSON *co = cJSON_AddArrayToObject(root, "collectives");
   for (guint i = 0; i < r->colls->len; i++) {
@@ -240,11 +265,20 @@ gboolean res_from_json(res_result *r, const char *text, const char *what, GError
   r->gpu_mem_bytes = num(&rd, mem, "memory_bytes_per_gpu", "capacity");
   r->fits_in_memory = cJSON_IsTrue(item(&rd, root, "", "fits_in_memory"));
   const cJSON *kd = item(&rd, root, "", "kernel_db");
-  g_free(r->kdb_name);
-  r->kdb_name = g_strdup(str(&rd, kd, "kernel_db", "name"));
-  r->kdb_measured = (int)num(&rd, kd, "kernel_db", "measured");
-  r->kdb_interpolated = (int)num(&rd, kd, "kernel_db", "interpolated");
-  r->kdb_estimated = (int)num(&rd, kd, "kernel_db", "estimated");
+  res_kdb_release(&r->kdb);
+  r->kdb.name = g_strdup(str(&rd, kd, "kernel_db", "name"));
+  r->kdb.file = g_strdup(str(&rd, kd, "kernel_db", "file"));
+  r->kdb.device = g_strdup(str(&rd, kd, "kernel_db", "device"));
+  const char *note = str(&rd, kd, "kernel_db", "note");
+  r->kdb.note = *note ? g_strdup(note) : NULL;
+  for (int o = 0; o < KDB_N_ORIGINS; o++)
+    r->kdb.count[o] = (int)num(&rd, kd, "kernel_db", kdb_origin_name((kdb_origin)o));
+  const cJSON *prov = item(&rd, kd, "kernel_db", "provenance");
+  if (cJSON_IsObject(prov)) {
+    char *t = cJSON_PrintUnformatted(prov);
+    r->kdb.provenance = g_strdup(t);
+    cJSON_free(t);
+  }
   g_array_set_size(r->colls, 0);
   const cJSON *x;
   int i = 0;
@@ -313,12 +347,9 @@ void res_take_measured(res_result *dst, res_result *src) {
   dst->comm_s = src->comm_s;
   memcpy(dst->phase_compute_s, src->phase_compute_s, sizeof src->phase_compute_s);
   dst->comm_bytes_per_gpu = src->comm_bytes_per_gpu;
-  dst->kdb_measured = src->kdb_measured;
-  dst->kdb_interpolated = src->kdb_interpolated;
-  dst->kdb_estimated = src->kdb_estimated;
-  g_free(dst->kdb_name);
-  dst->kdb_name = src->kdb_name;
-  src->kdb_name = NULL;
+  res_kdb_release(&dst->kdb);
+  dst->kdb = src->kdb;
+  memset(&src->kdb, 0, sizeof src->kdb);
   dst->slowest_rank = src->slowest_rank;
   dst->ranks = src->ranks;
   dst->wall_s = src->wall_s;
@@ -395,6 +426,8 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
             "dropped by capacity\n",
             c->routing ? c->routing : "uniform", r->moe_max_over_mean,
             100.0 * r->moe_dropped_tokens / r->moe_routed_tokens);
-  fprintf(out, "  kernels         %s: %d measured, %d interpolated, %d estimated\n",
-          r->kdb_name ? r->kdb_name : "", r->kdb_measured, r->kdb_interpolated, r->kdb_estimated);
+  fprintf(out, "  kernels         %s: %d measured, %d derived, %d interpolated, %d estimated\n",
+          r->kdb.name ? r->kdb.name : "", r->kdb.count[KDB_MEASURED], r->kdb.count[KDB_DERIVED],
+          r->kdb.count[KDB_INTERPOLATED], r->kdb.count[KDB_ESTIMATED]);
+  if (r->kdb.note) fprintf(out, "                  note: %s\n", r->kdb.note);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "core/config.h"
+#include "kdb/kdb.h"
 #include "plan/plan.h"
 #include "model/workload.h"
 
@@ -41,6 +42,23 @@ typedef struct {
   gboolean simulated;
 } res_grid_row;
 
+/* Where the kernel times came from: the database (or the roofline, or the real run's own
+ * measurements), the file, the device its times are for, its provenance, and how many kernel
+ * times per iteration each origin gave. Strings owned. */
+typedef struct {
+  char *name;        /* database name, "roofline:<gpu>" or "measured:cpu" (--mode real) */
+  char *file;        /* the database file (relative to the data directory when inside it), or "" */
+  char *device;      /* spec-sheet key of the device the times are for */
+  char *provenance;  /* JSON object text: the database's provenance, or the spec sheet's source */
+  char *note;        /* what to know before trusting the times (derived, other device), or NULL */
+  int count[KDB_N_ORIGINS]; /* kernel times by origin, per iteration of the slowest rank */
+} res_kdb;
+
+void res_kdb_release(res_kdb *k);
+/* Copies the source of `src` (name, file, device, provenance, note) into `dst`; keeps the
+ * counts of `dst`. */
+void res_kdb_set_source(res_kdb *dst, const res_kdb *src);
+
 typedef struct {
   double iteration_time_s;
   double compute_s, exposed_comm_s, overlapped_comm_s, bubble_s, idle_s;
@@ -52,8 +70,7 @@ typedef struct {
   double gpu_mem_bytes;      /* device memory of the platform's GPU */
   gboolean fits_in_memory;
   const char *gpu_model;     /* platform's GPU (static or owned by the platform) */
-  char *kdb_name;            /* kernel source: database name or "roofline:<gpu>" (owned) */
-  int kdb_measured, kdb_interpolated, kdb_estimated; /* kernel times by origin, per iteration */
+  res_kdb kdb;               /* where the kernel times came from */
   double wall_s;             /* host time the run took */
   int ranks;                 /* ranks evaluated */
   int slowest_rank;

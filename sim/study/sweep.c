@@ -37,6 +37,7 @@ static const sweep_option options[] = {
     /* added later: at the end, so that the keys of earlier sweeps stay the same */
     {"pp_balance", "--pp-balance", SWEEP_STR}, {"routing", "--routing", SWEEP_STR},
     {"capacity_factor", "--capacity-factor", SWEEP_NUM}, {"seed", "--seed", SWEEP_INT},
+    {"kernels_any_device", "--kernels-any-device", SWEEP_BOOL},
 };
 #define N_OPTS G_N_ELEMENTS(options)
 enum { OPT_GPUS = 3, OPT_BATCH = 4, OPT_BATCH_PER_GPU = 5 };
@@ -447,6 +448,7 @@ static const sweep_column columns[] = {
     {"fits_in_memory", COL_RESULT, "fits_in_memory", NULL},
     {"kernels", COL_RESULT, "kernel_db.name", NULL},
     {"kdb_measured", COL_RESULT, "kernel_db.measured", NULL},
+    {"kdb_derived", COL_RESULT, "kernel_db.derived", NULL},
     {"kdb_interpolated", COL_RESULT, "kernel_db.interpolated", NULL},
     {"kdb_estimated", COL_RESULT, "kernel_db.estimated", NULL},
 };

@@ -33,7 +33,7 @@ CASES = {
     "dp-accumulate": (["--workload", "cnn-small", "--gpus", "2", "--microbatches", "2",
                        "--batch", "16"], ["sim", "analytic"]),
     "dp-kernel-db": (["--workload", "cnn-small", "--gpus", "2", "--batch", "64",
-                      "--kernels", "cpu-amd-epyc-2-cores"], ["sim", "analytic"]),
+                      "--kernels", "cpu-amd-epyc-2-cores", "--kernels-any-device"], ["sim", "analytic"]),
     "grid": (["--workload", "cnn-small", "--gpus", "4", "--grid", "2x2", "--batch", "16"],
              ["sim", "analytic"]),
     "grid-fc": (["--workload", os.path.join(REAL, "cnn-nobn.json"), "--gpus", "4", "--grid",

@@ -9,6 +9,7 @@
 #include "cu_main.h"
 #include "core/dl_common.h"
 #include "kdb/kdb.h"
+#include "kdb/ktime.h"
 #include "model/workload.h"
 
 static wl_model *model(void) {
@@ -28,7 +29,7 @@ static kdb_kernel fc2_op(const wl_model *m, int64_t samples) {
 static void add(kdb *db, const kdb_kernel *k, double t) {
   char *key = kdb_key(k, GPU_FP32);
   kdb_entry e = {key, (char *)k->kname, GPU_FP32, k->gemm_like, k->flops, k->bytes,
-                 t, t, 0, 10, NULL};
+                 t, t, 0, 10, NULL, FALSE};
   kdb_add(db, &e);
   g_free(key);
 }
@@ -103,7 +104,26 @@ static void test_roundtrip_and_derive(void) {
   double r = gpu_roofline_s(to, GPU_FP32, TRUE, a.flops, a.bytes) /
              gpu_roofline_s(from, GPU_FP32, TRUE, a.flops, a.bytes);
   CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(d, to, &a, GPU_FP32, &o), 1e-3 * r, 1e-15);
+  CU_ASSERT_EQUAL(o, KDB_DERIVED); /* scaled, not measured on `to` */
+  CU_ASSERT_STRING_EQUAL(kdb_device(d), "h100-sxm");
+  /* written and read back, the derived file still counts as derived, entry by entry */
+  char *djson = kdb_to_json(d);
+  CU_ASSERT(dl_write_file_atomic(path, djson, strlen(djson), &e));
+  g_free(djson);
+  kdb *dback = kdb_load(path, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dback);
+  CU_ASSERT(kdb_is_derived(dback));
+  CU_ASSERT(kdb_entry_at(dback, 0)->derived);
+  kdb_kernel_s(dback, to, &a, GPU_FP32, &o);
+  CU_ASSERT_EQUAL(o, KDB_DERIVED);
+  /* between a derived and a measured entry the time is interpolated */
+  kdb_kernel big = fc2_op(m, 256), mid = fc2_op(m, 64);
+  add(dback, &big, 4e-3);
+  kdb_kernel_s(dback, to, &mid, GPU_FP32, &o);
+  CU_ASSERT_EQUAL(o, KDB_INTERPOLATED);
+  kdb_kernel_s(dback, to, &big, GPU_FP32, &o);
   CU_ASSERT_EQUAL(o, KDB_MEASURED);
+  kdb_free(dback);
   /* bad file: one-line error naming it */
   FILE *f = fopen(path, "w");
   fputs("{\"format\": \"dlsim-kdb-1\", \"provenance\": {}, \"entries\": [{\"key\": 3}]}", f);
@@ -122,6 +142,68 @@ static void test_roundtrip_and_derive(void) {
   wl_free(m);
 }
 
+/* The device a database is for, and a run refusing one for another device. */
+static void test_device(void) {
+  kdb *db = kdb_new("cpu-some-model");
+  kdb_set_prov_str(db, "device", "cpu-some-model");
+  kdb_set_prov_str(db, "backend", "cpu");
+  CU_ASSERT_STRING_EQUAL(kdb_device(db), "cpu"); /* CPU twins: the cpu sheet */
+  kdb_set_prov_str(db, "spec_key", "h100-sxm");
+  CU_ASSERT_STRING_EQUAL(kdb_device(db), "h100-sxm"); /* spec_key wins */
+  kdb_free(db);
+  db = kdb_new("x");
+  kdb_set_prov_str(db, "device", "a100-80gb");
+  CU_ASSERT_STRING_EQUAL(kdb_device(db), "a100-80gb"); /* else the device */
+  char *json = kdb_to_json(db);
+  char path[] = "/tmp/test_kdb_dev_XXXXXX.json";
+  int fd = mkstemps(path, 5);
+  CU_ASSERT_FATAL(fd >= 0);
+  close(fd);
+  GError *e = NULL;
+  CU_ASSERT(dl_write_file_atomic(path, json, strlen(json), &e));
+  kdb *got = NULL;
+  CU_ASSERT_FALSE(ktime_open_db(path, "a100-40gb", FALSE, &got, &e));
+  CU_ASSERT_PTR_NULL(got);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+  CU_ASSERT_EQUAL(e->code, DL_ERR_INPUT);
+  CU_ASSERT(strstr(e->message, "--kernels") != NULL && strstr(e->message, "a100-80gb") != NULL &&
+            strstr(e->message, "a100-40gb") != NULL && strstr(e->message, path) != NULL);
+  g_clear_error(&e);
+  CU_ASSERT(ktime_open_db(path, "a100-40gb", TRUE, &got, &e)); /* asked for explicitly */
+  CU_ASSERT_PTR_NOT_NULL(got);
+  kdb_free(got);
+  CU_ASSERT(ktime_open_db(path, "A100-80GB", FALSE, &got, &e)); /* keys are case-blind */
+  kdb_free(got);
+  unlink(path);
+  kdb_free(db);
+  g_free(json);
+}
+
+/* CUDA device names as the driver reports them, to spec-sheet keys. */
+static void test_device_names(void) {
+  static const struct { const char *name; double mem; const char *key; } cases[] = {
+      {"NVIDIA A100-SXM4-40GB", 42.4e9, "a100-40gb"}, {"NVIDIA A100-SXM4-80GB", 85.1e9, "a100-80gb"},
+      {"NVIDIA A100-SXM4-80GB", 0, "a100-80gb"},      {"NVIDIA H100 80GB HBM3", 85.0e9, "h100-sxm"},
+      {"NVIDIA H100 SXM5 80GB", 0, "h100-sxm"},       {"NVIDIA H200", 150.0e9, "h200"},
+      {"NVIDIA H100 PCIe", 85.0e9, NULL},             {"NVIDIA H100 NVL", 100e9, NULL},
+      {"NVIDIA H200 NVL", 150e9, NULL},               {"NVIDIA GH200 480GB", 100e9, NULL},
+      {"NVIDIA A100-PCIE-40GB", 42e9, NULL},          {"NVIDIA A100 80GB PCIe", 85e9, NULL},
+      {"NVIDIA GeForce RTX 4090", 25e9, NULL},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    const gpu_spec *s = gpu_for_device_name(cases[i].name, cases[i].mem);
+    if (cases[i].key) {
+      CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+      CU_ASSERT_STRING_EQUAL(s->name, cases[i].key);
+    } else {
+      CU_ASSERT_PTR_NULL(s);
+    }
+  }
+  char *known = gpu_known_names();
+  CU_ASSERT_STRING_EQUAL(known, "a100-40gb, a100-80gb, h100-sxm, h200, cpu");
+  g_free(known);
+}
+
 static void test_cpu_spec(void) {
   const gpu_spec *c = gpu_find("cpu");
   CU_ASSERT_PTR_NOT_NULL_FATAL(c);
@@ -132,5 +214,6 @@ static void test_cpu_spec(void) {
 
 static const dl_cu_test kdb_tests[] = {DL_CU_TEST(test_key), DL_CU_TEST(test_lookup),
                                        DL_CU_TEST(test_roundtrip_and_derive),
+                                       DL_CU_TEST(test_device), DL_CU_TEST(test_device_names),
                                        DL_CU_TEST(test_cpu_spec), DL_CU_END};
 const dl_cu_suite dl_cu_suites[] = {{"kdb", kdb_tests}, {NULL, NULL}};

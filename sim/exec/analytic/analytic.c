@@ -258,8 +258,7 @@ gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError 
   if (ok) {
     rec_result(recs, P, c, x->gpu_mem_bytes, r);
     r->gpu_model = x->gpu->name;
-    g_free(r->kdb_name);
-    r->kdb_name = g_strdup(x->kdb_name);
+    res_kdb_set_source(&r->kdb, &x->kernels);
     /* the paper's equations cover data parallelism and its grid only */
     if (c->pp == 1 && c->ep == 1 && !(c->tp > 1 && c->tp_style == CFG_TP_MEGATRON))
       ok = analytic_gholami_comm_s(x->model, c, x->platform, &r->gholami_comm_s, err);
