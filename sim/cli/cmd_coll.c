@@ -24,7 +24,7 @@ static char *algo_help(void) {
 }
 
 static int fail(const char *msg) {
-  fprintf(stderr, "dlsim: %s\n", msg);
+  cli_error(msg);
   return 2;
 }
 
@@ -142,7 +142,7 @@ int cmd_coll(int argc, char **argv) {
   if (real ? !launch_mpirun(gpus, pargv, out, &err)
            : !launch_smpi(plat_path(pl), gpus, hosts, pargv, (const char *const *)extra->pdata, out,
                           &err)) {
-    fprintf(stderr, "dlsim: %s\n", err->message);
+    cli_error(err->message);
     status = 1;
     goto out;
   }

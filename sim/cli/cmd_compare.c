@@ -37,7 +37,7 @@ int cmd_compare(int argc, char **argv) {
   status = 0;
 out:
   if (err) {
-    fprintf(stderr, "dlsim: %s\n", err->message);
+    cli_error(err->message);
     g_error_free(err);
   }
   compare_doc_free(a);

@@ -498,7 +498,7 @@ int cmd_kbench(int argc, char **argv) {
   status = 0;
 out:
   if (e) {
-    fprintf(stderr, "dlsim: %s\n", e->message);
+    cli_error(e->message);
     if (status == 2 && e->code != DL_ERR_INPUT) status = 1;
     g_error_free(e);
   }

@@ -238,7 +238,7 @@ int cmd_platform(int argc, char **argv) {
   status = 0;
 out:
   if (err) {
-    fprintf(stderr, "dlsim: %s\n", err->message);
+    cli_error(err->message);
     if (err->domain == DL_ERROR && err->code != DL_ERR_INPUT) status = 1;
     g_error_free(err);
   }

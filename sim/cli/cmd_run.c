@@ -14,21 +14,6 @@
 #include "out/result.h"
 #include "study/gridsearch.h"
 
-static gboolean check_out_path(const char *opt, const char *path, GError **err) {
-  if (!path) return TRUE;
-  char *dir = g_path_get_dirname(path);
-  gboolean ok = g_file_test(dir, G_FILE_TEST_IS_DIR);
-  if (!ok)
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s %s: directory '%s' does not exist", opt, path,
-                dir);
-  else if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
-    ok = FALSE;
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s %s: is a directory", opt, path);
-  }
-  g_free(dir);
-  return ok;
-}
-
 static gboolean not_fitting(const res_result *r, const wl_model *m, GError **err) {
   g_set_error(err, DL_ERROR, DL_ERR_INPUT,
               "%s does not fit in GPU memory: %.2f GB needed per GPU (params %.2f, grads %.2f, "
@@ -51,8 +36,9 @@ int cmd_run(int argc, char **argv) {
   gboolean ok = FALSE;
 
   if (!cfg_parse_args(&parsed, "run", &argc, &argv, &e)) goto out;
-  if (!check_out_path("--out", parsed.out, &e) || !check_out_path("--trace", parsed.trace, &e) ||
-      !check_out_path("--dump-weights", parsed.dump_weights, &e))
+  if (!dl_check_writable("--out", parsed.out, &e) ||
+      !dl_check_writable("--trace", parsed.trace, &e) ||
+      !dl_check_writable("--dump-weights", parsed.dump_weights, &e))
     goto out;
   if (parsed.dump_weights && parsed.mode != CFG_MODE_REAL) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT,
@@ -95,7 +81,7 @@ int cmd_run(int argc, char **argv) {
 out:;
   int status = 0;
   if (!ok) {
-    fprintf(stderr, "dlsim: %s\n", e ? e->message : "run failed");
+    cli_error(e ? e->message : "run failed");
     status = (!e || e->code == DL_ERR_INPUT) ? 2 : 1;
     if (e) g_error_free(e);
   }

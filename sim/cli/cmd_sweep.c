@@ -3,19 +3,15 @@
  * PREFIX.csv and PREFIX.jsonl; a rerun runs only the keys the files do not hold yet.
  * `dlsim sweep --merge --out PREFIX A.csv B.csv ...` merges the files of several shards. */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include "cli/cmds.h"
+#include "core/child.h"
 #include "core/dl_common.h"
 #include "study/sweep.h"
 
@@ -65,7 +61,8 @@ static void progress_clear(const progress *p) {
   if (p->tty) fprintf(stderr, "\r\033[K");
 }
 
-/* Starts `exe run ARGS --reproducible --out OUT` with stdout discarded and stderr to a file. */
+/* Starts `exe run ARGS --reproducible --out OUT` with stdout discarded and stderr to a file; it
+ * dies with the sweep (child.h). */
 static pid_t spawn_run(const char *exe, const sweep_config *c, slot *s, GError **err) {
   GPtrArray *a = g_ptr_array_new();
   g_ptr_array_add(a, (char *)exe);
@@ -75,28 +72,8 @@ static pid_t spawn_run(const char *exe, const sweep_config *c, slot *s, GError *
   g_ptr_array_add(a, "--out");
   g_ptr_array_add(a, s->out_path);
   g_ptr_array_add(a, NULL);
-  pid_t parent = getpid();
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    /* only async-signal-safe calls until exec */
-    int fd = open(s->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int nul = open("/dev/null", O_WRONLY);
-    if (fd < 0 || nul < 0) _exit(127);
-    dup2(nul, 1);
-    dup2(fd, 2);
-#ifdef __linux__
-    /* an interrupted sweep takes its runs with it */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-#endif
-    execv(exe, (char **)a->pdata);
-    _exit(127);
-  }
+  pid_t pid = dl_child_start((const char *const *)a->pdata, s->err_path, err);
   g_ptr_array_free(a, TRUE);
-  if (pid < 0)
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "sweep: cannot start %s: %s", exe, g_strerror(errno));
   return pid;
 }
 
@@ -228,10 +205,7 @@ static int run_sweep(const char *spec_path, const char *out, int jobs, const cha
   int before = pg.done;
   pg.decile = pg.total ? 10 * pg.done / pg.total : 10;
   exe = self_exe("dlsim");
-  if (todo->len > 0 && !(tmpdir = g_dir_make_tmp("dlsim-sweep-XXXXXX", NULL))) {
-    g_set_error(e, DL_ERROR, DL_ERR_IO, "sweep: cannot create a temporary directory");
-    goto out;
-  }
+  if (todo->len > 0 && !(tmpdir = dl_tmpdir_new("sweep", e))) goto out;
   if (jobs > (int)todo->len) jobs = todo->len > 0 ? (int)todo->len : 1;
   slots = g_new0(slot, jobs);
   pg.start_us = g_get_monotonic_time();
@@ -264,6 +238,7 @@ static int run_sweep(const char *spec_path, const char *out, int jobs, const cha
       g_set_error(e, DL_ERROR, DL_ERR_IO, "sweep: waitpid: %s", g_strerror(errno));
       goto out;
     }
+    dl_child_reaped(pid);
     for (int k = 0; k < jobs; k++) {
       slot *s = &slots[k];
       if (s->pid != pid) continue;
@@ -286,10 +261,7 @@ static int run_sweep(const char *spec_path, const char *out, int jobs, const cha
   status = t.failed ? 1 : 0;
 out:
   if (slots) g_free(slots);
-  if (tmpdir) {
-    rmdir(tmpdir);
-    g_free(tmpdir);
-  }
+  dl_tmpdir_remove(tmpdir);
   sweep_store_close(&st);
   g_ptr_array_unref(todo);
   if (cfgs) g_ptr_array_unref(cfgs);
@@ -368,7 +340,7 @@ int cmd_sweep(int argc, char **argv) {
   status = run_sweep(argv[1], out, jobs, shard, list, throttle_ms, &e);
 out:
   if (e) {
-    fprintf(stderr, "dlsim: %s\n", e->message);
+    cli_error(e->message);
     status = e->code == DL_ERR_INPUT ? 2 : 1;
     g_error_free(e);
   }

@@ -66,7 +66,7 @@ int cmd_validate(int argc, char **argv) {
   status = validate_run(&o, &err);
 out:
   if (err) {
-    fprintf(stderr, "dlsim: %s\n", err->message);
+    cli_error(err->message);
     status = err->code == DL_ERR_INPUT ? 2 : 1;
     g_error_free(err);
   }

@@ -32,7 +32,7 @@ int cmd_workload(int argc, char **argv) {
   }
   m = wl_load(argv[1], &err);
   if (!m) {
-    fprintf(stderr, "dlsim: %s\n", err->message);
+    cli_error(err->message);
     status = err->code == DL_ERR_INPUT ? 2 : 1;
     goto out;
   }

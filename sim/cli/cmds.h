@@ -4,6 +4,10 @@
 #ifndef CMDS_H
 #define CMDS_H
 
+/* Prints "dlsim: MSG" to stderr as one line (control characters escaped: a message may quote
+ * what a file holds). */
+void cli_error(const char *msg);
+
 int cmd_run(int argc, char **argv);
 int cmd_workload(int argc, char **argv);
 int cmd_platform(int argc, char **argv);

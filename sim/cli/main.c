@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cmds.h"
+#include "core/child.h"
 #include "core/dl_common.h"
 
 typedef struct {
@@ -33,6 +34,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+  dl_child_init(); /* an interrupted dlsim takes its children and temporary files with it */
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
       strcmp(argv[1], "help") == 0) {
     usage(argc < 2 ? stderr : stdout);

@@ -2,10 +2,12 @@
 #include "cli/options.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cmds.h"
 #include "core/dl_common.h"
 
 /* What GOption fills, before it is checked and moved into the configuration. Numbers that must
@@ -292,4 +294,10 @@ out:
   raw_release(&r);
   g_option_context_free(ctx);
   return ok;
+}
+
+void cli_error(const char *msg) {
+  char *line = dl_one_line(msg);
+  fprintf(stderr, "dlsim: %s\n", line);
+  g_free(line);
 }

@@ -447,17 +447,22 @@ gboolean cfg_routing_parse(cfg_run *c, const char *text, GError **err) {
     gsize len;
     char *data = dl_read_file(path, &len, err);
     if (!data) return FALSE;
-    cJSON *j = cJSON_Parse(data);
+    cJSON *j = dl_json_parse(path, data, len, err);
     g_free(data);
+    if (!j) return FALSE;
     int n = cJSON_IsArray(j) ? cJSON_GetArraySize(j) : 0;
     gboolean ok = n > 0;
     double total = 0;
     c->routing_weights = g_new0(double, n > 0 ? n : 1);
-    for (int i = 0; i < n && ok; i++) {
-      cJSON *v = cJSON_GetArrayItem(j, i);
-      ok = cJSON_IsNumber(v) && v->valuedouble >= 0;
-      if (ok) c->routing_weights[i] = v->valuedouble, total += v->valuedouble;
+    int i = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, j) {
+      ok = ok && cJSON_IsNumber(v) && v->valuedouble >= 0;
+      if (!ok) break;
+      c->routing_weights[i++] = v->valuedouble;
+      total += v->valuedouble;
     }
+    ok = ok && isfinite(total);
     cJSON_Delete(j);
     if (!ok || total <= 0) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT,

@@ -1,7 +1,12 @@
 /* dl_common.c — error domain, data directory, name resolution, whole-file I/O. */
 #include "core/dl_common.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,15 +86,87 @@ char *dl_read_file(const char *path, gsize *len, GError **err) {
   return data;
 }
 
-gboolean dl_write_file_atomic(const char *path, const char *data, gsize len, GError **err) {
-  GError *e = NULL;
-  /* g_file_set_contents writes a temporary file beside `path` and renames it into place. */
-  if (!g_file_set_contents(path, data, (gssize)len, &e)) {
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: cannot write: %s", path, e->message);
-    g_error_free(e);
-    return FALSE;
+/* `path` with its symbolic links followed (40 at most), as `cp` would write it: the final
+ * target, which may not exist yet. Newly allocated. */
+static char *final_target(const char *path) {
+  char *cur = g_strdup(path);
+  for (int hops = 0; hops < 40 && g_file_test(cur, G_FILE_TEST_IS_SYMLINK); hops++) {
+    char *link = g_file_read_link(cur, NULL);
+    if (!link) break;
+    char *next;
+    if (g_path_is_absolute(link)) {
+      next = link;
+    } else {
+      char *dir = g_path_get_dirname(cur);
+      next = g_build_filename(dir, link, NULL);
+      g_free(dir);
+      g_free(link);
+    }
+    g_free(cur);
+    cur = next;
   }
-  return TRUE;
+  return cur;
+}
+
+gboolean dl_check_writable(const char *what, const char *path, GError **err) {
+  if (!path) return TRUE;
+  char *target = final_target(path), *dir = g_path_get_dirname(target);
+  struct stat st;
+  gboolean ok = FALSE;
+  if (stat(target, &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s %s: is a directory", what, path);
+    else if (!S_ISREG(st.st_mode) ? access(target, W_OK) != 0 : access(dir, W_OK | X_OK) != 0)
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s %s: cannot write there: %s", what, path,
+                  g_strerror(errno));
+    else
+      ok = TRUE;
+  } else if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s %s: directory '%s' does not exist", what, path,
+                dir);
+  } else if (access(dir, W_OK | X_OK) != 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s %s: cannot write in '%s': %s", what, path, dir,
+                g_strerror(errno));
+  } else {
+    ok = TRUE;
+  }
+  g_free(dir);
+  g_free(target);
+  return ok;
+}
+
+gboolean dl_write_file_atomic(const char *path, const char *data, gsize len, GError **err) {
+  char *target = final_target(path);
+  struct stat st;
+  gboolean ok = TRUE;
+  if (stat(target, &st) == 0 && S_ISDIR(st.st_mode)) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: cannot write: is a directory", path);
+    ok = FALSE;
+  } else if (stat(target, &st) == 0 && !S_ISREG(st.st_mode)) {
+    /* a device, a pipe: written through, as cp does; nothing to replace atomically */
+    int fd = open(target, O_WRONLY | O_CLOEXEC);
+    gsize done = 0;
+    while (fd >= 0 && done < len) {
+      ssize_t n = write(fd, data + done, len - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += (gsize)n;
+    }
+    if (fd < 0 || done < len || close(fd) != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: cannot write: %s", path, g_strerror(errno));
+      ok = FALSE;
+    }
+  } else {
+    /* a regular file (through its links): a temporary file beside it renamed into place */
+    GError *e = NULL;
+    if (!g_file_set_contents(target, data, (gssize)len, &e)) {
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: cannot write: %s", path, e->message);
+      g_error_free(e);
+      ok = FALSE;
+    }
+  }
+  g_free(target);
+  return ok;
 }
 
 gboolean dl_parse_bytes(const char *text, double *bytes) {
@@ -125,4 +202,66 @@ char *dl_last_line(const char *text) {
   char *out = g_strdup(found ? found : "(no message)");
   g_strfreev(lines);
   return out;
+}
+
+char *dl_one_line(const char *msg) {
+  GString *s = g_string_new(NULL);
+  for (const char *p = msg ? msg : ""; *p; p++) {
+    unsigned char ch = (unsigned char)*p;
+    if (ch == '\n') g_string_append(s, "\\n");
+    else if (ch == '\r') g_string_append(s, "\\r");
+    else if (ch == '\t') g_string_append(s, "\\t");
+    else if (ch < 0x20 || ch == 0x7f) g_string_append_c(s, '?');
+    else g_string_append_c(s, (char)ch);
+  }
+  return g_string_free(s, FALSE);
+}
+
+/* The first number that is not finite under `o`, its JSON path appended to `path`. */
+static gboolean find_nonfinite(const cJSON *o, GString *path) {
+  if (cJSON_IsNumber(o)) return !isfinite(o->valuedouble);
+  if (!cJSON_IsArray(o) && !cJSON_IsObject(o)) return FALSE;
+  int i = 0;
+  for (const cJSON *c = o->child; c; c = c->next, i++) {
+    gsize at = path->len;
+    if (cJSON_IsArray(o)) g_string_append_printf(path, "[%d]", i);
+    else g_string_append_printf(path, "%s%s", at ? "." : "", c->string ? c->string : "");
+    if (find_nonfinite(c, path)) return TRUE;
+    g_string_truncate(path, at);
+  }
+  return FALSE;
+}
+
+cJSON *dl_json_parse(const char *path, const char *text, gsize len, GError **err) {
+  const char *end = NULL;
+  cJSON *root = memchr(text, '\0', len) ? NULL
+                                         : cJSON_ParseWithLengthOpts(text, len + 1, &end, TRUE);
+  if (!root) {
+    gsize off = end && end >= text && end <= text + len ? (gsize)(end - text) : 0;
+    if (memchr(text, '\0', len)) off = (gsize)((const char *)memchr(text, '\0', len) - text);
+    int line = 1, col = 1;
+    for (gsize k = 0; k < off; k++) {
+      if (text[k] == '\n') line++, col = 1;
+      else col++;
+    }
+    char near[24];
+    gsize n = 0;
+    for (gsize k = off; k < len && n + 1 < sizeof near; k++) {
+      unsigned char ch = (unsigned char)text[k];
+      near[n++] = ch < 0x20 || ch >= 0x7f ? ' ' : (char)ch;
+    }
+    near[n] = '\0';
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s:%d:%d: malformed JSON near '%s'", path, line,
+                col, near);
+    return NULL;
+  }
+  GString *jp = g_string_new(NULL);
+  if (find_nonfinite(root, jp)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s: number out of range", path,
+                jp->len ? jp->str : "(top level)");
+    cJSON_Delete(root);
+    root = NULL;
+  }
+  g_string_free(jp, TRUE);
+  return root;
 }

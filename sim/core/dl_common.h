@@ -38,13 +38,32 @@ char *dl_resolve(const char *what, const char *subdir, const char *name, const c
  * cannot be read (a user-named file), with the path and the system's reason. */
 char *dl_read_file(const char *path, gsize *len, GError **err);
 
-/* Writes `data` to `path` atomically (temporary file in the same directory, then rename), so a
- * failure never leaves a half-written file behind. DL_ERR_IO on failure. */
+/* Writes `data` to `path` as `cp` would, but atomically where it can: through symbolic links to
+ * their target; a regular file (or none) is replaced by a temporary file beside it renamed into
+ * place, so a failure never leaves a half-written file; a device or pipe is written through. A
+ * directory is refused. DL_ERR_IO on failure. */
 gboolean dl_write_file_atomic(const char *path, const char *data, gsize len, GError **err);
+
+/* Whether dl_write_file_atomic could write `path`, checked before a run starts: DL_ERR_INPUT
+ * "WHAT PATH: ..." when it is a directory, its directory does not exist, or it cannot be
+ * written. NULL path: TRUE. */
+gboolean dl_check_writable(const char *what, const char *path, GError **err);
 
 /* Last non-empty line of `text` (a child's standard error, say), newly allocated (g_free), or
  * "(no message)". */
 char *dl_last_line(const char *text);
+
+/* `msg` as one line for a terminal: line breaks and tabs become "\n", "\r", "\t", other control
+ * bytes '?'. Newly allocated (g_free). */
+char *dl_one_line(const char *msg);
+
+/* Parses `len` bytes of `text` (NUL-terminated at text[len]) as one JSON document. NULL with a
+ * one-line DL_ERR_INPUT error "PATH:LINE:COL: malformed JSON near '...'" when it is not JSON,
+ * has bytes after the document or a NUL inside, and "PATH: JSONPATH: number out of range" for
+ * a number that does not fit a double (1e999): every number a loader sees is finite. Free the
+ * result with cJSON_Delete. (The caller includes <cjson/cJSON.h>.) */
+struct cJSON;
+struct cJSON *dl_json_parse(const char *path, const char *text, gsize len, GError **err);
 
 /* Parses a size with an optional unit suffix: B, KB, MB, GB, TB (10^3) or KiB, MiB, GiB (2^10).
  * Returns FALSE (no error set) when the text is not a size. */

@@ -2,26 +2,39 @@
 #include "exec/exec.h"
 
 #include <cjson/cJSON.h>
-#include <glib/gstdio.h>
 #include <string.h>
 
-#include "exec/analytic/analytic.h"
+#include "core/child.h"
 #include "core/dl_common.h"
+#include "exec/analytic/analytic.h"
 #include "exec/launch.h"
 
 /* ---- request and result documents ------------------------------------------------------------ */
 
-static gboolean request_write(const char *path, const cfg_run *c, GError **err) {
+/* The request: the configuration, and where the executor writes its trace and weights (in the
+ * run's temporary directory; the driver installs them where the user asked once the run
+ * succeeded). */
+static gboolean request_write(const char *path, const cfg_run *c, const char *trace,
+                              const char *weights, GError **err) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddItemToObject(root, "config", cfg_to_json(c));
-  if (c->trace) cJSON_AddStringToObject(root, "trace", c->trace);
+  if (trace) cJSON_AddStringToObject(root, "trace", trace);
   else cJSON_AddNullToObject(root, "trace");
-  if (c->dump_weights) cJSON_AddStringToObject(root, "dump_weights", c->dump_weights);
+  if (weights) cJSON_AddStringToObject(root, "dump_weights", weights);
   else cJSON_AddNullToObject(root, "dump_weights");
   char *txt = cJSON_Print(root);
   cJSON_Delete(root);
   gboolean ok = dl_write_file_atomic(path, txt, strlen(txt), err);
   cJSON_free(txt);
+  return ok;
+}
+
+/* Copies the file `from` to `to` (dl_write_file_atomic). */
+static gboolean install(const char *from, const char *to, GError **err) {
+  gsize len = 0;
+  char *data = dl_read_file(from, &len, err);
+  gboolean ok = data && dl_write_file_atomic(to, data, len, err);
+  g_free(data);
   return ok;
 }
 
@@ -84,16 +97,15 @@ typedef gboolean (*start_fn)(const run_ctx *x, const cfg_run *c, const char *con
  * into `r`, with the wall time of the whole launch. */
 static gboolean launch_run(const run_ctx *x, const cfg_run *c, start_fn start, res_result *r,
                            GError **err) {
-  char *dir = g_dir_make_tmp("dlsim-XXXXXX", NULL);
-  if (!dir) {
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "cannot create a temporary directory");
-    return FALSE;
-  }
+  char *dir = dl_tmpdir_new("run", err);
+  if (!dir) return FALSE;
   char *request = g_build_filename(dir, "request.json", NULL);
   char *result = g_build_filename(dir, "result.json", NULL);
+  char *trace = c->trace ? g_build_filename(dir, "trace.json", NULL) : NULL;
+  char *weights = c->dump_weights ? g_build_filename(dir, "weights.bin", NULL) : NULL;
   const char *argv[] = {"run", request, result, NULL};
   gint64 t0 = g_get_monotonic_time();
-  gboolean ok = request_write(request, c, err) && start(x, c, argv, err);
+  gboolean ok = request_write(request, c, trace, weights, err) && start(x, c, argv, err);
   char *txt = NULL;
   if (ok && !(txt = dl_read_file(result, NULL, NULL))) {
     g_set_error(err, DL_ERROR, DL_ERR_INTERNAL,
@@ -106,13 +118,15 @@ static gboolean launch_run(const run_ctx *x, const cfg_run *c, start_fn start, r
     ok = FALSE;
   }
   if (ok) r->wall_s = (g_get_monotonic_time() - t0) / 1e6;
+  /* what the user asked for appears only once the run succeeded */
+  ok = ok && (!trace || install(trace, c->trace, err)) &&
+       (!weights || install(weights, c->dump_weights, err));
   g_free(txt);
-  g_unlink(request);
-  g_unlink(result);
-  g_rmdir(dir);
+  dl_tmpdir_remove(dir);
   g_free(request);
   g_free(result);
-  g_free(dir);
+  g_free(trace);
+  g_free(weights);
   return ok;
 }
 

@@ -1,11 +1,12 @@
 /* launch.c — smpirun invocation (see launch.h). */
 #include "exec/launch.h"
 
-#include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/child.h"
 #include "core/dl_common.h"
 
 #ifndef DLSIM_BINARY_DIR
@@ -51,27 +52,81 @@ static gboolean same_key(const char *a, const char *b) {
   return la == lb && strncmp(a, b, la) == 0;
 }
 
+/* The line of SimGrid's output that says why it stopped, without its "[time] file:line:
+ * [category/LEVEL] " prefix, or NULL. */
+static char *simgrid_reason(const char *text) {
+  char **lines = g_strsplit(text ? text : "", "\n", -1);
+  char *why = NULL;
+  for (char **l = lines; *l && !why; l++) {
+    const char *p = strstr(*l, "Parse error at ");
+    if (p) {
+      why = g_strdup(p);
+      break;
+    }
+    if (strstr(*l, "Deadlock detected")) why = g_strdup("Deadlock detected");
+    else if ((p = strstr(*l, "/ERROR] ")) || (p = strstr(*l, "/CRITICAL] ")))
+      why = g_strdup(strchr(p, ']') + 2);
+  }
+  g_strfreev(lines);
+  if (why && strcmp(why, "Exiting now.") == 0) g_clear_pointer(&why, g_free);
+  return why;
+}
+
+/* A failed smpirun as one line: a platform SimGrid cannot read is the user's (DL_ERR_INPUT), a
+ * deadlock the planner's, anything else SimGrid's (DL_ERR_INTERNAL). */
+static void smpi_failure(const char *platform, const char *child_err, int wait_status,
+                         GError **err) {
+  char *why = simgrid_reason(child_err);
+  if (why && g_str_has_prefix(why, "Parse error at ")) {
+    /* "Parse error at FILE:LINE: WHAT" */
+    const char *loc = why + strlen("Parse error at "), *colon = strchr(loc, ':');
+    const char *rest = colon ? strstr(colon + 1, ": ") : NULL;
+    if (rest)
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%.*s: SimGrid cannot read the platform: %s",
+                  (int)(rest - loc), loc, rest + 2);
+    else
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: SimGrid cannot read the platform: %s",
+                  platform, loc);
+  } else if (why && strcmp(why, "Deadlock detected") == 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL,
+                "SimGrid found the simulated ranks waiting for each other (a deadlock): a planner "
+                "bug, please report this command");
+  } else {
+    char *last = why ? NULL : dl_last_line(child_err);
+    char *status = WIFSIGNALED(wait_status)
+                       ? g_strdup_printf("killed by signal %d", WTERMSIG(wait_status))
+                       : g_strdup_printf("exit status %d", WEXITSTATUS(wait_status));
+    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "SimGrid stopped the simulation (%s): %s%s",
+                status, why ? why : last,
+                g_getenv("DLSIM_DEBUG") ? "" : " (DLSIM_DEBUG=1 shows SimGrid's whole output)");
+    g_free(status);
+    g_free(last);
+  }
+  g_free(why);
+}
+
+/* smpirun: $DLSIM_SMPIRUN, else the one CMake found. */
+static const char *smpirun_path(void) {
+  const char *env = g_getenv("DLSIM_SMPIRUN");
+  return env && *env ? env : DLSIM_SMPIRUN;
+}
+
 gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *hosts,
                      const char *const *prog_argv, const char *const *extra_cfg,
                      GString *out_stdout, GError **err) {
   gboolean ok = FALSE;
-  char *hostfile = NULL, *exec = launch_smpi_exec(), *np_s = g_strdup_printf("%d", np);
+  char *dir = NULL, *hostfile = NULL, *exec = launch_smpi_exec(), *np_s = g_strdup_printf("%d", np);
   char *child_out = NULL, *child_err = NULL;
   GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
   GString *hl = g_string_new(NULL);
-  int fd = -1, wait_status = 0;
+  int wait_status = 0;
 
   for (int i = 0; i < np; i++) g_string_append_printf(hl, "%s\n", hosts[i]);
-  fd = g_file_open_tmp("dlsim-hosts-XXXXXX", &hostfile, err);
-  if (fd < 0) goto out;
-  if (write(fd, hl->str, hl->len) != (ssize_t)hl->len) {
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: cannot write the host file", hostfile);
-    goto out;
-  }
-  close(fd);
-  fd = -1;
+  if (!(dir = dl_tmpdir_new("smpi", err))) goto out;
+  hostfile = g_build_filename(dir, "hosts", NULL);
+  if (!dl_write_file_atomic(hostfile, hl->str, hl->len, err)) goto out;
 
-  const char *head[] = {DLSIM_SMPIRUN, "-no-privatize", "-np", np_s, "-platform",
+  const char *head[] = {smpirun_path(), "-no-privatize", "-np", np_s, "-platform",
                         platform_xml_path, "-hostfile", hostfile, exec};
   for (size_t i = 0; i < G_N_ELEMENTS(head); i++) g_ptr_array_add(argv, g_strdup(head[i]));
   for (int i = 0; prog_argv && prog_argv[i]; i++) g_ptr_array_add(argv, g_strdup(prog_argv[i]));
@@ -85,28 +140,18 @@ gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *h
   g_ptr_array_add(argv, g_strdup("--log=root.thres:warning"));
   g_ptr_array_add(argv, NULL);
 
-  if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &child_out,
-                    &child_err, &wait_status, err)) {
-    if (err && *err) (*err)->code = DL_ERR_IO, (*err)->domain = DL_ERROR;
+  if (!dl_child_run((const char *const *)argv->pdata, &child_out, &child_err, &wait_status, err))
     goto out;
-  }
   if (out_stdout) g_string_append(out_stdout, child_out);
-  GError *werr = NULL;
-  if (!g_spawn_check_wait_status(wait_status, &werr)) {
-    char *line = dl_last_line(child_err);
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "smpirun %s: %s: %s", exec, werr->message, line);
-    fputs(child_err, stderr);
-    g_free(line);
-    g_error_free(werr);
+  if (g_getenv("DLSIM_DEBUG")) fputs(child_err, stderr);
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    smpi_failure(platform_xml_path, child_err, wait_status, err);
     goto out;
   }
   ok = TRUE;
 out:
-  if (fd >= 0) close(fd);
-  if (hostfile) {
-    g_unlink(hostfile);
-    g_free(hostfile);
-  }
+  dl_tmpdir_remove(dir);
+  g_free(hostfile);
   g_free(exec);
   g_free(np_s);
   g_free(child_out);
@@ -128,8 +173,9 @@ char *launch_real_exec(void) {
 gboolean launch_mpirun(int np, const char *const *prog_argv, GString *out_stdout, GError **err) {
   char *exec = launch_real_exec(), *nps = g_strdup_printf("%d", np);
   char *child_out = NULL, *child_err = NULL;
+  const char *env = g_getenv("DLSIM_MPIRUN");
   GPtrArray *argv = g_ptr_array_new();
-  g_ptr_array_add(argv, DLSIM_MPIRUN);
+  g_ptr_array_add(argv, (char *)(env && *env ? env : DLSIM_MPIRUN));
   g_ptr_array_add(argv, "--oversubscribe");
   if (geteuid() == 0) g_ptr_array_add(argv, "--allow-run-as-root");
   /* ranks wait in MPI without spinning a core: there may be more ranks than cores */
@@ -142,20 +188,19 @@ gboolean launch_mpirun(int np, const char *const *prog_argv, GString *out_stdout
   for (const char *const *a = prog_argv; *a; a++) g_ptr_array_add(argv, (char *)*a);
   g_ptr_array_add(argv, NULL);
   int wait_status = 0;
-  GError *werr = NULL;
   gboolean ok = FALSE;
-  if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL,
-                    out_stdout ? 0 : G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
-                    out_stdout ? &child_out : NULL, &child_err, &wait_status, &werr)) {
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: %s", DLSIM_MPIRUN, werr->message);
-    g_error_free(werr);
-  } else if (!g_spawn_check_wait_status(wait_status, &werr)) {
+  if (!dl_child_run((const char *const *)argv->pdata, out_stdout ? &child_out : NULL, &child_err,
+                    &wait_status, err)) {
+  } else if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
     char *line = dl_last_line(child_err);
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s %s: %s: %s", DLSIM_MPIRUN, exec, werr->message,
+    char *status = WIFSIGNALED(wait_status)
+                       ? g_strdup_printf("killed by signal %d", WTERMSIG(wait_status))
+                       : g_strdup_printf("exit status %d", WEXITSTATUS(wait_status));
+    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "%s %s (%s): %s", DLSIM_MPIRUN, exec, status,
                 line);
-    fputs(child_err, stderr);
+    if (g_getenv("DLSIM_DEBUG")) fputs(child_err, stderr);
+    g_free(status);
     g_free(line);
-    g_error_free(werr);
   } else {
     if (out_stdout && child_out) g_string_append(out_stdout, child_out);
     ok = TRUE;

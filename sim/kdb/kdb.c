@@ -184,15 +184,26 @@ char *kdb_to_json(const kdb *db) {
 
 /* ---- loading ----------------------------------------------------------------------------- */
 
+/* Bounds of what an entry may say: no kernel call runs for hours or moves exabytes; beyond them
+ * a file is wrong, and sums of such times would overflow. */
+#define KDB_MAX_S 1e4
+#define KDB_MAX_FLOPS 1e24
+#define KDB_MAX_BYTES 1e18
+#define KDB_MAX_REPEATS 1e9
+
+/* entries[i].field as a number in [lo, hi] (lo excluded when `open_lo`); `optional` fields may
+ * be missing (*v untouched). */
 static gboolean get_num(const cJSON *o, const char *field, double *v, const char *path, int i,
-                        gboolean positive, GError **err) {
+                        double lo, gboolean open_lo, double hi, gboolean optional, GError **err) {
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, field);
-  if (!cJSON_IsNumber(x) || (positive ? !(x->valuedouble > 0) : !(x->valuedouble >= 0))) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: entries[%d].%s: expected a %s number", path, i,
-                field, positive ? "positive" : "non-negative");
+  if (!x && optional) return TRUE;
+  double d = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+  if (!(open_lo ? d > lo : d >= lo) || !(d <= hi)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: entries[%d].%s: expected a number in %s%g, %g]",
+                path, i, field, open_lo ? "(" : "[", lo, hi);
     return FALSE;
   }
-  *v = x->valuedouble;
+  *v = d;
   return TRUE;
 }
 
@@ -210,14 +221,20 @@ static const char *get_str(const cJSON *o, const char *field, const char *path, 
 kdb *kdb_load(const char *name_or_path, GError **err) {
   char *path = dl_resolve("--kernels", "kernels/db", name_or_path, ".json", err);
   if (!path) return NULL;
+  gsize len = 0;
+  char *txt = dl_read_file(path, &len, err);
+  kdb *db = txt ? kdb_load_text(path, txt, len, err) : NULL;
+  g_free(txt);
+  g_free(path);
+  return db;
+}
+
+kdb *kdb_load_text(const char *path, const char *txt, gsize len, GError **err) {
   kdb *db = NULL, *res = NULL;
-  cJSON *root = NULL;
-  char *txt = dl_read_file(path, NULL, err);
-  if (!txt) goto out;
-  root = cJSON_Parse(txt);
-  if (!root || !cJSON_IsObject(root)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: not a JSON object (malformed near \"%.20s\")",
-                path, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+  cJSON *root = dl_json_parse(path, txt, len, err);
+  if (!root) goto out;
+  if (!cJSON_IsObject(root)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: expected a JSON object", path);
     goto out;
   }
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
@@ -256,15 +273,20 @@ kdb *kdb_load(const char *name_or_path, GError **err) {
       goto out;
     }
     double rep = 0;
-    if (!get_num(o, "flops", &e.flops, path, i, FALSE, err) ||
-        !get_num(o, "bytes", &e.bytes, path, i, FALSE, err) ||
-        !get_num(o, "median_s", &e.median_s, path, i, TRUE, err) ||
-        !get_num(o, "repeats", &rep, path, i, FALSE, err))
+    if (!get_num(o, "flops", &e.flops, path, i, 0, FALSE, KDB_MAX_FLOPS, FALSE, err) ||
+        !get_num(o, "bytes", &e.bytes, path, i, 0, FALSE, KDB_MAX_BYTES, FALSE, err) ||
+        !get_num(o, "median_s", &e.median_s, path, i, 0, TRUE, KDB_MAX_S, FALSE, err) ||
+        !get_num(o, "repeats", &rep, path, i, 0, FALSE, KDB_MAX_REPEATS, FALSE, err))
       goto out;
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "mean_s");
-    e.mean_s = cJSON_IsNumber(x) ? x->valuedouble : e.median_s;
-    x = cJSON_GetObjectItemCaseSensitive(o, "stddev_s");
-    e.stddev_s = cJSON_IsNumber(x) ? x->valuedouble : 0;
+    e.mean_s = e.median_s;
+    if (!get_num(o, "mean_s", &e.mean_s, path, i, 0, TRUE, KDB_MAX_S, TRUE, err) ||
+        !get_num(o, "stddev_s", &e.stddev_s, path, i, 0, FALSE, KDB_MAX_S, TRUE, err))
+      goto out;
+    if (g_hash_table_contains(db->by_key, key)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: entries[%d].key: \"%s\" appears twice", path,
+                  i, key);
+      goto out;
+    }
     e.gemm_like = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "gemm_like"));
     e.derived = all_derived || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "derived"));
     e.repeats = (int)rep;
@@ -281,8 +303,6 @@ kdb *kdb_load(const char *name_or_path, GError **err) {
 out:
   kdb_free(db);
   cJSON_Delete(root);
-  g_free(txt);
-  g_free(path);
   return res;
 }
 

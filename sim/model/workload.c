@@ -792,18 +792,24 @@ static gboolean load_model(loader *L, const cJSON *root) {
   return TRUE;
 }
 
-/* Line and column (1-based) of byte offset `off` in `text`. */
-static void line_col(const char *text, size_t off, int *line, int *col) {
-  *line = 1;
-  *col = 1;
-  for (size_t k = 0; k < off && text[k]; k++) {
-    if (text[k] == '\n') {
-      (*line)++;
-      *col = 1;
-    } else {
-      (*col)++;
-    }
+wl_model *wl_load_text(const char *path, const char *text, gsize len, GError **err) {
+  wl_model *m = g_new0(wl_model, 1);
+  m->path = g_strdup(path);
+  loader L = {m->path, err, m, g_hash_table_new(g_str_hash, g_str_equal),
+              g_hash_table_new(g_str_hash, g_str_equal)};
+  gboolean ok = FALSE;
+  cJSON *root = dl_json_parse(path, text, len, err);
+  if (root) {
+    ok = load_model(&L, root);
+    cJSON_Delete(root);
   }
+  g_hash_table_destroy(L.names);
+  g_hash_table_destroy(L.blocks);
+  if (!ok) {
+    wl_free(m);
+    return NULL;
+  }
+  return m;
 }
 
 wl_model *wl_load(const char *name_or_path, GError **err) {
@@ -811,38 +817,9 @@ wl_model *wl_load(const char *name_or_path, GError **err) {
   if (!path) return NULL;
   gsize len = 0;
   char *text = dl_read_file(path, &len, err);
-  if (!text) {
-    g_free(path);
-    return NULL;
-  }
-  wl_model *m = g_new0(wl_model, 1);
-  m->path = path;
-  loader L = {path, err, m, g_hash_table_new(g_str_hash, g_str_equal),
-              g_hash_table_new(g_str_hash, g_str_equal)};
-  gboolean ok = FALSE;
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, FALSE);
-  if (!root) {
-    int line, col;
-    const size_t off = end ? (size_t)(end - text) : len;
-    line_col(text, off, &line, &col);
-    char near[24];
-    g_strlcpy(near, off < len ? text + off : "", sizeof near);
-    for (char *c = near; *c; c++)
-      if (*c == '\n' || *c == '\r' || *c == '\t') *c = ' ';
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s:%d:%d: malformed JSON near '%s'", path, line,
-                col, near);
-  } else {
-    ok = load_model(&L, root);
-    cJSON_Delete(root);
-  }
-  g_hash_table_destroy(L.names);
-  g_hash_table_destroy(L.blocks);
+  wl_model *m = text ? wl_load_text(path, text, len, err) : NULL;
   g_free(text);
-  if (!ok) {
-    wl_free(m);
-    return NULL;
-  }
+  g_free(path);
   return m;
 }
 

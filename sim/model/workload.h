@@ -132,6 +132,9 @@ typedef struct {
  * NULL with a one-line DL_ERR_INPUT error that names the file and the JSON path (for malformed
  * JSON: the file, the line and the column). */
 wl_model *wl_load(const char *name_or_path, GError **err);
+/* The same for the `len` bytes of `text` (NUL-terminated at text[len]) read from `path` (named in
+ * messages). */
+wl_model *wl_load_text(const char *path, const char *text, gsize len, GError **err);
 
 /* Frees a model from wl_load; NULL is ignored. */
 void wl_free(wl_model *m);

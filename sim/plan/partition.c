@@ -59,8 +59,10 @@ gboolean plan_partition(const wl_model *m, const cfg_run *c, const double *layer
   for (int u = 0; u <= nu; u++) B(1, u) = pre[u], C(1, u) = 0;
   for (int s = 2; s <= pp; s++)
     for (int u = s; u <= nu; u++) {
-      B(s, u) = INFINITY;
-      for (int k = s - 1; k < u; k++) {
+      /* the first cut is always a valid one (every stage non-empty), even when costs are
+       * infinite or equal */
+      B(s, u) = MAX(B(s - 1, s - 1), pre[u] - pre[s - 1]), C(s, u) = s - 1;
+      for (int k = s; k < u; k++) {
         double v = MAX(B(s - 1, k), pre[u] - pre[k]);
         if (v < B(s, u) * (1 - 1e-12)) B(s, u) = v, C(s, u) = k;
       }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/child.h"
 #include "core/dl_common.h"
 
 /* ---- fitting ----------------------------------------------------------------------------------
@@ -260,9 +261,8 @@ char *calib_run_pingpong(gboolean quick, GError **err) {
   g_ptr_array_add(argv, NULL);
   int wait_status = 0;
   GError *e = NULL;
-  if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out_txt,
-                    &err_txt, &wait_status, &e)) {
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "calibration: cannot start %s: %s", mpirun, e->message);
+  if (!dl_child_run((const char *const *)argv->pdata, &out_txt, &err_txt, &wait_status, &e)) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "calibration: %s", e->message);
     g_error_free(e);
     goto out;
   }

@@ -85,7 +85,7 @@ static gboolean parse_with_units(const char *text, const unit *units, size_t n, 
   for (size_t i = 0; i < n; i++)
     if (strcmp(end, units[i].suffix) == 0) {
       *out = v * units[i].mult;
-      return TRUE;
+      return isfinite(*out);
     }
   return FALSE;
 }

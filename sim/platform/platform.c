@@ -57,6 +57,7 @@ typedef struct {
   gboolean route_sym;  /* symmetrical="YES" */
   GArray *route_links; /* link indices of the open route */
   char *route_names[2];/* src and dst of the open route, for messages */
+  gboolean doctype;    /* <!DOCTYPE platform ...> seen */
 } parse_state;
 
 static void set_err(GMarkupParseContext *ctx, parse_state *st, GError **err, const char *fmt, ...)
@@ -125,6 +126,57 @@ static gboolean add_edge(GMarkupParseContext *ctx, parse_state *st, int src, int
   return TRUE;
 }
 
+/* Where each element may appear (SimGrid's DTD 4.1, the part read here). */
+static const struct { const char *el, *parents; } placement[] = {
+    {"platform", ""},           {"config", "platform"},     {"zone", "platform"},
+    {"AS", "platform"},         {"host", "zone AS"},        {"router", "zone AS"},
+    {"link", "zone AS"},        {"route", "zone AS"},       {"link_ctn", "route"},
+    {"prop", "config host link zone AS router"},
+};
+
+static gboolean placed(GMarkupParseContext *ctx, parse_state *st, const char *el,
+                       const char *parent, GError **err) {
+  for (size_t i = 0; i < G_N_ELEMENTS(placement); i++) {
+    if (strcmp(el, placement[i].el) != 0) continue;
+    if (!parent) {
+      if (!*placement[i].parents) return TRUE;
+    } else {
+      char **ok = g_strsplit(placement[i].parents, " ", -1);
+      gboolean in = g_strv_contains((const char *const *)ok, parent);
+      g_strfreev(ok);
+      if (in) return TRUE;
+    }
+    GString *where = g_string_new(NULL);
+    char **ok = g_strsplit(placement[i].parents, " ", -1);
+    for (char **p = ok; *p && **p; p++)
+      g_string_append_printf(where, "%s<%s>", p == ok ? "" : " or ", *p);
+    g_strfreev(ok);
+    set_err(ctx, st, err, "<%s> %s%s%s: expected it %s%s", el, parent ? "inside <" : "",
+            parent ? parent : "at the top", parent ? ">" : "", where->len ? "inside " : "",
+            where->len ? where->str : "at the top (the root element)");
+    g_string_free(where, TRUE);
+    return FALSE;
+  }
+  return TRUE; /* unknown elements get their own message */
+}
+
+/* `what` of link or host `id` as a number in [lo, hi] with SimGrid units. */
+static gboolean ranged(GMarkupParseContext *ctx, parse_state *st, gboolean parsed, double v,
+                       double lo, gboolean open_lo, double hi, const char *unit,
+                       const char *what, const char *id, const char *text, const char *example,
+                       GError **err) {
+  if (parsed && (open_lo ? v > lo : v >= lo) && v <= hi) return TRUE;
+  set_err(ctx, st, err, "%s: %s: expected %s%g to %g %s, such as \"%s\", got \"%s\"", id, what,
+          open_lo ? "more than " : "", lo, hi, unit, example, text ? text : "");
+  return FALSE;
+}
+
+/* What the closed form takes as plausible: beyond these a file is wrong, and sums of such
+ * figures would overflow. */
+#define PLAT_MAX_LAT_S 3600.0
+#define PLAT_MAX_BPS 1e18
+#define PLAT_MAX_FLOPS 1e24
+
 static void on_start(GMarkupParseContext *ctx, const char *el, const char **names,
                      const char **values, gpointer data, GError **err) {
   parse_state *st = data;
@@ -132,9 +184,16 @@ static void on_start(GMarkupParseContext *ctx, const char *el, const char **name
   const char *parent = NULL;
   const GSList *stack = g_markup_parse_context_get_element_stack(ctx);
   if (stack && stack->next) parent = stack->next->data;
+  if (!placed(ctx, st, el, parent, err)) return;
 
   if (strcmp(el, "platform") == 0) {
     const char *v = attr(names, values, "version");
+    if (!st->doctype) {
+      set_err(ctx, st, err, "expected <!DOCTYPE platform SYSTEM "
+              "\"https://simgrid.org/simgrid.dtd\"> before <platform> (SimGrid reads no file "
+              "without it)");
+      return;
+    }
     if (!v || !g_str_has_prefix(v, "4.")) {
       set_err(ctx, st, err, "<platform version=\"%s\">: expected version 4.x (DTD 4.1)",
               v ? v : "");
@@ -169,16 +228,17 @@ static void on_start(GMarkupParseContext *ctx, const char *el, const char **name
     char *first = sp ? g_strndup(sp, strcspn(sp, ",")) : NULL; /* pstates: "1Gf,500Mf" */
     gboolean ok = first && plat_parse_speed(g_strstrip(first), &h.speed_flops);
     g_free(first);
-    if (!ok) {
-      set_err(ctx, st, err, "host %s: speed: expected a speed such as \"312Tf\", got \"%s\"", id,
-              sp ? sp : "");
-      return;
-    }
+    char *what = g_strdup_printf("host %s", id);
+    ok = ranged(ctx, st, ok, h.speed_flops, 0, TRUE, PLAT_MAX_FLOPS, "flop/s", "speed", what, sp,
+                "312Tf", err);
+    g_free(what);
+    if (!ok) return;
     g_array_append_val(pl->hosts, h);
     int np = pl->n_netpoints - 1;
     g_array_append_val(pl->host_np, np);
     st->cur_host = (int)pl->hosts->len - 1;
   } else if (strcmp(el, "prop") == 0 && parent && strcmp(parent, "host") == 0) {
+    if (st->cur_host < 0) return; /* a failed <host> reported already */
     plat_host *h = &g_array_index(pl->hosts, plat_host, st->cur_host);
     const char *id = attr(names, values, "id"), *v = attr(names, values, "value");
     if (!id || !v) {
@@ -190,7 +250,7 @@ static void on_start(GMarkupParseContext *ctx, const char *el, const char **name
       h->gpu_model = g_string_chunk_insert_const(pl->strings, v);
     } else if (strcmp(id, "gpu_mem_bytes") == 0) {
       h->gpu_mem_bytes = g_ascii_strtod(v, &end);
-      if (end == v || *end || h->gpu_mem_bytes < 0)
+      if (end == v || *end || !(h->gpu_mem_bytes >= 0 && h->gpu_mem_bytes <= 1e18))
         set_err(ctx, st, err, "host %s: gpu_mem_bytes: expected bytes, got \"%s\"", h->id, v);
     } else if (strcmp(id, "node") == 0 || strcmp(id, "gpu") == 0) {
       gint64 x = g_ascii_strtoll(v, &end, 10);
@@ -215,13 +275,20 @@ static void on_start(GMarkupParseContext *ctx, const char *el, const char **name
       set_err(ctx, st, err, "link '%s' is declared twice", id);
       return;
     }
-    if (!bw || !plat_parse_bandwidth(bw, &l.bps) || l.bps <= 0) {
-      set_err(ctx, st, err, "link %s: bandwidth: expected e.g. \"25GBps\", got \"%s\"", id,
-              bw ? bw : "");
-      return;
-    }
-    if (lat && !plat_parse_time(lat, &l.lat_s)) {
-      set_err(ctx, st, err, "link %s: latency: expected e.g. \"1us\", got \"%s\"", id, lat);
+    char *what = g_strdup_printf("link %s", id);
+    const gboolean bw_ok = bw && plat_parse_bandwidth(bw, &l.bps),
+                   lat_ok = !lat || plat_parse_time(lat, &l.lat_s);
+    gboolean ok = ranged(ctx, st, bw_ok, l.bps, 0, TRUE, PLAT_MAX_BPS, "bytes/s", "bandwidth", what, bw,
+                         "25GBps", err) &&
+                  ranged(ctx, st, lat_ok, l.lat_s, 0, FALSE, PLAT_MAX_LAT_S, "s", "latency", what, lat,
+                         "1us", err);
+    g_free(what);
+    if (!ok) return;
+    const char *pol = attr(names, values, "sharing_policy");
+    if (pol && strcmp(pol, "SHARED") != 0 && strcmp(pol, "SPLITDUPLEX") != 0 &&
+        strcmp(pol, "FATPIPE") != 0) {
+      set_err(ctx, st, err, "link %s: sharing_policy: expected SHARED, SPLITDUPLEX or FATPIPE, "
+              "got \"%s\"", id, pol);
       return;
     }
     g_array_append_val(pl->links, l);
@@ -262,6 +329,15 @@ static void on_start(GMarkupParseContext *ctx, const char *el, const char **name
   }
 }
 
+static void on_passthrough(GMarkupParseContext *ctx, const char *text, gsize len, gpointer data,
+                           GError **err) {
+  (void)ctx;
+  (void)err;
+  parse_state *st = data;
+  static const char dt[] = "<!DOCTYPE platform";
+  if (len >= sizeof dt - 1 && strncmp(text, dt, sizeof dt - 1) == 0) st->doctype = TRUE;
+}
+
 static void on_end(GMarkupParseContext *ctx, const char *el, gpointer data, GError **err) {
   parse_state *st = data;
   if (strcmp(el, "zone") == 0 || strcmp(el, "AS") == 0) {
@@ -294,7 +370,7 @@ plat *plat_load_xml(const char *path, const char *xml, gsize len, GError **err) 
 
   parse_state st = {.pl = pl, .cur_host = -1, .route_src = -1, .route_dst = -1,
                     .route_links = g_array_new(FALSE, FALSE, sizeof(int))};
-  static const GMarkupParser parser = {on_start, on_end, NULL, NULL, NULL};
+  static const GMarkupParser parser = {on_start, on_end, NULL, on_passthrough, NULL};
   GMarkupParseContext *ctx = g_markup_parse_context_new(&parser, 0, &st, NULL);
   GError *e = NULL;
   gboolean ok = g_markup_parse_context_parse(ctx, xml, (gssize)len, &e) &&

@@ -51,31 +51,15 @@ static const char *get_str(const cJSON *o, const char *key) {
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* 1-based line of byte `at` in `text`. */
-static int line_of(const char *text, const char *at) {
-  int line = 1;
-  for (const char *p = text; p < at && *p; p++)
-    if (*p == '\n') line++;
-  return line;
-}
-
 compare_doc *compare_doc_parse(const char *path, const char *text, GError **err) {
   compare_doc *d = g_new0(compare_doc, 1);
   d->path = g_strdup(path);
   d->colls = g_array_new(FALSE, FALSE, sizeof(compare_coll));
   d->rank_iter_s = g_array_new(FALSE, FALSE, sizeof(double));
   d->rank_compute_s = g_array_new(FALSE, FALSE, sizeof(double));
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithOpts(text, &end, FALSE);
+  cJSON *root = dl_json_parse(path, text, strlen(text), err);
   gboolean ok = FALSE;
-  if (!root) {
-    const char *at = end ? end : text;
-    const char *bol = at;
-    while (bol > text && bol[-1] != '\n') bol--;
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s:%d:%d: malformed JSON", path, line_of(text, at),
-                (int)(at - bol) + 1);
-    goto out;
-  }
+  if (!root) goto out;
   if (!cJSON_IsObject(root)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: expected a JSON object (a dlsim result)", path);
     goto out;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/config.h"
 #include "core/dl_common.h"
 
 /* ---- the options a spec may set ----------------------------------------------------------- */
@@ -248,9 +249,17 @@ static sweep_config *combine(GPtrArray *axes, const guint *pick, const char *nam
                   src[OPT_BATCH_PER_GPU]);
       goto out;
     }
-    vals[OPT_BATCH] =
-        g_strdup_printf("%" G_GINT64_FORMAT, g_ascii_strtoll(vals[OPT_BATCH_PER_GPU], NULL, 10) *
-                                                 g_ascii_strtoll(vals[OPT_GPUS], NULL, 10));
+    /* both are integers below 1e15 (value_text): their product is exact enough in double to
+     * bound before it is formed as an integer */
+    const gint64 bpg = g_ascii_strtoll(vals[OPT_BATCH_PER_GPU], NULL, 10),
+                 gpus = g_ascii_strtoll(vals[OPT_GPUS], NULL, 10);
+    if (bpg < 1 || gpus < 1 || (double)bpg * (double)gpus > (double)CFG_MAX_BATCH) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s: batch_per_gpu %" G_GINT64_FORMAT
+                  " x gpus %" G_GINT64_FORMAT " is not a batch of 1..%" G_GINT64_FORMAT
+                  " samples", name, src[OPT_BATCH_PER_GPU], bpg, gpus, (gint64)CFG_MAX_BATCH);
+      goto out;
+    }
+    vals[OPT_BATCH] = g_strdup_printf("%" G_GINT64_FORMAT, bpg * gpus);
   }
   cfg = g_new0(sweep_config, 1);
   GPtrArray *args = g_ptr_array_new();
@@ -287,13 +296,8 @@ GPtrArray *sweep_expand(const char *text, const char *name, GError **err) {
   GPtrArray *axes = g_ptr_array_new_with_free_func(axis_free);
   GHashTable *seen = g_hash_table_new(g_str_hash, g_str_equal);
   guint *pick = NULL;
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithOpts(text, &end, TRUE);
-  if (!root) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: malformed JSON near '%.20s'", name,
-                end ? end : "");
-    goto out;
-  }
+  cJSON *root = dl_json_parse(name, text, strlen(text), err);
+  if (!root) goto out;
   if (!cJSON_IsObject(root)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: expected an object with \"fixed\" and \"axes\"",
                 name);

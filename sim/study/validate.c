@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 
 #include "study/compare.h"
+#include "core/child.h"
 #include "core/dl_common.h"
 #include "kdb/kdb.h"
 #include "study/validate.h"
@@ -55,8 +56,7 @@ static gboolean run_self(const char *exe, const char *const *args, int *status, 
   char *out = NULL, *err = NULL;
   int ws = 0;
   GError *e = NULL;
-  gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
-                             &err, &ws, &e);
+  gboolean ok = dl_child_run((const char *const *)argv->pdata, NULL, &err, &ws, &e);
   *status = 1;
   if (!ok) {
     *why = g_strdup(e->message);

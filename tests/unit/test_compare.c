@@ -95,7 +95,7 @@ static void expect_error(const char *text, const char *message) {
 static void test_bad_input(void) {
   /* (cJSON reports the byte after the bad "]" here; the column convention is the workload
    * loader's) */
-  expect_error("{\n  \"mode\": \"sim\",\n  \"config\": {]\n}", "x.json:3:15: malformed JSON");
+  expect_error("{\n  \"mode\": \"sim\",\n  \"config\": {]\n}", "x.json:3:15: malformed JSON near ' }'");
   expect_error("[1, 2]", "x.json: expected a JSON object (a dlsim result)");
   expect_error("{\"config\": {\"gpus\": 2}}", "x.json: config.workload: expected a string");
   expect_error("{\"config\": {\"workload\": \"w\", \"gpus\": 2, \"batch\": 8}, "

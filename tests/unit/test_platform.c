@@ -135,6 +135,8 @@ static void test_generator_errors(void) {
   CU_ASSERT_FALSE(plat_parse_time("3 parsecs", &v));
 }
 
+#define DT "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+
 static void expect_load_error(const char *xml, const char *needle) {
   GError *err = NULL;
   plat *pl = plat_load_xml("bad.xml", xml, strlen(xml), &err);
@@ -149,29 +151,47 @@ static void expect_load_error(const char *xml, const char *needle) {
 }
 
 static void test_reader_errors(void) {
-  /* malformed: unclosed tag on line 4 */
-  expect_load_error("<?xml version='1.0'?>\n<platform version=\"4.1\">\n"
+  /* malformed: unclosed tag on line 5 */
+  expect_load_error("<?xml version='1.0'?>\n" DT "<platform version=\"4.1\">\n"
                     "<zone id=\"z\" routing=\"DijkstraCache\">\n<host id=\"a\" speed=\"1Gf\">\n"
                     "</zone></platform>\n",
                     "bad.xml");
-  expect_load_error("<?xml version='1.0'?>\n<platform version=\"4.1\">\n"
+  expect_load_error("<?xml version='1.0'?>\n" DT "<platform version=\"4.1\">\n"
                     "<zone id=\"z\" routing=\"DijkstraCache\">\n<host id=\"a\" speed=\"1Gf\">\n"
                     "</zone></platform>\n",
-                    "line 5");
-  expect_load_error("<platform version=\"4.1\">\n"
+                    "line 6");
+  expect_load_error(DT "<platform version=\"4.1\">\n"
                     "  <cluster id=\"c\" prefix=\"h\" suffix=\"\" radical=\"0-3\" speed=\"1Gf\""
                     " bw=\"1GBps\" lat=\"1us\"/>\n</platform>\n",
-                    "bad.xml:2: <cluster> is not supported: the closed form needs an explicit-graph");
-  expect_load_error("<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\"></zone></platform>",
+                    "bad.xml:3: <cluster> is not supported: the closed form needs an explicit-graph");
+  expect_load_error(DT "<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\"></zone></platform>",
                     "routing=\"Full\"");
-  expect_load_error("<platform version=\"4.1\"><zone id=\"z\" routing=\"Dijkstra\">\n"
+  expect_load_error(DT "<platform version=\"4.1\"><zone id=\"z\" routing=\"Dijkstra\">\n"
                     "<host id=\"a\" speed=\"1Gf\"/><host id=\"b\" speed=\"1Gf\"/>\n"
                     "<host id=\"c\" speed=\"1Gf\"/><link id=\"l\" bandwidth=\"1GBps\"/>\n"
                     "<route src=\"a\" dst=\"b\"><link_ctn id=\"l\"/></route></zone></platform>",
                     "host c has no route");
-  expect_load_error("<platform version=\"4.1\"><zone id=\"z\" routing=\"Dijkstra\">\n"
+  expect_load_error(DT "<platform version=\"4.1\"><zone id=\"z\" routing=\"Dijkstra\">\n"
                     "<host id=\"a\" speed=\"fast\"/></zone></platform>",
-                    "bad.xml:2: host a: speed");
+                    "bad.xml:3: host a: speed");
+  expect_load_error("<platform version=\"4.1\"><zone id=\"z\" routing=\"Dijkstra\">\n"
+                    "<host id=\"a\" speed=\"1Gf\"/></zone></platform>",
+                    "bad.xml:1: expected <!DOCTYPE platform SYSTEM");
+  expect_load_error(DT "<platform version=\"4.1\"><zone id=\"z\" routing=\"Dijkstra\">\n"
+                    "<host id=\"a\" speed=\"1Gf\"><host id=\"b\" speed=\"1Gf\"/>"
+                    "<prop id=\"node\" value=\"1\"/></host></zone></platform>",
+                    "bad.xml:3: <host> inside <host>: expected it inside <zone> or <AS>");
+  expect_load_error(DT "<platform version=\"4.1\"><zone id=\"z\" routing=\"Dijkstra\">\n"
+                    "<host id=\"a\" speed=\"1Gf\"/><host id=\"b\" speed=\"1Gf\"/>\n"
+                    "<link id=\"l\" bandwidth=\"1GBps\" latency=\"1e308w\"/></zone></platform>",
+                    "bad.xml:4: link l: latency: expected 0 to 3600 s");
+  expect_load_error(DT "<platform version=\"4.1\"><zone id=\"z\" routing=\"Dijkstra\">\n"
+                    "<link id=\"l\" bandwidth=\"1e999Bps\"/></zone></platform>",
+                    "bad.xml:3: link l: bandwidth: expected more than 0 to 1e+18 bytes/s");
+  expect_load_error(DT "<platform version=\"4.1\"><zone id=\"z\" routing=\"Dijkstra\">\n"
+                    "<link id=\"l\" bandwidth=\"1GBps\" sharing_policy=\"BOGUS\"/></zone>"
+                    "</platform>",
+                    "bad.xml:3: link l: sharing_policy: expected SHARED, SPLITDUPLEX or FATPIPE");
   GError *err = NULL;
   CU_ASSERT_PTR_NULL(plat_load("/nonexistent/p.xml", &err));
   CU_ASSERT_TRUE(err && strstr(err->message, "/nonexistent/p.xml"));

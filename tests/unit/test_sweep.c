@@ -77,7 +77,7 @@ static void test_expand_errors(void) {
                "s.json: axes.batch_per_gpu: batch_per_gpu needs gpus to be set");
   expect_error("{\"axes\": {\"gpus\": []}}", "s.json: axes.gpus: expected a non-empty array");
   expect_error("{\"fixd\": {}}", "s.json: fixd: unknown key");
-  expect_error("{\"axes\": ", "s.json: malformed JSON");
+  expect_error("{\"axes\": ", "s.json:1:10: malformed JSON near ''");
 }
 
 static void test_shard(void) {

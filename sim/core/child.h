@@ -1,0 +1,38 @@
+/* child.h — the programs dlsim starts (smpirun, mpirun, a sweep's `dlsim run`s) and the
+ * temporary directories it writes, so that neither outlives dlsim.
+ *
+ * Every child runs in a process group of its own and gets SIGTERM when dlsim dies, however it
+ * dies (Linux PR_SET_PDEATHSIG). dl_child_init() installs handlers for SIGINT, SIGTERM, SIGHUP and
+ * SIGQUIT: on one of them every child's group gets SIGTERM (SIGKILL after 5 s), every temporary
+ * directory of dl_tmpdir_new is removed, and dlsim then dies of the same signal. A temporary
+ * directory is named dlsim-<pid>-<what>-XXXXXX under $TMPDIR; those of a dlsim that was killed
+ * outright (SIGKILL) are removed by the next dl_tmpdir_new.
+ */
+#ifndef DL_CHILD_H
+#define DL_CHILD_H
+
+#include <glib.h>
+#include <sys/types.h>
+
+/* Installs the signal handlers; call once, early in main. */
+void dl_child_init(void);
+
+/* Runs argv (argv[0] looked up in PATH when it has no '/') and waits for it. Its standard output
+ * goes to *out (NULL: to /dev/null), its standard error to *errtext (newly allocated, never
+ * NULL on success). *wait_status is waitpid's. FALSE with DL_ERR_IO only when it cannot start. */
+gboolean dl_child_run(const char *const *argv, char **out, char **errtext, int *wait_status,
+                      GError **err);
+
+/* Starts argv without waiting, its standard output to /dev/null and its standard error to the file
+ * `stderr_path` (created or truncated). Returns its pid, or -1 with DL_ERR_IO. Reap it with
+ * waitpid, then call dl_child_reaped(pid). */
+pid_t dl_child_start(const char *const *argv, const char *stderr_path, GError **err);
+void dl_child_reaped(pid_t pid);
+
+/* A new directory $TMPDIR/dlsim-<pid>-<what>-XXXXXX (removed if dlsim is interrupted). NULL with
+ * DL_ERR_IO. Remove it with dl_tmpdir_remove. */
+char *dl_tmpdir_new(const char *what, GError **err);
+/* Removes `dir` and everything in it, forgets it and frees the string. NULL ignored. */
+void dl_tmpdir_remove(char *dir);
+
+#endif
