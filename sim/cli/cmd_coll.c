@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cmds.h"
+#include "cli/options.h"
 #include "coll/coll.h"
 #include "core/dl_common.h"
 #include "exec/launch.h"
@@ -42,7 +43,9 @@ int cmd_coll(int argc, char **argv) {
       {"min-bytes", 0, 0, G_OPTION_ARG_STRING, &min_s, "smallest size (default 8B)", "SIZE"},
       {"max-bytes", 0, 0, G_OPTION_ARG_STRING, &max_s, "largest size (default 128MB)", "SIZE"},
       {"iters", 0, 0, G_OPTION_ARG_INT, &iters, "timed calls per size (default 5)", "K"},
-      {"json", 0, 0, G_OPTION_ARG_FILENAME, &json, "write the rows as JSON to FILE", "FILE"},
+      {"out", 'o', 0, G_OPTION_ARG_FILENAME, &json, "write the rows as JSON to FILE", "FILE"},
+      {"json", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &json, "the same as --out",
+       "FILE"},
       {"check", 0, 0, G_OPTION_ARG_NONE, &check,
        "real data and real sums, every output element checked against its known value", NULL},
       {"mode", 0, 0, G_OPTION_ARG_STRING, &mode,
@@ -60,8 +63,13 @@ int cmd_coll(int argc, char **argv) {
   GString *out = g_string_new(NULL);
   double min_b = 8, max_b = 128e6;
 
-  if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
+  gboolean want_help = FALSE;
+  if (!cli_parse(ctx, "coll", &argc, &argv, &want_help, &err)) {
     status = fail(err->message);
+    goto out;
+  }
+  if (want_help) {
+    status = 0;
     goto out;
   }
   if (argc > 1) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cmds.h"
+#include "cli/options.h"
 #include "study/compare.h"
 #include "core/dl_common.h"
 
@@ -20,8 +21,10 @@ int cmd_compare(int argc, char **argv) {
       "The difference relative to A is split into compute, communication, overlap and skew\n"
       "(they add up to it; see sim/compare.h). A is the reference, e.g. the real run.");
   g_option_context_add_main_entries(ctx, entries, NULL);
-  if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-    g_prefix_error(&err, "compare: ");
+  gboolean help = FALSE;
+  if (!cli_parse(ctx, "compare", &argc, &argv, &help, &err)) goto out;
+  if (help) {
+    status = 0;
     goto out;
   }
   if (argc != 3) {

@@ -18,7 +18,7 @@
 #include "model/workload.h"
 
 typedef struct {
-  gboolean quick, grid_shapes, help;
+  gboolean quick, grid_shapes;
   char *device;    /* "cpu" or "cuda" */
   int repeats;     /* max timed repeats, 0 = default */
   char *note;      /* free text added to provenance */
@@ -34,96 +34,69 @@ typedef struct {
   char *key;         /* kdb_key, owned */
 } kb_job;
 
-/* Takes kbench's own options out of argv (the rest are run options). */
-static gboolean take_opts(kb_opts *o, int *argc, char **argv, GError **err) {
-  int w = 1;
-  for (int i = 1; i < *argc; i++) {
-    const char *a = argv[i];
-    const char *val = NULL;
-    gboolean has_val = strcmp(a, "--device") == 0 || strcmp(a, "--repeats") == 0 ||
-                       strcmp(a, "--note") == 0 || strcmp(a, "--derive-for") == 0 ||
-                       strcmp(a, "--from") == 0 || strcmp(a, "--from-spec") == 0 ||
-                       strcmp(a, "--spec") == 0;
-    if (has_val) {
-      if (i + 1 >= *argc) {
-        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: %s: expected a value", a);
-        return FALSE;
-      }
-      val = argv[++i];
-    }
-    if (strcmp(a, "--quick") == 0) o->quick = TRUE;
-    else if (strcmp(a, "--grid-shapes") == 0) o->grid_shapes = TRUE;
-    else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) o->help = TRUE;
-    else if (strcmp(a, "--device") == 0) {
-      if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0) {
-        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --device: expected cpu or cuda, got "
-                    "'%s'", val);
-        return FALSE;
-      }
-      g_free(o->device);
-      o->device = g_strdup(val);
-    } else if (strcmp(a, "--repeats") == 0) {
-      char *end;
-      long r = strtol(val, &end, 10);
-      if (*end || r < 3 || r > 100000) {
-        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --repeats: expected an integer >= 3, "
-                    "got '%s'", val);
-        return FALSE;
-      }
-      o->repeats = (int)r;
-    } else if (strcmp(a, "--note") == 0) {
-      g_free(o->note);
-      o->note = g_strdup(val);
-    } else if (strcmp(a, "--derive-for") == 0) {
-      g_free(o->derive_for);
-      o->derive_for = g_strdup(val);
-    } else if (strcmp(a, "--from") == 0) {
-      g_free(o->from);
-      o->from = g_strdup(val);
-    } else if (strcmp(a, "--from-spec") == 0) {
-      g_free(o->from_spec);
-      o->from_spec = g_strdup(val);
-    } else if (strcmp(a, "--spec") == 0) {
-      g_free(o->spec);
-      o->spec = g_strdup(val);
+#define KB_SUMMARY                                                                           \
+  "Measures kernel times on this machine into a kernel database with provenance. A GPU's\n"     \
+  "database is named by its spec-sheet key (kernels/db/h100-sxm.json, ...), the name runs on a\n" \
+  "platform of that GPU look up; the CPU twins' by the CPU (kernels/db/cpu-<model>.json). The\n"  \
+  "kernels measured are the exact list rank 0 runs for --workload and the run options below\n"  \
+  "(--gpus, --batch, --dp, --tp, --grid, --precision, ...), or --quick.\n\n"                     \
+  "  dlsim kbench --derive-for GPU --from DB [--from-spec SPEC] --out FILE\n"                   \
+  "derives a database for a device nobody measured (a spec sheet: a100-40gb, a100-80gb,\n"      \
+  "h100-sxm, h200, cpu) from a measured one: every entry's time is scaled by the two devices'\n" \
+  "roofline ratio for that entry; entries and provenance say derived, and runs count them as\n" \
+  "derived, not measured. --out is required: a derived database is used by default only where\n" \
+  "you put it."
+
+/* Parses kbench's options and the run options in one pass. */
+static gboolean parse_opts(kb_opts *o, cfg_run *c, int *argc, char ***argv, gboolean *help,
+                           GError **err) {
+  char *device = NULL;
+  int repeats = -1;
+  const GOptionEntry entries[] = {
+      {"quick", 0, 0, G_OPTION_ARG_NONE, &o->quick,
+       "a small set: mlp-small, cnn-small and the first ResNet-18-CIFAR layers at small batches",
+       NULL},
+      {"grid-shapes", 0, 0, G_OPTION_ARG_NONE, &o->grid_shapes,
+       "also measure every layer shape at batch 1, 4, 16 and 64 (for interpolation)", NULL},
+      {"device", 0, 0, G_OPTION_ARG_STRING, &device,
+       "cpu (default; one BLAS thread) or cuda (a CUDA build with a device)", "cpu|cuda"},
+      {"spec", 0, 0, G_OPTION_ARG_STRING, &o->spec,
+       "the spec sheet of the GPU measured (default: from the name the driver reports; needed for "
+       "boards without a sheet of their own, such as PCIe and NVL)", "KEY"},
+      {"repeats", 0, 0, G_OPTION_ARG_INT, &repeats,
+       "at most N timed repeats per kernel (default 100; stops earlier when the median is stable "
+       "to 2%)", "N"},
+      {"note", 0, 0, G_OPTION_ARG_STRING, &o->note, "free text recorded in the provenance",
+       "TEXT"},
+      {"derive-for", 0, 0, G_OPTION_ARG_STRING, &o->derive_for,
+       "derive a database for this spec sheet instead of measuring", "GPU"},
+      {"from", 0, 0, G_OPTION_ARG_STRING, &o->from, "with --derive-for: the measured database",
+       "DB"},
+      {"from-spec", 0, 0, G_OPTION_ARG_STRING, &o->from_spec,
+       "with --derive-for: the measured device's spec sheet (default: the one the database says)",
+       "SPEC"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  gboolean ok = cfg_parse_args(c, "kbench", entries, KB_SUMMARY, argc, argv, help, err);
+  if (ok && device) {
+    if (strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --device: expected cpu or cuda, got "
+                  "'%s'", device);
+      ok = FALSE;
     } else {
-      argv[w++] = argv[i];
+      g_free(o->device);
+      o->device = g_strdup(device);
     }
   }
-  *argc = w;
-  argv[w] = NULL;
-  return TRUE;
-}
-
-static void usage(void) {
-  printf(
-      "Usage: dlsim kbench [--workload W [run options]] [--quick] [--grid-shapes]\n"
-      "                    [--device cpu|cuda] [--spec KEY] [--repeats N] [--out FILE]\n"
-      "                    [--note TEXT]\n\n"
-      "Measures kernel times on this machine into a kernel database with provenance. A GPU's\n"
-      "database is named by its spec-sheet key (kernels/db/h100-sxm.json, ...), the name runs on a\n"
-      "platform of that GPU look up; the CPU twins' by the CPU (kernels/db/cpu-<model>.json).\n\n"
-      "  --workload W     measure the exact kernel list rank 0 runs for W and the run options\n"
-      "                   (--gpus, --batch, --dp, --tp, --grid, --precision; see dlsim run "
-      "--help)\n"
-      "  --grid-shapes    also measure every layer shape at batch 1, 4, 16 and 64 (interpolation)\n"
-      "  --quick          a small set: mlp-small, cnn-small and the first ResNet-18-CIFAR\n"
-      "                   layers at small batches\n"
-      "  --device D       cpu (default; one BLAS thread) or cuda (a CUDA build with a device)\n"
-      "  --spec KEY       the spec sheet of the GPU measured (a100-40gb, a100-80gb, h100-sxm,\n"
-      "                   h200); default: from the name the driver reports. Needed for boards\n"
-      "                   without a sheet of their own (PCIe, NVL)\n"
-      "  --repeats N      at most N timed repeats per kernel (default 100; stops earlier when\n"
-      "                   the median is stable to 2%%)\n"
-      "  --out FILE       where to write the database\n"
-      "  --note TEXT      free text recorded in the provenance\n\n"
-      "       dlsim kbench --derive-for GPU --from DB [--from-spec SPEC] --out FILE\n\n"
-      "Derives a database for a device nobody measured (a spec sheet name: a100-40gb,\n"
-      "a100-80gb, h100-sxm, h200, cpu) from a measured one: every entry's time is scaled by the\n"
-      "two devices' roofline ratio for that entry; the entries and the provenance say derived,\n"
-      "and runs count them as derived, not measured. --from-spec names the measured device's\n"
-      "sheet (default: the device the database says). --out is required: a derived database\n"
-      "is used by default only where you put it.\n");
+  if (ok && repeats != -1) {
+    if (repeats < 3 || repeats > 100000) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --repeats: expected 3..100000, got %d",
+                  repeats);
+      ok = FALSE;
+    }
+    o->repeats = repeats;
+  }
+  g_free(device);
+  return ok;
 }
 
 /* Adds rank 0's kernel ops of `m` under configuration `c` (resolved) to `jobs`, once per key. */
@@ -290,9 +263,7 @@ static void fill_provenance(kdb *db, const char *device, const kb_opts *o, const
 }
 
 /* --derive-for: a database for another device by spec ratios (kdb_derive). */
-static int derive(const kb_opts *o, int argc, char **argv, GError **err) {
-  cfg_run c;
-  cfg_init(&c);
+static int derive(const kb_opts *o, const cfg_run *c, GError **err) {
   kdb *src = NULL, *db = NULL;
   char *out = NULL, *json = NULL, *known = gpu_known_names();
   int status = 2;
@@ -306,8 +277,8 @@ static int derive(const kb_opts *o, int argc, char **argv, GError **err) {
                 "name (%s)", o->derive_for, known);
     goto out;
   }
-  if (!cfg_parse_args(&c, "kbench", &argc, &argv, err)) goto out;
-  if (!c.out) {
+  if (c->out && !dl_check_writable("--out", c->out, err)) goto out;
+  if (!c->out) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: --derive-for %s: name the file to write "
                 "with --out FILE (a derived database is used by default only where you put it)",
                 o->derive_for);
@@ -326,7 +297,7 @@ static int derive(const kb_opts *o, int argc, char **argv, GError **err) {
     goto out;
   }
   db = kdb_derive(src, from, to);
-  out = g_strdup(c.out);
+  out = g_strdup(c->out);
   json = kdb_to_json(db);
   if (!dl_write_file_atomic(out, json, strlen(json), err)) {
     status = 1;
@@ -341,13 +312,12 @@ out:
   kdb_free(db);
   kdb_free(src);
   g_free(known);
-  cfg_release(&c);
   return status;
 }
 
 int cmd_kbench(int argc, char **argv) {
   GError *e = NULL;
-  kb_opts o = {FALSE, FALSE, FALSE, g_strdup("cpu"), 0, NULL, NULL, NULL, NULL, NULL};
+  kb_opts o = {FALSE, FALSE, g_strdup("cpu"), 0, NULL, NULL, NULL, NULL, NULL};
   cfg_run c;
   cfg_init(&c);
   gboolean workload_given = FALSE;
@@ -358,24 +328,19 @@ int cmd_kbench(int argc, char **argv) {
   char *out = NULL, *json = NULL, *device = NULL;
   int status = 2;
 
-  if (!take_opts(&o, &argc, argv, &e)) goto out;
-  if (o.help) {
-    usage();
+  for (int i = 1; i < argc; i++)
+    if (g_str_has_prefix(argv[i], "--workload")) workload_given = TRUE;
+  gboolean help = FALSE;
+  if (!parse_opts(&o, &c, &argc, &argv, &help, &e)) goto out;
+  if (help) {
     status = 0;
     goto out;
   }
   if (o.derive_for || o.from) {
-    status = derive(&o, argc, argv, &e);
+    status = derive(&o, &c, &e);
     goto out;
   }
-  for (int i = 1; i < argc; i++)
-    if (g_str_has_prefix(argv[i], "--workload")) workload_given = TRUE;
-  if (!cfg_parse_args(&c, "kbench", &argc, &argv, &e)) goto out;
-  if (argc > 1) {
-    g_set_error(e ? NULL : &e, DL_ERROR, DL_ERR_INPUT, "kbench: unexpected argument '%s'",
-                argv[1]);
-    goto out;
-  }
+  if (!dl_check_writable("--out", c.out, &e)) goto out;
   if (!workload_given && !o.quick) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "kbench: expected --workload W (with run options) "
                 "or --quick");

@@ -1,6 +1,7 @@
 /* cmd_platform.c — `dlsim platform`: write a SimGrid platform file for DGX-like clusters. */
 #include "platform/calibrate.h"
 #include "cli/cmds.h"
+#include "cli/options.h"
 #include "core/dl_common.h"
 #include "core/gpuspec.h"
 #include "platform/platform.h"
@@ -161,10 +162,13 @@ int cmd_platform(int argc, char **argv) {
   g_option_context_add_main_entries(ctx, entries, NULL);
 
   plat_gen_params p;
-  if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-    g_prefix_error(&err, "platform: ");
+  gboolean help = FALSE;
+  if (!cli_parse(ctx, "platform", &argc, &argv, &help, &err)) goto out;
+  if (help) {
+    status = 0;
     goto out;
   }
+  if (!dl_check_writable("--out", out, &err)) goto out;
   if (argc > 1) {
     g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "platform: unexpected argument '%s'", argv[1]);
     goto out;

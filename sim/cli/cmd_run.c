@@ -35,7 +35,12 @@ int cmd_run(int argc, char **argv) {
   res_init(&r);
   gboolean ok = FALSE;
 
-  if (!cfg_parse_args(&parsed, "run", &argc, &argv, &e)) goto out;
+  gboolean help = FALSE;
+  if (!cfg_parse_args(&parsed, "run", NULL, NULL, &argc, &argv, &help, &e)) goto out;
+  if (help) {
+    ok = TRUE;
+    goto out;
+  }
   if (!dl_check_writable("--out", parsed.out, &e) ||
       !dl_check_writable("--trace", parsed.trace, &e) ||
       !dl_check_writable("--dump-weights", parsed.dump_weights, &e))

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cmds.h"
+#include "cli/options.h"
 #include "core/child.h"
 #include "core/dl_common.h"
 #include "study/sweep.h"
@@ -277,7 +278,7 @@ int cmd_sweep(int argc, char **argv) {
   int jobs = (int)g_get_num_processors(), throttle_ms = 0;
   gboolean list = FALSE, merge = FALSE;
   GOptionEntry entries[] = {
-      {"out", 0, 0, G_OPTION_ARG_FILENAME, &out,
+      {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out,
        "write PREFIX.csv and PREFIX.jsonl (default: the spec's name without .json)", "PREFIX"},
       {"jobs", 'j', 0, G_OPTION_ARG_INT, &jobs, "runs at once (default: the number of cores)", "N"},
       {"shard", 0, 0, G_OPTION_ARG_STRING, &shard,
@@ -301,10 +302,10 @@ int cmd_sweep(int argc, char **argv) {
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *e = NULL;
   int status = 2;
-  if (!g_option_context_parse(ctx, &argc, &argv, &e)) {
-    GError *e2 = g_error_new(DL_ERROR, DL_ERR_INPUT, "sweep: %s", e->message);
-    g_error_free(e);
-    e = e2;
+  gboolean help = FALSE;
+  if (!cli_parse(ctx, "sweep", &argc, &argv, &help, &e)) goto out;
+  if (help) {
+    status = 0;
     goto out;
   }
   if (jobs < 1 || throttle_ms < 0) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cmds.h"
+#include "cli/options.h"
 #include "core/dl_common.h"
 #include "study/validate.h"
 
@@ -40,8 +41,10 @@ int cmd_validate(int argc, char **argv) {
       "(dlsim compare), then the mean and max absolute error. Writes DIR/validate.csv,\n"
       "DIR/validate.json and every result under DIR/runs/. Progress goes to stderr.");
   g_option_context_add_main_entries(ctx, entries, NULL);
-  if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-    g_prefix_error(&err, "validate: ");
+  gboolean help = FALSE;
+  if (!cli_parse(ctx, "validate", &argc, &argv, &help, &err)) goto out;
+  if (help) {
+    status = 0;
     goto out;
   }
   if (argc > 1) {

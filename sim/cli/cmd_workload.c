@@ -4,6 +4,7 @@
 
 #include "core/dl_common.h"
 #include "cli/cmds.h"
+#include "cli/options.h"
 #include "model/workload.h"
 
 int cmd_workload(int argc, char **argv) {
@@ -21,8 +22,13 @@ int cmd_workload(int argc, char **argv) {
   GError *err = NULL;
   int status = 2;
   wl_model *m = NULL;
-  if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-    fprintf(stderr, "dlsim: workload: %s\n", err->message);
+  gboolean help = FALSE;
+  if (!cli_parse(ctx, "workload", &argc, &argv, &help, &err)) {
+    cli_error(err->message);
+    goto out;
+  }
+  if (help) {
+    status = 0;
     goto out;
   }
   if (argc != 2) {

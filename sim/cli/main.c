@@ -1,6 +1,10 @@
 /* main.c — `dlsim COMMAND ...`: dispatches to the subcommands (cmds.h). */
+#include <xbt/base.h>
+#include <simgrid/version.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "cli/dl_version.h" /* generated in the build tree (version.cmake) */
 
 #include "cli/cmds.h"
 #include "core/child.h"
@@ -25,7 +29,8 @@ static const command commands[] = {
 };
 
 static void usage(FILE *out) {
-  fprintf(out, "Usage: dlsim COMMAND [OPTIONS]   (dlsim COMMAND --help for its options)\n\n"
+  fprintf(out, "Usage: dlsim COMMAND [OPTIONS]   (dlsim COMMAND --help for its options;\n"
+               "       dlsim --version)\n\n"
                "dlsim %s predicts distributed deep-learning training time on GPU clusters.\n\n"
                "Commands:\n", DL_VERSION);
   for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
@@ -40,8 +45,9 @@ int main(int argc, char **argv) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  if (strcmp(argv[1], "--version") == 0) {
-    printf("dlsim %s\n", DL_VERSION);
+  if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+    printf("dlsim %s (commit %s), built against SimGrid %d.%d.%d\n", DL_VERSION, DL_COMMIT,
+           SIMGRID_VERSION_MAJOR, SIMGRID_VERSION_MINOR, SIMGRID_VERSION_PATCH);
     return 0;
   }
   for (size_t i = 0; i < G_N_ELEMENTS(commands); i++) {
@@ -50,6 +56,9 @@ int main(int argc, char **argv) {
       fprintf(stderr, "dlsim: %s: not built yet in this version\n", commands[i].name);
       return 2;
     }
+    char *prg = g_strdup_printf("dlsim %s", commands[i].name); /* "Usage: dlsim run ..." */
+    g_set_prgname(prg);
+    g_free(prg);
     return commands[i].fn(argc - 1, argv + 1);
   }
   fprintf(stderr, "dlsim: unknown command '%s' (see dlsim --help)\n", argv[1]);

@@ -77,7 +77,7 @@ static GOptionContext *run_context(const char *command, raw_opts *r, cfg_run *c)
        "iterations to run (default 3; steady state excludes the first)", "K"},
       {"bucket-mb", 0, 0, G_OPTION_ARG_STRING, &r->bucket_mb,
        "data-parallel gradient bucket size in MiB (default 25, as PyTorch DDP)", "MB"},
-      {"out", 0, 0, G_OPTION_ARG_FILENAME, &r->out, "write the result JSON here", "FILE"},
+      {"out", 'o', 0, G_OPTION_ARG_FILENAME, &r->out, "write the result JSON here", "FILE"},
       {"trace", 0, 0, G_OPTION_ARG_FILENAME, &r->trace, "write a Chrome trace-event timeline",
        "FILE"},
       {"dump-weights", 0, 0, G_OPTION_ARG_FILENAME, &r->dump_weights,
@@ -95,13 +95,11 @@ static GOptionContext *run_context(const char *command, raw_opts *r, cfg_run *c)
       {"reproducible", 0, 0, G_OPTION_ARG_NONE, &c->reproducible,
        "write host-dependent figures (simulation.wall_s) as 0, for byte-identical results", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  char *param = g_strdup_printf("- dlsim %s: predict one training configuration", command);
-  GOptionContext *ctx = g_option_context_new(param);
-  g_free(param);
-  g_option_context_set_summary(
-      ctx, "Runs one configuration in simulation (SMPI), for real, or in closed form, and prints\n"
-           "a summary; --out writes the result JSON (its keys: README.md, \"The result\").");
-  g_option_context_add_main_entries(ctx, entries, NULL);
+  (void)command;
+  GOptionContext *ctx = g_option_context_new(NULL);
+  GOptionGroup *g = g_option_group_new("run", "Run options:", "Run options:", NULL, NULL);
+  g_option_group_add_entries(g, entries);
+  g_option_context_set_main_group(ctx, g);
   return ctx;
 }
 
@@ -240,7 +238,9 @@ static gboolean apply_numbers(const raw_opts *r, cfg_run *c, GError **err) {
   return TRUE;
 }
 
-gboolean cfg_parse_args(cfg_run *c, const char *command, int *argc, char ***argv, GError **err) {
+gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *extra,
+                        const char *summary, int *argc, char ***argv, gboolean *help,
+                        GError **err) {
   raw_opts r;
   memset(&r, 0, sizeof r);
   r.gpus = NOT_GIVEN;
@@ -252,11 +252,22 @@ gboolean cfg_parse_args(cfg_run *c, const char *command, int *argc, char ***argv
   int before[G_N_ELEMENTS(given)];
   for (size_t i = 0; i < G_N_ELEMENTS(given); i++) before[i] = *given[i], *given[i] = NOT_GIVEN;
   GOptionContext *ctx = run_context(command, &r, c);
-  GError *e = NULL;
+  g_option_context_set_summary(
+      ctx, summary ? summary
+                   : "Runs one configuration in simulation (SMPI), for real, or in closed form, "
+                     "and prints\na summary; --out writes the result JSON (its keys: README.md, "
+                     "\"The result\").");
+  if (extra) {
+    char *title = g_strdup_printf("%s options:", command);
+    GOptionGroup *g = g_option_group_new(command, title, title, NULL, NULL);
+    g_option_group_add_entries(g, extra);
+    g_option_context_add_group(ctx, g);
+    g_free(title);
+  }
   gboolean ok = FALSE;
-  if (!g_option_context_parse(ctx, argc, argv, &e)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s", command, e->message);
-    g_error_free(e);
+  if (!cli_parse(ctx, command, argc, argv, help, err)) goto out;
+  if (*help) {
+    ok = TRUE;
     goto out;
   }
   if (*argc > 1) {
@@ -289,7 +300,7 @@ gboolean cfg_parse_args(cfg_run *c, const char *command, int *argc, char ***argv
   set_str(&c->dump_weights, r.dump_weights);
   ok = apply_names(&r, c, err) && apply_numbers(&r, c, err);
 out:
-  for (size_t i = 0; i < G_N_ELEMENTS(given) && !ok; i++)
+  for (size_t i = 0; i < G_N_ELEMENTS(given); i++)
     if (*given[i] == NOT_GIVEN) *given[i] = before[i];
   raw_release(&r);
   g_option_context_free(ctx);
@@ -300,4 +311,28 @@ void cli_error(const char *msg) {
   char *line = dl_one_line(msg);
   fprintf(stderr, "dlsim: %s\n", line);
   g_free(line);
+}
+
+gboolean cli_parse(GOptionContext *ctx, const char *command, int *argc, char ***argv,
+                   gboolean *help, GError **err) {
+  gboolean h = FALSE;
+  const GOptionEntry he[] = {{"help", 'h', 0, G_OPTION_ARG_NONE, &h, "show these options", NULL},
+                             {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  /* GOption's own --help exits the process; this one prints and lets the command return */
+  g_option_context_set_help_enabled(ctx, FALSE);
+  g_option_context_add_main_entries(ctx, he, NULL);
+  GError *e = NULL;
+  if (!g_option_context_parse(ctx, argc, argv, &e)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s (see dlsim %s --help)", command, e->message,
+                command);
+    g_error_free(e);
+    return FALSE;
+  }
+  if (h) {
+    char *text = g_option_context_get_help(ctx, FALSE, NULL);
+    fputs(text, stdout);
+    g_free(text);
+  }
+  *help = h;
+  return TRUE;
 }

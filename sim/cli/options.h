@@ -8,10 +8,20 @@
 
 #include "core/config.h"
 
-/* Parses `dlsim run` options (GOptionContext; --help prints them and exits) into `c`, which holds
- * the defaults from cfg_init(). Checks each value at the door: spelling, range, finite numbers;
- * cfg_resolve() checks the combination. `command` names the command in messages ("run",
- * "kbench"). DL_ERR_INPUT naming the option on failure. */
-gboolean cfg_parse_args(cfg_run *c, const char *command, int *argc, char ***argv, GError **err);
+/* Parses `dlsim run` options into `c`, which holds the defaults from cfg_init(), with `extra`
+ * (may be NULL) as a further group of options (kbench's own) and `summary` (NULL: run's) atop
+ * the help. Checks each
+ * value at the door: spelling, range, finite numbers; cfg_resolve() checks the combination.
+ * `command` names the command in messages ("run", "kbench"). With -h/--help the options are
+ * printed and *help set (nothing else is checked). DL_ERR_INPUT naming the option on failure. */
+gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *extra,
+                        const char *summary, int *argc, char ***argv, gboolean *help,
+                        GError **err);
+
+/* Parses argv with `ctx` as every dlsim command does: -h/--help prints the options to stdout and
+ * sets *help (never exits); an unknown or malformed option is DL_ERR_INPUT "COMMAND: ... (see dlsim
+ * COMMAND --help)". */
+gboolean cli_parse(GOptionContext *ctx, const char *command, int *argc, char ***argv,
+                   gboolean *help, GError **err);
 
 #endif

@@ -446,7 +446,10 @@ gboolean cfg_routing_parse(cfg_run *c, const char *text, GError **err) {
     const char *path = text + 5;
     gsize len;
     char *data = dl_read_file(path, &len, err);
-    if (!data) return FALSE;
+    if (!data) {
+      g_prefix_error(err, "--routing: ");
+      return FALSE;
+    }
     cJSON *j = dl_json_parse(path, data, len, err);
     g_free(data);
     if (!j) return FALSE;

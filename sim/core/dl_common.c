@@ -54,7 +54,8 @@ char *dl_resolve(const char *what, const char *subdir, const char *name, const c
   }
   if (strchr(name, '/') || g_file_test(name, G_FILE_TEST_IS_REGULAR)) {
     if (!g_file_test(name, G_FILE_TEST_IS_REGULAR)) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s: no such file", what, name);
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s: %s", what, name,
+                  g_file_test(name, G_FILE_TEST_EXISTS) ? "not a regular file" : "no such file");
       return NULL;
     }
     return g_strdup(name);
@@ -76,14 +77,44 @@ char *dl_resolve(const char *what, const char *subdir, const char *name, const c
 }
 
 char *dl_read_file(const char *path, gsize *len, GError **err) {
-  char *data = NULL;
-  GError *e = NULL;
-  if (!g_file_get_contents(path, &data, len, &e)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cannot read: %s", path, e->message);
-    g_error_free(e);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cannot read: %s", path, g_strerror(errno));
+    if (fd >= 0) close(fd);
     return NULL;
   }
-  return data;
+  if (S_ISDIR(st.st_mode)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cannot read: is a directory", path);
+    close(fd);
+    return NULL;
+  }
+  /* a pipe or a device is read to its end too, but no input of dlsim is this large: a bound
+   * keeps /dev/zero from running the machine out of memory */
+  GString *s = g_string_sized_new(S_ISREG(st.st_mode) ? (gsize)st.st_size + 1 : 4096);
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cannot read: %s", path, g_strerror(errno));
+      break;
+    }
+    if (n == 0) {
+      close(fd);
+      if (len) *len = s->len;
+      return g_string_free(s, FALSE);
+    }
+    if (s->len + (gsize)n > DL_MAX_INPUT_BYTES) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: larger than %d MiB: not an input of dlsim",
+                  path, DL_MAX_INPUT_BYTES >> 20);
+      break;
+    }
+    g_string_append_len(s, buf, n);
+  }
+  close(fd);
+  g_string_free(s, TRUE);
+  return NULL;
 }
 
 /* `path` with its symbolic links followed (40 at most), as `cp` would write it: the final

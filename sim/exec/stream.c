@@ -45,7 +45,7 @@ void exec_stream_comm(const exec_stream *s) {
       double t0 = o->now(s->be);
       if (op->kind == PLAN_SEND) {
         o->send(s->be, op, it);
-        rec_send(s->rec, i, it);
+        rec_send(s->rec, i, it, t0);
       } else if (op->kind == PLAN_RECV) {
         double posted = o->recv_wait(s->be, op, it);
         rec_recv(s->rec, i, it, t0, posted, o->now(s->be));

@@ -32,6 +32,12 @@ void rec_span_add(rec_rank *r, int op, int iter, double start, double end) {
   g_array_append_val(r->spans[r->plan->ops[op].stream], s);
 }
 
+/* A zero-length span: an op that happens at an instant (a send is posted). */
+static void rec_span_add_instant(rec_rank *r, int op, int iter, double t) {
+  rec_span s = {t, t, op, iter};
+  g_array_append_val(r->spans[r->plan->ops[op].stream], s);
+}
+
 /* Adds one call of op `op` that took `t` s and sent `wire` bytes to the row of (op, group,
  * purpose, algo). A receive adds its time to the row of its messages; the send counts them. */
 static void add_row(rec_rank *r, const plan_op *op, const char *algo, double t, double wire) {
@@ -65,14 +71,17 @@ void rec_coll(rec_rank *r, int op, int iter, double start, double end, const cha
   if (rec_steady(r, iter)) add_row(r, &r->plan->ops[op], algo, end - start, wire);
 }
 
-void rec_send(rec_rank *r, int op, int iter) {
+void rec_send(rec_rank *r, int op, int iter, double posted) {
   const plan_op *o = &r->plan->ops[op];
+  /* an instant on the timeline (a trace's flow starts there); no time of its own */
+  rec_span_add_instant(r, op, iter, posted);
   if (rec_steady(r, iter)) add_row(r, o, "p2p", 0, o->bytes);
 }
 
 void rec_recv(rec_rank *r, int op, int iter, double start, double posted, double end) {
   double from = posted > start ? MIN(posted, end) : start;
-  rec_span_add(r, op, iter, from, end);
+  if (end > from) rec_span_add(r, op, iter, from, end);
+  else rec_span_add_instant(r, op, iter, end); /* the message was there: it arrives at once */
   if (rec_steady(r, iter)) add_row(r, &r->plan->ops[op], "p2p", end > from ? end - from : 0, 0);
 }
 

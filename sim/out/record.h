@@ -75,9 +75,9 @@ void rec_kernel(rec_rank *r, int op, int iter, double start, double end, kdb_ori
 void rec_coll(rec_rank *r, int op, int iter, double start, double end, const char *algo,
               double wire);
 
-/* A send op (PLAN_SEND) was posted: the message counts on the send side, its time on the receive
- * side. */
-void rec_send(rec_rank *r, int op, int iter);
+/* A send op (PLAN_SEND) was posted at `posted`: the message counts on the send side, its time on
+ * the receive side; the send is a zero-length span (the timeline shows where it left). */
+void rec_send(rec_rank *r, int op, int iter, double posted);
 
 /* A receive op (PLAN_RECV) started waiting at `start`, its message was posted by the sender at
  * `posted` (on the same clock) and it completed at `end`: the transfer is communication from
@@ -99,8 +99,11 @@ void rec_result(const rec_rank *recs, int P, const cfg_run *c, double gpu_mem_by
 void rec_pack(const rec_rank *r, GByteArray *buf);
 gboolean rec_unpack(rec_rank *r, const guint8 *data, gsize len);
 
-/* The Chrome trace-event timeline of records recs[0..P-1] (one process per rank, one thread
- * per stream, times in µs), newly allocated. */
-GString *rec_trace(const rec_rank *recs, int P);
+/* The Chrome trace-event timeline of records recs[0..P-1] of configuration `c` (recs[r] is rank
+ * r): one process per rank, one thread per stream, slices in whole nanoseconds that never
+ * overlap on a track, flow events from each send to its receive and from each collective's
+ * slowest rank to the other members, memory and bytes-in-flight counters (trace.c). Newly
+ * allocated. */
+GString *rec_trace(const rec_rank *recs, int P, const cfg_run *c);
 
 #endif

@@ -73,7 +73,7 @@ def main(dlsim):
         ok = True
         for key in threads:
             s = sorted((e["ts"], e["ts"] + e["dur"]) for e in spans if (e["pid"], e["tid"]) == key)
-            ok &= all(a[1] <= b[0] + 0.002 for a, b in zip(s, s[1:]))  # ts, dur printed to 1 ns
+            ok &= all(a[1] <= b[0] + 1e-9 for a, b in zip(s, s[1:]))  # exact: check_trace.py
         check("trace: ops of one stream run one after another", ok)
     return finish()
 

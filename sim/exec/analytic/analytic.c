@@ -143,7 +143,7 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         double xfer = op->bytes / route.bottleneck_bps;
         *lf = go + xfer;
         *msg_slot(ps->arrival, rr->rank, op->peer, op->tag, TRUE) = go + route.latency_s + xfer;
-        rec_send(rr->rec, i, 0);
+        rec_send(rr->rec, i, 0, start);
       } else if (op->kind == PLAN_RECV) {
         double *arr = msg_slot(ps->arrival, op->peer, rr->rank, op->tag, FALSE);
         if (!arr || isnan(*arr)) break;

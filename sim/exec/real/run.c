@@ -431,7 +431,7 @@ static char *gather_and_write(const run_ctx *x, const exec_request *req, const r
         double l = loss_all[it] / ((double)c->dp * c->microbatches);
         g_array_append_val(res.loss, l);
       }
-      GString *trace = req->trace ? rec_trace(recs, P) : NULL;
+      GString *trace = req->trace ? rec_trace(recs, P, c) : NULL;
       err = exec_result_write(&res, x, result_path, req->trace, trace);
       if (trace) g_string_free(trace, TRUE);
       res_release(&res);

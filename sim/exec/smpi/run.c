@@ -189,7 +189,7 @@ static char *write_result(int P, const char *result_path) {
   rec_result(shared.recs, P, &x->cfg, x->gpu_mem_bytes, &r);
   r.gpu_model = x->gpu->name;
   res_kdb_set_source(&r.kdb, &x->kernels);
-  GString *trace = shared.req.trace ? rec_trace(shared.recs, P) : NULL;
+  GString *trace = shared.req.trace ? rec_trace(shared.recs, P, &x->cfg) : NULL;
   char *err = exec_result_write(&r, x, result_path, shared.req.trace, trace);
   if (trace) g_string_free(trace, TRUE);
   res_release(&r);
