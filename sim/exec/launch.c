@@ -22,6 +22,7 @@
 static const char *const default_cfg[] = {
     "smpi/simulate-computation:no",
     "smpi/wtime:0",
+    "smpi/send-is-detached-thresh:0",
     "smpi/shared-malloc-blocksize:1073741824",
     "smpi/allreduce:lr",
     "smpi/allgather:ring",
@@ -87,6 +88,9 @@ static void smpi_failure(const char *platform, const char *child_err, int wait_s
     else
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: SimGrid cannot read the platform: %s",
                   platform, loc);
+  } else if (why && strstr(why, "Bad config key: ")) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: <config>: SimGrid has no setting '%s'", platform,
+                strstr(why, "Bad config key: ") + strlen("Bad config key: "));
   } else if (why && strcmp(why, "Deadlock detected") == 0) {
     g_set_error(err, DL_ERROR, DL_ERR_INTERNAL,
                 "SimGrid found the simulated ranks waiting for each other (a deadlock): a planner "

@@ -6,7 +6,7 @@ nothing where --out points.
 Usage: check_regressions.py DLSIM   (DLSIM_DATA_DIR points at the repository)
 
 The file name says which loader it is for: workload-*, platform-* (also run in simulation when
-the name has "-sim"), kdb-*, sweep-*, options-* (one argument per line).
+the name has "-sim"; only there with "-sim-only"), kdb-*, sweep-*, options-* (one argument per line).
 """
 import os
 import subprocess
@@ -25,7 +25,8 @@ def commands(path, out):
         return [run + ["--mode", "analytic", "--workload", path]]
     if name.startswith("platform-"):
         base = run + ["--workload", "mlp-small", "--gpus", "2", "--platform", path]
-        modes = ["analytic", "sim"] if "-sim" in name else ["analytic"]
+        modes = ["sim"] if "-sim-only" in name else ["analytic", "sim"] if "-sim" in name \
+            else ["analytic"]
         return [base + ["--mode", m] for m in modes]
     if name.startswith("kdb-"):
         return [run + ["--mode", "analytic", "--workload", "mlp-deep", "--gpus", "4", "--pp", "4",

@@ -29,15 +29,25 @@ int coll_buf_real(int want_real) {
   return coll_real_data;
 }
 
+/* Payload-free scratch is one shared region for every rank and call: its contents mean nothing,
+ * and a mapping per call (SMPI_SHARED_MALLOC maps a file) cost more host time than the
+ * collective's simulation. It only grows; the old regions stay mapped (a rank may still be
+ * sending from them). */
+static void *scratch;
+static size_t scratch_bytes;
+
 void *coll_buf_alloc(size_t bytes) {
   if (bytes == 0) return NULL;
-  return coll_real_data ? g_malloc(bytes) : SMPI_SHARED_MALLOC(bytes);
+  if (coll_real_data) return g_malloc(bytes);
+  if (bytes > scratch_bytes) {
+    scratch_bytes = MAX(bytes, 2 * scratch_bytes);
+    scratch = SMPI_SHARED_MALLOC(scratch_bytes);
+  }
+  return scratch;
 }
 
 void coll_buf_free(void *p) {
-  if (!p) return;
-  if (coll_real_data) g_free(p);
-  else SMPI_SHARED_FREE(p);
+  if (p && coll_real_data) g_free(p);
 }
 
 /* ---- dispatch -------------------------------------------------------------------------------- */

@@ -45,6 +45,8 @@ static struct {
   gboolean debug_ops;    /* DLSIM_DEBUG_OPS set: print every op as the ranks reach it */
   GHashTable *sent;      /* "src:dst:iter:tag" -> simulated time the send was posted (double*) */
   rec_rank *recs;        /* per rank */
+  size_t buf_bytes;      /* the largest message or collective of any rank, bytes */
+  void *sendbuf, *recvbuf; /* payload-free buffers every rank uses (one mapping each) */
 } shared;
 
 /* One rank's backend of the two-stream loop. */
@@ -54,7 +56,7 @@ typedef struct {
   sg_sem_t *events;      /* iters × n_events */
   double speed;          /* host FLOP/s */
   coll_groups groups;
-  void *sendbuf, *recvbuf; /* payload-free, as large as the largest message or collective */
+  void *sendbuf, *recvbuf; /* payload-free: shared.sendbuf, shared.recvbuf */
   MPI_Op noop;
   MPI_Request *rreq;     /* per op index: the posted receive */
   MPI_Request *sreq;     /* the iteration's sends */
@@ -224,15 +226,7 @@ int smpi_exec_main(int argc, char **argv) {
   }
   const char *node = sg_host_get_property_value(sg_host_self(), "node");
   shared.node_of[rank] = node ? atoi(node) : rank;
-  MPI_Barrier(MPI_COMM_WORLD);
-
-  smpi_rank g;
-  memset(&g, 0, sizeof g);
-  g.rank = rank;
-  g.plan = plan;
-  g.speed = sg_host_get_speed(sg_host_self());
-  coll_groups_init(&g.groups, c, rank, shared.node_of);
-  /* buffers: payload-free, as large as the largest collective or message */
+  /* buffers: payload-free, as large as the largest collective or message of any rank */
   double maxb = 0;
   int n_send = 0;
   for (int i = 0; i < plan->n_ops; i++)
@@ -243,9 +237,21 @@ int smpi_exec_main(int argc, char **argv) {
       maxb = MAX(maxb, MAX(b, in));
       n_send += plan->ops[i].kind == PLAN_SEND;
     }
-  const size_t bufb = (size_t)maxb + 64;
-  g.sendbuf = SMPI_SHARED_MALLOC(bufb);
-  g.recvbuf = SMPI_SHARED_MALLOC(bufb);
+  shared.buf_bytes = MAX(shared.buf_bytes, (size_t)maxb + 64);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (!shared.sendbuf) { /* the first rank past the barrier: every rank has said its size */
+    shared.sendbuf = SMPI_SHARED_MALLOC(shared.buf_bytes);
+    shared.recvbuf = SMPI_SHARED_MALLOC(shared.buf_bytes);
+  }
+
+  smpi_rank g;
+  memset(&g, 0, sizeof g);
+  g.rank = rank;
+  g.plan = plan;
+  g.speed = sg_host_get_speed(sg_host_self());
+  coll_groups_init(&g.groups, c, rank, shared.node_of);
+  g.sendbuf = shared.sendbuf;
+  g.recvbuf = shared.recvbuf;
   MPI_Op_create(noop_op, 1, &g.noop);
   g.rreq = g_new(MPI_Request, plan->n_ops + 1);
   g.sreq = g_new(MPI_Request, n_send + 1);
@@ -289,8 +295,6 @@ int smpi_exec_main(int argc, char **argv) {
   g_free(g.sreq);
   coll_groups_release(&g.groups);
   MPI_Op_free(&g.noop);
-  SMPI_SHARED_FREE(g.sendbuf);
-  SMPI_SHARED_FREE(g.recvbuf);
   /* the shared table, records and plans stay until the process ends: other ranks may still
    * read them */
   return status;
