@@ -33,7 +33,7 @@ int cmd_coll(int argc, char **argv) {
   char *platform = NULL, *op_name = NULL, *algo = NULL, *min_s = NULL, *max_s = NULL;
   char *json = NULL, *help = algo_help(), *msg = NULL, *mode = NULL;
   int gpus = 0, iters = 5, status = 2;
-  gboolean check = FALSE;
+  gboolean check = FALSE, message_level = FALSE;
   GOptionEntry entries[] = {
       {"platform", 0, 0, G_OPTION_ARG_STRING, &platform, "platform name or SimGrid XML file", "P"},
       {"gpus", 0, 0, G_OPTION_ARG_INT, &gpus, "number of GPUs (MPI ranks): the first N hosts", "N"},
@@ -46,6 +46,9 @@ int cmd_coll(int argc, char **argv) {
       {"out", 'o', 0, G_OPTION_ARG_FILENAME, &json, "write the rows as JSON to FILE", "FILE"},
       {"json", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &json, "the same as --out",
        "FILE"},
+      {"message-level", 0, 0, G_OPTION_ARG_NONE, &message_level,
+       "simulate every step as its own messages (default: a ring phase as one message each way)",
+       NULL},
       {"check", 0, 0, G_OPTION_ARG_NONE, &check,
        "real data and real sums, every output element checked against its known value", NULL},
       {"mode", 0, 0, G_OPTION_ARG_STRING, &mode,
@@ -146,6 +149,7 @@ int cmd_coll(int argc, char **argv) {
   int k = 13;
   if (json) pargv[k++] = "--json", pargv[k++] = json;
   if (check) pargv[k++] = "--check";
+  if (message_level) pargv[k++] = "--message-level";
   pargv[k] = NULL;
   if (real ? !launch_mpirun(gpus, pargv, out, &err)
            : !launch_smpi(plat_path(pl), gpus, hosts, pargv, (const char *const *)extra->pdata, out,

@@ -90,6 +90,9 @@ static GOptionContext *run_context(const char *command, raw_opts *r, cfg_run *c)
       {"seed", 0, 0, G_OPTION_ARG_INT64, &r->seed,
        "seed of the routing (which experts are hot) and of the real flavour's data (default 1)",
        "N"},
+      {"message-level", 0, 0, G_OPTION_ARG_NONE, &c->message_level,
+       "sim: simulate every step of every collective as its own messages (default: a ring phase "
+       "as one message each way, same simulated time; README)", NULL},
       {"ignore-memory", 0, 0, G_OPTION_ARG_NONE, &c->ignore_memory,
        "go on when the model does not fit in GPU memory (fits_in_memory: false)", NULL},
       {"reproducible", 0, 0, G_OPTION_ARG_NONE, &c->reproducible,

@@ -25,6 +25,7 @@ typedef struct {
   char *op_name, *algo, *min_s, *max_s, *json;
   int iters, warmup, rpn;
   gboolean check;
+  gboolean message_level;
   double expect_us, tolerance;
 } coll_opts;
 
@@ -120,6 +121,8 @@ int coll_bench_main(int argc, char **argv) {
       {"ranks-per-node", 0, 0, G_OPTION_ARG_INT, &o.rpn, "consecutive ranks per node", "G"},
       {"json", 0, 0, G_OPTION_ARG_FILENAME, &o.json, "write the rows as JSON", "FILE"},
       {"check", 0, 0, G_OPTION_ARG_NONE, &o.check, "real float data and MPI_SUM; verify", NULL},
+      {"message-level", 0, 0, G_OPTION_ARG_NONE, &o.message_level,
+       "every step as its own messages (SMPI flavour)", NULL},
       {"expect-us", 0, 0, G_OPTION_ARG_DOUBLE, &o.expect_us, "fail unless time is this", "US"},
       {"tolerance", 0, 0, G_OPTION_ARG_DOUBLE, &o.tolerance, "relative tolerance (0.01)", "F"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
@@ -161,6 +164,7 @@ int coll_bench_main(int argc, char **argv) {
     goto out;
   }
   const gboolean real_data = coll_buf_real(o.check);
+  coll_buf_message_level(o.message_level);
   MPI_Op mop = MPI_SUM;
   if (!real_data) MPI_Op_create(noop_op, 1, &mop);
 

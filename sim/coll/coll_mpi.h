@@ -15,6 +15,7 @@
 #define DL_COLL_MPI_H
 
 #include <mpi.h>
+#include <string.h>
 
 #include "coll/coll.h"
 
@@ -53,6 +54,34 @@ int coll_bench_main(int argc, char **argv);
 void *coll_buf_alloc(size_t bytes);
 void coll_buf_free(void *p);
 
+/* Whether the buffers hold data (real flavour, SMPI with --check); payload-free otherwise, and
+ * nothing is copied or reduced (a copy between payload-free buffers costs host time and page
+ * faults, and changes nothing). */
+int coll_buf_has_data(void);
+
+/* memcpy, when the buffers hold data. */
+static inline void coll_copy(void *dst, const void *src, size_t bytes) {
+  if (bytes && coll_buf_has_data()) memcpy(dst, src, bytes);
+}
+
+/* inout = in op inout over `n` floats, when the buffers hold data. */
+static inline int coll_reduce(const float *in, float *inout, size_t n, MPI_Op op) {
+  return n && coll_buf_has_data() ? MPI_Reduce_local(in, inout, (int)n, MPI_FLOAT, op)
+                                  : MPI_SUCCESS;
+}
+
+/* A ring phase the flavour may simulate at once: `steps` steps in each of which this rank sends
+ * one chunk to comm rank `right` and receives one from `left`, `bytes` in all each way (chunks
+ * of equal size but for rounding). Returns 1 when it did: the SMPI flavour on payload-free
+ * buffers sends one message of `bytes` each way and then waits for the latencies of the other
+ * steps, which on a lock-step ring takes the same simulated time as the steps, with the same
+ * flows on the same links (unless --message-level, or the platform's bandwidth factor differs
+ * between a chunk and the whole). Returns 0 when the caller must run the steps. */
+int coll_ring_phase(int steps, size_t bytes, int right, int left, MPI_Comm comm);
+
+/* Asks the flavour to run every step as its own messages (--message-level). */
+void coll_buf_message_level(int on);
+
 #define COLL_DECLARE(op, name, fn, wire, cost, desc)                                           \
   int fn(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm, const coll_topo *topo, \
          MPI_Op reduce_op);
@@ -69,6 +98,9 @@ COLL_ALGO_LIST(COLL_DECLARE)
 int coll_ring_rs(const float *src, float *acc, size_t n, const int *members, int g, int me,
                  MPI_Comm comm, MPI_Op op);
 int coll_ring_ag(float *buf, size_t n, const int *members, int g, int me, MPI_Comm comm);
+/* coll_ring_rs then coll_ring_ag: the all-reduce of `src` into `acc` (src == NULL: in place). */
+int coll_ring_ar(const float *src, float *acc, size_t n, const int *members, int g, int me,
+                 MPI_Comm comm, MPI_Op op);
 
 /* Chunk c of n elements cut into k chunks: first element and count. */
 static inline size_t coll_chunk_off(size_t n, int k, int c) {

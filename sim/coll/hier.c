@@ -25,8 +25,7 @@ int coll_allreduce_hier(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Co
   int own = (t.local_rank + 1) % rpn;
   size_t off = coll_chunk_off(n, rpn, own), len = coll_chunk_len(n, rpn, own);
   int rc = coll_ring_rs(sendbuf, acc, n, intra, rpn, t.local_rank, comm, op);
-  if (rc == MPI_SUCCESS) rc = coll_ring_rs(NULL, acc + off, len, inter, nodes, t.node, comm, op);
-  if (rc == MPI_SUCCESS) rc = coll_ring_ag(acc + off, len, inter, nodes, t.node, comm);
+  if (rc == MPI_SUCCESS) rc = coll_ring_ar(NULL, acc + off, len, inter, nodes, t.node, comm, op);
   if (rc == MPI_SUCCESS) rc = coll_ring_ag(acc, n, intra, rpn, t.local_rank, comm);
   g_free(intra);
   g_free(inter);

@@ -17,7 +17,7 @@ int coll_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t bytes, MPI
   size_t b = bytes / (size_t)P;
   const char *s = sendbuf;
   char *d = recvbuf;
-  if (b) memcpy(d + (size_t)r * b, s + (size_t)r * b, b);
+  coll_copy(d + (size_t)r * b, s + (size_t)r * b, b);
   for (int k = 1; k < P; k++) {
     int to = (r + k) % P, from = (r - k + P) % P;
     int rc = MPI_Sendrecv(s + (size_t)to * b, (int)b, MPI_BYTE, to, TAG_PAIR, d + (size_t)from * b,
@@ -34,7 +34,7 @@ int coll_sendrecv_pairwise(const void *sendbuf, void *recvbuf, size_t bytes, MPI
   MPI_Comm_size(comm, &P);
   MPI_Comm_rank(comm, &r);
   if (P == 1) {
-    if (bytes) memcpy(recvbuf, sendbuf, bytes);
+    coll_copy(recvbuf, sendbuf, bytes);
     return MPI_SUCCESS;
   }
   return MPI_Sendrecv(sendbuf, (int)bytes, MPI_BYTE, (r + 1) % P, TAG_PAIR, recvbuf, (int)bytes,

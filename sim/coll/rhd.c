@@ -20,10 +20,6 @@ static int exchange(const void *sbuf, int sn, void *rbuf, int rn, int peer, MPI_
                       MPI_STATUS_IGNORE);
 }
 
-static int reduce_into(const float *in, float *inout, size_t n, MPI_Op op) {
-  return n ? MPI_Reduce_local(in, inout, (int)n, MPI_FLOAT, op) : MPI_SUCCESS;
-}
-
 /* Virtual rank of a real rank (-1: folded away), and back. */
 static int virt_of(int r, int rem) {
   if (r < 2 * rem) return (r % 2) ? r / 2 : -1;
@@ -51,7 +47,7 @@ static int halving(const float *src, float *acc, const size_t *vb, int p2, int v
     float *rb = src ? acc + vb[klo] : tmp;
     rc = exchange(sb, (int)sn, rb, (int)kn, real_of(v ^ mask, rem), MPI_FLOAT, comm);
     if (rc == MPI_SUCCESS)
-      rc = src ? reduce_into(src + vb[klo], acc + vb[klo], kn, op) : reduce_into(tmp, acc + vb[klo], kn, op);
+      rc = src ? coll_reduce(src + vb[klo], acc + vb[klo], kn, op) : coll_reduce(tmp, acc + vb[klo], kn, op);
     src = NULL;
     lo = klo, hi = khi;
   }
@@ -83,7 +79,7 @@ static int fold(const float **src, float *acc, size_t n, int r, int rem, MPI_Com
   if (r >= 2 * rem) return MPI_SUCCESS;
   if (r % 2 == 0) return MPI_Send(*src, (int)n, MPI_FLOAT, r + 1, TAG_RHD, comm);
   int rc = MPI_Recv(acc, (int)n, MPI_FLOAT, r - 1, TAG_RHD, comm, MPI_STATUS_IGNORE);
-  if (rc == MPI_SUCCESS) rc = reduce_into(*src, acc, n, op);
+  if (rc == MPI_SUCCESS) rc = coll_reduce(*src, acc, n, op);
   *src = NULL;
   return rc;
 }
@@ -98,7 +94,7 @@ int coll_allreduce_rhd(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Com
   const float *src = sendbuf;
   float *acc = recvbuf;
   if (P == 1) {
-    if (n) memcpy(acc, src, n * sizeof(float));
+    coll_copy(acc, src, n * sizeof(float));
     return MPI_SUCCESS;
   }
   int p2 = pow2_floor(P), rem = P - p2, v = virt_of(r, rem);
@@ -126,7 +122,7 @@ int coll_reducescatter_rhd(const void *sendbuf, void *recvbuf, size_t bytes, MPI
   size_t n = bytes / COLL_ELEM_BYTES, b = n / (size_t)P;
   const float *src = sendbuf;
   if (P == 1) {
-    if (b) memcpy(recvbuf, src, b * sizeof(float));
+    coll_copy(recvbuf, src, b * sizeof(float));
     return MPI_SUCCESS;
   }
   int p2 = pow2_floor(P), rem = P - p2, v = virt_of(r, rem);
@@ -141,7 +137,7 @@ int coll_reducescatter_rhd(const void *sendbuf, void *recvbuf, size_t bytes, MPI
       rc = MPI_Recv(recvbuf, (int)b, MPI_FLOAT, r + 1, TAG_RHD, comm, MPI_STATUS_IGNORE);
     else {
       if (r < 2 * rem) rc = MPI_Send(acc + (size_t)(r - 1) * b, (int)b, MPI_FLOAT, r - 1, TAG_RHD, comm);
-      if (rc == MPI_SUCCESS && b) memcpy(recvbuf, acc + (size_t)r * b, b * sizeof(float));
+      if (rc == MPI_SUCCESS) coll_copy(recvbuf, acc + (size_t)r * b, b * sizeof(float));
     }
   }
   coll_buf_free(acc);
@@ -160,7 +156,7 @@ int coll_allgather_bruck(const void *sendbuf, void *recvbuf, size_t bytes, MPI_C
   MPI_Comm_rank(comm, &r);
   size_t b = bytes / (size_t)P;
   char *d = recvbuf;
-  if (b) memcpy(d + (size_t)r * b, sendbuf, b);
+  coll_copy(d + (size_t)r * b, sendbuf, b);
   int rc = MPI_SUCCESS;
   for (int dist = 1; dist < P && rc == MPI_SUCCESS; dist *= 2) {
     int cnt = dist < P - dist ? dist : P - dist;

@@ -21,17 +21,17 @@ static int ring_step(const void *sbuf, int sn, int right, void *rbuf, int rn, in
                       MPI_STATUS_IGNORE);
 }
 
-static int reduce_into(const float *in, float *inout, size_t n, MPI_Op op) {
-  return n ? MPI_Reduce_local(in, inout, (int)n, MPI_FLOAT, op) : MPI_SUCCESS;
-}
-
 int coll_ring_rs(const float *src, float *acc, size_t n, const int *members, int g, int me,
                  MPI_Comm comm, MPI_Op op) {
   if (g == 1) {
-    if (src && n) memcpy(acc, src, n * sizeof(float));
+    if (src) coll_copy(acc, src, n * sizeof(float));
     return MPI_SUCCESS;
   }
   int right = members[mod(me + 1, g)], left = members[mod(me - 1, g)];
+  /* it sends every chunk but (me + 1)'s */
+  if (coll_ring_phase(g - 1, (n - coll_chunk_len(n, g, mod(me + 1, g))) * sizeof(float), right,
+                      left, comm))
+    return MPI_SUCCESS;
   float *tmp = NULL;
   if (!src) tmp = coll_buf_alloc((n / (size_t)g + 1) * sizeof(float));
   int rc = MPI_SUCCESS;
@@ -43,7 +43,7 @@ int coll_ring_rs(const float *src, float *acc, size_t n, const int *members, int
     rc = ring_step(sb, (int)coll_chunk_len(n, g, sc), right, rb, (int)rn, left, MPI_FLOAT, comm);
     if (rc != MPI_SUCCESS) break;
     float *dst = acc + coll_chunk_off(n, g, rc_);
-    rc = src ? reduce_into(src + coll_chunk_off(n, g, rc_), dst, rn, op) : reduce_into(tmp, dst, rn, op);
+    rc = src ? coll_reduce(src + coll_chunk_off(n, g, rc_), dst, rn, op) : coll_reduce(tmp, dst, rn, op);
   }
   coll_buf_free(tmp);
   return rc;
@@ -52,6 +52,10 @@ int coll_ring_rs(const float *src, float *acc, size_t n, const int *members, int
 int coll_ring_ag(float *buf, size_t n, const int *members, int g, int me, MPI_Comm comm) {
   if (g == 1) return MPI_SUCCESS;
   int right = members[mod(me + 1, g)], left = members[mod(me - 1, g)];
+  /* it sends every chunk but (me + 2)'s */
+  if (coll_ring_phase(g - 1, (n - coll_chunk_len(n, g, mod(me + 2, g))) * sizeof(float), right,
+                      left, comm))
+    return MPI_SUCCESS;
   int rc = MPI_SUCCESS;
   for (int s = 0; s < g - 1 && rc == MPI_SUCCESS; s++) {
     int sc = mod(me + 1 - s, g), rc_ = mod(me - s, g);
@@ -76,10 +80,21 @@ int coll_allreduce_ring(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Co
   MPI_Comm_rank(comm, &r);
   size_t n = bytes / COLL_ELEM_BYTES;
   int *m = identity(P);
-  int rc = coll_ring_rs(sendbuf, recvbuf, n, m, P, r, comm, op);
-  if (rc == MPI_SUCCESS) rc = coll_ring_ag(recvbuf, n, m, P, r, comm);
+  int rc = coll_ring_ar(sendbuf, recvbuf, n, m, P, r, comm, op);
   g_free(m);
   return rc;
+}
+
+int coll_ring_ar(const float *src, float *acc, size_t n, const int *members, int g, int me,
+                 MPI_Comm comm, MPI_Op op) {
+  if (g == 1) return coll_ring_rs(src, acc, n, members, g, me, comm, op);
+  /* the two phases run the same flows one after the other: one phase of twice the steps */
+  size_t sent = 2 * n - coll_chunk_len(n, g, mod(me + 1, g)) - coll_chunk_len(n, g, mod(me + 2, g));
+  if (coll_ring_phase(2 * (g - 1), sent * sizeof(float), members[mod(me + 1, g)],
+                      members[mod(me - 1, g)], comm))
+    return MPI_SUCCESS;
+  int rc = coll_ring_rs(src, acc, n, members, g, me, comm, op);
+  return rc == MPI_SUCCESS ? coll_ring_ag(acc, n, members, g, me, comm) : rc;
 }
 
 /* Rank r's block r goes round the ring: P-1 steps of bytes/P. */
@@ -91,7 +106,9 @@ int coll_allgather_ring(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Co
   MPI_Comm_rank(comm, &r);
   size_t b = bytes / (size_t)P;
   char *d = recvbuf;
-  if (b) memcpy(d + (size_t)r * b, sendbuf, b);
+  coll_copy(d + (size_t)r * b, sendbuf, b);
+  if (coll_ring_phase(P - 1, (size_t)(P - 1) * b, (r + 1) % P, mod(r - 1, P), comm))
+    return MPI_SUCCESS;
   int rc = MPI_SUCCESS;
   for (int s = 0; s < P - 1 && rc == MPI_SUCCESS; s++) {
     int sc = mod(r - s, P), rc_ = mod(r - s - 1, P);
@@ -113,9 +130,11 @@ int coll_reducescatter_ring(const void *sendbuf, void *recvbuf, size_t bytes, MP
   size_t b = bytes / COLL_ELEM_BYTES / (size_t)P; /* floats per block */
   const float *src = sendbuf;
   if (P == 1) {
-    if (b) memcpy(recvbuf, src, b * sizeof(float));
+    coll_copy(recvbuf, src, b * sizeof(float));
     return MPI_SUCCESS;
   }
+  if (coll_ring_phase(P - 1, (size_t)(P - 1) * b * sizeof(float), (r + 1) % P, mod(r - 1, P), comm))
+    return MPI_SUCCESS;
   float *tmp[2] = {coll_buf_alloc(b * sizeof(float)), coll_buf_alloc(b * sizeof(float))};
   int rc = MPI_SUCCESS;
   for (int s = 0; s < P - 1 && rc == MPI_SUCCESS; s++) {
@@ -123,7 +142,7 @@ int coll_reducescatter_ring(const void *sendbuf, void *recvbuf, size_t bytes, MP
     const float *sb = s == 0 ? src + (size_t)sc * b : tmp[(s - 1) % 2];
     float *rb = s == P - 2 ? (float *)recvbuf : tmp[s % 2];
     rc = ring_step(sb, (int)b, (r + 1) % P, rb, (int)b, mod(r - 1, P), MPI_FLOAT, comm);
-    if (rc == MPI_SUCCESS) rc = reduce_into(src + (size_t)rc_ * b, rb, b, op);
+    if (rc == MPI_SUCCESS) rc = coll_reduce(src + (size_t)rc_ * b, rb, b, op);
   }
   coll_buf_free(tmp[0]);
   coll_buf_free(tmp[1]);
@@ -139,7 +158,7 @@ int coll_broadcast_ring(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Co
   int P, r;
   MPI_Comm_size(comm, &P);
   MPI_Comm_rank(comm, &r);
-  if (r == 0 && bytes) memcpy(recvbuf, sendbuf, bytes);
+  if (r == 0) coll_copy(recvbuf, sendbuf, bytes);
   if (P == 1 || bytes == 0) return MPI_SUCCESS;
   size_t C = COLL_PIPE_CHUNK_BYTES;
   size_t k = (bytes + C - 1) / C;

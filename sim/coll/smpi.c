@@ -37,7 +37,7 @@ int coll_broadcast_smpi(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Co
   (void)topo, (void)op;
   int r;
   MPI_Comm_rank(comm, &r);
-  if (r == 0 && bytes) memcpy(recvbuf, sendbuf, bytes);
+  if (r == 0) coll_copy(recvbuf, sendbuf, bytes);
   return MPI_Bcast(recvbuf, (int)bytes, MPI_BYTE, 0, comm);
 }
 

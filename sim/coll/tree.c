@@ -113,9 +113,8 @@ static int tree_post(tree_run *R, int t) {
            (s->nc < 2 || s->got[1] > s->reduced)) {
       size_t off = c_off(s, s->reduced);
       int len = c_len(s, s->reduced);
-      rc = MPI_Reduce_local(R->src + off, R->dst + off, len, MPI_FLOAT, R->op);
-      if (rc == MPI_SUCCESS && s->nc == 2)
-        rc = MPI_Reduce_local(R->tmp + off, R->dst + off, len, MPI_FLOAT, R->op);
+      rc = coll_reduce(R->src + off, R->dst + off, (size_t)len, R->op);
+      if (rc == MPI_SUCCESS && s->nc == 2) rc = coll_reduce(R->tmp + off, R->dst + off, (size_t)len, R->op);
       if (rc != MPI_SUCCESS) return rc;
       s->reduced++;
     }
@@ -166,7 +165,7 @@ static int tree_collective(int bcast, const float *src, float *dst, size_t n, MP
   MPI_Comm_size(comm, &P);
   MPI_Comm_rank(comm, &r);
   if (P == 1 || (bcast && r == 0)) {
-    if (n) memcpy(dst, src, n * sizeof(float));
+    coll_copy(dst, src, n * sizeof(float));
     if (P == 1) return MPI_SUCCESS;
   }
   tree_run R = {.bcast = bcast, .src = src, .dst = dst, .op = op, .comm = comm};
@@ -212,7 +211,7 @@ int coll_broadcast_tree(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Co
   MPI_Comm_rank(comm, &r);
   MPI_Comm_size(comm, &P);
   if (r == 0) {
-    memcpy((char *)recvbuf + head, (const char *)sendbuf + head, tail);
+    coll_copy((char *)recvbuf + head, (const char *)sendbuf + head, tail);
     for (int d = 1; d < P && rc == MPI_SUCCESS; d++)
       rc = MPI_Send((const char *)sendbuf + head, (int)tail, MPI_BYTE, d, TAG_TREE + 9, comm);
     return rc;

@@ -247,6 +247,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddNumberToObject(cf, "capacity_factor", c->capacity_factor);
   cJSON_AddNumberToObject(cf, "seed", c->seed);
   cJSON_AddBoolToObject(cf, "ignore_memory", c->ignore_memory);
+  cJSON_AddBoolToObject(cf, "message_level", c->message_level);
   cJSON_AddStringToObject(cf, "mode", cfg_mode_name(c->mode));
   cJSON_AddBoolToObject(cf, "reproducible", c->reproducible);
   g_free(grid);
@@ -417,6 +418,8 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
     c->kernels_any_device = cJSON_IsTrue(v);
   if ((v = echo_item(&r, "ignore_memory", is_bool, "true or false")))
     c->ignore_memory = cJSON_IsTrue(v);
+  if ((v = echo_item(&r, "message_level", is_bool, "true or false")))
+    c->message_level = cJSON_IsTrue(v);
   echo_enum(&r, "mode", parse_mode, &e);
   c->mode = (cfg_mode)e;
   if ((v = echo_item(&r, "reproducible", is_bool, "true or false")))

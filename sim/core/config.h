@@ -79,6 +79,7 @@ typedef struct {
   double capacity_factor; /* MoE expert capacity factor: < 0 = the workload's, 0 = unlimited */
   unsigned seed;       /* seeds routing (which experts are hot) and the real flavour's data */
   gboolean ignore_memory; /* simulate even when the model does not fit (fits_in_memory false) */
+  gboolean message_level; /* sim: every step of every collective as its own messages */
   gboolean reproducible;  /* write host-dependent figures (simulation.wall_s) as 0 */
 } cfg_run;
 

@@ -3,6 +3,35 @@
 
 #include <stdio.h>
 
+/* Runs the compute ops from `i` on as one batch with the backend's kernel_time/run_for: up to
+ * the first that records an event, or before the next that waits for one (nothing outside the
+ * stream can see a point in between). Records each kernel's span from the durations. Returns
+ * the index after the batch. */
+static int compute_batch(const exec_stream *s, int i, int it) {
+  const exec_stream_ops *o = s->ops;
+  const plan_rank *p = s->plan;
+  const double t0 = o->now(s->be);
+  double t = t0;
+  int last = i;
+  for (int j = i; j < p->n_ops; j++) {
+    const plan_op *op = &p->ops[j];
+    if (op->stream != PLAN_STREAM_COMPUTE) continue;
+    if (j > i && op->wait_event >= 0) break;
+    if (s->debug)
+      fprintf(stderr, "dlsim: rank %d compute iter %d op %d %s: waits %d records %d\n",
+              s->rec->rank, it, j, op->kname, op->wait_event, op->record_event);
+    kdb_origin origin;
+    const double d = o->kernel_time(s->be, op, it, &origin);
+    rec_kernel(s->rec, j, it, t, t + d, origin);
+    t += d;
+    last = j;
+    if (op->record_event >= 0) break;
+  }
+  o->run_for(s->be, t - t0);
+  if (p->ops[last].record_event >= 0) o->ev_record(s->be, it, p->ops[last].record_event);
+  return last + 1;
+}
+
 void exec_stream_compute(const exec_stream *s) {
   const exec_stream_ops *o = s->ops;
   const plan_rank *p = s->plan;
@@ -12,17 +41,25 @@ void exec_stream_compute(const exec_stream *s) {
       o->iter_begin(s->be, it);
       if (rec_steady(s->rec, it)) s->rec->host_s += o->now(s->be) - h0;
     }
-    for (int i = 0; i < p->n_ops; i++) {
+    for (int i = 0; i < p->n_ops;) {
       const plan_op *op = &p->ops[i];
-      if (op->stream != PLAN_STREAM_COMPUTE) continue;
+      if (op->stream != PLAN_STREAM_COMPUTE) {
+        i++;
+        continue;
+      }
+      if (op->wait_event >= 0) o->ev_wait(s->be, it, op->wait_event);
+      if (o->kernel_time) {
+        i = compute_batch(s, i, it);
+        continue;
+      }
       if (s->debug)
         fprintf(stderr, "dlsim: rank %d compute iter %d op %d %s: waits %d records %d\n",
                 s->rec->rank, it, i, op->kname, op->wait_event, op->record_event);
-      if (op->wait_event >= 0) o->ev_wait(s->be, it, op->wait_event);
       double t0 = o->now(s->be);
       kdb_origin origin = o->kernel(s->be, op, it);
       rec_kernel(s->rec, i, it, t0, o->now(s->be), origin);
       if (op->record_event >= 0) o->ev_record(s->be, it, op->record_event);
+      i++;
     }
   }
 }

@@ -27,6 +27,12 @@ typedef struct {
   void (*iter_begin)(void *be, int iter);
   /* runs kernel op `op` to completion; returns where its duration came from */
   kdb_origin (*kernel)(void *be, const plan_op *op, int iter);
+  /* optional (NULL: one `kernel` call per op): the duration in seconds `op` will take, and its
+   * origin, without running it; then `run_for` runs a batch of such kernels in one go. A
+   * simulated GPU does this: consecutive kernels that no other stream waits for between them
+   * are one activity, with the same timeline. */
+  double (*kernel_time)(void *be, const plan_op *op, int iter, kdb_origin *origin);
+  void (*run_for)(void *be, double seconds);
   void (*recv_post)(void *be, const plan_op *op, int iter);  /* posts the receive of a PLAN_RECV */
   /* waits for a posted receive; returns when its sender posted the message (same clock) */
   double (*recv_wait)(void *be, const plan_op *op, int iter);

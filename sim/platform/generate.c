@@ -229,21 +229,9 @@ const char *const *plat_smpi_cfg(void) { return smpi_cfg; }
  * NULL stands for the default and is fine. */
 static gboolean factor_ok(const char *text) {
   if (!text) return TRUE;
-  char **items = g_strsplit(text, ";", -1);
-  gboolean ok = items[0] != NULL;
-  for (int i = 0; ok && items[i]; i++) {
-    char *colon = strchr(items[i], ':'), *end = NULL;
-    if (!colon) {
-      ok = FALSE;
-      break;
-    }
-    double v = g_ascii_strtod(items[i], &end);
-    ok = end == colon && v >= 0 && isfinite(v);
-    if (!ok) break;
-    v = g_ascii_strtod(colon + 1, &end);
-    ok = end != colon + 1 && *end == '\0' && v >= 0 && isfinite(v);
-  }
-  g_strfreev(items);
+  plat_factor f;
+  gboolean ok = plat_factor_parse(text, &f);
+  plat_factor_clear(&f);
   return ok;
 }
 

@@ -115,6 +115,19 @@ typedef struct {
   int n_links;           /* links on the route (0 from a host to itself) */
 } plat_route_info;
 
+/* A piecewise factor of SimGrid's network model (smpi/bw-factor, smpi/lat-factor; factor.c). */
+typedef struct {
+  int n;          /* pairs */
+  double *pairs;  /* threshold (bytes), value; ascending thresholds (owned) */
+} plat_factor;
+
+/* Parses "SIZE:VALUE;..." as SimGrid does; FALSE (f cleared) when it is not such a list. */
+gboolean plat_factor_parse(const char *spec, plat_factor *f);
+/* The factor a message of `size` bytes gets: the value of the largest threshold below `size`,
+ * 1 below every threshold. */
+double plat_factor_at(const plat_factor *f, double size);
+void plat_factor_clear(plat_factor *f);
+
 typedef struct plat plat;
 
 /* Loads a platform by name (under <datadir>/platforms/, ".xml" added), by path, or as

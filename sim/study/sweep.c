@@ -39,6 +39,7 @@ static const sweep_option options[] = {
     {"pp_balance", "--pp-balance", SWEEP_STR}, {"routing", "--routing", SWEEP_STR},
     {"capacity_factor", "--capacity-factor", SWEEP_NUM}, {"seed", "--seed", SWEEP_INT},
     {"kernels_any_device", "--kernels-any-device", SWEEP_BOOL},
+    {"message_level", "--message-level", SWEEP_BOOL},
 };
 #define N_OPTS G_N_ELEMENTS(options)
 enum { OPT_GPUS = 3, OPT_BATCH = 4, OPT_BATCH_PER_GPU = 5 };

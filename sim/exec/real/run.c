@@ -380,8 +380,8 @@ static void be_ev_record(void *be, int iter, int ev) {
 }
 
 static const exec_stream_ops real_stream = {
-    be_now, be_iter_begin, be_kernel, be_recv_post, be_recv_wait, be_send, be_sends_wait, be_coll,
-    be_ev_wait, be_ev_record,
+    be_now,       be_iter_begin, be_kernel, NULL /* kernels run one by one, for real */, NULL,
+    be_recv_post, be_recv_wait,  be_send,   be_sends_wait, be_coll, be_ev_wait, be_ev_record,
 };
 
 static gpointer compute_thread(gpointer data) {

@@ -20,36 +20,6 @@
 #include "coll/coll_mpi.h"
 #include "exec/smpi/run.h"
 
-/* ---- scratch memory for the collectives ----------------------------------------------------- */
-
-static gboolean coll_real_data; /* TRUE: real malloc'd memory (--check); set before any call */
-
-int coll_buf_real(int want_real) {
-  coll_real_data = want_real != 0;
-  return coll_real_data;
-}
-
-/* Payload-free scratch is one shared region for every rank and call: its contents mean nothing,
- * and a mapping per call (SMPI_SHARED_MALLOC maps a file) cost more host time than the
- * collective's simulation. It only grows; the old regions stay mapped (a rank may still be
- * sending from them). */
-static void *scratch;
-static size_t scratch_bytes;
-
-void *coll_buf_alloc(size_t bytes) {
-  if (bytes == 0) return NULL;
-  if (coll_real_data) return g_malloc(bytes);
-  if (bytes > scratch_bytes) {
-    scratch_bytes = MAX(bytes, 2 * scratch_bytes);
-    scratch = SMPI_SHARED_MALLOC(scratch_bytes);
-  }
-  return scratch;
-}
-
-void coll_buf_free(void *p) {
-  if (p && coll_real_data) g_free(p);
-}
-
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -65,8 +35,10 @@ static const smpi_mode modes[] = {
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
-  int r, status = 2;
+  int r, P, status = 2;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  smpi_phase_init(r, P, FALSE); /* each rank says where it is before any collective */
   const smpi_mode *m = NULL;
   for (size_t i = 0; argc > 1 && i < G_N_ELEMENTS(modes); i++)
     if (strcmp(argv[1], modes[i].name) == 0) m = &modes[i];

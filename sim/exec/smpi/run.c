@@ -68,12 +68,20 @@ static double be_now(void *be) {
   return simgrid_get_clock();
 }
 
-static kdb_origin be_kernel(void *be, const plan_op *op, int iter) {
-  (void)iter;
+static double be_kernel_time(void *be, const plan_op *op, int iter, kdb_origin *origin) {
+  (void)be, (void)iter;
+  return ktime_kernel_s(&shared.ctx.kt, op, origin);
+}
+
+/* A batch of kernels: one execution on the rank's host, nothing else computing there. */
+static void be_run_for(void *be, double seconds) {
   smpi_rank *g = be;
+  if (seconds > 0) sg_actor_execute(seconds * g->speed);
+}
+
+static kdb_origin be_kernel(void *be, const plan_op *op, int iter) {
   kdb_origin origin;
-  double s = ktime_kernel_s(&shared.ctx.kt, op, &origin);
-  if (s > 0) sg_actor_execute(s * g->speed);
+  be_run_for(be, be_kernel_time(be, op, iter, &origin));
   return origin;
 }
 
@@ -150,8 +158,8 @@ static void be_ev_wait(void *be, int iter, int ev) {
 static void be_ev_record(void *be, int iter, int ev) { sg_sem_release(event_sem(be, iter, ev)); }
 
 static const exec_stream_ops smpi_stream = {
-    be_now, NULL, be_kernel, be_recv_post, be_recv_wait, be_send, be_sends_wait, be_coll,
-    be_ev_wait, be_ev_record,
+    be_now,  NULL,        be_kernel,     be_kernel_time, be_run_for, be_recv_post, be_recv_wait,
+    be_send, be_sends_wait, be_coll, be_ev_wait,     be_ev_record,
 };
 
 /* The compute stream: an actor beside the rank on the same host. */
@@ -213,6 +221,7 @@ int smpi_exec_main(int argc, char **argv) {
   }
   const run_ctx *x = &shared.ctx;
   const cfg_run *c = &x->cfg;
+  smpi_phase_init(rank, P, c->message_level);
   if (P != c->gpus) {
     if (rank == 0) fprintf(stderr, "dlsim-smpi: %d ranks for --gpus %d\n", P, c->gpus);
     return 2;
@@ -242,6 +251,7 @@ int smpi_exec_main(int argc, char **argv) {
   if (!shared.sendbuf) { /* the first rank past the barrier: every rank has said its size */
     shared.sendbuf = SMPI_SHARED_MALLOC(shared.buf_bytes);
     shared.recvbuf = SMPI_SHARED_MALLOC(shared.buf_bytes);
+    smpi_scratch_reserve(2 * shared.buf_bytes + 4096); /* what a ring phase asks at most */
   }
 
   smpi_rank g;

@@ -6,4 +6,12 @@
  * Collective over MPI_COMM_WORLD; returns the exit status. */
 int smpi_exec_main(int argc, char **argv);
 
+/* Every rank, right after MPI_Init: records the rank's host, and whether collectives' ring phases
+ * run step by step (`message_level`) or as one message each way (phase.c). */
+void smpi_phase_init(int rank, int P, int message_level);
+
+/* Maps the payload-free scratch regions of the collectives once, at `bytes` each (a mapping
+ * populates its pages: growing them call by call cost host time). */
+void smpi_scratch_reserve(size_t bytes);
+
 #endif

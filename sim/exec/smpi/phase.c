@@ -1,0 +1,160 @@
+/* phase.c — the SMPI flavour's side of coll_mpi.h: payload-free scratch memory, and ring phases
+ * simulated as one message each way (coll_ring_phase).
+ *
+ * A ring phase of k steps, each sending a chunk c to the right neighbour and receiving one from
+ * the left, takes k·(λ·fλ(c) + c/(β·fβ(c))) on a ring whose ranks move in lock step: λ the route's
+ * latency, β its bandwidth as the flows share it, fλ and fβ SimGrid's latency and bandwidth
+ * factors at that size. One message of k·c each way, with the same flows on the same links for
+ * the whole phase, takes λ·fλ(kc) + kc/(β·fβ(kc)); waiting k·λ·fλ(c) − λ·fλ(kc) after it gives
+ * the same time as long as fβ(c) = fβ(kc), which is checked (else the steps run). A rank's λ is
+ * its route to the right neighbour; on the rings of dlsim's platforms (within a node, or one rail
+ * across nodes) every rank's route has the same latency.
+ */
+#include <mpi.h>
+#include <simgrid/actor.h>
+#include <simgrid/host.h>
+#include <smpi/smpi.h>
+
+#include <glib.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "coll/coll_mpi.h"
+#include "exec/smpi/run.h"
+#include "platform/platform.h"
+
+char *dl_sg_cfg_string(const char *key); /* sgcfg.cpp */
+
+static gboolean coll_real_data; /* TRUE: real malloc'd memory (--check); set before any call */
+static gboolean phases_off;     /* --message-level */
+static sg_host_t *host_of_rank; /* MPI_COMM_WORLD rank -> its host */
+static int n_ranks;
+
+int coll_buf_real(int want_real) {
+  coll_real_data = want_real != 0;
+  return coll_real_data;
+}
+
+int coll_buf_has_data(void) { return coll_real_data; }
+
+/* Payload-free scratch: a few shared regions for every rank and call, their contents meaning
+ * nothing (a mapping per call, SMPI_SHARED_MALLOC maps a file, cost more host time than the
+ * collective's simulation). Regions only grow; old ones stay mapped (a rank may still be sending
+ * from one). Successive allocations rotate over the regions, so that two buffers one call holds
+ * at once never alias. */
+#define SCRATCH_SLOTS 4
+static void *scratch[SCRATCH_SLOTS];
+static size_t scratch_bytes[SCRATCH_SLOTS];
+static int scratch_next;
+
+void *coll_buf_alloc(size_t bytes) {
+  if (bytes == 0) return NULL;
+  if (coll_real_data) return g_malloc(bytes);
+  int k = scratch_next++ % SCRATCH_SLOTS;
+  if (bytes > scratch_bytes[k]) {
+    scratch_bytes[k] = MAX(bytes, 2 * scratch_bytes[k]);
+    scratch[k] = SMPI_SHARED_MALLOC(scratch_bytes[k]);
+  }
+  return scratch[k];
+}
+
+void coll_buf_free(void *p) {
+  if (p && coll_real_data) g_free(p);
+}
+
+void smpi_scratch_reserve(size_t bytes) {
+  if (coll_real_data) return;
+  for (int k = 0; k < SCRATCH_SLOTS; k++)
+    if (bytes > scratch_bytes[k]) {
+      scratch_bytes[k] = bytes;
+      scratch[k] = SMPI_SHARED_MALLOC(bytes);
+    }
+}
+
+void coll_buf_message_level(int on) { phases_off = on != 0; }
+
+void smpi_phase_init(int rank, int P, int message_level) {
+  if (!host_of_rank) {
+    host_of_rank = g_new0(sg_host_t, P);
+    n_ranks = P;
+  }
+  host_of_rank[rank] = sg_host_self();
+  phases_off = message_level;
+}
+
+/* ---- ring phases ----------------------------------------------------------------------------- */
+
+static gboolean factors_read;
+static plat_factor bw_factor, lat_factor;
+
+static void read_factors(void) {
+  if (factors_read) return;
+  factors_read = TRUE;
+  char *bw = dl_sg_cfg_string("smpi/bw-factor"), *lat = dl_sg_cfg_string("smpi/lat-factor");
+  if (!plat_factor_parse(bw, &bw_factor)) plat_factor_clear(&bw_factor);
+  if (!plat_factor_parse(lat, &lat_factor)) plat_factor_clear(&lat_factor);
+  free(bw);
+  free(lat);
+}
+
+/* The world rank of rank `r` of `comm` (cached per communicator). */
+static int world_rank(MPI_Comm comm, int r) {
+  static GHashTable *cache;
+  if (!cache) cache = g_hash_table_new(g_direct_hash, g_direct_equal);
+  int *map = g_hash_table_lookup(cache, comm);
+  if (!map) {
+    int P;
+    MPI_Comm_size(comm, &P);
+    MPI_Group g, w;
+    MPI_Comm_group(comm, &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &w);
+    int *ranks = g_new(int, P);
+    map = g_new(int, P);
+    for (int i = 0; i < P; i++) ranks[i] = i;
+    MPI_Group_translate_ranks(g, P, ranks, w, map);
+    MPI_Group_free(&g);
+    MPI_Group_free(&w);
+    g_free(ranks);
+    g_hash_table_insert(cache, comm, map);
+  }
+  return map[r];
+}
+
+/* Raw latency of the route between two hosts (cached). */
+static double route_latency(sg_host_t a, sg_host_t b) {
+  static GHashTable *cache;
+  if (!cache) cache = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+  gint64 key = ((gint64)GPOINTER_TO_SIZE(a) << 20) ^ (gint64)GPOINTER_TO_SIZE(b);
+  double *v = g_hash_table_lookup(cache, &key);
+  if (!v) {
+    v = g_new(double, 1);
+    *v = sg_host_get_route_latency(a, b);
+    g_hash_table_insert(cache, g_memdup2(&key, sizeof key), v);
+  }
+  return *v;
+}
+
+int coll_ring_phase(int steps, size_t bytes, int right, int left, MPI_Comm comm) {
+  if (phases_off || coll_real_data || !host_of_rank || steps < 2 || bytes == 0 ||
+      bytes > INT_MAX / 2)
+    return 0;
+  read_factors();
+  const double chunk = (double)bytes / steps;
+  /* chunks differ by rounding: every size the steps send must get the whole phase's factor */
+  const double fb = plat_factor_at(&bw_factor, (double)bytes);
+  if (plat_factor_at(&bw_factor, floor(chunk)) != fb || plat_factor_at(&bw_factor, ceil(chunk)) != fb)
+    return 0;
+  const int wr = world_rank(comm, right);
+  if (wr < 0 || wr >= n_ranks || !host_of_rank[wr]) return 0;
+  const double lat = route_latency(sg_host_self(), host_of_rank[wr]);
+  const double wait = steps * lat * plat_factor_at(&lat_factor, chunk) -
+                      lat * plat_factor_at(&lat_factor, (double)bytes);
+  /* what the left neighbour sends may differ from this rank's bytes by the rounding of chunks */
+  const int slack = 64;
+  char *buf = coll_buf_alloc(2 * bytes + (size_t)slack);
+  MPI_Sendrecv(buf, (int)bytes, MPI_BYTE, right, 0x6c11, buf + bytes, (int)bytes + slack, MPI_BYTE,
+               left, 0x6c11, comm, MPI_STATUS_IGNORE);
+  if (wait > 0) sg_actor_sleep_for(wait);
+  return 1;
+}
