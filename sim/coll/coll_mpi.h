@@ -72,12 +72,13 @@ static inline int coll_reduce(const float *in, float *inout, size_t n, MPI_Op op
 
 /* A ring phase the flavour may simulate at once: `steps` steps in each of which this rank sends
  * one chunk to comm rank `right` and receives one from `left`, `bytes` in all each way (chunks
- * of equal size but for rounding). Returns 1 when it did: the SMPI flavour on payload-free
- * buffers sends one message of `bytes` each way and then waits for the latencies of the other
- * steps, which on a lock-step ring takes the same simulated time as the steps, with the same
- * flows on the same links (unless --message-level, or the platform's bandwidth factor differs
- * between a chunk and the whole). Returns 0 when the caller must run the steps. */
-int coll_ring_phase(int steps, size_t bytes, int right, int left, MPI_Comm comm);
+ * of equal size but for rounding); `n_bytes` is the buffer the chunks are cut from, the same on
+ * every rank, so that all of them decide alike. Returns 1 when it did: the SMPI flavour on
+ * payload-free buffers sends one message of `bytes` each way and then waits for the latencies
+ * of the other steps, which on a lock-step ring takes the same simulated time as the steps,
+ * with the same flows on the same links (unless --message-level, or the platform's bandwidth
+ * factor differs between a chunk and the whole). Returns 0 when the caller must run the steps. */
+int coll_ring_phase(int steps, size_t bytes, size_t n_bytes, int right, int left, MPI_Comm comm);
 
 /* Asks the flavour to run every step as its own messages (--message-level). */
 void coll_buf_message_level(int on);

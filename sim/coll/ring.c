@@ -29,8 +29,8 @@ int coll_ring_rs(const float *src, float *acc, size_t n, const int *members, int
   }
   int right = members[mod(me + 1, g)], left = members[mod(me - 1, g)];
   /* it sends every chunk but (me + 1)'s */
-  if (coll_ring_phase(g - 1, (n - coll_chunk_len(n, g, mod(me + 1, g))) * sizeof(float), right,
-                      left, comm))
+  if (coll_ring_phase(g - 1, (n - coll_chunk_len(n, g, mod(me + 1, g))) * sizeof(float),
+                      n * sizeof(float), right, left, comm))
     return MPI_SUCCESS;
   float *tmp = NULL;
   if (!src) tmp = coll_buf_alloc((n / (size_t)g + 1) * sizeof(float));
@@ -53,8 +53,8 @@ int coll_ring_ag(float *buf, size_t n, const int *members, int g, int me, MPI_Co
   if (g == 1) return MPI_SUCCESS;
   int right = members[mod(me + 1, g)], left = members[mod(me - 1, g)];
   /* it sends every chunk but (me + 2)'s */
-  if (coll_ring_phase(g - 1, (n - coll_chunk_len(n, g, mod(me + 2, g))) * sizeof(float), right,
-                      left, comm))
+  if (coll_ring_phase(g - 1, (n - coll_chunk_len(n, g, mod(me + 2, g))) * sizeof(float),
+                      n * sizeof(float), right, left, comm))
     return MPI_SUCCESS;
   int rc = MPI_SUCCESS;
   for (int s = 0; s < g - 1 && rc == MPI_SUCCESS; s++) {
@@ -90,8 +90,8 @@ int coll_ring_ar(const float *src, float *acc, size_t n, const int *members, int
   if (g == 1) return coll_ring_rs(src, acc, n, members, g, me, comm, op);
   /* the two phases run the same flows one after the other: one phase of twice the steps */
   size_t sent = 2 * n - coll_chunk_len(n, g, mod(me + 1, g)) - coll_chunk_len(n, g, mod(me + 2, g));
-  if (coll_ring_phase(2 * (g - 1), sent * sizeof(float), members[mod(me + 1, g)],
-                      members[mod(me - 1, g)], comm))
+  if (coll_ring_phase(2 * (g - 1), sent * sizeof(float), 2 * n * sizeof(float),
+                      members[mod(me + 1, g)], members[mod(me - 1, g)], comm))
     return MPI_SUCCESS;
   int rc = coll_ring_rs(src, acc, n, members, g, me, comm, op);
   return rc == MPI_SUCCESS ? coll_ring_ag(acc, n, members, g, me, comm) : rc;
@@ -107,7 +107,7 @@ int coll_allgather_ring(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Co
   size_t b = bytes / (size_t)P;
   char *d = recvbuf;
   coll_copy(d + (size_t)r * b, sendbuf, b);
-  if (coll_ring_phase(P - 1, (size_t)(P - 1) * b, (r + 1) % P, mod(r - 1, P), comm))
+  if (coll_ring_phase(P - 1, (size_t)(P - 1) * b, (size_t)P * b, (r + 1) % P, mod(r - 1, P), comm))
     return MPI_SUCCESS;
   int rc = MPI_SUCCESS;
   for (int s = 0; s < P - 1 && rc == MPI_SUCCESS; s++) {
@@ -133,7 +133,8 @@ int coll_reducescatter_ring(const void *sendbuf, void *recvbuf, size_t bytes, MP
     coll_copy(recvbuf, src, b * sizeof(float));
     return MPI_SUCCESS;
   }
-  if (coll_ring_phase(P - 1, (size_t)(P - 1) * b * sizeof(float), (r + 1) % P, mod(r - 1, P), comm))
+  if (coll_ring_phase(P - 1, (size_t)(P - 1) * b * sizeof(float), (size_t)P * b * sizeof(float),
+                      (r + 1) % P, mod(r - 1, P), comm))
     return MPI_SUCCESS;
   float *tmp[2] = {coll_buf_alloc(b * sizeof(float)), coll_buf_alloc(b * sizeof(float))};
   int rc = MPI_SUCCESS;

@@ -248,6 +248,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddNumberToObject(cf, "seed", c->seed);
   cJSON_AddBoolToObject(cf, "ignore_memory", c->ignore_memory);
   cJSON_AddBoolToObject(cf, "message_level", c->message_level);
+  cJSON_AddBoolToObject(cf, "no_folding", c->no_folding);
   cJSON_AddStringToObject(cf, "mode", cfg_mode_name(c->mode));
   cJSON_AddBoolToObject(cf, "reproducible", c->reproducible);
   g_free(grid);
@@ -420,6 +421,8 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
     c->ignore_memory = cJSON_IsTrue(v);
   if ((v = echo_item(&r, "message_level", is_bool, "true or false")))
     c->message_level = cJSON_IsTrue(v);
+  if ((v = echo_item(&r, "no_folding", is_bool, "true or false")))
+    c->no_folding = cJSON_IsTrue(v);
   echo_enum(&r, "mode", parse_mode, &e);
   c->mode = (cfg_mode)e;
   if ((v = echo_item(&r, "reproducible", is_bool, "true or false")))

@@ -14,6 +14,7 @@ void res_init(res_result *r) {
   r->grid_search = g_array_new(FALSE, FALSE, sizeof(res_grid_row));
   r->loss = g_array_new(FALSE, FALSE, sizeof(double));
   r->gholami_comm_s = -1;
+  r->folded = 1;
 }
 
 void res_release(res_result *r) {
@@ -166,6 +167,7 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   cJSON_AddNumberToObject(si, "wall_s", c->reproducible ? 0.0 : r->wall_s);
   cJSON_AddNumberToObject(si, "ranks", r->ranks);
   cJSON_AddNumberToObject(si, "slowest_rank", r->slowest_rank);
+  cJSON_AddNumberToObject(si, "folded", r->folded);
 
   char *txt = cJSON_Print(root);
   cJSON_Delete(root);
@@ -333,6 +335,7 @@ gboolean res_from_json(res_result *r, const char *text, const char *what, GError
   r->wall_s = num(&rd, si, "simulation", "wall_s");
   r->ranks = (int)num(&rd, si, "simulation", "ranks");
   r->slowest_rank = (int)num(&rd, si, "simulation", "slowest_rank");
+  r->folded = (int)num(&rd, si, "simulation", "folded");
   cJSON_Delete(root);
   return rd.ok;
 }
@@ -352,6 +355,7 @@ void res_take_measured(res_result *dst, res_result *src) {
   memset(&src->kdb, 0, sizeof src->kdb);
   dst->slowest_rank = src->slowest_rank;
   dst->ranks = src->ranks;
+  dst->folded = src->folded;
   dst->wall_s = src->wall_s;
   GArray *t;
   t = dst->colls, dst->colls = src->colls, src->colls = t;

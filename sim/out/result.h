@@ -73,6 +73,7 @@ typedef struct {
   res_kdb kdb;               /* where the kernel times came from */
   double wall_s;             /* host time the run took */
   int ranks;                 /* ranks evaluated */
+  int folded;                /* ranks each evaluated rank stands for (closed form; 1: none) */
   int slowest_rank;
   double gholami_comm_s;     /* analytic: the paper's Eq. 4 or 8 as written, s; <0 when n/a */
   double moe_max_over_mean;  /* MoE: busiest expert's tokens / mean tokens per expert (worst) */

@@ -196,7 +196,11 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
   s.prev = pp_i > 0 ? plan_rank_of(c, dp_i, tp_i, pp_i - 1) : -1;
   s.next = pp_i < c->pp - 1 ? plan_rank_of(c, dp_i, tp_i, pp_i + 1) : -1;
 
-  plan_builder b = {g_array_new(FALSE, FALSE, sizeof(plan_op)), 0, -1};
+  /* a few ops per layer and micro-batch: grown once or twice, not copied over and over */
+  plan_builder b = {g_array_sized_new(FALSE, FALSE, sizeof(plan_op),
+                                      (guint)MIN(1u << 24, 8u * (guint)(s.l1 - s.l0 + 1) *
+                                                              (guint)c->microbatches + 64)),
+                    0, -1};
   plan_rank *p = g_new0(plan_rank, 1);
   p->pool = g_ptr_array_new_with_free_func(g_free);
   p->stage = pp_i;

@@ -3,6 +3,9 @@
  * Graph written (one DijkstraCache zone):
  *   host n<n>g<g> --<n><g>_nvl--> router n<n>_nvsw                       (NVLink to NVSwitch)
  *   K = G:  host n<n>g<g> --n<n>g<g>_nic--> leaf                          (a NIC per GPU)
+ *           fattree: host n<n>g<g> --n<n>g<g>_nic, n<n>g<g>_port--> leaf (the NIC and its leaf
+ *           port as two links: every GPU of a node is on the same leaf, and a path through it
+ *           must be longer than NVLink's two links, see below)
  *   K < G:  host n<n>g<g> --n<n>g<g>_pci--> router n<n>_pci<k> --n<n>_nic<k>--> leaf
  *           (G/K GPUs share NIC k behind a PCIe switch)
  *   leaf --<leaf>_up--> router spine   (all uplinks of a leaf as one link of their summed
@@ -12,10 +15,11 @@
  *   to leaf l<n / nodes_per_leaf>; star: every host has one link n<n>g<g>_link to router sw.
  * Switch latency: half of it is on each link that ends at a leaf or spine switch, so a route
  * through s switches adds s × switch latency.
- * Route order matters: DijkstraCache breaks ties between equally short paths by the graph index
- * of the predecessor (first appearance in <route>), so each node's NVLink routes come first and
- * GPU-to-GPU traffic inside a node takes NVLink even when a PCIe switch or a leaf offers a path
- * of the same length.
+ * Route order matters: DijkstraCache counts links, and breaks ties between equally short paths
+ * by the graph index of the predecessor (first appearance in <route>), so each node's NVLink
+ * routes come first and GPU-to-GPU traffic inside a node takes NVLink where a PCIe switch offers
+ * a path of the same length. A leaf shared by all GPUs of a node appears before later nodes'
+ * NVSwitches, so on a fat tree the leaf path is made longer instead (the port link).
  */
 #include "platform/platform.h"
 
@@ -421,7 +425,12 @@ static void put_links(GString *s, const layout *y) {
     }
     for (int g = 0; g < y->G; g++)
       put_link_f(s, p->nvlink_bps, p->nvlink_lat_s, "n%dg%d_nvl", n, g);
-    if (y->K == y->G) {
+    if (y->K == y->G && p->topology == PLAT_TOPO_FATTREE) {
+      for (int g = 0; g < y->G; g++) {
+        put_link_f(s, p->nic_bps, p->nic_lat_s, "n%dg%d_nic", n, g);
+        put_link_f(s, p->nic_bps, half_sw, "n%dg%d_port", n, g);
+      }
+    } else if (y->K == y->G) {
       for (int g = 0; g < y->G; g++)
         put_link_f(s, p->nic_bps, p->nic_lat_s + half_sw, "n%dg%d_nic", n, g);
     } else if (y->K > 0) {
@@ -468,9 +477,20 @@ static void put_routes(GString *s, const layout *y) {
     for (int g = 0; g < y->G; g++) put_route_f(s, "n%dg%d", nvsw, "n%dg%d_nvl", n, g);
     g_free(nvsw);
     if (y->K == y->G) {
+      const gboolean port = p->topology == PLAT_TOPO_FATTREE;
       for (int g = 0; g < y->G; g++) {
         char *l = leaf_name(p, y->npl, n, g);
-        put_route_f(s, "n%dg%d", l, "n%dg%d_nic", n, g);
+        char *a = g_strdup_printf("n%dg%d", n, g), *nic = g_strdup_printf("n%dg%d_nic", n, g),
+             *pt = g_strdup_printf("n%dg%d_port", n, g);
+        g_string_append_printf(s,
+                               "    <route src=\"%s\" dst=\"%s\"><link_ctn id=\"%s\" "
+                               "direction=\"UP\"/>",
+                               a, l, nic);
+        if (port) g_string_append_printf(s, "<link_ctn id=\"%s\" direction=\"UP\"/>", pt);
+        g_string_append(s, "</route>\n");
+        g_free(a);
+        g_free(nic);
+        g_free(pt);
         g_free(l);
       }
     } else if (y->K > 0) {

@@ -43,6 +43,12 @@ struct plat {
   GPtrArray *out_edges;  /* per vertex: GArray of plat_edge, declaration order */
   GArray *edge_links;    /* int: link indices of all edges */
   GHashTable *pred_cache;/* vertex (+1) -> int array of predecessors (-1 = unreachable) */
+  /* a cluster written by `dlsim platform` (its comment, checked against the hosts): a route
+   * depends only on whether the ends share a node or a leaf group and on their GPU indices */
+  gboolean structured;
+  int s_nodes, s_gpn, s_npl; /* nodes, GPUs per node, nodes per leaf group */
+  int s_nics;                /* NICs per node (0: a star) */
+  GHashTable *class_cache;   /* route class -> plat_route_info */
 };
 
 /* ---- parsing --------------------------------------------------------------------------------- */
@@ -329,13 +335,55 @@ static void on_start(GMarkupParseContext *ctx, const char *el, const char **name
   }
 }
 
+/* "KEY=INT" in the generator's comment `text`, or -1. */
+static int comment_int(const char *text, const char *key) {
+  char *pat = g_strdup_printf(" %s=", key);
+  const char *at = strstr(text, pat);
+  int v = -1;
+  if (at) {
+    char *end = NULL;
+    gint64 x = g_ascii_strtoll(at + strlen(pat), &end, 10);
+    if (end != at + strlen(pat) && x > 0 && x <= G_MAXINT) v = (int)x;
+  }
+  g_free(pat);
+  return v;
+}
+
 static void on_passthrough(GMarkupParseContext *ctx, const char *text, gsize len, gpointer data,
                            GError **err) {
   (void)ctx;
   (void)err;
   parse_state *st = data;
-  static const char dt[] = "<!DOCTYPE platform";
+  static const char dt[] = "<!DOCTYPE platform", gen[] = "<!-- written by dlsim platform:";
   if (len >= sizeof dt - 1 && strncmp(text, dt, sizeof dt - 1) == 0) st->doctype = TRUE;
+  if (len >= sizeof gen - 1 && strncmp(text, gen, sizeof gen - 1) == 0 && !st->pl->structured) {
+    char *t = g_strndup(text, len);
+    plat *pl = st->pl;
+    pl->s_nodes = comment_int(t, "nodes");
+    pl->s_gpn = comment_int(t, "gpus-per-node");
+    pl->s_npl = comment_int(t, "nodes-per-leaf");
+    pl->s_nics = comment_int(t, "nics-per-node");
+    if (pl->s_nics < 0 || (pl->s_gpn > 0 && pl->s_gpn % pl->s_nics)) pl->s_nics = 0;
+    if (pl->s_npl < 0) pl->s_npl = pl->s_nodes;
+    pl->structured = pl->s_nodes > 0 && pl->s_gpn > 0 && pl->s_npl > 0;
+    g_free(t);
+  }
+}
+
+/* The generator's comment holds only if the hosts are its n<node>g<gpu> in order. */
+static void check_structure(plat *pl) {
+  if (!pl->structured) return;
+  const guint n = pl->hosts->len;
+  pl->structured = n == (guint)pl->s_nodes * (guint)pl->s_gpn;
+  char id[48];
+  for (guint i = 0; i < n && pl->structured; i++) {
+    const plat_host *h = &g_array_index(pl->hosts, plat_host, i);
+    g_snprintf(id, sizeof id, "n%ug%u", i / (guint)pl->s_gpn, i % (guint)pl->s_gpn);
+    pl->structured = strcmp(h->id, id) == 0 && h->node == (int)(i / (guint)pl->s_gpn) &&
+                     h->gpu == (int)(i % (guint)pl->s_gpn);
+  }
+  if (pl->structured)
+    pl->class_cache = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
 }
 
 static void on_end(GMarkupParseContext *ctx, const char *el, gpointer data, GError **err) {
@@ -391,6 +439,7 @@ plat *plat_load_xml(const char *path, const char *xml, gsize len, GError **err) 
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: no <host> found", path);
     goto fail;
   }
+  check_structure(pl);
   for (guint i = 0; i < pl->hosts->len; i++) {
     int np = g_array_index(pl->host_np, int, i);
     if (g_array_index(pl->vertex_of_np, int, np) < 0 && pl->hosts->len > 1) {
@@ -468,6 +517,7 @@ void plat_free(plat *pl) {
   g_ptr_array_free(pl->out_edges, TRUE);
   g_array_free(pl->edge_links, TRUE);
   g_hash_table_destroy(pl->pred_cache);
+  if (pl->class_cache) g_hash_table_destroy(pl->class_cache);
   g_free(pl);
 }
 
@@ -584,6 +634,27 @@ static const plat_edge *find_edge(const plat *pl, int from, int to) {
   return NULL;
 }
 
+static gboolean route_dijkstra(const plat *pl, int src_host, int dst_host, plat_route_info *out,
+                               GError **err);
+
+gboolean plat_route_class(const plat *pl, int a, int b, gint64 *key) {
+  if (!pl->structured || a < 0 || b < 0 || a >= (int)pl->hosts->len || b >= (int)pl->hosts->len)
+    return FALSE;
+  /* one host; two GPUs of one node (NVLink, whichever GPUs); else: same leaf group, whether
+   * each end is in the last group when that one is smaller (its uplink is narrower), and the
+   * GPU indices (rails) */
+  const int g = pl->s_gpn, npl = pl->s_npl, na = a / g, nb = b / g;
+  const int pg = pl->s_nodes % npl ? pl->s_nodes / npl : -1;
+  const int same_leaf = na / npl == nb / npl, pa = na / npl == pg, pb = nb / npl == pg;
+  /* GPUs behind one NIC (a rail) */
+  const int per_nic = pl->s_nics > 0 ? g / pl->s_nics : g;
+  const int same_rail = (a % g) / per_nic == (b % g) / per_nic, same_gpu = a % g == b % g;
+  if (a == b) *key = -1;
+  else if (na == nb) *key = -2;
+  else *key = (((gint64)same_leaf * 2 + pa) * 2 + pb) * 4 + same_rail * 2 + same_gpu;
+  return TRUE;
+}
+
 gboolean plat_route(const plat *pl, int src_host, int dst_host, plat_route_info *out,
                     GError **err) {
   int nh = (int)pl->hosts->len;
@@ -592,6 +663,37 @@ gboolean plat_route(const plat *pl, int src_host, int dst_host, plat_route_info 
                 pl->path, src_host, dst_host, nh - 1);
     return FALSE;
   }
+  gint64 key;
+  if (src_host == dst_host || !plat_route_class(pl, src_host, dst_host, &key))
+    return route_dijkstra(pl, src_host, dst_host, out, err);
+  /* a generated cluster: the route of the class's first pair */
+  const int g = pl->s_gpn, npl = pl->s_npl, na = src_host / g, nb = dst_host / g;
+  int ga = src_host % g, gb = dst_host % g;
+  const int pg = pl->s_nodes % npl ? pl->s_nodes / npl : -1; /* the smaller group, or -1 */
+  const int same_node = na == nb, same_leaf = na / npl == nb / npl;
+  const int pa = na / npl == pg, pb = nb / npl == pg;
+  plat_route_info *c = g_hash_table_lookup(pl->class_cache, &key);
+  /* the class's first pair: GPUs 0 and 1 of one node; across nodes GPU 0 to GPU 0 (one GPU),
+   * to GPU 1 (one rail, two GPUs) or to the first GPU of the next rail */
+  const int per_nic = pl->s_nics > 0 ? g / pl->s_nics : g;
+  if (same_node) ga = 0, gb = 1;
+  else if (ga == gb) ga = gb = 0;
+  else if (ga / per_nic == gb / per_nic) ga = 0, gb = 1;
+  else ga = 0, gb = per_nic;
+  if (!c) {
+    const int from = pa ? pg * npl : 0;
+    const int to = same_node ? from : same_leaf ? from + 1 : pb ? pg * npl : from ? 0 : npl;
+    plat_route_info r;
+    if (!route_dijkstra(pl, from * g + ga, to * g + gb, &r, err)) return FALSE;
+    c = g_memdup2(&r, sizeof r);
+    g_hash_table_insert(pl->class_cache, g_memdup2(&key, sizeof key), c);
+  }
+  *out = *c;
+  return TRUE;
+}
+
+static gboolean route_dijkstra(const plat *pl, int src_host, int dst_host, plat_route_info *out,
+                               GError **err) {
   out->latency_s = 0;
   out->bottleneck_bps = INFINITY;
   out->n_links = 0;

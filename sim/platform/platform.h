@@ -157,8 +157,16 @@ int plat_gpus_per_node(const plat *pl);
 
 /* The route SimGrid takes from host `src_host` to host `dst_host` (indices as plat_host_at).
  * FALSE with DL_ERR_INPUT if an index is out of range or no route joins them. Results of the
- * shortest-path search are cached per source inside `pl`: not safe to call from two threads. */
+ * shortest-path search are cached per source inside `pl`: not safe to call from two threads.
+ * On a cluster written by `dlsim platform` (its comment says so and its hosts are its
+ * n<node>g<gpu> in order), a route depends only on whether the ends share a node or a leaf
+ * group and on their GPU indices (tests/unit/test_platform.c holds the generator to that), so
+ * each such class is searched once, from node 0. */
 gboolean plat_route(const plat *pl, int src_host, int dst_host, plat_route_info *out,
                     GError **err);
+
+/* On a generated cluster (see plat_route): the route class of hosts a and b, two pairs of one
+ * class having the same route figures; FALSE on any other platform. */
+gboolean plat_route_class(const plat *pl, int a, int b, gint64 *key);
 
 #endif

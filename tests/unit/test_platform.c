@@ -88,10 +88,13 @@ static void test_fattree_oversubscribed(void) {
   p.nodes_per_leaf = 2;
   p.oversubscription = 4;
   plat *pl = load_generated(&p);
-  /* same leaf: 2 NIC links */
-  check_route(pl, "n0g3", "n1g5", 2, 2 * NIC_LAT, 25e9);
-  /* other leaf: NIC, leaf uplink (2 nodes x 8 NICs x 25 GB/s / 4 = 100 GB/s, 130 ns), down */
-  check_route(pl, "n0g3", "n3g3", 4, 2 * NIC_LAT + 2 * 130e-9, 25e9);
+  /* same leaf: NIC and leaf port on each side */
+  check_route(pl, "n0g3", "n1g5", 4, 2 * NIC_LAT, 25e9);
+  /* other leaf: NIC, port, leaf uplink (2 nodes x 8 NICs x 25 GB/s / 4 = 100 GB/s, 130 ns) */
+  check_route(pl, "n0g3", "n3g3", 6, 2 * NIC_LAT + 2 * 130e-9, 25e9);
+  /* every node's GPUs talk over NVLink, not through the leaf they all share */
+  check_route(pl, "n0g0", "n0g1", 2, 2e-6, 300e9);
+  check_route(pl, "n3g0", "n3g1", 2, 2e-6, 300e9);
   plat_free(pl);
   /* one NIC per GPU pair: GPU, PCIe switch, NIC, leaf, NIC, PCIe switch, GPU */
   plat_gen_defaults(&p);
@@ -198,10 +201,60 @@ static void test_reader_errors(void) {
   g_clear_error(&err);
 }
 
+/* A generated cluster's route depends only on the route class of its ends (same node, same
+ * leaf group, GPU indices): plat_route answers per class; the same file without the generator's
+ * comment is searched pair by pair, and every pair must agree. */
+static void test_route_classes(void) {
+  static const struct { plat_topology t; int nodes, npl, nics; double oversub; } cases[] = {
+      {PLAT_TOPO_RAIL, 12, 4, 8, 1},    {PLAT_TOPO_RAIL, 6, 0, 8, 1},
+      {PLAT_TOPO_RAIL, 12, 3, 4, 1},    {PLAT_TOPO_RAIL, 9, 4, 2, 2},
+      {PLAT_TOPO_FATTREE, 12, 4, 8, 2}, {PLAT_TOPO_FATTREE, 8, 2, 4, 4},
+      {PLAT_TOPO_FATTREE, 5, 0, 8, 1},  {PLAT_TOPO_STAR, 6, 0, 8, 1},
+      {PLAT_TOPO_RAIL, 7, 3, 8, 1},     {PLAT_TOPO_FATTREE, 7, 3, 8, 2},
+      {PLAT_TOPO_RAIL, 5, 4, 8, 1},     {PLAT_TOPO_FATTREE, 5, 4, 2, 1},
+  };
+  for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+    plat_gen_params p;
+    plat_gen_defaults(&p);
+    p.topology = cases[k].t;
+    p.nodes = cases[k].nodes;
+    p.nodes_per_leaf = cases[k].npl;
+    p.nics_per_node = cases[k].nics;
+    p.oversubscription = cases[k].oversub;
+    GError *err = NULL;
+    char *xml = plat_generate_xml(&p, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(xml);
+    char *mark = strstr(xml, "<!-- written by dlsim platform:");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mark);
+    plat *by_class = plat_load_xml("gen.xml", xml, strlen(xml), &err);
+    memcpy(mark, "<!-- written by someone else:  ", 31); /* same file, no structure */
+    plat *by_pair = plat_load_xml("gen.xml", xml, strlen(xml), &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(by_class);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(by_pair);
+    int n = plat_n_hosts(by_pair), bad = 0;
+    for (int a = 0; a < n; a++)
+      for (int b = 0; b < n; b++) {
+        plat_route_info x, y;
+        CU_ASSERT_FATAL(plat_route(by_class, a, b, &x, &err) && plat_route(by_pair, a, b, &y, &err));
+        if (x.latency_s != y.latency_s || x.bottleneck_bps != y.bottleneck_bps ||
+            x.n_links != y.n_links) {
+          if (!bad++)
+            fprintf(stderr, "case %zu: %d -> %d: class %g s %g B/s, pair %g s %g B/s\n", k, a, b,
+                    x.latency_s, x.bottleneck_bps, y.latency_s, y.bottleneck_bps);
+        }
+      }
+    CU_ASSERT_EQUAL(bad, 0);
+    plat_free(by_class);
+    plat_free(by_pair);
+    g_free(xml);
+  }
+}
+
 static const dl_cu_test gen_tests[] = {
     DL_CU_TEST(test_generated_hosts), DL_CU_TEST(test_star), DL_CU_TEST(test_generator_errors),
     DL_CU_END};
 static const dl_cu_test route_tests[] = {DL_CU_TEST(test_thetagpu_routes),
+                                         DL_CU_TEST(test_route_classes),
                                          DL_CU_TEST(test_fattree_oversubscribed), DL_CU_END};
 static const dl_cu_test reader_tests[] = {DL_CU_TEST(test_reader_errors), DL_CU_END};
 

@@ -16,20 +16,24 @@ typedef struct {
   const cfg_run *c;
   GHashTable *groups; /* "<group>:<first member>" -> coll_group* */
   int *members;
+  const gboolean *eval; /* per rank: evaluated (folding: one replica stands for the others) */
 } group_cache;
+
+/* Keys of the closed form's tables: three non-negative integers (group kind or rank, rank,
+ * count or tag), each below 2^21. */
+static gint64 key3(gint64 a, gint64 b, gint64 c) { return (((a + 1) << 42) | ((b + 1) << 21)) ^ c; }
 
 static const coll_group *group_get(group_cache *gc, plan_group g, int rank, GError **err) {
   int n = plan_group_members(gc->c, g, rank, gc->members);
-  char key[48];
-  g_snprintf(key, sizeof key, "%d:%d:%d", (int)g, gc->members[0], n);
-  coll_group *cg = g_hash_table_lookup(gc->groups, key);
+  gint64 key = key3(g, gc->members[0], n);
+  coll_group *cg = g_hash_table_lookup(gc->groups, &key);
   if (cg) return cg;
   cg = g_new(coll_group, 1);
   if (!analytic_group_init(cg, gc->pl, gc->members, n, err)) {
     g_free(cg);
     return NULL;
   }
-  g_hash_table_insert(gc->groups, g_strdup(key), cg);
+  g_hash_table_insert(gc->groups, g_memdup2(&key, sizeof key), cg);
   return cg;
 }
 
@@ -44,8 +48,8 @@ typedef struct {
   rec_rank *rec;            /* what the rank did (one iteration) */
 } rank_run;
 
-/* Arrival times of point-to-point messages, keyed "src:dst:tag", and of ranks at collectives,
- * keyed "group:first member:sequence". */
+/* Arrival times of point-to-point messages, keyed (src, dst, tag), and of ranks at collectives,
+ * keyed (group, first member, sequence). */
 typedef struct {
   GHashTable *arrival; /* -> double* */
   GHashTable *link_free;
@@ -58,13 +62,12 @@ typedef struct {
 } coll_meet;
 
 static double *msg_slot(GHashTable *h, int src, int dst, int tag, gboolean create) {
-  char key[48];
-  g_snprintf(key, sizeof key, "%d:%d:%d", src, dst, tag);
-  double *v = g_hash_table_lookup(h, key);
+  gint64 key = key3(src, dst, tag);
+  double *v = g_hash_table_lookup(h, &key);
   if (!v && create) {
     v = g_new(double, 1);
     *v = NAN;
-    g_hash_table_insert(h, g_strdup(key), v);
+    g_hash_table_insert(h, g_memdup2(&key, sizeof key), v);
   }
   return v;
 }
@@ -107,14 +110,13 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         int n = plan_group_members(c, op->group, rr->rank, gc->members);
         int me = 0;
         while (gc->members[me] != rr->rank) me++;
-        char key[64];
-        g_snprintf(key, sizeof key, "%d:%d:%d", (int)op->group, gc->members[0],
-                   rr->coll_seq[op->group]);
-        coll_meet *cm = g_hash_table_lookup(ps->colls, key);
+        gint64 key = key3(op->group, gc->members[0], rr->coll_seq[op->group]);
+        coll_meet *cm = g_hash_table_lookup(ps->colls, &key);
         if (!cm) {
           cm = g_new0(coll_meet, 1);
-          cm->members = n;
-          g_hash_table_insert(ps->colls, g_strdup(key), cm);
+          /* the members evaluated: a folded-away member arrives with the one standing for it */
+          for (int k = 0; k < n; k++) cm->members += gc->eval[gc->members[k]];
+          g_hash_table_insert(ps->colls, g_memdup2(&key, sizeof key), cm);
         }
         if (rr->registered != i) {
           rr->registered = i;
@@ -167,24 +169,24 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
  * member its own alpha-beta time. Fills recs[0..P-1] (rec_init'ed here, one iteration) with
  * their plans in plans[]. */
 static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *layer_t,
-                           plan_rank **plans, rec_rank *recs, GError **err) {
-  const int n = c->gpus;
+                           const gboolean *eval, const int *ranks, int n, plan_rank **plans,
+                           rec_rank *recs, GError **err) {
   rank_run *rr = g_new0(rank_run, n);
-  group_cache gc = {x->platform, c, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
-                    g_new(int, c->gpus)};
-  p2p_state ps = {g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
-                  g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
-                  g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
+  group_cache gc = {x->platform, c, g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),
+                    g_new(int, c->gpus), eval};
+  p2p_state ps = {g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),
+                  g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),
+                  g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free)};
   gboolean ok = TRUE;
   for (int k = 0; k < n && ok; k++) {
-    plan_rank *p = plans[k] = plan_build(x->model, c, layer_t, k, err);
+    plan_rank *p = plans[k] = plan_build(x->model, c, layer_t, ranks[k], err);
     if (!p) {
       ok = FALSE;
       break;
     }
-    rec_init(&recs[k], k, p, 1);
+    rec_init(&recs[k], ranks[k], p, 1);
     rr[k].plan = p;
-    rr[k].rank = k;
+    rr[k].rank = ranks[k];
     rr[k].rec = &recs[k];
     rr[k].registered = -1;
     rr[k].event_t = g_new(double, p->n_events + 1);
@@ -204,8 +206,8 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
     for (int k = 0; k < n && ok; k++)
       for (int s = 0; s < PLAN_N_STREAMS; s++) busy |= next_op(&rr[k], s) >= 0;
     if (ok && busy && !ran) {
-      g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "closed form: the op lists of ranks 0..%d "
-                  "wait for each other (planner bug)", n - 1);
+      g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "closed form: the op lists of the %d ranks "
+                  "evaluated wait for each other (planner bug)", n);
       ok = FALSE;
     }
   }
@@ -247,28 +249,99 @@ gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
   return TRUE;
 }
 
+/* Folding: when every data-parallel replica runs the same op list on routes of the same
+ * classes, replica 0 stands for all of them. Same op lists: no expert parallelism (expert
+ * shards differ). Same routes: the platform is a generated cluster whose route classes
+ * (plat_route_class) between any two of a replica's ranks are those between the corresponding
+ * ranks of replica 0. Sets eval[] and returns the ranks each evaluated one stands for (1: every
+ * rank evaluated). */
+static int fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval) {
+  const int P = c->gpus;
+  for (int r = 0; r < P; r++) eval[r] = TRUE;
+  if (c->no_folding || c->dp < 2 || c->ep > 1) return 1;
+  const int n = c->tp * c->pp;
+  int *rep = g_new(int, n);
+  for (int p = 0; p < c->pp; p++)
+    for (int t = 0; t < c->tp; t++) rep[p * c->tp + t] = plan_rank_of(c, 0, t, p);
+  gboolean same = TRUE;
+  gint64 *k0 = g_new(gint64, (size_t)n * n);
+  for (int a = 0; a < n && same; a++)
+    for (int b = 0; b < n && same; b++)
+      same = plat_route_class(x->platform, rep[a], rep[b], &k0[(size_t)a * n + b]);
+  for (int d = 1; d < c->dp && same; d++)
+    for (int a = 0; a < n && same; a++) {
+      int ra = plan_rank_of(c, d, a % c->tp, a / c->tp);
+      for (int b = 0; b < n && same; b++) {
+        gint64 k;
+        same = plat_route_class(x->platform, ra, plan_rank_of(c, d, b % c->tp, b / c->tp), &k) &&
+               k == k0[(size_t)a * n + b];
+      }
+    }
+  g_free(k0);
+  g_free(rep);
+  if (!same) return 1;
+  for (int r = 0; r < P; r++) {
+    int dp_i, tp_i, pp_i;
+    plan_coords(c, r, &dp_i, &tp_i, &pp_i);
+    eval[r] = dp_i == 0;
+  }
+  return c->dp;
+}
+
+/* A folded result as the unfolded one reads: a row per rank (its replica 0 counterpart's), and
+ * the MoE token sums over every rank. */
+static void unfold_result(const cfg_run *c, int fold, res_result *r) {
+  if (fold == 1) return;
+  GArray *rows = g_array_sized_new(FALSE, FALSE, sizeof(res_rank), (guint)c->gpus);
+  for (int rank = 0; rank < c->gpus; rank++) {
+    int dp_i, tp_i, pp_i;
+    plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
+    const int rep = plan_rank_of(c, 0, tp_i, pp_i);
+    for (guint i = 0; i < r->rank_rows->len; i++) {
+      res_rank row = g_array_index(r->rank_rows, res_rank, i);
+      if (row.rank != rep) continue;
+      row.rank = rank;
+      g_array_append_val(rows, row);
+      break;
+    }
+  }
+  g_array_free(r->rank_rows, TRUE);
+  r->rank_rows = rows;
+  r->moe_dropped_tokens *= fold;
+  r->moe_routed_tokens *= fold;
+  r->folded = fold;
+}
+
 gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
   if (!analytic_check(x, c, err)) return FALSE;
   gint64 t0 = g_get_monotonic_time();
   const int P = c->gpus;
   double *layer_t = ktime_layer_times(&x->kt, c);
-  plan_rank **plans = g_new0(plan_rank *, P);
-  rec_rank *recs = g_new0(rec_rank, P);
-  gboolean ok = eval_ranks(x, c, layer_t, plans, recs, err);
+  gboolean *eval = g_new(gboolean, P);
+  const int fold = fold_replicas(x, c, eval);
+  int *ranks = g_new(int, P), n = 0;
+  for (int k = 0; k < P; k++)
+    if (eval[k]) ranks[n++] = k;
+  plan_rank **plans = g_new0(plan_rank *, n);
+  rec_rank *recs = g_new0(rec_rank, n);
+  gboolean ok = eval_ranks(x, c, layer_t, eval, ranks, n, plans, recs, err);
   if (ok) {
-    rec_result(recs, P, c, x->gpu_mem_bytes, r);
+    rec_result(recs, n, c, x->gpu_mem_bytes, r);
+    unfold_result(c, fold, r);
     r->gpu_model = x->gpu->name;
     res_kdb_set_source(&r->kdb, &x->kernels);
     /* the paper's equations cover data parallelism and its grid only */
     if (c->pp == 1 && c->ep == 1 && !(c->tp > 1 && c->tp_style == CFG_TP_MEGATRON))
       ok = analytic_gholami_comm_s(x->model, c, x->platform, &r->gholami_comm_s, err);
   }
-  for (int k = 0; k < P; k++) {
+  for (int k = 0; k < n; k++) {
     if (recs[k].colls) rec_release(&recs[k]);
     plan_rank_free(plans[k]);
   }
   g_free(recs);
   g_free(plans);
+  g_free(ranks);
+  g_free(eval);
   g_free(layer_t);
   r->wall_s = (g_get_monotonic_time() - t0) / 1e6;
   return ok;

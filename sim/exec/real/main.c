@@ -27,8 +27,8 @@ int coll_buf_has_data(void) { return 1; }
 
 void coll_buf_message_level(int on) { (void)on; /* steps always */ }
 
-int coll_ring_phase(int steps, size_t bytes, int right, int left, MPI_Comm comm) {
-  (void)steps, (void)bytes, (void)right, (void)left, (void)comm;
+int coll_ring_phase(int steps, size_t bytes, size_t n_bytes, int right, int left, MPI_Comm comm) {
+  (void)steps, (void)bytes, (void)n_bytes, (void)right, (void)left, (void)comm;
   return 0; /* real data moves step by step */
 }
 

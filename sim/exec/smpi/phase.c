@@ -135,18 +135,27 @@ static double route_latency(sg_host_t a, sg_host_t b) {
   return *v;
 }
 
-int coll_ring_phase(int steps, size_t bytes, int right, int left, MPI_Comm comm) {
-  if (phases_off || coll_real_data || !host_of_rank || steps < 2 || bytes == 0 ||
-      bytes > INT_MAX / 2)
+/* Whether the factor is one value over sizes [lo, hi]. */
+static gboolean factor_flat(const plat_factor *f, double lo, double hi) {
+  const double v = plat_factor_at(f, lo);
+  for (int i = 0; i < f->n; i++)
+    if (f->pairs[2 * i] >= lo && f->pairs[2 * i] < hi && f->pairs[2 * i + 1] != v) return FALSE;
+  return plat_factor_at(f, hi) == v;
+}
+
+int coll_ring_phase(int steps, size_t bytes, size_t n_bytes, int right, int left, MPI_Comm comm) {
+  /* every rank of the ring must decide alike: from what they share (steps, n_bytes) */
+  if (phases_off || coll_real_data || !host_of_rank || steps < 2 || n_bytes == 0 ||
+      n_bytes > INT_MAX / 4)
     return 0;
   read_factors();
-  const double chunk = (double)bytes / steps;
-  /* chunks differ by rounding: every size the steps send must get the whole phase's factor */
-  const double fb = plat_factor_at(&bw_factor, (double)bytes);
-  if (plat_factor_at(&bw_factor, floor(chunk)) != fb || plat_factor_at(&bw_factor, ceil(chunk)) != fb)
+  /* every size a step or the whole phase sends must get one bandwidth factor */
+  if (!factor_flat(&bw_factor, floor((double)n_bytes / (steps + 2)) - 8, 2.0 * (double)n_bytes))
     return 0;
+  if (bytes == 0) bytes = 1; /* a rank whose chunks all round to nothing still takes part */
+  const double chunk = (double)bytes / steps;
   const int wr = world_rank(comm, right);
-  if (wr < 0 || wr >= n_ranks || !host_of_rank[wr]) return 0;
+  g_assert(wr >= 0 && wr < n_ranks && host_of_rank[wr]); /* every rank registered at start */
   const double lat = route_latency(sg_host_self(), host_of_rank[wr]);
   const double wait = steps * lat * plat_factor_at(&lat_factor, chunk) -
                       lat * plat_factor_at(&lat_factor, (double)bytes);

@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""Folding in the closed form: one data-parallel replica evaluated for all of them gives the same
+result, byte for byte, as evaluating every rank (--no-folding), and folds only where replicas
+are equivalent.
+
+- Data parallel, a 3-D GPT, a Gholami grid with domain parallelism, and a pipeline on generated
+  clusters (rail and a 4:1 fat tree with leaf groups) fold, and equal --no-folding but for
+  simulation.ranks, simulation.folded and config.no_folding.
+- Expert parallelism does not fold (the replicas hold different experts); neither does a platform
+  file without the generator's mark (its routes are not known to repeat), nor a cluster whose
+  leaf groups cut the replicas differently.
+Usage: check_folding.py DLSIM
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from checklib import check, finish
+
+
+def run(dlsim, d, plat, opts, fold=True):
+    out = os.path.join(d, "r.json")
+    subprocess.run([dlsim, "run", "--mode", "analytic", "--platform", plat, "--reproducible",
+                    *opts, "--out", out] + ([] if fold else ["--no-folding"]), check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        return json.load(f)
+
+
+def strip(r):
+    r["simulation"].pop("ranks")
+    r["simulation"].pop("folded")
+    r["config"].pop("no_folding")
+    return r
+
+
+def main(dlsim):
+    with tempfile.TemporaryDirectory() as d:
+        rail = os.path.join(d, "rail.xml")
+        tree = os.path.join(d, "tree.xml")
+        odd = os.path.join(d, "odd-leaves.xml")
+        plain = os.path.join(d, "plain.xml")
+        subprocess.run([dlsim, "platform", "--preset", "thetagpu", "--nodes", "16", "--out",
+                        rail], check=True)
+        subprocess.run([dlsim, "platform", "--preset", "thetagpu", "--nodes", "16", "--topology",
+                        "fattree", "--oversubscription", "4", "--nodes-per-leaf", "4", "--out",
+                        tree], check=True)
+        subprocess.run([dlsim, "platform", "--preset", "thetagpu", "--nodes", "16",
+                        "--nodes-per-leaf", "3", "--out", odd], check=True)
+        with open(rail) as f, open(plain, "w") as g:
+            g.write(f.read().replace("written by dlsim platform", "written by hand"))
+        cases = [
+            ("data parallel", ["--workload", "resnet18-cifar100", "--gpus", "128", "--batch",
+                               "4096"], 128),
+            ("3-D GPT", ["--workload", "gpt-tiny", "--gpus", "128", "--tp", "4", "--pp", "4",
+                         "--schedule", "1f1b", "--microbatches", "8", "--batch", "64"], 8),
+            ("grid with domains", ["--workload", "cnn-small", "--gpus", "64", "--grid", "4x16",
+                                   "--domain", "conv", "--batch", "256"], 16),
+            ("GPipe", ["--workload", "mlp-deep", "--gpus", "64", "--pp", "8", "--microbatches",
+                       "8", "--batch", "512"], 8),
+        ]
+        for pname, plat in (("rail", rail), ("fat tree", tree)):
+            for name, opts, fold in cases:
+                a, b = run(dlsim, d, plat, opts), run(dlsim, d, plat, opts, fold=False)
+                check(f"{pname}, {name}: folded {a['simulation']['folded']}x "
+                      f"({a['simulation']['ranks']} of {b['simulation']['ranks']} ranks evaluated)",
+                      a["simulation"]["folded"] == fold and b["simulation"]["folded"] == 1)
+                check(f"{pname}, {name}: the same result as every rank evaluated",
+                      strip(a) == strip(b))
+        moe = ["--workload", "moe-gpt-8x", "--gpus", "16", "--ep", "4", "--batch", "16"]
+        check("expert parallelism is not folded", run(dlsim, d, rail, moe)["simulation"]["folded"] == 1)
+        dp = cases[0][1]
+        check("a platform without the generator's mark is not folded",
+              run(dlsim, d, plain, dp)["simulation"]["folded"] == 1)
+        gpt = cases[1][1]
+        r = run(dlsim, d, odd, gpt)
+        check("replicas cut differently by leaf groups (3 nodes each) are not folded",
+              r["simulation"]["folded"] == 1, str(r["simulation"]))
+        check("... and data-parallel replicas of one GPU each still are",
+              run(dlsim, d, odd, dp)["simulation"]["folded"] == 128)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
