@@ -1,9 +1,7 @@
 #!/usr/bin/python3
 """The main job: ResNet-18 on CIFAR-100 on ThetaGPU, 10 epochs, data parallel vs GPipe on 2, 4, 6
 and 8 GPUs of one node, then a what-if past the hardware: data parallel on 8 to 192 GPUs (all of
-ThetaGPU) and 1,024 GPUs (128 DGX A100 nodes with ThetaGPU's node and network).
-The 1,024-GPU point is evaluated in closed form (--mode analytic): simulating its all-reduces
-in SMPI takes several minutes on a 2-core machine (tests/bench/scale.py measures that).
+ThetaGPU), 1,024 and 4,096 GPUs (128 and 512 DGX A100 nodes with ThetaGPU's node and network).
 
 Weak scaling: 128 samples per GPU, so the global batch is 128 x GPUs for both strategies; GPipe
 puts one stage on each GPU (stages balanced by predicted time) and splits the batch into 8
@@ -24,7 +22,7 @@ import time
 EPOCHS = 10
 PER_GPU_BATCH = 128
 NODE_GPUS = [2, 4, 6, 8]
-WHATIF_GPUS = [8, 16, 32, 64, 128, 192, 1024]
+WHATIF_GPUS = [8, 16, 32, 64, 128, 192, 1024, 4096]
 MICROBATCHES = 8
 STRATEGIES = {"data parallel": [], "GPipe": None}  # GPipe's options depend on the GPU count
 
@@ -35,13 +33,8 @@ def strategy_args(name, gpus):
     return []
 
 
-SIM_MAX_GPUS = 192  # larger what-if points use the closed form
-
-
 def run(dlsim, mode, platform, gpus, outdir, strategy="data parallel"):
     tag = "dp" if strategy == "data parallel" else "gpipe"
-    if gpus > SIM_MAX_GPUS and mode == "sim":
-        mode = "analytic"
     out = os.path.join(outdir, f"{tag}-{gpus}.json")
     cmd = [dlsim, "run", "--mode", mode, "--workload", "resnet18-cifar100",
            "--platform", platform, "--gpus", str(gpus),
@@ -131,11 +124,10 @@ def main():
     ap.add_argument("--out", default="build/main-job")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    big = os.path.join(args.out, "dgx-a100-128.xml")
-    subprocess.run([args.dlsim, "platform", "--preset", "thetagpu", "--nodes", "128",
-                    "--out", big], check=True)
+    # past ThetaGPU's 24 nodes: the same nodes and network, as many nodes as the GPUs need
     todo = [("thetagpu", n, s) for s in ("data parallel", "GPipe") for n in NODE_GPUS] + \
-           [("thetagpu" if n <= 192 else big, n, "data parallel") for n in WHATIF_GPUS[1:]]
+           [("thetagpu" if n <= 192 else f"thetagpu:{n // 8}", n, "data parallel")
+            for n in WHATIF_GPUS[1:]]
     results = {}
     t0 = time.time()
     for i, (platform, n, strat) in enumerate(todo, 1):
@@ -149,7 +141,8 @@ def main():
           f"{PER_GPU_BATCH} samples per GPU")
     table("One ThetaGPU node (DGX A100, 8x A100-40GB, NVSwitch): data parallel vs GPipe "
           f"({MICROBATCHES} micro-batches)", node_rows)
-    table("What-if: data parallel past one node (1,024 GPUs = 128 DGX A100 nodes)", whatif_rows)
+    table("What-if: data parallel past one node (1,024 and 4,096 GPUs = 128 and 512 DGX A100 "
+          "nodes)", whatif_rows)
     csv_path = os.path.join(args.out, "main-job.csv")
     with open(csv_path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(node_rows[0].keys()))

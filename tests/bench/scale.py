@@ -1,17 +1,24 @@
 #!/usr/bin/python3
-"""Scale benchmark of the SMPI executor: how many simulated GPUs per second of wall time, and how
-much real memory per simulated rank. Not part of ctest (minutes, and machine-dependent figures).
+"""Scale benchmark: wall time and real memory of a run against the GPUs it simulates. Not part of
+ctest (minutes, and machine-dependent figures): it prints a table for the README.
 
-Default: ResNet-50 data parallel on 1,024 GPUs (128 DGX A100 nodes with ThetaGPU's node and
-network), 32 samples per GPU, 2 iterations. Real memory is the peak of the simulator process's
-anonymous memory (heap and stacks, /proc/PID/status "RssAnon", polled every 2 s): SMPI_SHARED_MALLOC
-buffers map one small file many times, so RSS counts the same pages once per mapping and says
-nothing (SimGrid maps every shared block many times).
+Each row runs `dlsim run` once (one iteration) on a ThetaGPU-like cluster of as many DGX A100
+nodes as the GPUs need, and reports:
+  wall (s)        host time of the whole command (the closed form's pre-run included);
+  RssAnon (GiB)   peak anonymous memory of dlsim and its children (heap and stacks, from
+                  /proc/PID/status, polled every 0.5 s): SMPI_SHARED_MALLOC buffers map one file
+                  many times, so RSS counts the same pages once per mapping and says nothing;
+  iteration (s)   simulated (or closed-form) time of one training iteration;
+  evaluated       ranks the run evaluated, and how many each stands for (the closed form folds
+                  equivalent data-parallel replicas; the simulation runs every rank).
 
-Usage: tests/bench/scale.py [--dlsim build/dlsim] [--gpus 1024] [--workload resnet50-imagenet]
-                            [--per-gpu-batch 32] [--iters 2]
+Usage: tests/bench/scale.py [--dlsim build/dlsim] [--only NAME ...] [--max-gpus N]
+Cases: resnet50-dp (ResNet-50 data parallel, 32 samples per GPU, 64 to 10,000 GPUs), gpt-3d
+(gpt-18b, tp 8 x pp 4 x dp, 1F1B with 16 micro-batches, bf16, recomputation, 32 samples per
+replica; 1,024 and 9,984 GPUs), closed-form (both at 3,072 GPUs in --mode analytic).
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -20,8 +27,6 @@ import time
 
 
 def anon_kib(pid):
-    # RssAnon from /proc/PID/status: cheap to read (smaps_rollup walks every mapping, and the
-    # shared-malloc mappings make that slow enough to slow the simulation down)
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
@@ -42,40 +47,64 @@ def children(pid):
     return out
 
 
+def cases():
+    for gpus in (64, 256, 1024, 4096, 10000):
+        yield ("resnet50-dp", "sim", gpus,
+               ["--workload", "resnet50-imagenet", "--batch", str(32 * gpus)])
+    for dp in (32, 312):
+        gpus = 32 * dp
+        yield ("gpt-3d", "sim", gpus,
+               ["--workload", "gpt-18b", "--tp", "8", "--pp", "4", "--schedule", "1f1b",
+                "--microbatches", "16", "--precision", "bf16", "--recompute",
+                "--batch", str(32 * dp)])
+    yield ("closed-form", "analytic", 3072,
+           ["--workload", "gpt-18b", "--tp", "8", "--pp", "4", "--schedule", "1f1b",
+            "--microbatches", "16", "--precision", "bf16", "--recompute", "--batch", "3072"])
+    yield ("closed-form", "analytic", 3072,
+           ["--workload", "resnet50-imagenet", "--batch", str(32 * 3072)])
+
+
+def measure(dlsim, mode, gpus, opts, d):
+    out = os.path.join(d, "r.json")
+    cmd = [dlsim, "run", "--mode", mode, "--platform", f"thetagpu:{(gpus + 7) // 8}",
+           "--gpus", str(gpus), "--iters", "1", *opts, "--out", out]
+    print("running:", " ".join(cmd), file=sys.stderr)
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    peak = 0
+    while p.poll() is None:
+        peak = max(peak, sum(anon_kib(c) for c in [p.pid] + children(p.pid)))
+        time.sleep(0.5)
+    wall = time.monotonic() - t0
+    if p.returncode:
+        sys.exit(f"scale benchmark: dlsim exited with {p.returncode}")
+    with open(out) as f:
+        r = json.load(f)
+    return wall, peak / 1048576, r
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dlsim", default="build/dlsim")
-    ap.add_argument("--gpus", type=int, default=1024)
-    ap.add_argument("--workload", default="resnet50-imagenet")
-    ap.add_argument("--per-gpu-batch", type=int, default=32)
-    ap.add_argument("--iters", type=int, default=2)
+    ap.add_argument("--only", nargs="*", help="case names to run (default: all)")
+    ap.add_argument("--max-gpus", type=int, default=10000)
     a = ap.parse_args()
+    rows = []
     with tempfile.TemporaryDirectory() as d:
-        plat = os.path.join(d, "platform.xml")
-        nodes = (a.gpus + 7) // 8
-        subprocess.run([a.dlsim, "platform", "--preset", "thetagpu", "--nodes", str(nodes),
-                        "--out", plat], check=True)
-        cmd = [a.dlsim, "run", "--workload", a.workload, "--platform", plat, "--gpus",
-               str(a.gpus), "--batch", str(a.per_gpu_batch * a.gpus), "--iters", str(a.iters),
-               "--out", os.path.join(d, "r.json")]
-        print("running:", " ".join(cmd), file=sys.stderr)
-        t0 = time.monotonic()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        peak = 0
-        while p.poll() is None:
-            peak = max(peak, sum(anon_kib(c) for c in [p.pid] + children(p.pid)))
-            time.sleep(2)
-        wall = time.monotonic() - t0
-        out = p.stdout.read()
-        if p.returncode:
-            sys.exit(f"scale benchmark: dlsim exited with {p.returncode}")
-    print(out, end="")
-    print(f"ranks                         {a.gpus}")
-    print(f"wall time                     {wall:.1f} s for {a.iters} iterations")
-    print(f"simulated GPUs per wall s     {a.gpus / wall:.2f} (GPU-iterations per wall s "
-          f"{a.gpus * a.iters / wall:.2f})")
-    print(f"peak real memory              {peak / 1024:.0f} MiB (anonymous)")
-    print(f"bytes per simulated rank      {peak * 1024 / a.gpus:.0f}")
+        for name, mode, gpus, opts in cases():
+            if (a.only and name not in a.only) or gpus > a.max_gpus:
+                continue
+            wall, gib, r = measure(a.dlsim, mode, gpus, opts, d)
+            sim = r["simulation"]
+            rows.append((name, r["config"]["workload"], mode, gpus, wall, gib,
+                         r["iteration_time_s"], sim["ranks"], sim["folded"]))
+            print(f"  {name} {gpus}: {wall:.1f} s, {gib:.2f} GiB", file=sys.stderr)
+    print(f"{'case':<12} {'workload':<18} {'mode':<9} {'GPUs':>6} {'wall (s)':>9} "
+          f"{'RssAnon (GiB)':>14} {'iteration (s)':>14} {'evaluated':>16}")
+    for name, wl, mode, gpus, wall, gib, it, ranks, folded in rows:
+        ev = f"{ranks}" + (f" x{folded}" if folded > 1 else "")
+        print(f"{name:<12} {wl:<18} {mode:<9} {gpus:>6} {wall:>9.2f} {gib:>14.2f} {it:>14.6f} "
+              f"{ev:>16}")
 
 
 if __name__ == "__main__":
