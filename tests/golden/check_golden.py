@@ -20,11 +20,13 @@ import subprocess
 import sys
 import tempfile
 
-DLSIM = sys.argv[1]
+DLSIM = os.path.abspath(sys.argv[1])
 UPDATE = "--update" in sys.argv[2:]
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPECTED = os.path.join(SRC, "tests", "golden", "expected")
-REAL = os.path.join(SRC, "tests", "real")
+# Workload files are named relative to the repository (the runs start there), so the
+# configuration echo is the same in every checkout.
+REAL = os.path.join("tests", "real")
 
 # name: (options, modes). Small models on the thetagpu platform; two iterations.
 CASES = {
@@ -85,7 +87,7 @@ def strip_times(x):
 def run(opts, mode, out):
     cmd = [DLSIM, "run", *opts, "--platform", "thetagpu", "--mode", mode, "--iters", "2",
            "--reproducible", "--out", out]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=SRC)
     if p.returncode != 0:
         raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), p.returncode, p.stderr.strip()))
 
