@@ -9,6 +9,7 @@
 void cli_error(const char *msg);
 
 int cmd_run(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int cmd_workload(int argc, char **argv);
 int cmd_platform(int argc, char **argv);
 int cmd_coll(int argc, char **argv);

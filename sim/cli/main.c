@@ -18,6 +18,8 @@ typedef struct {
 
 static const command commands[] = {
     {"run", "simulate (default), or run for real, or evaluate the closed-form model", cmd_run},
+    {"export", "write a configuration's op lists as Chakra execution traces (one per rank)",
+     cmd_export},
     {"sweep", "run many configurations into one CSV/JSONL", cmd_sweep},
     {"kbench", "measure kernel times on this machine's device into a kernel database", cmd_kbench},
     {"platform", "write a SimGrid platform file for a cluster of DGX-like nodes", cmd_platform},

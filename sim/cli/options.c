@@ -38,7 +38,8 @@ static GOptionContext *run_context(const char *command, raw_opts *r, cfg_run *c)
       {"platform", 0, 0, G_OPTION_ARG_STRING, &r->platform,
        "platform name under platforms/ (thetagpu) or a SimGrid XML file", "NAME|FILE"},
       {"workload", 0, 0, G_OPTION_ARG_STRING, &r->workload,
-       "workload name under workloads/ (resnet18-cifar100) or a JSON file", "NAME|FILE"},
+       "workload name under workloads/ (resnet18-cifar100), a JSON file, or chakra:DIR (per-rank "
+       "Chakra execution traces)", "NAME|FILE|chakra:DIR"},
       {"gpus", 0, 0, G_OPTION_ARG_INT, &r->gpus, "number of GPUs = MPI ranks (default 8)", "P"},
       {"batch", 0, 0, G_OPTION_ARG_INT64, &r->batch,
        "global mini-batch in samples (default: the workload's)", "B"},
@@ -299,6 +300,8 @@ gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *ext
     c->platform = g_strdup_printf("thetagpu:%d", (c->gpus + 7) / 8);
   }
   set_str(&c->workload, r.workload);
+  /* a trace's rank count is the default GPU count (run_ctx_open checks a given one) */
+  if (r.gpus == NOT_GIVEN && g_str_has_prefix(c->workload, "chakra:")) c->gpus = 0;
   set_str(&c->coll, r.coll);
   set_str(&c->kernels, r.kernels);
   set_str(&c->out, r.out);

@@ -92,6 +92,103 @@ static gboolean open_rest(run_ctx *x, gboolean grow, GError **err) {
   return TRUE;
 }
 
+/* ---- a Chakra trace as the workload ------------------------------------------------------------ */
+
+#define CHAKRA_PREFIX "chakra:"
+
+/* The model of a trace: no layers (the trace's ops are the work); its name, parameters, FLOP per
+ * sample and dataset as dlsim wrote them, else FLOP from the compute nodes' num_ops over the
+ * batch (all counted as forward). */
+static wl_model *trace_model(const run_ctx *x, long batch) {
+  const et_file *f = plan_trace_file(x->trace, 0);
+  wl_model *m = g_new0(wl_model, 1);
+  const et_attr *name = et_meta_attr(f, "dlsim_model"), *ds = et_meta_attr(f, "dlsim_dataset");
+  m->name = g_strdup(x->cfg.workload);
+  m->description = g_strdup_printf("Chakra execution trace%s%s",
+                                   name && name->kind == ET_A_STRING ? " of " : "",
+                                   name && name->kind == ET_A_STRING ? name->s : "");
+  m->path = g_strdup(x->cfg.workload + strlen(CHAKRA_PREFIX));
+  m->dataset = g_strdup(ds && ds->kind == ET_A_STRING ? ds->s : "");
+  m->dataset_samples = (int64_t)CLAMP(et_meta_num(f, "dlsim_dataset_samples", 0), 0, 1e15);
+  m->params = (int64_t)CLAMP(et_meta_num(f, "dlsim_model_params", 0), 0, 1e15);
+  m->default_batch = batch;
+  m->fwd_flops = et_meta_num(f, "dlsim_fwd_flops_per_sample", -1);
+  m->bwd_flops = et_meta_num(f, "dlsim_bwd_flops_per_sample", -1);
+  if (!(m->fwd_flops >= 0 && m->bwd_flops >= 0 && m->fwd_flops < 1e30 && m->bwd_flops < 1e30)) {
+    double flops = 0;
+    for (int r = 0; r < plan_trace_ranks(x->trace); r++) {
+      const et_file *g = plan_trace_file(x->trace, r);
+      for (int i = 0; i < g->n_nodes; i++) {
+        const et_attr *a = et_node_attr(&g->nodes[i], "num_ops");
+        if (g->nodes[i].type == ET_COMP && a && a->kind == ET_A_INT && a->i > 0) flops += a->i;
+      }
+    }
+    m->fwd_flops = batch > 0 ? flops / batch : 0;
+    m->bwd_flops = 0;
+  }
+  return m;
+}
+
+/* The layout a trace fixes: the ranks, and the degrees, micro-batches, batch and precision dlsim
+ * wrote into its metadata (a trace from elsewhere: data parallel over its ranks, batch = ranks). */
+static gboolean trace_config(run_ctx *x, GError **err) {
+  cfg_run *c = &x->cfg;
+  const int P = plan_trace_ranks(x->trace);
+  const et_file *f = plan_trace_file(x->trace, 0);
+  const char *dir = c->workload + strlen(CHAKRA_PREFIX);
+  if (c->gpus && c->gpus != P) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--gpus %d: %s holds the traces of %d ranks",
+                c->gpus, dir, P);
+    return FALSE;
+  }
+  if (c->dp || c->tp || c->pp || c->ep || c->microbatches || c->grid_pr || c->grid_auto) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--workload %s: the trace fixes each rank's work; "
+                "leave out --dp, --tp, --pp, --ep, --grid and --microbatches", c->workload);
+    return FALSE;
+  }
+  c->gpus = P;
+  static const char *const deg[] = {"dlsim_dp", "dlsim_tp", "dlsim_pp", "dlsim_ep",
+                                    "dlsim_microbatches"};
+  int *dst[] = {&c->dp, &c->tp, &c->pp, &c->ep, &c->microbatches};
+  for (size_t i = 0; i < G_N_ELEMENTS(deg); i++) {
+    const double v = et_meta_num(f, deg[i], i == 0 ? P : 1);
+    *dst[i] = v >= 1 && v <= P ? (int)v : 0; /* cfg_resolve refuses what does not fit */
+  }
+  const double b = et_meta_num(f, "dlsim_batch", 0);
+  if (b >= 1 && b <= CFG_MAX_BATCH) {
+    if (c->batch && c->batch != (long)b) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--batch %ld: %s was written for batch %ld",
+                  c->batch, dir, (long)b);
+      return FALSE;
+    }
+    c->batch = (long)b;
+  }
+  const et_attr *prec = et_meta_attr(f, "dlsim_precision");
+  if (prec && prec->kind == ET_A_STRING && !gpu_precision_parse(prec->s, &c->precision)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: dlsim_precision '%s': not a precision", f->path,
+                prec->s);
+    return FALSE;
+  }
+  c->no_folding = TRUE;
+  return TRUE;
+}
+
+/* The workload: a model, or for chakra:DIR the traces and a model of no layers. */
+static gboolean open_workload(run_ctx *x, gboolean resolve, GError **err) {
+  const char *w = x->cfg.workload;
+  if (!g_str_has_prefix(w, CHAKRA_PREFIX)) return (x->model = wl_load(w, err)) != NULL;
+  if (!(x->trace = plan_trace_open(w + strlen(CHAKRA_PREFIX), err))) return FALSE;
+  if (resolve && !trace_config(x, err)) return FALSE;
+  x->model = trace_model(x, x->cfg.batch > 0 ? x->cfg.batch : plan_trace_ranks(x->trace));
+  return TRUE;
+}
+
+plan_rank *run_ctx_plan(const run_ctx *x, const cfg_run *c, const double *layer_t, int rank,
+                        GError **err) {
+  if (x->trace) return plan_trace_rank(x->trace, rank, err);
+  return plan_build(x->model, c, layer_t, rank, err);
+}
+
 static void take(run_ctx *x, cfg_run *c) {
   memset(x, 0, sizeof *x);
   x->cfg = *c;
@@ -100,7 +197,7 @@ static void take(run_ctx *x, cfg_run *c) {
 
 gboolean run_ctx_open(run_ctx *x, cfg_run *c, GError **err) {
   take(x, c);
-  if (!(x->model = wl_load(x->cfg.workload, err))) return FALSE;
+  if (!open_workload(x, TRUE, err)) return FALSE;
   if (!cfg_resolve(&x->cfg, (long)x->model->default_batch, err)) return FALSE;
   cfg_resolve_style(&x->cfg, wl_has_tp_roles(x->model));
   return open_rest(x, TRUE, err);
@@ -108,7 +205,7 @@ gboolean run_ctx_open(run_ctx *x, cfg_run *c, GError **err) {
 
 gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, GError **err) {
   take(x, c);
-  if (!(x->model = wl_load(x->cfg.workload, err))) return FALSE;
+  if (!open_workload(x, FALSE, err)) return FALSE;
   return open_rest(x, FALSE, err);
 }
 
@@ -117,6 +214,7 @@ void run_ctx_release(run_ctx *x) {
   kdb_free(x->db);
   plat_free(x->platform);
   wl_free(x->model);
+  plan_trace_free(x->trace);
   res_kdb_release(&x->kernels);
   g_free(x->note);
   cfg_release(&x->cfg);

@@ -12,6 +12,7 @@
 #include "core/gpuspec.h"
 #include "kdb/ktime.h"
 #include "out/result.h"
+#include "plan/trace.h"
 #include "platform/platform.h"
 #include "model/workload.h"
 
@@ -27,9 +28,13 @@ typedef struct {
                             stages are balanced with (owned, model->n_layers entries) */
   res_kdb kernels;       /* where the kernel times come from, for the result (counts 0) */
   char *note;            /* what the driver should tell the user, or NULL (owned) */
+  plan_trace *trace;     /* the workload chakra:DIR: its traces (owned); model then has no
+                            layers */
 } run_ctx;
 
-/* Opens a run of configuration `c` as `dlsim run` parsed it: loads the workload, resolves the
+/* Opens a run of configuration `c` as `dlsim run` parsed it: loads the workload (a model, or
+ * chakra:DIR, whose traces fix the ranks, degrees, batch and precision: --gpus 0 takes their rank
+ * count, layout options are refused), resolves the
  * configuration against it (cfg_resolve, cfg_resolve_style), loads the platform (a named preset
  * asked for more GPUs than it has grows to them, with x->note saying so), finds the GPU and the
  * kernel database. Takes `c` over (cfg_init'ed again on return). DL_ERR_INPUT naming the option
@@ -41,5 +46,10 @@ gboolean run_ctx_open(run_ctx *x, cfg_run *c, GError **err);
 gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, GError **err);
 
 void run_ctx_release(run_ctx *x);
+
+/* Rank `rank`'s op list under configuration `c` (one of x's, possibly varied): the planner's
+ * (plan_build with `layer_t`), or the trace's for a workload chakra:DIR. NULL with DL_ERR_INPUT. */
+plan_rank *run_ctx_plan(const run_ctx *x, const cfg_run *c, const double *layer_t, int rank,
+                        GError **err);
 
 #endif

@@ -199,6 +199,12 @@ static gboolean exec_real_check_layer(const wl_model *m, const wl_layer *l, int 
  * fp32), --recompute, and layers without a real implementation; splits it cannot make are
  * refused by real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
+  if (x->trace) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --workload %s: a trace holds times and "
+                "sizes, not the model's tensors; run it with --mode sim or --mode analytic",
+                c->workload);
+    return FALSE;
+  }
   if (c->grid_auto) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --grid auto searches grids without "
                 "running them; name one grid, e.g. --grid 2x2");

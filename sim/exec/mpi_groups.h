@@ -17,16 +17,23 @@
 #include "core/config.h"
 #include "plan/plan.h"
 
+/* Slots: one per group kind (plan_group), then one per explicit communicator of the plan
+ * (plan_comms: a trace's); coll_groups_slot names an op's. */
 typedef struct {
-  MPI_Comm comm[PLAN_N_GROUPS]; /* MPI_COMM_WORLD, a split, or MPI_COMM_SELF (size 1) */
-  coll_topo topo[PLAN_N_GROUPS];/* this rank's place, members grouped by node */
-  int size[PLAN_N_GROUPS];      /* members of the rank's group (1 when it is alone) */
-  int nodes[PLAN_N_GROUPS];     /* nodes the group spans */
+  int n;           /* slots */
+  MPI_Comm *comm;  /* MPI_COMM_WORLD, a split, or MPI_COMM_SELF (size 1) */
+  coll_topo *topo; /* this rank's place, members grouped by node */
+  int *size;       /* members of the rank's group (1 when it is alone) */
+  int *nodes;      /* nodes the group spans */
 } coll_groups;
 
-/* Makes the communicators of `rank` under configuration `c`; node_of[r] is the node of rank r
- * (all 0 on one machine). Collective over MPI_COMM_WORLD. */
-void coll_groups_init(coll_groups *g, const cfg_run *c, int rank, const int *node_of);
+/* Makes the communicators of `rank` under configuration `c` and those of `comms` (may be NULL;
+ * the same list on every rank); node_of[r] is the node of rank r (all 0 on one machine).
+ * Collective over MPI_COMM_WORLD. */
+void coll_groups_init(coll_groups *g, const cfg_run *c, const plan_comms *comms, int rank,
+                      const int *node_of);
 void coll_groups_release(coll_groups *g);
+/* The slot of collective op `op`. */
+int coll_groups_slot(const plan_op *op);
 
 #endif

@@ -348,16 +348,20 @@ static double size_of(gboolean gemm_like, double flops, double bytes) {
   return gemm_like && flops > 0 ? flops : bytes;
 }
 
+const kdb_entry *kdb_find(const kdb *db, const char *key) {
+  gpointer idx1 = db ? g_hash_table_lookup(db->by_key, key) : NULL;
+  return idx1 ? kdb_entry_at(db, GPOINTER_TO_INT(idx1) - 1) : NULL;
+}
+
 double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
                     kdb_origin *origin) {
   kdb_origin o = KDB_ESTIMATED;
   double t = -1;
   if (db) {
     char *key = kdb_key(k, prec);
-    gpointer idx1 = g_hash_table_lookup(db->by_key, key);
+    const kdb_entry *e = kdb_find(db, key);
     g_free(key);
-    if (idx1) {
-      const kdb_entry *e = kdb_entry_at(db, GPOINTER_TO_INT(idx1) - 1);
+    if (e) {
       o = e->derived ? KDB_DERIVED : KDB_MEASURED;
       t = e->median_s;
     }

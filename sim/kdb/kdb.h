@@ -33,7 +33,7 @@
 #include "model/workload.h"
 
 #define KDB_ORIGINS(X) X(KDB_MEASURED, "measured") X(KDB_DERIVED, "derived") \
-  X(KDB_INTERPOLATED, "interpolated") X(KDB_ESTIMATED, "estimated")
+  X(KDB_INTERPOLATED, "interpolated") X(KDB_ESTIMATED, "estimated") X(KDB_RECORDED, "recorded")
 typedef enum {
 #define KDB_ORIGIN_ENUM(e, s) e,
   KDB_ORIGINS(KDB_ORIGIN_ENUM)
@@ -115,6 +115,8 @@ char *kdb_to_json(const kdb *db);
  * Newly allocated (g_free). */
 char *kdb_key(const kdb_kernel *k, gpu_precision prec);
 
+/* The entry whose key is `key`, or NULL (borrowed). */
+const kdb_entry *kdb_find(const kdb *db, const char *key);
 /* Duration in seconds of kernel `k` at precision `prec`, following the lookup order above. `db`
  * may be NULL (roofline only); `gpu` is the spec sheet for the roofline (NULL with db given: a
  * kernel the database cannot answer costs the roofline of the local CPU sheet). `origin` (may

@@ -10,6 +10,17 @@ kdb_kernel ktime_describe(const wl_model *m, const plan_op *op) {
 }
 
 double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *origin) {
+  if (op->kdb_key || op->fixed_s >= 0) { /* an op read from an execution trace */
+    const kdb_entry *e = op->kdb_key ? kdb_find(k->db, op->kdb_key) : NULL;
+    if (e) {
+      if (origin) *origin = e->derived ? KDB_DERIVED : KDB_MEASURED;
+      return e->median_s;
+    }
+    if (op->fixed_s >= 0) {
+      if (origin) *origin = KDB_RECORDED;
+      return op->fixed_s;
+    }
+  }
   kdb_kernel d = ktime_describe(k->model, op);
   return kdb_kernel_s(k->db, k->gpu, &d, k->precision, origin);
 }

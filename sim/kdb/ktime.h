@@ -23,7 +23,10 @@ typedef struct {
  * op's name and the model's layer. */
 kdb_kernel ktime_describe(const wl_model *m, const plan_op *op);
 
-/* Duration in seconds of kernel op `op` (kind PLAN_KERNEL), and where the figure comes from. */
+/* Duration in seconds of kernel op `op` (kind PLAN_KERNEL), and where the figure comes from. An
+ * op read from an execution trace (plan/trace.h) takes the database's entry of its kdb_key when
+ * there is one, else its recorded fixed_s (origin "recorded"), else the lookup of its FLOP and
+ * bytes like any other. */
 double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *origin);
 
 /* Forward + backward time of each layer for one micro-batch of configuration `c` on one GPU

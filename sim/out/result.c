@@ -402,8 +402,9 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
           T > 0 ? c->batch / T : 0,
           T > 0 ? (m->fwd_flops + m->bwd_flops) * c->batch / T / c->gpus / 1e12 : 0);
   human_s(a, sizeof a, T * (double)epoch_iters(c, m));
-  fprintf(out, "  epoch           %s (%ld iterations of %ld samples)\n", a,
-          (long)epoch_iters(c, m), c->batch);
+  if (m->dataset_samples > 0) /* a trace from elsewhere names no dataset */
+    fprintf(out, "  epoch           %s (%ld iterations of %ld samples)\n", a,
+            (long)epoch_iters(c, m), c->batch);
   double pct = T > 0 ? 100.0 / T : 0;
   fprintf(out,
           "  breakdown       compute %.1f%%  exposed comm %.1f%%  bubble %.1f%%  idle %.1f%%"
@@ -430,8 +431,10 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
             "dropped by capacity\n",
             c->routing ? c->routing : "uniform", r->moe_max_over_mean,
             100.0 * r->moe_dropped_tokens / r->moe_routed_tokens);
-  fprintf(out, "  kernels         %s: %d measured, %d derived, %d interpolated, %d estimated\n",
+  fprintf(out, "  kernels         %s: %d measured, %d derived, %d interpolated, %d estimated",
           r->kdb.name ? r->kdb.name : "", r->kdb.count[KDB_MEASURED], r->kdb.count[KDB_DERIVED],
           r->kdb.count[KDB_INTERPOLATED], r->kdb.count[KDB_ESTIMATED]);
+  if (r->kdb.count[KDB_RECORDED]) fprintf(out, ", %d recorded", r->kdb.count[KDB_RECORDED]);
+  fputc('\n', out);
   if (r->kdb.note) fprintf(out, "                  note: %s\n", r->kdb.note);
 }

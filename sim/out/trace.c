@@ -111,30 +111,37 @@ static void p2p_flows(GString *t, const rec_rank *recs, const GArray *spans, int
   g_array_free(recvs, TRUE);
 }
 
-/* The n-th collective a rank calls on a group is the n-th of every member (MPI's ordering of
- * collectives on a communicator): (iteration, group kind, the group's lowest rank, n). */
+/* The n-th collective a rank calls on a communicator is the n-th of every member (MPI's ordering
+ * of collectives on a communicator): (iteration, communicator kind or explicit index, its lowest
+ * rank, n). */
 static void coll_flows(GString *t, const rec_rank *recs, int P, const cfg_run *c,
                        const GArray *spans, int *id) {
-  int **ordinal = g_new0(int *, P);
-  int *members = g_new(int, c->gpus > 0 ? c->gpus : 1), *first = g_new(int, P * PLAN_N_GROUPS);
+  gint64 **ordinal = g_new0(gint64 *, P); /* (communicator slot << 32) | its call count */
+  int **first = g_new0(int *, P);
+  int *members = g_new(int, c->gpus > 0 ? c->gpus : 1);
   for (int k = 0; k < P; k++) {
     const plan_rank *p = recs[k].plan;
-    int count[PLAN_N_GROUPS] = {0};
-    ordinal[k] = g_new(int, p->n_ops);
-    for (int i = 0; i < p->n_ops; i++)
-      ordinal[k][i] = p->ops[i].kind == PLAN_COLL ? count[p->ops[i].group]++ : -1;
-    for (int g = 0; g < PLAN_N_GROUPS; g++) {
-      int n = plan_group_members(c, (plan_group)g, recs[k].rank, members);
-      first[k * PLAN_N_GROUPS + g] = n > 0 ? members[0] : recs[k].rank;
+    const int slots = PLAN_N_GROUPS + (p->comms ? p->comms->n : 0);
+    int *count = g_new0(int, slots);
+    ordinal[k] = g_new(gint64, p->n_ops);
+    first[k] = g_new(int, p->n_ops);
+    for (int i = 0; i < p->n_ops; i++) {
+      const plan_op *op = &p->ops[i];
+      ordinal[k][i] = first[k][i] = -1;
+      if (op->kind != PLAN_COLL) continue;
+      const int slot = op->comm >= 0 ? PLAN_N_GROUPS + op->comm : (int)op->group;
+      ordinal[k][i] = ((gint64)slot << 32) | count[slot]++;
+      first[k][i] = plan_op_members(p, c, op, recs[k].rank, members) > 0 ? members[0] : k;
     }
+    g_free(count);
   }
   GArray *calls = g_array_new(FALSE, FALSE, sizeof(keyed));
   for (guint i = 0; i < spans->len; i++) {
     const span_ns *x = &g_array_index(spans, span_ns, i);
     const plan_op *op = &recs[x->rank].plan->ops[x->op];
     if (op->kind != PLAN_COLL) continue;
-    keyed k = {{x->iter, op->group, first[x->rank * PLAN_N_GROUPS + op->group],
-                ordinal[x->rank][x->op]}, x};
+    keyed k = {{x->iter, ordinal[x->rank][x->op] >> 32, first[x->rank][x->op],
+                ordinal[x->rank][x->op] & 0xffffffff}, x};
     g_array_append_val(calls, k);
   }
   g_array_sort(calls, keyed_cmp);
@@ -160,7 +167,7 @@ static void coll_flows(GString *t, const rec_rank *recs, int P, const cfg_run *c
     a = b;
   }
   g_array_free(calls, TRUE);
-  for (int k = 0; k < P; k++) g_free(ordinal[k]);
+  for (int k = 0; k < P; k++) g_free(ordinal[k]), g_free(first[k]);
   g_free(ordinal);
   g_free(members);
   g_free(first);

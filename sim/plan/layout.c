@@ -1,6 +1,8 @@
 /* layout.c — where ranks sit: coordinates, groups and their sizes (plan.h's rank layout). */
 #include "plan/plan.h"
 
+#include <string.h>
+
 void plan_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i) {
   *tp_i = rank % c->tp;
   *dp_i = (rank / c->tp) % c->dp;
@@ -38,10 +40,22 @@ int plan_group_members(const cfg_run *c, plan_group g, int rank, int *members) {
     members[n++] = plan_rank_of(c, dp_i, tp_i, 0);
     if (c->pp > 1) members[n++] = plan_rank_of(c, dp_i, tp_i, c->pp - 1);
     break;
+  case PLAN_GRP_TRACE: /* a trace's communicators are explicit (plan_op_members) */
   case PLAN_N_GROUPS:
+    members[n++] = rank;
     break;
   }
   return n;
+}
+
+int plan_op_members(const plan_rank *p, const cfg_run *c, const plan_op *op, int rank,
+                    int *members) {
+  if (op->comm >= 0 && p->comms && op->comm < p->comms->n) {
+    const int n = p->comms->size[op->comm];
+    memcpy(members, p->comms->members[op->comm], sizeof(int) * (size_t)n);
+    return n;
+  }
+  return plan_group_members(c, op->group, rank, members);
 }
 
 int plan_group_degree(const cfg_run *c, plan_group g) {
@@ -53,6 +67,7 @@ int plan_group_degree(const cfg_run *c, plan_group g) {
   case PLAN_GRP_EP: return c->ep;
   case PLAN_GRP_EMBED: return c->pp > 1 ? 2 : 1;
   case PLAN_GRP_EDP: return c->ep > 1 ? c->dp / c->ep : 1;
+  case PLAN_GRP_TRACE:
   case PLAN_N_GROUPS: break;
   }
   return 1;

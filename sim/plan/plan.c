@@ -28,6 +28,8 @@ plan_op *plan_b_push(plan_builder *b, plan_op_kind kind, int stream, plan_phase 
   op.record_event = -1;
   op.peer = -1;
   op.microbatch = b->mb;
+  op.fixed_s = -1;
+  op.comm = -1;
   g_array_append_val(b->ops, op);
   return &g_array_index(b->ops, plan_op, b->ops->len - 1);
 }

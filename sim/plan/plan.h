@@ -87,7 +87,19 @@ typedef struct {
                                     (group order), NULL when blocks are even (owned by the plan) */
   const double *peer_recv_bytes; /* and bytes from each member */
   plan_bucket bucket;    /* gradient collectives (grad_sync, expert_grad_sync, tied_grad_sync) */
+  /* ops read from an execution trace (plan/trace.h) */
+  double fixed_s;        /* kernel: the duration the trace recorded, s (-1: none, the usual case) */
+  const char *kdb_key;   /* kernel: its kernel-database key, if the trace says (borrowed), or NULL */
+  int comm;              /* collective: its communicator in the plan's `comms` (-1: `group`'s) */
 } plan_op;
+
+/* Communicators listed explicitly (a trace's), rather than derived from the layout: members[i]
+ * holds size[i] ranks in increasing order. */
+typedef struct {
+  int n;
+  int **members;
+  int *size;
+} plan_comms;
 
 typedef struct {
   double params;       /* bytes of weights on the GPU */
@@ -114,6 +126,7 @@ typedef struct {
                                 iteration, this rank's share */
   double moe_routed_tokens;  /* MoE: routed token copies per iteration, this rank's share */
   GPtrArray *pool;     /* storage behind peer_*_bytes (owned) */
+  const plan_comms *comms; /* explicit communicators of ops with comm >= 0 (borrowed), or NULL */
 } plan_rank;
 
 /* Builds rank `rank`'s op list for one training iteration. The configuration must have passed
@@ -142,6 +155,10 @@ void plan_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignmen
 void plan_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i);
 int plan_rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i);
 int plan_group_members(const cfg_run *c, plan_group g, int rank, int *members);
+/* The members of the communicator of collective op `op` of plan `p`: its explicit one when
+ * op->comm >= 0, else its group's (plan_group_members). */
+int plan_op_members(const plan_rank *p, const cfg_run *c, const plan_op *op, int rank,
+                    int *members);
 
 /* TRUE when layer `l` owns parameters whose gradients are synchronised (weighted, params > 0; a
  * tied copy is summed apart, by the tied_grad_sync collectives). */

@@ -27,7 +27,8 @@
 
 /* The communicators (plan.h has their meaning). */
 #define PLAN_GROUPS(X) X(PLAN_GRP_WORLD, "world") X(PLAN_GRP_DP, "dp") X(PLAN_GRP_TP, "tp") \
-  X(PLAN_GRP_PP, "pp") X(PLAN_GRP_EP, "ep") X(PLAN_GRP_EMBED, "embed") X(PLAN_GRP_EDP, "expert_dp")
+  X(PLAN_GRP_PP, "pp") X(PLAN_GRP_EP, "ep") X(PLAN_GRP_EMBED, "embed")                   \
+  X(PLAN_GRP_EDP, "expert_dp") X(PLAN_GRP_TRACE, "trace")
 /* Why a collective exists: lets results and tests attribute bytes to Gholami's terms. */
 #define PLAN_PURPOSES(X) X(PLAN_WHY_NONE, "none") X(PLAN_WHY_GRAD, "grad_sync") \
   X(PLAN_WHY_FWD_GATHER, "fwd_allgather") X(PLAN_WHY_BWD_DX, "bwd_dx_allreduce") \
@@ -35,7 +36,7 @@
   X(PLAN_WHY_ACT, "activation") X(PLAN_WHY_ACT_GRAD, "activation_grad") \
   X(PLAN_WHY_TIED, "tied_grad_sync") X(PLAN_WHY_MOE_DISPATCH, "moe_dispatch") \
   X(PLAN_WHY_MOE_COMBINE, "moe_combine") X(PLAN_WHY_EXPERT_GRAD, "expert_grad_sync") \
-  X(PLAN_WHY_HALO, "halo") X(PLAN_WHY_BN_STATS, "bn_stats")
+  X(PLAN_WHY_HALO, "halo") X(PLAN_WHY_BN_STATS, "bn_stats") X(PLAN_WHY_TRACE, "traced")
 /* How a rank holds a layer's tensors. */
 #define PLAN_SPLITS(X)                                                                   \
   X(PLAN_SPLIT_FULL, "full")                                                             \

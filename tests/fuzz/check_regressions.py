@@ -9,6 +9,7 @@ The file name says which loader it is for: workload-*, platform-* (also run in s
 the name has "-sim"; only there with "-sim-only"), kdb-*, sweep-*, options-* (one argument per line).
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,11 @@ def commands(path, out):
                        "--batch", "16", "--kernels", path, "--kernels-any-device"]]
     if name.startswith("sweep-"):
         return [[DLSIM, "sweep", path, "--out", out[:-len(".json")]]]
+    if name.startswith("chakra-"):  # the trace of rank 0 of a one-rank run
+        d = os.path.join(os.path.dirname(out), "trace-" + name)
+        os.makedirs(d, exist_ok=True)
+        shutil.copy(path, os.path.join(d, "t.0.et"))
+        return [run + ["--mode", m, "--workload", "chakra:" + d] for m in ("analytic", "sim")]
     if name.startswith("options-"):
         with open(path) as f:
             args = [line.rstrip("\n") for line in f if line.strip()]
@@ -50,7 +56,7 @@ def main():
                 p = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
                                    timeout=300)
                 lines = p.stderr.splitlines()
-                left = [f for f in os.listdir(d)]
+                left = [f for f in os.listdir(d) if not f.startswith("trace-")]
                 why = None
                 if p.returncode != 2:
                     why = "exit status %d, expected 2" % p.returncode

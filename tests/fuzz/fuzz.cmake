@@ -10,7 +10,8 @@ set(DL_FUZZ_SEEDS_sweep ${CMAKE_SOURCE_DIR}/analysis/studies
     ${CMAKE_SOURCE_DIR}/tests/e2e/data/sweep-small.json
     ${CMAKE_SOURCE_DIR}/tests/e2e/data/sweep-30.json)
 set(DL_FUZZ_SEEDS_options ${DL_FUZZ_DIR}/seeds/options)
-foreach(t workload platform kdb sweep options)
+set(DL_FUZZ_SEEDS_chakra ${DL_FUZZ_DIR}/seeds/chakra)
+foreach(t workload platform kdb sweep options chakra)
   if(DLSIM_FUZZ)
     add_executable(fuzz_${t} ${DL_FUZZ_DIR}/fuzz_${t}.c)
     target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)

@@ -23,9 +23,13 @@ typedef struct {
  * count or tag), each below 2^21. */
 static gint64 key3(gint64 a, gint64 b, gint64 c) { return (((a + 1) << 42) | ((b + 1) << 21)) ^ c; }
 
-static const coll_group *group_get(group_cache *gc, plan_group g, int rank, GError **err) {
-  int n = plan_group_members(gc->c, g, rank, gc->members);
-  gint64 key = key3(g, gc->members[0], n);
+/* The communicator of collective `op` of plan `p` on `rank`: gc->members gets its members, the
+ * return value its summary; *slot the index of its call counter (its kind, or an explicit one). */
+static const coll_group *group_get(group_cache *gc, const plan_rank *p, const plan_op *op,
+                                   int rank, int *slot, GError **err) {
+  int n = plan_op_members(p, gc->c, op, rank, gc->members);
+  *slot = op->comm >= 0 ? PLAN_N_GROUPS + op->comm : (int)op->group;
+  gint64 key = key3(*slot, gc->members[0], n);
   coll_group *cg = g_hash_table_lookup(gc->groups, &key);
   if (cg) return cg;
   cg = g_new(coll_group, 1);
@@ -40,7 +44,8 @@ static const coll_group *group_get(group_cache *gc, plan_group g, int rank, GErr
 typedef struct {
   const plan_rank *plan;
   int rank;
-  int coll_seq[PLAN_N_GROUPS]; /* collectives this rank has finished, per communicator kind */
+  int *coll_seq;            /* collectives this rank has finished, per communicator kind, then
+                               per explicit communicator */
   int registered;           /* op index whose arrival at a collective is recorded, or -1 */
   int next[PLAN_N_STREAMS];  /* index of the next op of each stream */
   double free_at[PLAN_N_STREAMS];
@@ -104,13 +109,19 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         end = start + ktime_kernel_s(ks, op, &o);
         rec_kernel(rr->rec, i, 0, start, end, o);
       } else if (op->kind == PLAN_COLL) {
-        const coll_group *g = group_get(gc, op->group, rr->rank, err);
+        int slot;
+        const coll_group *g = group_get(gc, rr->plan, op, rr->rank, &slot, err);
         if (!g) return -1;
         /* a collective starts when its last member arrives */
-        int n = plan_group_members(c, op->group, rr->rank, gc->members);
+        int n = g->P;
         int me = 0;
-        while (gc->members[me] != rr->rank) me++;
-        gint64 key = key3(op->group, gc->members[0], rr->coll_seq[op->group]);
+        while (me < n && gc->members[me] != rr->rank) me++;
+        if (me == n) {
+          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "rank %d: collective op %d: the rank is not a "
+                      "member of its communicator", rr->rank, i);
+          return -1;
+        }
+        gint64 key = key3(slot, gc->members[0], rr->coll_seq[slot]);
         coll_meet *cm = g_hash_table_lookup(ps->colls, &key);
         if (!cm) {
           cm = g_new0(coll_meet, 1);
@@ -125,7 +136,7 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         }
         if (cm->arrived < cm->members) break;
         start = cm->ready;
-        rr->coll_seq[op->group]++;
+        rr->coll_seq[slot]++;
         const char *algo = coll_resolve(op->coll, c->coll, op->bytes, g->P, g->nodes);
         double d = op->peer_send_bytes
                        ? coll_cost_alltoallv_s(op->peer_send_bytes, op->peer_recv_bytes, me, g)
@@ -179,7 +190,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
                   g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free)};
   gboolean ok = TRUE;
   for (int k = 0; k < n && ok; k++) {
-    plan_rank *p = plans[k] = plan_build(x->model, c, layer_t, ranks[k], err);
+    plan_rank *p = plans[k] = run_ctx_plan(x, c, layer_t, ranks[k], err);
     if (!p) {
       ok = FALSE;
       break;
@@ -191,6 +202,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
     rr[k].registered = -1;
     rr[k].event_t = g_new(double, p->n_events + 1);
     for (int e = 0; e <= p->n_events; e++) rr[k].event_t[e] = NAN;
+    rr[k].coll_seq = g_new0(int, PLAN_N_GROUPS + (p->comms ? p->comms->n : 0));
   }
   for (gboolean busy = ok; busy && ok;) {
     int ran = 0;
@@ -214,6 +226,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
   for (int k = 0; k < n; k++) {
     if (ok) rec_finish(&recs[k], 0);
     g_free(rr[k].event_t);
+    g_free(rr[k].coll_seq);
   }
   g_hash_table_destroy(ps.arrival);
   g_hash_table_destroy(ps.link_free);
@@ -258,7 +271,7 @@ gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
 static int fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval) {
   const int P = c->gpus;
   for (int r = 0; r < P; r++) eval[r] = TRUE;
-  if (c->no_folding || c->dp < 2 || c->ep > 1) return 1;
+  if (c->no_folding || x->trace || c->dp < 2 || c->ep > 1) return 1;
   const int n = c->tp * c->pp;
   int *rep = g_new(int, n);
   for (int p = 0; p < c->pp; p++)
@@ -331,7 +344,8 @@ gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError 
     r->gpu_model = x->gpu->name;
     res_kdb_set_source(&r->kdb, &x->kernels);
     /* the paper's equations cover data parallelism and its grid only */
-    if (c->pp == 1 && c->ep == 1 && !(c->tp > 1 && c->tp_style == CFG_TP_MEGATRON))
+    if (!x->trace && c->pp == 1 && c->ep == 1 &&
+        !(c->tp > 1 && c->tp_style == CFG_TP_MEGATRON))
       ok = analytic_gholami_comm_s(x->model, c, x->platform, &r->gholami_comm_s, err);
   }
   for (int k = 0; k < n; k++) {

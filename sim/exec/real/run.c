@@ -492,7 +492,7 @@ int real_exec_main(int argc, char **argv) {
   comms k;
   memset(&k, 0, sizeof k);
   int *node_of = g_new0(int, P); /* every rank on this machine */
-  coll_groups_init(&k.g, c, rank, node_of);
+  coll_groups_init(&k.g, c, NULL, rank, node_of);
   g_free(node_of);
   int n_send = 0;
   for (int i = 0; i < plan->n_ops; i++) n_send += plan->ops[i].kind == PLAN_SEND;

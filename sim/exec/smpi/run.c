@@ -126,7 +126,7 @@ static void be_sends_wait(void *be, int iter) {
 static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) {
   (void)iter;
   smpi_rank *g = be;
-  const plan_group grp = op->group;
+  const int grp = coll_groups_slot(op);
   const int n = g->groups.size[grp];
   const coll_op cop = op->coll;
   const char *algo = coll_resolve(cop, shared.ctx.cfg.coll, op->bytes, n, g->groups.nodes[grp]);
@@ -227,7 +227,7 @@ int smpi_exec_main(int argc, char **argv) {
     return 2;
   }
   GError *e = NULL;
-  plan_rank *plan = plan_build(x->model, c, x->layer_t, rank, &e);
+  plan_rank *plan = run_ctx_plan(x, c, x->layer_t, rank, &e);
   if (!plan) {
     if (rank == 0) fprintf(stderr, "dlsim-smpi: %s\n", e->message);
     g_error_free(e);
@@ -241,8 +241,11 @@ int smpi_exec_main(int argc, char **argv) {
   for (int i = 0; i < plan->n_ops; i++)
     if (plan->ops[i].kind != PLAN_KERNEL) { /* collectives and point-to-point messages */
       double b = plan->ops[i].bytes, in = 0;
-      if (plan->ops[i].peer_recv_bytes) /* uneven all-to-all: what arrives may exceed what leaves */
-        for (int j = 0; j < c->ep; j++) in += plan->ops[i].peer_recv_bytes[j];
+      if (plan->ops[i].peer_recv_bytes) { /* uneven all-to-all: what arrives may exceed what
+                                             leaves */
+        const int n = plan->ops[i].comm >= 0 ? plan->comms->size[plan->ops[i].comm] : c->ep;
+        for (int j = 0; j < n; j++) in += plan->ops[i].peer_recv_bytes[j];
+      }
       maxb = MAX(maxb, MAX(b, in));
       n_send += plan->ops[i].kind == PLAN_SEND;
     }
@@ -259,7 +262,7 @@ int smpi_exec_main(int argc, char **argv) {
   g.rank = rank;
   g.plan = plan;
   g.speed = sg_host_get_speed(sg_host_self());
-  coll_groups_init(&g.groups, c, rank, shared.node_of);
+  coll_groups_init(&g.groups, c, plan->comms, rank, shared.node_of);
   g.sendbuf = shared.sendbuf;
   g.recvbuf = shared.recvbuf;
   MPI_Op_create(noop_op, 1, &g.noop);

@@ -1,0 +1,574 @@
+/* trace.c — op lists from Chakra execution traces (see trace.h). */
+#include "plan/trace.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dl_common.h"
+
+struct plan_trace {
+  char *dir;
+  int P;
+  et_file **files; /* per rank */
+  plan_comms comms;
+  GHashTable *comm_id; /* pg_name -> communicator index + 1 */
+};
+
+int plan_trace_ranks(const plan_trace *t) { return t->P; }
+const et_file *plan_trace_file(const plan_trace *t, int rank) { return t->files[rank]; }
+const plan_comms *plan_trace_comms(const plan_trace *t) { return &t->comms; }
+
+char *plan_trace_file_name(const char *prefix, int rank) {
+  return g_strdup_printf("%s.%d.et", prefix, rank);
+}
+
+void plan_trace_free(plan_trace *t) {
+  if (!t) return;
+  for (int r = 0; t->files && r < t->P; r++) et_free(t->files[r]);
+  g_free(t->files);
+  for (int i = 0; i < t->comms.n; i++) g_free(t->comms.members[i]);
+  g_free(t->comms.members);
+  g_free(t->comms.size);
+  if (t->comm_id) g_hash_table_destroy(t->comm_id);
+  g_free(t->dir);
+  g_free(t);
+}
+
+/* "<prefix>.<rank>.et": the prefix (newly allocated) and the rank, or NULL. */
+static char *split_name(const char *name, int *rank) {
+  if (!g_str_has_suffix(name, ".et")) return NULL;
+  char *stem = g_strndup(name, strlen(name) - 3);
+  char *dot = strrchr(stem, '.');
+  char *end = NULL;
+  if (!dot || dot == stem || !g_ascii_isdigit(dot[1])) goto no;
+  errno = 0;
+  long r = strtol(dot + 1, &end, 10);
+  if (*end || errno || r < 0 || r >= CFG_MAX_GPUS) goto no;
+  *dot = 0;
+  *rank = (int)r;
+  return stem;
+no:
+  g_free(stem);
+  return NULL;
+}
+
+/* The files of `dir`: one prefix, ranks 0..P-1. */
+static gboolean find_files(plan_trace *t, char **prefix, GError **err) {
+  GDir *d = g_dir_open(t->dir, 0, NULL);
+  if (!d) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--workload chakra:%s: not a readable directory",
+                t->dir);
+    return FALSE;
+  }
+  GHashTable *ranks = g_hash_table_new(g_direct_hash, g_direct_equal);
+  gboolean ok = TRUE;
+  int max = -1;
+  for (const char *name; ok && (name = g_dir_read_name(d));) {
+    int r;
+    char *p = split_name(name, &r);
+    if (!p) continue;
+    if (!*prefix) *prefix = g_strdup(p);
+    if (strcmp(p, *prefix) != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--workload chakra:%s: traces of two runs (%s.*.et "
+                  "and %s.*.et); keep one per directory", t->dir, *prefix, p);
+      ok = FALSE;
+    }
+    g_hash_table_add(ranks, GINT_TO_POINTER(r + 1));
+    max = MAX(max, r);
+    g_free(p);
+  }
+  g_dir_close(d);
+  if (ok && max < 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--workload chakra:%s: no trace files "
+                "(<prefix>.<rank>.et)", t->dir);
+    ok = FALSE;
+  }
+  for (int r = 0; ok && r <= max; r++)
+    if (!g_hash_table_contains(ranks, GINT_TO_POINTER(r + 1))) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--workload chakra:%s: %s.%d.et is missing (the "
+                  "files go up to rank %d)", t->dir, *prefix, r, max);
+      ok = FALSE;
+    }
+  g_hash_table_destroy(ranks);
+  t->P = max + 1;
+  return ok;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  const int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* Adds communicator `id` of `m` members (any order; m = 0: every rank). */
+static void add_comm(plan_trace *t, const char *id, const int *members, int m) {
+  const int k = t->comms.n++;
+  t->comms.members = g_renew(int *, t->comms.members, t->comms.n);
+  t->comms.size = g_renew(int, t->comms.size, t->comms.n);
+  t->comms.size[k] = m ? m : t->P;
+  t->comms.members[k] = g_new(int, t->comms.size[k]);
+  for (int i = 0; i < t->comms.size[k]; i++) t->comms.members[k][i] = m ? members[i] : i;
+  qsort(t->comms.members[k], (size_t)t->comms.size[k], sizeof(int), cmp_int);
+  g_hash_table_insert(t->comm_id, g_strdup(id), GINT_TO_POINTER(k + 1));
+}
+
+/* A METADATA node of Chakra's PyTorch converter ("## process_group:init ##") lists the process
+ * groups in inputs.values: Python's str() of a one-element list holding a JSON array of
+ * {"pg_name", "ranks", ...} ("ranks": [] for every rank). Groups that comm_groups.json names
+ * keep the file's members. */
+static gboolean metadata_groups(plan_trace *t, const et_file *f, const et_node *n,
+                                GError **err) {
+  const char *v = n->type == ET_METADATA ? n->inputs_values : NULL;
+  const size_t len = v ? strlen(v) : 0;
+  if (len < 4 || strncmp(v, "['", 2) != 0 || strcmp(v + len - 2, "']") != 0) return TRUE;
+  char *text = g_strndup(v + 2, len - 4);
+  cJSON *a = cJSON_Parse(text);
+  gboolean ok = cJSON_IsArray(a);
+  for (const cJSON *g = ok ? a->child : NULL; ok && g; g = g->next) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(g, "pg_name"),
+                *ranks = cJSON_GetObjectItemCaseSensitive(g, "ranks");
+    ok = cJSON_IsString(name) && cJSON_IsArray(ranks);
+    if (!ok || g_hash_table_contains(t->comm_id, name->valuestring)) continue;
+    const int m = cJSON_GetArraySize(ranks);
+    int *mem = g_new(int, m ? m : 1), i = 0;
+    for (const cJSON *x = ranks->child; ok && x; x = x->next, i++) {
+      ok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble < t->P &&
+           x->valuedouble == (double)(int)x->valuedouble;
+      mem[i] = ok ? (int)x->valuedouble : 0;
+    }
+    for (int j = 1; ok && j < m; j++)
+      for (int k = 0; k < j && ok; k++) ok = mem[j] != mem[k];
+    if (ok) add_comm(t, name->valuestring, mem, m);
+    g_free(mem);
+  }
+  cJSON_Delete(a);
+  g_free(text);
+  if (!ok)
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: node %" G_GUINT64_FORMAT " '%s': inputs.values: "
+                "expected ['[{\"pg_name\": \"<id>\", \"ranks\": [<rank>, ...]}, ...]'] with ranks "
+                "0..%d, each once", f->path, n->id, n->name, t->P - 1);
+  return ok;
+}
+
+/* comm_groups.json, when there is one. */
+static gboolean read_comm_groups(plan_trace *t, GError **err) {
+  t->comm_id = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  char *path = g_build_filename(t->dir, "comm_groups.json", NULL);
+  gboolean ok = TRUE;
+  if (g_file_test(path, G_FILE_TEST_EXISTS)) {
+    gsize len = 0;
+    char *text = dl_read_file(path, &len, err);
+    cJSON *root = text ? dl_json_parse(path, text, len, err) : NULL;
+    ok = root != NULL;
+    if (ok && !cJSON_IsObject(root)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: expected an object {\"<id>\": [ranks...]}",
+                  path);
+      ok = FALSE;
+    }
+    const int n = ok ? cJSON_GetArraySize(root) : 0;
+    t->comms.members = g_new0(int *, n ? n : 1);
+    t->comms.size = g_new0(int, n ? n : 1);
+    for (const cJSON *g = ok ? root->child : NULL; ok && g; g = g->next) {
+      const int k = t->comms.n++, m = cJSON_GetArraySize(g);
+      t->comms.members[k] = g_new(int, m ? m : 1);
+      t->comms.size[k] = m;
+      if (!cJSON_IsArray(g) || m < 1) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s: expected a non-empty list of ranks",
+                    path, g->string);
+        ok = FALSE;
+        break;
+      }
+      int i = 0;
+      for (const cJSON *v = g->child; ok && v; v = v->next, i++) {
+        if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble ||
+            v->valuedouble < 0 || v->valuedouble >= t->P) {
+          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s[%d]: expected a rank 0..%d", path,
+                      g->string, i, t->P - 1);
+          ok = FALSE;
+        }
+        t->comms.members[k][i] = ok ? (int)v->valuedouble : 0;
+      }
+      qsort(t->comms.members[k], (size_t)m, sizeof(int), cmp_int);
+      for (i = 1; ok && i < m; i++)
+        if (t->comms.members[k][i] == t->comms.members[k][i - 1]) {
+          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s: rank %d is listed twice", path,
+                      g->string, t->comms.members[k][i]);
+          ok = FALSE;
+        }
+      if (ok && !g_hash_table_insert(t->comm_id, g_strdup(g->string), GINT_TO_POINTER(k + 1))) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s: listed twice", path, g->string);
+        ok = FALSE;
+      }
+    }
+    cJSON_Delete(root);
+    g_free(text);
+  }
+  g_free(path);
+  for (int r = 0; ok && r < t->P; r++)
+    for (int i = 0; ok && i < t->files[r]->n_nodes; i++)
+      ok = metadata_groups(t, t->files[r], &t->files[r]->nodes[i], err);
+  if (!ok) return FALSE;
+  /* every rank: the communicator of collectives without pg_name */
+  t->comms.members = g_renew(int *, t->comms.members, t->comms.n + 1);
+  t->comms.size = g_renew(int, t->comms.size, t->comms.n + 1);
+  t->comms.members[t->comms.n] = g_new(int, t->P);
+  for (int r = 0; r < t->P; r++) t->comms.members[t->comms.n][r] = r;
+  t->comms.size[t->comms.n++] = t->P;
+  return TRUE;
+}
+
+plan_trace *plan_trace_open(const char *dir, GError **err) {
+  plan_trace *t = g_new0(plan_trace, 1);
+  t->dir = g_strdup(dir);
+  char *prefix = NULL;
+  gboolean ok = find_files(t, &prefix, err);
+  if (ok) {
+    t->files = g_new0(et_file *, t->P);
+    for (int r = 0; ok && r < t->P; r++) {
+      char *name = plan_trace_file_name(prefix, r);
+      char *path = g_build_filename(dir, name, NULL);
+      ok = (t->files[r] = et_read(path, err)) != NULL;
+      g_free(path);
+      g_free(name);
+    }
+  }
+  g_free(prefix);
+  int nodes = 0;
+  for (int r = 0; ok && r < t->P; r++) nodes += t->files[r]->n_nodes > 0;
+  if (ok && !nodes) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--workload chakra:%s: the traces hold no nodes",
+                dir);
+    ok = FALSE;
+  }
+  ok = ok && read_comm_groups(t, err);
+  for (int r = 0; ok && r < t->P; r++) {
+    plan_rank *p = plan_trace_rank(t, r, err);
+    ok = p != NULL;
+    plan_rank_free(p);
+  }
+  if (!ok) {
+    plan_trace_free(t);
+    return NULL;
+  }
+  return t;
+}
+
+/* ---- one rank ---------------------------------------------------------------------------------- */
+
+static int64_t attr_int(const et_node *n, const char *name, int64_t dflt) {
+  const et_attr *a = et_node_attr(n, name);
+  return a && (a->kind == ET_A_INT || a->kind == ET_A_BOOL) ? a->i : dflt;
+}
+
+static double attr_num(const et_node *n, const char *name, double dflt) {
+  const et_attr *a = et_node_attr(n, name);
+  if (!a) return dflt;
+  if (a->kind == ET_A_DOUBLE) return isfinite(a->d) ? a->d : dflt;
+  if (a->kind == ET_A_INT) return (double)a->i;
+  return dflt;
+}
+
+static const char *attr_str(const et_node *n, const char *name) {
+  const et_attr *a = et_node_attr(n, name);
+  return a && a->kind == ET_A_STRING ? a->s : NULL;
+}
+
+/* An enum value by its name in `names` (count n), else `dflt`. */
+static int by_name(const char *s, const char *(*name_of)(int), int n, int dflt) {
+  if (s)
+    for (int i = 0; i < n; i++)
+      if (strcmp(name_of(i), s) == 0) return i;
+  return dflt;
+}
+static const char *phase_of(int i) { return plan_phase_name((plan_phase)i); }
+static const char *purpose_of(int i) { return plan_purpose_name((plan_purpose)i); }
+static const char *group_of(int i) { return plan_group_name((plan_group)i); }
+
+typedef struct {
+  const plan_trace *t;
+  const et_file *f;
+  int rank;
+  GError **err;
+} conv;
+
+static gboolean refuse(conv *v, const et_node *n, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static gboolean refuse(conv *v, const et_node *n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *why = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(v->err, DL_ERROR, DL_ERR_INPUT, "%s: node %" G_GUINT64_FORMAT " '%s': %s",
+              v->f->path, n->id, n->name, why);
+  g_free(why);
+  return FALSE;
+}
+
+static gboolean peer_of(conv *v, const et_node *n, const char *attr, int *peer) {
+  const int64_t p = attr_int(n, attr, -1);
+  if (p < 0 || p >= v->t->P || p == v->rank)
+    return refuse(v, n, "%s %" G_GINT64_FORMAT ": expected another rank of 0..%d", attr, p,
+                  v->t->P - 1);
+  *peer = (int)p;
+  return TRUE;
+}
+
+static gboolean coll_of(conv *v, const et_node *n, plan_op *op, GPtrArray *pool) {
+  const et_attr *ct = et_node_attr(n, "comm_type");
+  if (!ct || ct->kind != ET_A_INT) return refuse(v, n, "a collective without comm_type");
+  switch ((et_coll_type)ct->i) {
+  case ET_ALL_REDUCE: op->coll = COLL_ALLREDUCE; break;
+  case ET_ALL_GATHER: op->coll = COLL_ALLGATHER; break;
+  case ET_REDUCE_SCATTER: op->coll = COLL_REDUCESCATTER; break;
+  case ET_BROADCAST: op->coll = COLL_BROADCAST; break;
+  case ET_ALL_TO_ALL: op->coll = COLL_ALLTOALL; break;
+  default:
+    return refuse(v, n, "comm_type %" G_GINT64_FORMAT " (%s): dlsim models ALL_REDUCE, "
+                  "ALL_GATHER, REDUCE_SCATTER, BROADCAST and ALL_TO_ALL", ct->i,
+                  et_coll_type_name((int)ct->i));
+  }
+  const et_attr *pg = et_node_attr(n, "pg_name");
+  if (pg) {
+    char *id = pg->kind == ET_A_STRING ? g_strdup(pg->s) : g_strdup_printf("%" G_GINT64_FORMAT,
+                                                                           pg->i);
+    int k = GPOINTER_TO_INT(g_hash_table_lookup(v->t->comm_id, id)) - 1;
+    if (k < 0 && (!*id || strcmp(id, "0") == 0)) k = v->t->comms.n - 1; /* the default group */
+    if (k < 0) {
+      gboolean r = refuse(v, n, "pg_name '%s' is not in %s/comm_groups.json nor in a process-group "
+                          "METADATA node", id, v->t->dir);
+      g_free(id);
+      return r;
+    }
+    g_free(id);
+    op->comm = k;
+  } else {
+    op->comm = v->t->comms.n - 1; /* every rank */
+  }
+  const int m = v->t->comms.size[op->comm];
+  const int *mem = v->t->comms.members[op->comm];
+  if (!bsearch(&v->rank, mem, (size_t)m, sizeof(int), cmp_int))
+    return refuse(v, n, "rank %d is not a member of its communicator", v->rank);
+  const et_attr *sb = et_node_attr(n, "dlsim_send_bytes"), *rb = et_node_attr(n, "dlsim_recv_bytes");
+  if (sb || rb) {
+    if (op->coll != COLL_ALLTOALL || !sb || !rb || sb->kind != ET_A_DOUBLES ||
+        rb->kind != ET_A_DOUBLES || sb->n_list != m || rb->n_list != m)
+      return refuse(v, n, "dlsim_send_bytes and dlsim_recv_bytes: expected both, on an "
+                    "ALL_TO_ALL, with one entry per member (%d)", m);
+    for (int i = 0; i < m; i++)
+      if (!(sb->list[i] >= 0 && rb->list[i] >= 0 && sb->list[i] <= 1e18 && rb->list[i] <= 1e18))
+        return refuse(v, n, "dlsim_send_bytes, dlsim_recv_bytes: expected bytes >= 0");
+    double *s = g_memdup2(sb->list, sizeof(double) * (size_t)m);
+    double *r = g_memdup2(rb->list, sizeof(double) * (size_t)m);
+    g_ptr_array_add(pool, s);
+    g_ptr_array_add(pool, r);
+    op->peer_send_bytes = s;
+    op->peer_recv_bytes = r;
+  }
+  op->group = (plan_group)by_name(attr_str(n, "dlsim_group"), group_of, PLAN_N_GROUPS,
+                                  PLAN_GRP_TRACE);
+  return TRUE;
+}
+
+/* The op of node `n`, or FALSE (refused). */
+static gboolean op_of(conv *v, const et_node *n, plan_op *op, GPtrArray *pool) {
+  memset(op, 0, sizeof *op);
+  op->layer = -1;
+  op->wait_event = op->record_event = -1;
+  op->peer = -1;
+  op->comm = -1;
+  op->fixed_s = -1;
+  op->split = 1;
+  op->group = PLAN_GRP_TRACE;
+  op->purpose = PLAN_WHY_TRACE;
+  op->phase = (plan_phase)by_name(attr_str(n, "dlsim_phase"), phase_of, PLAN_N_PHASES,
+                                  PLAN_PH_FWD);
+  op->microbatch = (int)CLAMP(attr_int(n, "dlsim_microbatch", 0), -1, G_MAXINT);
+  op->purpose = (plan_purpose)by_name(attr_str(n, "dlsim_purpose"), purpose_of, PLAN_N_PURPOSES,
+                                      PLAN_WHY_TRACE);
+  const gboolean comm = n->type == ET_COLL || n->type == ET_SEND || n->type == ET_RECV;
+  const double bytes = attr_num(n, comm ? "comm_size" : "tensor_size", 0);
+  if (!(bytes >= 0 && bytes <= 1e18))
+    return refuse(v, n, "%s: expected bytes in 0..1e18", comm ? "comm_size" : "tensor_size");
+  switch (n->type) {
+  case ET_COMP:
+  case ET_MEM_LOAD:
+  case ET_MEM_STORE:
+  case ET_METADATA: {
+    op->kind = PLAN_KERNEL;
+    op->stream = PLAN_STREAM_COMPUTE;
+    const char *kn = attr_str(n, "dlsim_kernel");
+    g_strlcpy(op->kname, kn ? kn : n->type == ET_COMP ? "trace.comp"
+                                   : n->type == ET_METADATA ? "trace.metadata" : "trace.memory",
+              sizeof op->kname);
+    const double flops = attr_num(n, "num_ops", 0);
+    if (!(flops >= 0 && flops <= 1e30)) return refuse(v, n, "num_ops: expected FLOP >= 0");
+    op->flops = n->type == ET_COMP ? flops : 0;
+    op->mem_bytes = n->type == ET_METADATA ? 0 : bytes;
+    op->gemm_like = op->flops > 0;
+    op->samples = attr_int(n, "dlsim_samples", 0);
+    const double rec = attr_num(n, "dlsim_duration_s", -1);
+    const char *key = attr_str(n, "dlsim_kernel_key");
+    if (key) {
+      char *k = g_strdup(key);
+      g_ptr_array_add(pool, k);
+      op->kdb_key = k;
+    }
+    if (n->type == ET_METADATA || (n->type == ET_COMP && attr_int(n, "is_cpu_op", 0)))
+      op->fixed_s = 0;
+    else if (n->type == ET_COMP && rec >= 0 && rec <= 1e6)
+      op->fixed_s = rec;
+    else if (n->type == ET_COMP && (n->duration_us > 0 || (op->flops == 0 && op->mem_bytes == 0)))
+      op->fixed_s = (double)n->duration_us * 1e-6;
+    /* else the roofline of its FLOP and bytes (fixed_s -1) */
+    break;
+  }
+  case ET_COLL:
+    op->kind = PLAN_COLL;
+    op->stream = PLAN_STREAM_COMM;
+    op->bytes = bytes;
+    if (!coll_of(v, n, op, pool)) return FALSE;
+    break;
+  case ET_SEND:
+  case ET_RECV:
+    op->kind = n->type == ET_SEND ? PLAN_SEND : PLAN_RECV;
+    op->stream = PLAN_STREAM_COMM;
+    op->coll = COLL_SENDRECV;
+    op->bytes = bytes;
+    op->tag = (int)CLAMP(attr_int(n, "comm_tag", 0), 0, 32767); /* MPI_TAG_UB is at least 32767 */
+    if (attr_int(n, "comm_tag", 0) != op->tag)
+      return refuse(v, n, "comm_tag %" G_GINT64_FORMAT ": expected 0..32767",
+                    attr_int(n, "comm_tag", 0));
+    if (!peer_of(v, n, n->type == ET_SEND ? "comm_dst" : "comm_src", &op->peer)) return FALSE;
+    op->group = PLAN_GRP_TRACE;
+    break;
+  default: return refuse(v, n, "node type %d: dlsim has no model of it", (int)n->type);
+  }
+  const char *s = attr_str(n, "dlsim_stream");
+  if (s && strcmp(s, "compute") && strcmp(s, "comm"))
+    return refuse(v, n, "dlsim_stream '%s': expected compute or comm", s);
+  if (s) {
+    op->stream = strcmp(s, "comm") == 0 ? PLAN_STREAM_COMM : PLAN_STREAM_COMPUTE;
+    if ((op->kind == PLAN_KERNEL) != (op->stream == PLAN_STREAM_COMPUTE))
+      return refuse(v, n, "dlsim_stream '%s': kernels run on the compute stream, communication "
+                    "on the comm stream", s);
+  }
+  return TRUE;
+}
+
+/* A binary min-heap of node indices: Kahn's algorithm takes the ready node first in the file. */
+static void heap_push(GArray *h, int x) {
+  g_array_append_val(h, x);
+  int *a = (int *)(void *)h->data;
+  for (guint i = h->len - 1; i > 0 && a[(i - 1) / 2] > a[i]; i = (i - 1) / 2) {
+    int t = a[i];
+    a[i] = a[(i - 1) / 2], a[(i - 1) / 2] = t;
+  }
+}
+
+static int heap_pop(GArray *h) {
+  int *a = (int *)(void *)h->data, top = a[0];
+  a[0] = a[h->len - 1];
+  g_array_set_size(h, h->len - 1);
+  for (guint i = 0;;) {
+    guint l = 2 * i + 1, r = l + 1, m = i;
+    if (l < h->len && a[l] < a[m]) m = l;
+    if (r < h->len && a[r] < a[m]) m = r;
+    if (m == i) break;
+    int t = a[i];
+    a[i] = a[m], a[m] = t;
+    i = m;
+  }
+  return top;
+}
+
+/* order[k]: the index of the k-th node in a topological order (file order among ready ones). */
+static gboolean topo_order(conv *v, GHashTable *index, int *order) {
+  const et_file *f = v->f;
+  const int n = f->n_nodes;
+  int *indeg = g_new0(int, n ? n : 1);
+  GPtrArray **users = g_new0(GPtrArray *, n ? n : 1);
+  for (int i = 0; i < n; i++) {
+    const et_node *x = &f->nodes[i];
+    for (int d = 0; d < x->n_ctrl + x->n_data; d++) {
+      const uint64_t id = d < x->n_ctrl ? x->ctrl_deps[d] : x->data_deps[d - x->n_ctrl];
+      int j = GPOINTER_TO_INT(g_hash_table_lookup(index, &id)) - 1;
+      if (!users[j]) users[j] = g_ptr_array_new();
+      g_ptr_array_add(users[j], GINT_TO_POINTER(i));
+      indeg[i]++;
+    }
+  }
+  GArray *heap = g_array_new(FALSE, FALSE, sizeof(int));
+  for (int i = 0; i < n; i++)
+    if (!indeg[i]) heap_push(heap, i);
+  int k = 0;
+  while (heap->len) {
+    int i = heap_pop(heap);
+    order[k++] = i;
+    for (guint u = 0; users[i] && u < users[i]->len; u++) {
+      int j = GPOINTER_TO_INT(g_ptr_array_index(users[i], u));
+      if (--indeg[j] == 0) heap_push(heap, j);
+    }
+  }
+  gboolean ok = k == n;
+  for (int i = 0; !ok && i < n; i++)
+    if (indeg[i]) {
+      refuse(v, &f->nodes[i], "its dependencies form a cycle");
+      break;
+    }
+  g_array_free(heap, TRUE);
+  for (int i = 0; i < n; i++)
+    if (users[i]) g_ptr_array_free(users[i], TRUE);
+  g_free(users);
+  g_free(indeg);
+  return ok;
+}
+
+plan_rank *plan_trace_rank(const plan_trace *t, int rank, GError **err) {
+  g_return_val_if_fail(rank >= 0 && rank < t->P, NULL);
+  conv v = {t, t->files[rank], rank, err};
+  const et_file *f = v.f;
+  const int n = f->n_nodes;
+  plan_rank *p = g_new0(plan_rank, 1);
+  p->pool = g_ptr_array_new_with_free_func(g_free);
+  p->comms = &t->comms;
+  p->stage_first = g_new0(int, 2);
+  p->ops = g_new0(plan_op, n ? n : 1);
+  GHashTable *index = g_hash_table_new(g_int64_hash, g_int64_equal); /* id -> node index + 1 */
+  for (int i = 0; i < n; i++)
+    g_hash_table_insert(index, (gpointer)&f->nodes[i].id, GINT_TO_POINTER(i + 1));
+  int *order = g_new(int, n ? n : 1), *pos = g_new(int, n ? n : 1);
+  gboolean ok = topo_order(&v, index, order);
+  for (int k = 0; ok && k < n; k++) {
+    ok = op_of(&v, &f->nodes[order[k]], &p->ops[k], p->pool);
+    pos[order[k]] = k;
+  }
+  /* a cross-stream dependency: wait for the last op of the other stream the op depends on */
+  for (int k = 0; ok && k < n; k++) {
+    const et_node *x = &f->nodes[order[k]];
+    int last = -1;
+    for (int d = 0; d < x->n_ctrl + x->n_data; d++) {
+      const uint64_t id = d < x->n_ctrl ? x->ctrl_deps[d] : x->data_deps[d - x->n_ctrl];
+      const int j = pos[GPOINTER_TO_INT(g_hash_table_lookup(index, &id)) - 1];
+      if (p->ops[j].stream != p->ops[k].stream && j > last) last = j;
+    }
+    if (last < 0) continue;
+    if (p->ops[last].record_event < 0) p->ops[last].record_event = p->n_events++;
+    p->ops[k].wait_event = p->ops[last].record_event;
+  }
+  p->n_ops = n;
+  p->mem.params = MAX(0.0, et_meta_num(f, "dlsim_memory_params_bytes", 0));
+  p->mem.grads = MAX(0.0, et_meta_num(f, "dlsim_memory_grads_bytes", 0));
+  p->mem.optimizer = MAX(0.0, et_meta_num(f, "dlsim_memory_optimizer_bytes", 0));
+  p->mem.activations = MAX(0.0, et_meta_num(f, "dlsim_memory_activations_bytes", 0));
+  p->max_stash = (int)CLAMP(et_meta_num(f, "dlsim_max_stash", 1), 1, G_MAXINT);
+  p->stage = (int)CLAMP(et_meta_num(f, "dlsim_stage", 0), 0, G_MAXINT);
+  g_free(order);
+  g_free(pos);
+  g_hash_table_destroy(index);
+  if (!ok) {
+    plan_rank_free(p);
+    return NULL;
+  }
+  return p;
+}

@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Chakra execution traces written by this test (tests/chakra/et.py, the wire format by hand from
+the published schema) run with `dlsim run --workload chakra:DIR` on the star platform (every
+route: two 1 us links of 25 GB/s, so alpha = 2 us, beta = 25e9 B/s, no contention) and give the
+hand-computed iteration times, in closed form (1e-9) and in simulation (0.1 %):
+
+  data-parallel MLP, 2 ranks: fwd 100 us; bwd of layer 2 (100 us), then its gradients' ring
+    all-reduce (10 MB: 2 (alpha + 5 MB / beta) = 404 us) on the comm stream while bwd of layer 1
+    (100 us) runs; the second all-reduce starts when the first ends (604 us) and ends at 1008 us;
+    the optimizer (50 us) waits for it: 1058 us.
+  GPipe pipeline, 2 stages x 2 micro-batches, 1 MB activations (alpha + 1 MB / beta = 42 us):
+    stage 1 runs F0 142-242, F1 242-342, B0 342-542, B1 542-742; gradients reach stage 0 at 584
+    and 784; stage 0 runs B0 584-784, B1 784-984: 984 us.
+  MoE layer, 2 ranks (expert parallel): router 50 us, all-to-all dispatch of 4 MB (pairwise,
+    (P-1)(alpha + n/P/beta) = 82 us), experts 300 us, all-to-all combine 82 us, head 50 us:
+    564 us; its communicator comes from comm_groups.json.
+
+Also: a dlsim export decodes with the same independent reader (schema version, field members,
+dependencies, comm groups), and traces dlsim cannot map are refused with exit 2 and a one-line
+message naming the node.
+
+Usage: check_fixtures.py DLSIM [--write DIR]   (--write keeps the three fixtures in DIR)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import et
+
+DLSIM = os.path.abspath(sys.argv[1])
+failures = 0
+
+
+def check(what, ok, detail=""):
+    global failures
+    failures += not ok
+    print("%s %s%s" % ("ok  " if ok else "FAIL", what, ": " + detail if detail else ""))
+
+
+def comp(i, name, us, ctrl=(), data=()):
+    return et.node(i, name, et.COMP_NODE, ctrl, data, us, {"is_cpu_op": False})
+
+
+def coll(i, name, kind, nbytes, ctrl=(), data=(), pg=None):
+    attrs = {"comm_type": kind, "comm_size": nbytes}
+    if pg is not None:
+        attrs["pg_name"] = pg
+    return et.node(i, name, et.COMM_COLL_NODE, ctrl, data, 0, attrs)
+
+
+def p2p(i, name, send, src, dst, tag, nbytes, ctrl=(), data=()):
+    return et.node(i, name, et.COMM_SEND_NODE if send else et.COMM_RECV_NODE, ctrl, data, 0,
+                   {"comm_src": src, "comm_dst": dst, "comm_tag": tag, "comm_size": nbytes})
+
+
+def write_dp(d):
+    for r in range(2):
+        et.write(os.path.join(d, "mlp.%d.et" % r), [
+            comp(0, "fwd", 100),
+            comp(1, "bwd layer2", 100, ctrl=[0]),
+            coll(2, "allreduce grads layer2", et.ALL_REDUCE, 10_000_000, data=[1]),
+            comp(3, "bwd layer1", 100, ctrl=[1]),
+            coll(4, "allreduce grads layer1", et.ALL_REDUCE, 10_000_000, ctrl=[2], data=[3]),
+            comp(5, "optimizer", 50, ctrl=[3], data=[4]),
+        ])
+
+
+def write_pipeline(d):
+    MB = 1_000_000
+    et.write(os.path.join(d, "pipe.0.et"), [
+        comp(0, "F0", 100),
+        p2p(1, "send act0", True, 0, 1, 0, MB, data=[0]),
+        comp(2, "F1", 100, ctrl=[0]),
+        p2p(3, "send act1", True, 0, 1, 2, MB, ctrl=[1], data=[2]),
+        p2p(4, "recv grad0", False, 1, 0, 1, MB, ctrl=[3]),
+        comp(5, "B0", 200, ctrl=[2], data=[4]),
+        p2p(6, "recv grad1", False, 1, 0, 3, MB, ctrl=[4]),
+        comp(7, "B1", 200, ctrl=[5], data=[6]),
+    ])
+    et.write(os.path.join(d, "pipe.1.et"), [
+        p2p(0, "recv act0", False, 0, 1, 0, MB),
+        comp(1, "F0", 100, data=[0]),
+        p2p(2, "recv act1", False, 0, 1, 2, MB, ctrl=[0]),
+        comp(3, "F1", 100, ctrl=[1], data=[2]),
+        comp(4, "B0", 200, ctrl=[3]),
+        p2p(5, "send grad0", True, 1, 0, 1, MB, ctrl=[2], data=[4]),
+        comp(6, "B1", 200, ctrl=[4]),
+        p2p(7, "send grad1", True, 1, 0, 3, MB, ctrl=[5], data=[6]),
+    ])
+
+
+def write_moe(d):
+    for r in range(2):
+        et.write(os.path.join(d, "moe.%d.et" % r), [
+            comp(0, "router", 50),
+            coll(1, "dispatch", et.ALL_TO_ALL, 4_000_000, data=[0], pg="0"),
+            comp(2, "experts", 300, ctrl=[0], data=[1]),
+            coll(3, "combine", et.ALL_TO_ALL, 4_000_000, ctrl=[1], data=[2], pg="0"),
+            comp(4, "head", 50, ctrl=[2], data=[3]),
+        ])
+    with open(os.path.join(d, "comm_groups.json"), "w") as f:
+        json.dump({"0": [0, 1]}, f)
+
+
+def write_moe_pytorch(d):
+    """The MoE fixture as Chakra's PyTorch converter writes groups: a METADATA node lists them
+    (pg_name "1", ranks [] = every rank), and host-side CPU operators take no time."""
+    groups = "['[{\"pg_name\": \"1\", \"backend_config\": \"cuda:nccl\", \"ranks\": [], " \
+             "\"group_size\": 2, \"group_count\": 1}]']"
+    for r in range(2):
+        et.write(os.path.join(d, "moe.%d.et" % r), [
+            et.node(0, "## process_group:init ##", et.METADATA_NODE, inputs_values=groups),
+            et.node(1, "aten::linear", et.COMP_NODE, duration_us=999, attrs={"is_cpu_op": True}),
+            comp(2, "router", 50, data=[1]),
+            coll(3, "dispatch", et.ALL_TO_ALL, 4_000_000, data=[2], pg="1"),
+            comp(4, "experts", 300, ctrl=[2], data=[3]),
+            coll(5, "combine", et.ALL_TO_ALL, 4_000_000, ctrl=[3], data=[4], pg="1"),
+            comp(6, "head", 50, ctrl=[4], data=[5]),
+        ])
+
+
+FIXTURES = {"dp-mlp": (write_dp, 1058e-6), "pipeline": (write_pipeline, 984e-6),
+            "moe": (write_moe, 564e-6), "moe-pytorch-groups": (write_moe_pytorch, 564e-6)}
+TOL = {"analytic": 1e-9, "sim": 1e-3}
+
+
+def run(*args):
+    return subprocess.run([DLSIM, *args], capture_output=True, text=True)
+
+
+def fixtures(root):
+    for name, (write, want) in FIXTURES.items():
+        d = os.path.join(root, name)
+        os.makedirs(d, exist_ok=True)
+        write(d)
+        for mode in ("analytic", "sim"):
+            out = os.path.join(root, "%s.%s.json" % (name, mode))
+            p = run("run", "--workload", "chakra:" + d, "--platform", "star", "--mode", mode,
+                    "--iters", "2", "--reproducible", "--out", out)
+            if p.returncode != 0:
+                check("%s.%s runs" % (name, mode), False, p.stderr.strip())
+                continue
+            r = json.load(open(out))
+            got = r["iteration_time_s"]
+            rel = abs(got - want) / want
+            check("%s.%s: iteration %.3f us, by hand %.3f us" % (name, mode, got * 1e6,
+                                                               want * 1e6),
+                  rel <= TOL[mode], "relative %.2g (tolerance %g)" % (rel, TOL[mode]))
+            check("%s.%s: %d kernels a rank, each at its recorded time" % (
+                  name, mode, r["kernel_db"]["recorded"]),
+                  r["kernel_db"]["recorded"] > 0 and r["kernel_db"]["estimated"] == 0)
+    # the group's members come from the METADATA node: a group of one would cost nothing
+    d = os.path.join(root, "moe-pytorch-groups")
+    with open(os.path.join(d, "comm_groups.json"), "w") as f:
+        json.dump({"1": [0]}, f)  # the file's groups win: rank 1 is then outside its group
+    p = run("run", "--workload", "chakra:" + d, "--mode", "analytic", "--platform", "star")
+    check("comm_groups.json takes precedence over METADATA groups",
+          p.returncode == 2 and "rank 1 is not a member" in p.stderr, p.stderr.strip())
+    os.unlink(os.path.join(d, "comm_groups.json"))
+
+
+def exported(root):
+    """dlsim's own traces, read by the independent decoder."""
+    d = os.path.join(root, "export")
+    p = run("export", "--format", "chakra", "--out", d, "--workload", "gpt-tiny", "--gpus", "4",
+            "--tp", "2", "--pp", "2", "--microbatches", "2", "--batch", "8")
+    check("export gpt-tiny tp 2 pp 2 exits 0", p.returncode == 0, p.stderr.strip())
+    if p.returncode:
+        return
+    groups = json.load(open(os.path.join(d, "comm_groups.json")))
+    types = set()
+    for r in range(4):
+        meta, nodes = et.read(os.path.join(d, "dlsim.%d.et" % r))
+        check("rank %d: schema version 0.0.4, dlsim's configuration" % r,
+              meta["version"] == "0.0.4" and json.loads(meta["attr"]["dlsim_config"])["tp"] == 2)
+        check("rank %d: node ids 0..%d in order" % (r, len(nodes) - 1),
+              [n["id"] for n in nodes] == list(range(len(nodes))))
+        check("rank %d: dependencies name earlier nodes" % r,
+              all(d < n["id"] for n in nodes for d in n["ctrl_deps"] + n["data_deps"]))
+        bad = []
+        for n in nodes:
+            types.add(n["type"])
+            m, a = n["members"], n["attr"]
+            if n["type"] == et.COMP_NODE:
+                if (m.get("num_ops"), m.get("tensor_size"), m.get("is_cpu_op")) != \
+                        ("int64_val", "uint64_val", "bool_val") or \
+                        abs(n["duration_micros"] - a["dlsim_duration_s"] * 1e6) > 0.5:
+                    bad.append(n["name"])
+            elif n["type"] == et.COMM_COLL_NODE:
+                if (m.get("comm_type"), m.get("comm_size"), m.get("pg_name")) != \
+                        ("int64_val", "int64_val", "string_val") or \
+                        r not in groups.get(a["pg_name"], []):
+                    bad.append(n["name"])
+            elif n["type"] in (et.COMM_SEND_NODE, et.COMM_RECV_NODE):
+                if (m.get("comm_src"), m.get("comm_dst"), m.get("comm_tag")) != \
+                        ("int32_val",) * 3 or r not in (a["comm_src"], a["comm_dst"]):
+                    bad.append(n["name"])
+            else:
+                bad.append(n["name"])
+        check("rank %d: %d nodes with the schema's attribute members" % (r, len(nodes)),
+              not bad, ", ".join(bad[:3]))
+    check("compute, collective, send and receive nodes all written",
+          types == {et.COMP_NODE, et.COMM_COLL_NODE, et.COMM_SEND_NODE, et.COMM_RECV_NODE},
+          str(sorted(types)))
+
+
+def refused(root):
+    """What cannot be mapped: exit 2, one line naming the file and the node."""
+    cases = {
+        "barrier": ([[comp(0, "fwd", 10), coll(1, "sync", et.BARRIER, 0, data=[0])]] * 2, None,
+                    "node 1 'sync': comm_type 9 (BARRIER)"),
+        "cycle": ([[comp(0, "a", 10, ctrl=[1]), comp(1, "b", 10, ctrl=[0])]] * 2, None,
+                  "its dependencies form a cycle"),
+        "group": ([[coll(0, "ar", et.ALL_REDUCE, 100, pg="7")]] * 2, {"0": [0, 1]},
+                  "node 0 'ar': pg_name '7' is not in"),
+        "self-send": ([[p2p(0, "loop", True, 0, 0, 0, 100)], [comp(0, "x", 1)]], None,
+                      "node 0 'loop': comm_dst 0: expected another rank"),
+        "outsider": ([[coll(0, "ar", et.ALL_REDUCE, 100, pg="0")]] * 2, {"0": [0]},
+                     "node 0 'ar': rank 1 is not a member"),
+        "data-dep": ([[comp(0, "a", 10, data=[5])]] * 2, None,
+                     "data dependency on node 5, which the file does not hold"),
+    }
+    for name, (ranks, groups, want) in cases.items():
+        d = os.path.join(root, "bad-" + name)
+        os.makedirs(d)
+        for r, nodes in enumerate(ranks):
+            et.write(os.path.join(d, "t.%d.et" % r), nodes)
+        if groups:
+            json.dump(groups, open(os.path.join(d, "comm_groups.json"), "w"))
+        out = os.path.join(root, "bad.json")
+        p = run("run", "--workload", "chakra:" + d, "--platform", "star", "--mode", "analytic",
+                "--out", out)
+        msg = p.stderr.strip()
+        check("refused: %s" % name, p.returncode == 2 and want in msg and "\n" not in msg and
+              d in msg and not os.path.exists(out), "exit %d: %s" % (p.returncode, msg))
+    d = os.path.join(root, "bad-gap")
+    os.makedirs(d)
+    for r in (0, 2):
+        et.write(os.path.join(d, "t.%d.et" % r), [comp(0, "a", 10)])
+    p = run("run", "--workload", "chakra:" + d, "--mode", "analytic")
+    check("refused: a missing rank", p.returncode == 2 and "t.1.et is missing" in p.stderr,
+          p.stderr.strip())
+    with open(os.path.join(d, "t.1.et"), "wb") as f:
+        f.write(b"\xff\xff\xff\xff\x0fnot a trace")
+    p = run("run", "--workload", "chakra:" + d, "--mode", "analytic")
+    check("refused: a file that is not a trace", p.returncode == 2 and "t.1.et: record 0" in
+          p.stderr, p.stderr.strip())
+
+
+def main():
+    keep = sys.argv[sys.argv.index("--write") + 1] if "--write" in sys.argv else None
+    with tempfile.TemporaryDirectory() as root:
+        fixtures(root)
+        exported(root)
+        refused(root)
+        if keep:
+            for name in FIXTURES:
+                shutil.copytree(os.path.join(root, name), os.path.join(keep, name),
+                                dirs_exist_ok=True)
+    print("PASSED: 0 failure(s)" if not failures else "FAILED: %d failure(s)" % failures)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
