@@ -95,8 +95,8 @@ static GOptionContext *run_context(const char *command, raw_opts *r, cfg_run *c)
        "sim: simulate every step of every collective as its own messages (default: a ring phase "
        "as one message each way, same simulated time; README)", NULL},
       {"no-folding", 0, 0, G_OPTION_ARG_NONE, &c->no_folding,
-       "closed form: evaluate every rank (default: one data-parallel replica stands for the "
-       "others where they are equivalent; README)", NULL},
+       "closed form: evaluate every rank (default: one data-parallel replica, or one pipeline "
+       "under Megatron tp, stands for the others where they are equivalent; README)", NULL},
       {"ignore-memory", 0, 0, G_OPTION_ARG_NONE, &c->ignore_memory,
        "go on when the model does not fit in GPU memory (fits_in_memory: false)", NULL},
       {"reproducible", 0, 0, G_OPTION_ARG_NONE, &c->reproducible,

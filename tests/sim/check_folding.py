@@ -3,7 +3,9 @@
 result, byte for byte, as evaluating every rank (--no-folding), and folds only where replicas
 are equivalent.
 
-- Data parallel, a 3-D GPT, a Gholami grid with domain parallelism, and a pipeline on generated
+- Data parallel, a 3-D GPT (its Megatron tp members fold too: one pipeline stands for all), a
+  Gholami grid with domain parallelism (only data-parallel replicas fold: boundary ranks differ),
+  a pipeline, and Megatron tp of an MoE model (only data-parallel replicas fold) on generated
   clusters (rail and a 4:1 fat tree with leaf groups) fold, and equal --no-folding but for
   simulation.ranks, simulation.folded and config.no_folding.
 - Expert parallelism does not fold (the replicas hold different experts); neither does a platform
@@ -55,11 +57,13 @@ def main(dlsim):
             ("data parallel", ["--workload", "resnet18-cifar100", "--gpus", "128", "--batch",
                                "4096"], 128),
             ("3-D GPT", ["--workload", "gpt-tiny", "--gpus", "128", "--tp", "4", "--pp", "4",
-                         "--schedule", "1f1b", "--microbatches", "8", "--batch", "64"], 8),
+                         "--schedule", "1f1b", "--microbatches", "8", "--batch", "64"], 32),
             ("grid with domains", ["--workload", "cnn-small", "--gpus", "64", "--grid", "4x16",
                                    "--domain", "conv", "--batch", "256"], 16),
             ("GPipe", ["--workload", "mlp-deep", "--gpus", "64", "--pp", "8", "--microbatches",
                        "8", "--batch", "512"], 8),
+            ("MoE under Megatron tp", ["--workload", "moe-gpt-8x", "--gpus", "16", "--tp", "2",
+                                       "--batch", "16"], 8),
         ]
         for pname, plat in (("rail", rail), ("fat tree", tree)):
             for name, opts, fold in cases:

@@ -266,50 +266,71 @@ gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
  * classes, replica 0 stands for all of them. Same op lists: no expert parallelism (expert
  * shards differ). Same routes: the platform is a generated cluster whose route classes
  * (plat_route_class) between any two of a replica's ranks are those between the corresponding
- * ranks of replica 0. Sets eval[] and returns the ranks each evaluated one stands for (1: every
- * rank evaluated). */
-static int fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval) {
+ * ranks of replica 0. Under Megatron tensor parallelism (no MoE layer) the members of a tp group
+ * run the same op list too (every split charges 1/tp of the layer), so a replica is then one
+ * pipeline: the ranks of one (dp, tp) coordinate, and (0, 0) stands for all. */
+typedef struct {
+  int reps;    /* replicas: the ranks each evaluated one stands for (1: no folding) */
+  gboolean tp; /* a replica is one tp coordinate of one dp replica */
+} folding;
+
+static gboolean tp_foldable(const run_ctx *x, const cfg_run *c) {
+  if (c->tp < 2 || c->tp_style != CFG_TP_MEGATRON || c->domain_conv) return FALSE;
+  for (int i = 0; i < x->model->n_layers; i++)
+    if (x->model->layers[i].kind == WL_MOE) return FALSE;
+  return TRUE;
+}
+
+/* Rank `a` of replica `k`. */
+static int replica_rank(const cfg_run *c, const folding *f, int k, int a) {
+  return f->tp ? plan_rank_of(c, k / c->tp, k % c->tp, a)
+               : plan_rank_of(c, k, a % c->tp, a / c->tp);
+}
+
+/* Sets eval[] (the ranks evaluated) and returns the folding. */
+static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval) {
   const int P = c->gpus;
+  folding f = {1, FALSE};
   for (int r = 0; r < P; r++) eval[r] = TRUE;
-  if (c->no_folding || x->trace || c->dp < 2 || c->ep > 1) return 1;
-  const int n = c->tp * c->pp;
-  int *rep = g_new(int, n);
-  for (int p = 0; p < c->pp; p++)
-    for (int t = 0; t < c->tp; t++) rep[p * c->tp + t] = plan_rank_of(c, 0, t, p);
+  if (c->no_folding || x->trace || c->ep > 1) return f;
+  f.tp = tp_foldable(x, c);
+  const int reps = f.tp ? c->dp * c->tp : c->dp, n = P / reps;
+  if (reps < 2) return f;
   gboolean same = TRUE;
   gint64 *k0 = g_new(gint64, (size_t)n * n);
   for (int a = 0; a < n && same; a++)
     for (int b = 0; b < n && same; b++)
-      same = plat_route_class(x->platform, rep[a], rep[b], &k0[(size_t)a * n + b]);
-  for (int d = 1; d < c->dp && same; d++)
+      same = plat_route_class(x->platform, replica_rank(c, &f, 0, a), replica_rank(c, &f, 0, b),
+                              &k0[(size_t)a * n + b]);
+  for (int k = 1; k < reps && same; k++)
     for (int a = 0; a < n && same; a++) {
-      int ra = plan_rank_of(c, d, a % c->tp, a / c->tp);
+      const int ra = replica_rank(c, &f, k, a);
       for (int b = 0; b < n && same; b++) {
-        gint64 k;
-        same = plat_route_class(x->platform, ra, plan_rank_of(c, d, b % c->tp, b / c->tp), &k) &&
-               k == k0[(size_t)a * n + b];
+        gint64 cls;
+        same = plat_route_class(x->platform, ra, replica_rank(c, &f, k, b), &cls) &&
+               cls == k0[(size_t)a * n + b];
       }
     }
   g_free(k0);
-  g_free(rep);
-  if (!same) return 1;
+  if (!same) return f;
   for (int r = 0; r < P; r++) {
     int dp_i, tp_i, pp_i;
     plan_coords(c, r, &dp_i, &tp_i, &pp_i);
-    eval[r] = dp_i == 0;
+    eval[r] = dp_i == 0 && (!f.tp || tp_i == 0);
   }
-  return c->dp;
+  f.reps = reps;
+  return f;
 }
 
 /* A folded result as the unfolded one reads: a row per rank (its replica 0 counterpart's), and
  * the MoE token sums over every rank. */
-static void unfold_result(const cfg_run *c, int fold, res_result *r) {
-  if (fold == 1) return;
+static void unfold_result(const cfg_run *c, const folding *f, res_result *r) {
+  if (f->reps == 1) return;
   GArray *rows = g_array_sized_new(FALSE, FALSE, sizeof(res_rank), (guint)c->gpus);
   for (int rank = 0; rank < c->gpus; rank++) {
     int dp_i, tp_i, pp_i;
     plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
-    const int rep = plan_rank_of(c, 0, tp_i, pp_i);
+    const int rep = plan_rank_of(c, 0, f->tp ? 0 : tp_i, pp_i);
     for (guint i = 0; i < r->rank_rows->len; i++) {
       res_rank row = g_array_index(r->rank_rows, res_rank, i);
       if (row.rank != rep) continue;
@@ -320,9 +341,9 @@ static void unfold_result(const cfg_run *c, int fold, res_result *r) {
   }
   g_array_free(r->rank_rows, TRUE);
   r->rank_rows = rows;
-  r->moe_dropped_tokens *= fold;
-  r->moe_routed_tokens *= fold;
-  r->folded = fold;
+  r->moe_dropped_tokens *= f->reps;
+  r->moe_routed_tokens *= f->reps;
+  r->folded = f->reps;
 }
 
 gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
@@ -331,7 +352,7 @@ gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError 
   const int P = c->gpus;
   double *layer_t = ktime_layer_times(&x->kt, c);
   gboolean *eval = g_new(gboolean, P);
-  const int fold = fold_replicas(x, c, eval);
+  const folding fold = fold_replicas(x, c, eval);
   int *ranks = g_new(int, P), n = 0;
   for (int k = 0; k < P; k++)
     if (eval[k]) ranks[n++] = k;
@@ -340,7 +361,7 @@ gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError 
   gboolean ok = eval_ranks(x, c, layer_t, eval, ranks, n, plans, recs, err);
   if (ok) {
     rec_result(recs, n, c, x->gpu_mem_bytes, r);
-    unfold_result(c, fold, r);
+    unfold_result(c, &fold, r);
     r->gpu_model = x->gpu->name;
     res_kdb_set_source(&r->kdb, &x->kernels);
     /* the paper's equations cover data parallelism and its grid only */
