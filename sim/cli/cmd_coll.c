@@ -34,6 +34,7 @@ int cmd_coll(int argc, char **argv) {
   char *json = NULL, *help = algo_help(), *msg = NULL, *mode = NULL;
   int gpus = 0, iters = 5, status = 2;
   gboolean check = FALSE, message_level = FALSE;
+  char **simgrid_cfg = NULL;
   GOptionEntry entries[] = {
       {"platform", 0, 0, G_OPTION_ARG_STRING, &platform, "platform name or SimGrid XML file", "P"},
       {"gpus", 0, 0, G_OPTION_ARG_INT, &gpus, "number of GPUs (MPI ranks): the first N hosts", "N"},
@@ -54,6 +55,9 @@ int cmd_coll(int argc, char **argv) {
       {"mode", 0, 0, G_OPTION_ARG_STRING, &mode,
        "sim (default: SMPI on --platform) or real (this machine's MPI, real data and sums)",
        "sim|real"},
+      {"simgrid-cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &simgrid_cfg,
+       "a SimGrid setting for the simulation, over the platform file's (repeatable; SimGrid's "
+       "--cfg=KEY:VALUE)", "KEY:VALUE"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("- nccl-tests-style collective benchmark (simulated)");
   g_option_context_add_main_entries(ctx, entries, NULL);
@@ -62,7 +66,7 @@ int cmd_coll(int argc, char **argv) {
   plat *pl = NULL;
   const char **hosts = NULL;
   char *smpi_cfg = NULL;
-  GPtrArray *extra = g_ptr_array_new();
+  GPtrArray *extra = g_ptr_array_new_with_free_func(g_free);
   GString *out = g_string_new(NULL);
   double min_b = 8, max_b = 128e6;
 
@@ -101,6 +105,8 @@ int cmd_coll(int argc, char **argv) {
     goto bad;
   }
   if (iters < 1) { msg = g_strdup_printf("--iters: expected >= 1, got %d", iters); goto bad; }
+  if (!cfg_simgrid_items_ok(simgrid_cfg, &msg)) goto bad;
+  if (real && simgrid_cfg) { msg = g_strdup("--simgrid-cfg: only the simulation (--mode sim) runs SimGrid"); goto bad; }
   if (real && gpus < 1) {
     msg = g_strdup_printf("--gpus: expected a positive number of ranks, got %d", gpus);
     goto bad;
@@ -133,8 +139,10 @@ int cmd_coll(int argc, char **argv) {
     goto bad;
   }
   smpi_cfg = coll_smpi_cfg(op, name);
-  if (smpi_cfg) g_ptr_array_add(extra, smpi_cfg);
-  for (const char *const *c = plat_smpi_cfg(); c && *c; c++) g_ptr_array_add(extra, (char *)*c);
+  if (smpi_cfg) g_ptr_array_add(extra, g_strdup(smpi_cfg));
+  /* the platform's own network settings; dlsim's only where the file is silent */
+  if (pl) plat_smpi_cfg_defaults(pl, extra);
+  for (int i = 0; simgrid_cfg && simgrid_cfg[i]; i++) g_ptr_array_add(extra, g_strdup(simgrid_cfg[i]));
   g_ptr_array_add(extra, NULL);
 
   hosts = g_new0(const char *, gpus + 1);
@@ -169,6 +177,7 @@ out:
   g_option_context_free(ctx);
   g_free(hosts);
   g_free(smpi_cfg);
+  g_strfreev(simgrid_cfg);
   g_ptr_array_free(extra, TRUE);
   g_string_free(out, TRUE);
   if (pl) plat_free(pl);

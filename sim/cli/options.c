@@ -19,6 +19,7 @@ typedef struct {
       *capacity_factor;
   gint64 seed, batch;
   int gpus;
+  char **simgrid_cfg;
 } raw_opts;
 
 #define NOT_GIVEN INT_MIN
@@ -30,6 +31,7 @@ static void raw_release(raw_opts *r) {
                 &r->kernels,  &r->out,       &r->trace,      &r->pp_balance,     &r->dump_weights,
                 &r->routing,  &r->bucket_mb, &r->capacity_factor};
   for (size_t i = 0; i < G_N_ELEMENTS(s); i++) g_free(*s[i]);
+  g_strfreev(r->simgrid_cfg);
 }
 
 /* The option table: strings into `r`, degrees and flags straight into `c`. */
@@ -94,6 +96,9 @@ static GOptionContext *run_context(const char *command, raw_opts *r, cfg_run *c)
       {"message-level", 0, 0, G_OPTION_ARG_NONE, &c->message_level,
        "sim: simulate every step of every collective as its own messages (default: a ring phase "
        "as one message each way, same simulated time; README)", NULL},
+      {"simgrid-cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &r->simgrid_cfg,
+       "sim: a SimGrid setting over the platform file's (repeatable; SimGrid's --cfg=KEY:VALUE; "
+       "the closed form does not read it)", "KEY:VALUE"},
       {"no-folding", 0, 0, G_OPTION_ARG_NONE, &c->no_folding,
        "closed form: evaluate every rank (default: one data-parallel replica, or one pipeline "
        "under Megatron tp, stands for the others where they are equivalent; README)", NULL},
@@ -307,6 +312,16 @@ gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *ext
   set_str(&c->out, r.out);
   set_str(&c->trace, r.trace);
   set_str(&c->dump_weights, r.dump_weights);
+  if (r.simgrid_cfg) {
+    char *why = NULL;
+    if (!cfg_simgrid_items_ok(r.simgrid_cfg, &why)) {
+      g_set_error_literal(err, DL_ERROR, DL_ERR_INPUT, why);
+      g_free(why);
+      goto out;
+    }
+    g_strfreev(c->simgrid_cfg);
+    c->simgrid_cfg = g_strdupv(r.simgrid_cfg);
+  }
   ok = apply_names(&r, c, err) && apply_numbers(&r, c, err);
 out:
   for (size_t i = 0; i < G_N_ELEMENTS(given); i++)

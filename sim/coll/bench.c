@@ -176,21 +176,32 @@ int coll_bench_main(int argc, char **argv) {
   if (r == 0) {
     printf("# dlsim coll: %s, algorithm %s, %d ranks, %d per node, %d timed + %d warm-up calls\n",
            coll_op_name(op), o.algo ? o.algo : a->name, P, topo.ranks_per_node, o.iters, o.warmup);
-    printf("#%14s %12s %12s %12s %12s\n", "size(B)", "count", "time(us)", "algbw(GB/s)",
-           "busbw(GB/s)");
+    /* nccl-tests' columns (out-of-place only), which users' scripts parse */
+    printf("#%79s\n", "out-of-place");
+    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
+           "root", "time", "algbw", "busbw", "#wrong");
+    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
+           "(us)", "(GB/s)", "(GB/s)", "");
   }
-  double last_time_s = 0;
+  const gboolean reduces = op == COLL_ALLREDUCE || op == COLL_REDUCESCATTER;
+  const int root = op == COLL_BROADCAST ? 0 : -1;
+  double last_time_s = 0, busbw_sum = 0;
+  int n_rows = 0;
+  long wrong_total = 0;
   for (double sz = min_b; sz <= max_b && status == 0; sz *= 2) {
     size_t bytes = coll_round_bytes(op, (size_t)sz, P);
     if (bytes == 0) continue;
     int rc = MPI_SUCCESS;
+    long all = -1; /* wrong elements over the ranks, -1 unchecked */
     if (o.check) {
-      long wrong = check_once(a, op, send, recv, bytes, MPI_COMM_WORLD, &topo, r, P, &rc), all = 0;
+      long wrong = check_once(a, op, send, recv, bytes, MPI_COMM_WORLD, &topo, r, P, &rc);
+      all = 0;
       MPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
       if (all || rc != MPI_SUCCESS) status = 1;
+      wrong_total += all;
       if (r == 0) printf("check %s %s P=%d %zu B: %s (%ld wrong)\n", coll_op_name(op), a->name, P,
                          bytes, all ? "FAIL" : "OK", all);
-      continue;
+      if (status) break;
     }
     for (int i = 0; i < o.warmup && rc == MPI_SUCCESS; i++)
       rc = a->fn(send, recv, bytes, MPI_COMM_WORLD, &topo, mop);
@@ -208,11 +219,21 @@ int coll_bench_main(int argc, char **argv) {
     }
     if (r == 0) {
       double algbw = t > 0 ? (double)bytes / t / 1e9 : 0, busbw = algbw * bw_factor;
-      printf("%15zu %12zu %12.2f %12.3f %12.3f\n", bytes, bytes / COLL_ELEM_BYTES, t * 1e6, algbw,
-             busbw);
+      char wrong[24];
+      if (all < 0) g_strlcpy(wrong, "N/A", sizeof wrong);
+      else g_snprintf(wrong, sizeof wrong, "%ld", all);
+      printf(" %11zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %6s\n", bytes,
+             bytes / COLL_ELEM_BYTES, "float", reduces ? "sum" : "none", root, t * 1e6, algbw,
+             busbw, wrong);
+      busbw_sum += busbw;
+      n_rows++;
       cJSON_AddItemToArray(rows, row_json(bytes, t, algbw, busbw));
     }
     last_time_s = t;
+  }
+  if (r == 0 && n_rows) {
+    if (o.check) printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth    : %g\n", busbw_sum / n_rows);
   }
   if (r == 0 && status == 0 && o.expect_us >= 0) {
     double got = last_time_s * 1e6, e = fabs(got - o.expect_us) / o.expect_us;

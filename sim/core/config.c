@@ -80,6 +80,7 @@ void cfg_release(cfg_run *c) {
   g_free(c->pp_balance);
   g_free(c->routing);
   g_free(c->routing_weights);
+  g_strfreev(c->simgrid_cfg);
   memset(c, 0, sizeof *c);
 }
 
@@ -249,6 +250,9 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddBoolToObject(cf, "ignore_memory", c->ignore_memory);
   cJSON_AddBoolToObject(cf, "message_level", c->message_level);
   cJSON_AddBoolToObject(cf, "no_folding", c->no_folding);
+  cJSON *sg = cJSON_AddArrayToObject(cf, "simgrid_cfg");
+  for (int i = 0; c->simgrid_cfg && c->simgrid_cfg[i]; i++)
+    cJSON_AddItemToArray(sg, cJSON_CreateString(c->simgrid_cfg[i]));
   cJSON_AddStringToObject(cf, "mode", cfg_mode_name(c->mode));
   cJSON_AddBoolToObject(cf, "reproducible", c->reproducible);
   g_free(grid);
@@ -423,11 +427,43 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
     c->message_level = cJSON_IsTrue(v);
   if ((v = echo_item(&r, "no_folding", is_bool, "true or false")))
     c->no_folding = cJSON_IsTrue(v);
+  if ((v = echo_item(&r, "simgrid_cfg", is_array, "a list"))) {
+    g_strfreev(c->simgrid_cfg);
+    const int n = cJSON_GetArraySize(v);
+    c->simgrid_cfg = n ? g_new0(char *, n + 1) : NULL;
+    for (int i = 0; i < n && r.ok; i++) {
+      const cJSON *x = cJSON_GetArrayItem(v, i);
+      char *why = NULL;
+      const char *one[] = {cJSON_IsString(x) ? x->valuestring : "", NULL};
+      if (!cfg_simgrid_items_ok((char **)one, &why)) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: config.simgrid_cfg[%d]: %s", what, i, why);
+        g_free(why);
+        r.ok = FALSE;
+      } else {
+        c->simgrid_cfg[i] = g_strdup(x->valuestring);
+      }
+    }
+  }
   echo_enum(&r, "mode", parse_mode, &e);
   c->mode = (cfg_mode)e;
   if ((v = echo_item(&r, "reproducible", is_bool, "true or false")))
     c->reproducible = cJSON_IsTrue(v);
   return r.ok;
+}
+
+gboolean cfg_simgrid_items_ok(char **items, char **why) {
+  for (int i = 0; items && items[i]; i++) {
+    const char *s = items[i], *colon = strchr(s, ':');
+    gboolean ok = colon && colon > s && colon[1];
+    for (const char *p = s; ok && *p; p++) ok = !g_ascii_isspace(*p) || p > colon;
+    for (const char *p = s; ok && *p; p++) ok = *p != '\n' && *p != '\r';
+    if (!ok) {
+      *why = g_strdup_printf("--simgrid-cfg '%s': expected KEY:VALUE, a SimGrid setting such as "
+                             "network/model:CM02 or smpi/bw-factor:65472:0.94", s);
+      return FALSE;
+    }
+  }
+  return TRUE;
 }
 
 gboolean cfg_routing_parse(cfg_run *c, const char *text, GError **err) {

@@ -81,6 +81,8 @@ typedef struct {
   gboolean ignore_memory; /* simulate even when the model does not fit (fits_in_memory false) */
   gboolean message_level; /* sim: every step of every collective as its own messages */
   gboolean no_folding;    /* closed form: evaluate every rank, even equivalent replicas */
+  char **simgrid_cfg;     /* --simgrid-cfg KEY:VALUE items for SimGrid (sim), NULL-terminated,
+                             or NULL */
   gboolean reproducible;  /* write host-dependent figures (simulation.wall_s) as 0 */
 } cfg_run;
 
@@ -102,6 +104,10 @@ gboolean cfg_grid_parse(cfg_run *c, const char *text, GError **err);
  * were left out, and the batch default `default_batch` when --batch was not given. DL_ERR_INPUT
  * naming the option on failure. */
 gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err);
+
+/* TRUE when every item of `items` (NULL-terminated, may be NULL) reads KEY:VALUE with a key
+ * and a value; else FALSE with *why a newly allocated message naming --simgrid-cfg. */
+gboolean cfg_simgrid_items_ok(char **items, char **why);
 
 /* Parses --routing: "uniform", "zipf:S" or "file:F" (a JSON list of expert weights, read now).
  * DL_ERR_INPUT naming --routing on failure. */

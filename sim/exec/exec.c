@@ -140,6 +140,11 @@ static gboolean start_smpi(const run_ctx *x, const cfg_run *c, const char *const
     char *item = coll_smpi_cfg((coll_op)op, c->coll);
     if (item) g_ptr_array_add(extra, item);
   }
+  /* the platform's own network settings; dlsim's only where the file is silent; the user's
+   * --simgrid-cfg over both */
+  plat_smpi_cfg_defaults(x->platform, extra);
+  for (int i = 0; c->simgrid_cfg && c->simgrid_cfg[i]; i++)
+    g_ptr_array_add(extra, g_strdup(c->simgrid_cfg[i]));
   g_ptr_array_add(extra, NULL);
   gboolean ok = launch_smpi(plat_path(x->platform), c->gpus, hosts, argv,
                             (const char *const *)extra->pdata, NULL, err);
@@ -199,6 +204,11 @@ static gboolean exec_real_check_layer(const wl_model *m, const wl_layer *l, int 
  * fp32), --recompute, and layers without a real implementation; splits it cannot make are
  * refused by real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
+  if (c->simgrid_cfg) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: --mode real runs no SimGrid; "
+                "use --mode sim", c->simgrid_cfg[0]);
+    return FALSE;
+  }
   if (x->trace) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --workload %s: a trace holds times and "
                 "sizes, not the model's tensors; run it with --mode sim or --mode analytic",

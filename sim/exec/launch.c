@@ -75,8 +75,8 @@ static char *simgrid_reason(const char *text) {
 
 /* A failed smpirun as one line: a platform SimGrid cannot read is the user's (DL_ERR_INPUT), a
  * deadlock the planner's, anything else SimGrid's (DL_ERR_INTERNAL). */
-static void smpi_failure(const char *platform, const char *child_err, int wait_status,
-                         GError **err) {
+static void smpi_failure(const char *platform, const char *const *extra_cfg,
+                         const char *child_err, int wait_status, GError **err) {
   char *why = simgrid_reason(child_err);
   if (why && g_str_has_prefix(why, "Parse error at ")) {
     /* "Parse error at FILE:LINE: WHAT" */
@@ -89,8 +89,17 @@ static void smpi_failure(const char *platform, const char *child_err, int wait_s
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: SimGrid cannot read the platform: %s",
                   platform, loc);
   } else if (why && strstr(why, "Bad config key: ")) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: <config>: SimGrid has no setting '%s'", platform,
-                strstr(why, "Bad config key: ") + strlen("Bad config key: "));
+    const char *key = strstr(why, "Bad config key: ") + strlen("Bad config key: ");
+    const char *given = NULL; /* a setting passed on the command line (--simgrid-cfg) */
+    for (int j = 0; extra_cfg && extra_cfg[j] && !given; j++)
+      if (g_str_has_prefix(extra_cfg[j], key) && extra_cfg[j][strlen(key)] == ':')
+        given = extra_cfg[j];
+    if (given)
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: SimGrid has no setting '%s'",
+                  given, key);
+    else
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: <config>: SimGrid has no setting '%s'",
+                  platform, key);
   } else if (why && strcmp(why, "Deadlock detected") == 0) {
     g_set_error(err, DL_ERROR, DL_ERR_INTERNAL,
                 "SimGrid found the simulated ranks waiting for each other (a deadlock): a planner "
@@ -149,7 +158,7 @@ gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *h
   if (out_stdout) g_string_append(out_stdout, child_out);
   if (g_getenv("DLSIM_DEBUG")) fputs(child_err, stderr);
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
-    smpi_failure(platform_xml_path, child_err, wait_status, err);
+    smpi_failure(platform_xml_path, extra_cfg, child_err, wait_status, err);
     goto out;
   }
   ok = TRUE;

@@ -49,6 +49,7 @@ struct plat {
   int s_nodes, s_gpn, s_npl; /* nodes, GPUs per node, nodes per leaf group */
   int s_nics;                /* NICs per node (0: a star) */
   GHashTable *class_cache;   /* route class -> plat_route_info */
+  GHashTable *config;        /* <config><prop id value>: key -> value (strings in `strings`) */
 };
 
 /* ---- parsing --------------------------------------------------------------------------------- */
@@ -204,9 +205,14 @@ static void on_start(GMarkupParseContext *ctx, const char *el, const char **name
       set_err(ctx, st, err, "<platform version=\"%s\">: expected version 4.x (DTD 4.1)",
               v ? v : "");
     }
+  } else if (strcmp(el, "prop") == 0 && parent && strcmp(parent, "config") == 0) {
+    /* SimGrid's settings for this platform (the network model's among them) */
+    const char *id = attr(names, values, "id"), *v = attr(names, values, "value");
+    if (id && v)
+      g_hash_table_replace(pl->config, g_string_chunk_insert(pl->strings, id),
+                           g_string_chunk_insert(pl->strings, v));
   } else if (strcmp(el, "config") == 0 || (strcmp(el, "prop") == 0 && parent &&
-                                           (strcmp(parent, "config") == 0 ||
-                                            strcmp(parent, "link") == 0 ||
+                                           (strcmp(parent, "link") == 0 ||
                                             strcmp(parent, "zone") == 0 ||
                                             strcmp(parent, "router") == 0))) {
     /* network settings and properties that do not change routes */
@@ -407,6 +413,7 @@ plat *plat_load_xml(const char *path, const char *xml, gsize len, GError **err) 
   pl->path = g_strdup(path);
   pl->hosts = g_array_new(FALSE, TRUE, sizeof(plat_host));
   pl->strings = g_string_chunk_new(4096);
+  pl->config = g_hash_table_new(g_str_hash, g_str_equal);
   pl->netpoints = g_hash_table_new(g_str_hash, g_str_equal);
   pl->host_np = g_array_new(FALSE, FALSE, sizeof(int));
   pl->links = g_array_new(FALSE, FALSE, sizeof(plat_link));
@@ -504,9 +511,22 @@ plat *plat_load(const char *name_or_path, GError **err) {
   return pl;
 }
 
+const char *plat_config(const plat *pl, const char *key) {
+  return g_hash_table_lookup(pl->config, key);
+}
+
+void plat_smpi_cfg_defaults(const plat *pl, GPtrArray *out) {
+  for (const char *const *c = plat_smpi_cfg(); *c; c++) {
+    char *key = g_strndup(*c, (gsize)(strchr(*c, ':') - *c));
+    if (!plat_config(pl, key)) g_ptr_array_add(out, g_strdup(*c));
+    g_free(key);
+  }
+}
+
 void plat_free(plat *pl) {
   if (!pl) return;
   g_free(pl->path);
+  if (pl->config) g_hash_table_destroy(pl->config);
   g_array_free(pl->hosts, TRUE);
   g_string_chunk_free(pl->strings);
   g_hash_table_destroy(pl->netpoints);

@@ -90,6 +90,8 @@ char *plat_generate_xml(const plat_gen_params *p, GError **err);
  * `--cfg=`, NULL-terminated, static. Needed only for platforms written by hand. */
 const char *const *plat_smpi_cfg(void);
 
+
+
 /* Unit parsers shared by the generator's options and the reader (SimGrid's spelling):
  * bandwidth "25GBps", "200Gbps", "1.5TBps", "10KiBps", a bare number = bytes/s;
  * time "1us", "130ns", "0.5ms", "2s", a bare number = seconds;
@@ -142,6 +144,12 @@ plat *plat_load(const char *name_or_path, GError **err);
 plat *plat_load_xml(const char *path, const char *xml, gsize len, GError **err);
 
 void plat_free(plat *pl);
+/* Those of plat_smpi_cfg() that platform `pl`'s <config> leaves unset: dlsim's defaults where
+ * the file is silent, never over it (the file's settings, e.g. fitted by `dlsim platform
+ * --calibrate`, win). Appended to `out` as newly allocated strings. */
+void plat_smpi_cfg_defaults(const plat *pl, GPtrArray *out);
+/* The value of SimGrid setting `key` in the file's <config> section, or NULL (borrowed). */
+const char *plat_config(const plat *pl, const char *key);
 
 /* Path the platform was loaded from (borrowed). */
 const char *plat_path(const plat *pl);

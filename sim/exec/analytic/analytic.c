@@ -238,6 +238,11 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
 }
 
 gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
+  if (c->mode == CFG_MODE_ANALYTIC && c->simgrid_cfg) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: the closed form does not run "
+                "SimGrid; use --mode sim", c->simgrid_cfg[0]);
+    return FALSE;
+  }
   if (c->gpus > plat_n_hosts(x->platform)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--gpus %d: platform %s has only %d GPUs", c->gpus,
                 c->platform, plat_n_hosts(x->platform));
