@@ -18,7 +18,9 @@ for i in $(seq "$n"); do
   if ctest --test-dir "$build" -j2 > "$build/loaded-$i.log" 2>&1; then
     echo "run $i: passed ($(($(date +%s) - start)) s, $cores hogs)"
   else
-    echo "run $i: FAILED ($(($(date +%s) - start)) s): see $build/loaded-$i.log"
+    # every failing test's whole output, for the diagnosis
+    cp "$build/Testing/Temporary/LastTest.log" "$build/loaded-$i-tests.log" 2>/dev/null
+    echo "run $i: FAILED ($(($(date +%s) - start)) s): see $build/loaded-$i.log and $build/loaded-$i-tests.log"
     grep -E "^\s+[0-9]+ - " "$build/loaded-$i.log"
     failed=1
   fi

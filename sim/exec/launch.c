@@ -183,6 +183,35 @@ char *launch_real_exec(void) {
   return env && *env ? g_strdup(env) : g_build_filename(DLSIM_BINARY_DIR, "dlsim-real", NULL);
 }
 
+/* Why mpirun failed, as one line: a rank's own message ("dlsim-real: ..."), else Open MPI's,
+ * which explains itself in a box between lines of dashes (its first line of text), else the
+ * last line that is not a rule. */
+static char *mpirun_reason(const char *text) {
+  char **lines = g_strsplit(text ? text : "", "\n", -1);
+  char *why = NULL, *last = NULL;
+  gboolean in_box = FALSE;
+  for (char **l = lines; *l; l++)
+    if (g_str_has_prefix(*l, "dlsim-real: ")) {
+      why = g_strdup(*l);
+      g_strfreev(lines);
+      return why;
+    }
+  for (char **l = lines; *l; l++) {
+    char *t = g_strstrip(g_strdup(*l));
+    const gboolean rule = *t && strspn(t, "-") == strlen(t);
+    if (rule) in_box = !in_box;
+    else if (*t && in_box && !why) why = g_strdup(t);
+    else if (*t) g_free(last), last = g_strdup(t);
+    g_free(t);
+  }
+  g_strfreev(lines);
+  if (why) {
+    g_free(last);
+    return why;
+  }
+  return last ? last : g_strdup("(no message)");
+}
+
 gboolean launch_mpirun(int np, const char *const *prog_argv, GString *out_stdout, GError **err) {
   char *exec = launch_real_exec(), *nps = g_strdup_printf("%d", np);
   char *child_out = NULL, *child_err = NULL;
@@ -205,12 +234,12 @@ gboolean launch_mpirun(int np, const char *const *prog_argv, GString *out_stdout
   if (!dl_child_run((const char *const *)argv->pdata, out_stdout ? &child_out : NULL, &child_err,
                     &wait_status, err)) {
   } else if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
-    char *line = dl_last_line(child_err);
+    char *line = mpirun_reason(child_err);
     char *status = WIFSIGNALED(wait_status)
                        ? g_strdup_printf("killed by signal %d", WTERMSIG(wait_status))
                        : g_strdup_printf("exit status %d", WEXITSTATUS(wait_status));
-    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "%s %s (%s): %s", DLSIM_MPIRUN, exec, status,
-                line);
+    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "%s %s (%s): %s",
+                (const char *)g_ptr_array_index(argv, 0), exec, status, line);
     if (g_getenv("DLSIM_DEBUG")) fputs(child_err, stderr);
     g_free(status);
     g_free(line);
