@@ -423,6 +423,27 @@ plat *plat_load_xml(const char *path, const char *xml, gsize len, GError **err) 
   pl->edge_links = g_array_new(FALSE, FALSE, sizeof(int));
   pl->pred_cache = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
 
+  /* XML 1.0 allows no control characters but tab and newlines, and the text must be UTF-8;
+   * GMarkup (GLib 2.74) reports some such bytes twice over, so they are refused here, by line */
+  const char *bad_utf8 = NULL;
+  if (!g_utf8_validate_len(xml, len, &bad_utf8)) {
+    gsize line = 1;
+    for (const char *q = xml; q < bad_utf8; q++) line += *q == '\n';
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s:%" G_GSIZE_FORMAT ": not UTF-8 (byte 0x%02x)",
+                path, line, (unsigned char)*bad_utf8);
+    plat_free(pl);
+    return NULL;
+  }
+  for (gsize i = 0, line = 1; i < len; i++) {
+    const unsigned char ch = (unsigned char)xml[i];
+    if (ch == '\n') line++;
+    if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s:%" G_GSIZE_FORMAT ": control character 0x%02x, "
+                  "which XML does not allow", path, line, ch);
+      plat_free(pl);
+      return NULL;
+    }
+  }
   parse_state st = {.pl = pl, .cur_host = -1, .route_src = -1, .route_dst = -1,
                     .route_links = g_array_new(FALSE, FALSE, sizeof(int))};
   static const GMarkupParser parser = {on_start, on_end, NULL, on_passthrough, NULL};
