@@ -26,6 +26,8 @@
 
 #include <stddef.h>
 
+#include "platform/platform.h"
+
 /* Element size of reductions: float32 gradients. */
 #define COLL_ELEM_BYTES 4
 
@@ -76,6 +78,9 @@ typedef struct {
   double intra_beta_bps;
   double inter_alpha_s;  /* route between members of two nodes with the same local index */
   double inter_beta_bps;
+  /* SimGrid's per-message factors of the platform (plat_bw_factor, plat_lat_factor): a message
+   * of s bytes sees latency × lat(s) and bandwidth × bw(s); NULL for none (borrowed) */
+  const plat_factor *bw_factor, *lat_factor;
 } coll_group;
 
 /* Bytes each rank sends for one call, averaged over the P ranks (topo may be NULL: one node). */

@@ -1,6 +1,7 @@
 /* cost.c — wire bytes and alpha-beta costs of the collective algorithms (formulas in cost.h). */
 #include "coll/cost.h"
 
+#include <glib.h>
 #include <math.h>
 
 #define BCAST_CHUNKS 8 /* pipelined ring broadcast: chunks of n/8 */
@@ -38,25 +39,42 @@ double coll_wire_hier(coll_op op, double n, int P, const coll_topo *topo) {
 
 /* ---- alpha-beta times ------------------------------------------------------------------------ */
 
-static double ring_s(coll_op op, double n, int P, double a, double b) {
+/* One message of `s` bytes on a route of latency `a` and bandwidth `b`, with the group's
+ * per-message factors (SimGrid's smpi/lat-factor and smpi/bw-factor). */
+static double msg_s(const coll_group *g, double a, double b, double s) {
+  const double lf = g && g->lat_factor ? plat_factor_at(g->lat_factor, s) : 1.0;
+  const double bf = g && g->bw_factor ? plat_factor_at(g->bw_factor, s) : 1.0;
+  return a * lf + s / (b * bf);
+}
+
+/* A ring of P members: every step sends one message of n/P bytes (n/BCAST_CHUNKS for the
+ * pipelined broadcast, n for sendrecv) to the next member. */
+static double ring_s(coll_op op, double n, int P, double a, double b, const coll_group *g) {
   if (P <= 1) return 0;
   switch (op) {
-  case COLL_ALLREDUCE: return 2.0 * (P - 1) * (a + n / P / b);
+  case COLL_ALLREDUCE: return 2.0 * (P - 1) * msg_s(g, a, b, n / P);
   case COLL_ALLGATHER:
   case COLL_REDUCESCATTER:
-  case COLL_ALLTOALL: return (P - 1) * (a + n / P / b);
-  case COLL_BROADCAST: return (P - 1 + BCAST_CHUNKS - 1) * (a + n / BCAST_CHUNKS / b);
-  case COLL_SENDRECV: return a + n / b;
+  case COLL_ALLTOALL: return (P - 1) * msg_s(g, a, b, n / P);
+  case COLL_BROADCAST: return (P - 1 + BCAST_CHUNKS - 1) * msg_s(g, a, b, n / BCAST_CHUNKS);
+  case COLL_SENDRECV: return msg_s(g, a, b, n);
   default: return 0;
   }
 }
 
 double coll_cost_ring(coll_op op, double n, const coll_group *g) {
-  return ring_s(op, n, g->P, g->ring_alpha_s, g->ring_beta_bps);
+  return ring_s(op, n, g->P, g->ring_alpha_s, g->ring_beta_bps, g);
 }
 
 double coll_cost_rhd(coll_op op, double n, const coll_group *g) {
   const int P = g->P;
+  if ((g->bw_factor || g->lat_factor) &&
+      (op == COLL_ALLREDUCE || op == COLL_ALLGATHER || op == COLL_REDUCESCATTER)) {
+    /* per-message factors: the halving steps one by one (n/2, n/4, ... of the buffer) */
+    double t = 0, s = n;
+    for (int k = 0; k < (int)clog2(P); k++) t += msg_s(g, g->ring_alpha_s, g->ring_beta_bps, s /= 2);
+    return op == COLL_ALLREDUCE ? 2.0 * t : t;
+  }
   const double a = g->ring_alpha_s, lg = clog2(P), vol = (double)(P - 1) / P * n / g->ring_beta_bps;
   if (op == COLL_ALLREDUCE) return 2.0 * (a * lg + vol); /* Gholami et al. 2018, §2 */
   if (op == COLL_ALLGATHER || op == COLL_REDUCESCATTER) return a * lg + vol; /* Bruck */
@@ -65,6 +83,15 @@ double coll_cost_rhd(coll_op op, double n, const coll_group *g) {
 
 double coll_cost_tree(coll_op op, double n, const coll_group *g) {
   const double a = g->ring_alpha_s, b = g->ring_beta_bps;
+  if (g->bw_factor || g->lat_factor) {
+    /* per-message factors at the messages the trees send: chunks of COLL_PIPE_CHUNK_BYTES of
+     * each tree's half of the buffer */
+    const double s = MIN(n / 2, (double)COLL_PIPE_CHUNK_BYTES);
+    const double lf = g->lat_factor ? plat_factor_at(g->lat_factor, s) : 1.0;
+    const double bf = g->bw_factor ? plat_factor_at(g->bw_factor, s) : 1.0;
+    if (op == COLL_ALLREDUCE) return 2.0 * clog2(g->P) * a * lf + 2.0 * n / (b * bf);
+    if (op == COLL_BROADCAST) return clog2(g->P) * a * lf + n / (b * bf);
+  }
   if (op == COLL_ALLREDUCE) return 2.0 * clog2(g->P) * a + 2.0 * n / b;
   if (op == COLL_BROADCAST) return clog2(g->P) * a + n / b;
   return coll_cost_ring(op, n, g);
@@ -73,9 +100,9 @@ double coll_cost_tree(coll_op op, double n, const coll_group *g) {
 double coll_cost_hier(coll_op op, double n, const coll_group *g) {
   if (op != COLL_ALLREDUCE || g->nodes <= 1 || g->per_node <= 1) return coll_cost_ring(op, n, g);
   const int G = g->per_node, N = g->nodes;
-  return ring_s(COLL_REDUCESCATTER, n, G, g->intra_alpha_s, g->intra_beta_bps) +
-         ring_s(COLL_ALLREDUCE, n / G, N, g->inter_alpha_s, g->inter_beta_bps) +
-         ring_s(COLL_ALLGATHER, n, G, g->intra_alpha_s, g->intra_beta_bps);
+  return ring_s(COLL_REDUCESCATTER, n, G, g->intra_alpha_s, g->intra_beta_bps, g) +
+         ring_s(COLL_ALLREDUCE, n / G, N, g->inter_alpha_s, g->inter_beta_bps, g) +
+         ring_s(COLL_ALLGATHER, n, G, g->intra_alpha_s, g->intra_beta_bps, g);
 }
 
 double coll_cost_s(coll_op op, const char *algo, double n, const coll_group *g) {
@@ -96,7 +123,7 @@ double coll_cost_alltoallv_s(const double *send, const double *recv, int me, con
   double t = 0;
   for (int s = 1; s < P; s++) {
     double out = send[(me + s) % P], in = recv[(me - s + P) % P];
-    t += g->ring_alpha_s + (out > in ? out : in) / g->ring_beta_bps;
+    t += msg_s(g, g->ring_alpha_s, g->ring_beta_bps, out > in ? out : in);
   }
   return t;
 }

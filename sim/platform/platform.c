@@ -50,6 +50,7 @@ struct plat {
   int s_nics;                /* NICs per node (0: a star) */
   GHashTable *class_cache;   /* route class -> plat_route_info */
   GHashTable *config;        /* <config><prop id value>: key -> value (strings in `strings`) */
+  plat_factor bw_factor, lat_factor; /* <config>'s smpi/bw-factor and lat-factor (n = 0: 1) */
 };
 
 /* ---- parsing --------------------------------------------------------------------------------- */
@@ -468,6 +469,21 @@ plat *plat_load_xml(const char *path, const char *xml, gsize len, GError **err) 
     goto fail;
   }
   check_structure(pl);
+  /* SimGrid's per-message factors, as the file sets them; a constant 1 is no factor at all */
+  const char *keys[] = {"smpi/bw-factor", "smpi/lat-factor"};
+  plat_factor *fs[] = {&pl->bw_factor, &pl->lat_factor};
+  for (int k = 0; k < 2; k++) {
+    const char *v = plat_config(pl, keys[k]);
+    if (!v) continue;
+    if (!plat_factor_parse(v, fs[k])) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: <config> %s '%s': expected SIZE:FACTOR;... "
+                  "with sizes ascending and factors > 0", path, keys[k], v);
+      goto fail;
+    }
+    gboolean one = TRUE;
+    for (int i = 0; i < fs[k]->n; i++) one &= fs[k]->pairs[2 * i + 1] == 1.0;
+    if (one) plat_factor_clear(fs[k]);
+  }
   for (guint i = 0; i < pl->hosts->len; i++) {
     int np = g_array_index(pl->host_np, int, i);
     if (g_array_index(pl->vertex_of_np, int, np) < 0 && pl->hosts->len > 1) {
@@ -536,6 +552,14 @@ const char *plat_config(const plat *pl, const char *key) {
   return g_hash_table_lookup(pl->config, key);
 }
 
+const plat_factor *plat_bw_factor(const plat *pl) {
+  return pl->bw_factor.n ? &pl->bw_factor : NULL;
+}
+
+const plat_factor *plat_lat_factor(const plat *pl) {
+  return pl->lat_factor.n ? &pl->lat_factor : NULL;
+}
+
 void plat_smpi_cfg_defaults(const plat *pl, GPtrArray *out) {
   for (const char *const *c = plat_smpi_cfg(); *c; c++) {
     char *key = g_strndup(*c, (gsize)(strchr(*c, ':') - *c));
@@ -548,6 +572,8 @@ void plat_free(plat *pl) {
   if (!pl) return;
   g_free(pl->path);
   if (pl->config) g_hash_table_destroy(pl->config);
+  plat_factor_clear(&pl->bw_factor);
+  plat_factor_clear(&pl->lat_factor);
   g_array_free(pl->hosts, TRUE);
   g_string_chunk_free(pl->strings);
   g_hash_table_destroy(pl->netpoints);

@@ -150,6 +150,10 @@ void plat_free(plat *pl);
 void plat_smpi_cfg_defaults(const plat *pl, GPtrArray *out);
 /* The value of SimGrid setting `key` in the file's <config> section, or NULL (borrowed). */
 const char *plat_config(const plat *pl, const char *key);
+/* The file's smpi/bw-factor and smpi/lat-factor (SimGrid multiplies a message's bandwidth and
+ * latency by them), or NULL where the file sets none or a constant 1 (borrowed). */
+const plat_factor *plat_bw_factor(const plat *pl);
+const plat_factor *plat_lat_factor(const plat *pl);
 
 /* Path the platform was loaded from (borrowed). */
 const char *plat_path(const plat *pl);

@@ -66,6 +66,15 @@ typedef struct {
   double ready; /* latest arrival: when the collective can start */
 } coll_meet;
 
+/* A message of `bytes` on `route`: its latency and its time on the wire (s), with the platform's
+ * per-message factors as SimGrid applies them. */
+static void p2p_times(const plat *pl, const plat_route_info *route, double bytes, double *lat,
+                      double *xfer) {
+  const plat_factor *lf = plat_lat_factor(pl), *bf = plat_bw_factor(pl);
+  *lat = route->latency_s * (lf ? plat_factor_at(lf, bytes) : 1.0);
+  *xfer = bytes / (route->bottleneck_bps * (bf ? plat_factor_at(bf, bytes) : 1.0));
+}
+
 static double *msg_slot(GHashTable *h, int src, int dst, int tag, gboolean create) {
   gint64 key = key3(src, dst, tag);
   double *v = g_hash_table_lookup(h, &key);
@@ -153,16 +162,19 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         /* messages leaving one GPU share its link: they go one after another */
         double *lf = msg_slot(ps->link_free, rr->rank, -1, 0, TRUE);
         double go = isnan(*lf) || *lf < start ? start : *lf;
-        double xfer = op->bytes / route.bottleneck_bps;
+        double lat, xfer;
+        p2p_times(pl, &route, op->bytes, &lat, &xfer);
         *lf = go + xfer;
-        *msg_slot(ps->arrival, rr->rank, op->peer, op->tag, TRUE) = go + route.latency_s + xfer;
+        *msg_slot(ps->arrival, rr->rank, op->peer, op->tag, TRUE) = go + lat + xfer;
         rec_send(rr->rec, i, 0, start);
       } else if (op->kind == PLAN_RECV) {
         double *arr = msg_slot(ps->arrival, op->peer, rr->rank, op->tag, FALSE);
         if (!arr || isnan(*arr)) break;
         plat_route_info route;
         if (!plat_route(pl, op->peer, rr->rank, &route, err)) return -1;
-        double xfer = route.latency_s + op->bytes / route.bottleneck_bps;
+        double lat, bw_s;
+        p2p_times(pl, &route, op->bytes, &lat, &bw_s);
+        const double xfer = lat + bw_s;
         end = *arr > start ? *arr : start;
         rec_recv(rr->rec, i, 0, start, end - xfer, end); /* posted: when the transfer began */
       }

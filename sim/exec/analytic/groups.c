@@ -12,6 +12,8 @@ gboolean analytic_group_init(coll_group *g, const plat *pl, const int *members, 
   g->ring_beta_bps = INFINITY;
   g->intra_beta_bps = INFINITY;
   g->inter_beta_bps = INFINITY;
+  g->bw_factor = plat_bw_factor(pl);
+  g->lat_factor = plat_lat_factor(pl);
   if (n < 1) return TRUE;
   GHashTable *per = g_hash_table_new(g_direct_hash, g_direct_equal);
   plat_route_info r;
