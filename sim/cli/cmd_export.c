@@ -1,5 +1,6 @@
 /* cmd_export.c — `dlsim export --format chakra --out DIR` plus the run options: every rank's op
  * list as a Chakra execution trace (exec/export.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,8 +28,11 @@ int cmd_export(int argc, char **argv) {
   if (!cfg_parse_args(&parsed, "export", entries,
                       "Writes every rank's op list of one configuration as a Chakra execution\n"
                       "trace: --out DIR gets PREFIX.<rank>.et per rank and comm_groups.json\n"
-                      "(the ranks of each pg_name). `dlsim run --workload chakra:DIR` runs them\n"
-                      "again; ASTRA-sim reads them with --workload-configuration=DIR/PREFIX\n"
+                      "(the ranks of each pg_name). The run options that shape the op lists\n"
+                      "apply; --mode and --iters change nothing here, and those of running\n"
+                      "(--trace, --dump-weights, --simgrid-cfg, --message-level) are refused.\n"
+                      "`dlsim run --workload chakra:DIR` runs the traces again; ASTRA-sim reads\n"
+                      "them with --workload-configuration=DIR/PREFIX\n"
                       "--comm-group-configuration=DIR/comm_groups.json (README.md, \"Chakra\n"
                       "execution traces\").",
                       &argc, &argv, &help, &e))
@@ -46,9 +50,25 @@ int cmd_export(int argc, char **argv) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "export: --out DIR is required");
     goto out;
   }
-  if (parsed.trace || parsed.dump_weights) {
-    g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "export: %s writes nothing here; leave it out",
-                parsed.trace ? "--trace" : "--dump-weights");
+  /* what only a run uses would be silently dropped here */
+  if (parsed.trace || parsed.dump_weights || parsed.simgrid_cfg || parsed.message_level) {
+    g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "export: %s belongs to a run, not to its op lists; "
+                "leave it out",
+                parsed.trace          ? "--trace"
+                : parsed.dump_weights ? "--dump-weights"
+                : parsed.simgrid_cfg  ? "--simgrid-cfg"
+                                      : "--message-level");
+    goto out;
+  }
+  const char *pfx = prefix ? prefix : "dlsim";
+  if (!*pfx || strchr(pfx, '/')) {
+    g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--prefix '%s': expected a file name prefix", pfx);
+    goto out;
+  }
+  if (g_mkdir_with_parents(parsed.out, 0777) != 0 ||
+      !g_file_test(parsed.out, G_FILE_TEST_IS_DIR)) {
+    g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--out %s: not a directory dlsim can create or "
+                "use (%s)", parsed.out, g_strerror(errno));
     goto out;
   }
   if (!run_ctx_open(&x, &parsed, &e)) goto out;
@@ -60,7 +80,6 @@ int cmd_export(int argc, char **argv) {
     goto out;
   }
   if (!analytic_check(&x, c, &e)) goto out;
-  const char *pfx = prefix ? prefix : "dlsim";
   if (!exec_export_chakra(&x, c->out, pfx, TRUE, &e)) goto out;
   printf("export: %d rank traces %s/%s.{0..%d}.et and %s/comm_groups.json (Chakra ET %s)\n",
          c->gpus, c->out, pfx, c->gpus - 1, c->out, ET_VERSION);

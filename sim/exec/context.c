@@ -169,7 +169,6 @@ static gboolean trace_config(run_ctx *x, GError **err) {
                 prec->s);
     return FALSE;
   }
-  c->no_folding = TRUE;
   return TRUE;
 }
 
@@ -177,7 +176,7 @@ static gboolean trace_config(run_ctx *x, GError **err) {
 static gboolean open_workload(run_ctx *x, gboolean resolve, GError **err) {
   const char *w = x->cfg.workload;
   if (!g_str_has_prefix(w, CHAKRA_PREFIX)) return (x->model = wl_load(w, err)) != NULL;
-  if (!(x->trace = plan_trace_open(w + strlen(CHAKRA_PREFIX), err))) return FALSE;
+  if (!(x->trace = plan_trace_open(w + strlen(CHAKRA_PREFIX), resolve, err))) return FALSE;
   if (resolve && !trace_config(x, err)) return FALSE;
   x->model = trace_model(x, x->cfg.batch > 0 ? x->cfg.batch : plan_trace_ranks(x->trace));
   return TRUE;

@@ -9,50 +9,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/child.h"
 #include "core/dl_common.h"
 #include "exec/analytic/analytic.h"
 #include "model/chakra.h"
 
 /* The communicators the collectives use, numbered from 1 in order of first use (pg_name "0" is
- * PyTorch's default group to ASTRA-sim): "r0,r1,..." -> id - 1. */
+ * PyTorch's default group to ASTRA-sim). */
 typedef struct {
-  GHashTable *id;   /* member list text -> id + 1 */
-  GPtrArray *lists; /* id -> member list text (borrowed from id's keys) */
-  GArray *nodes;    /* id -> nodes the group spans */
+  GHashTable *id;   /* members as text "r0,r1,..." -> index + 1 */
+  GPtrArray *lists; /* index -> GArray of int, the members */
+  GArray *nodes;    /* index -> nodes the group spans */
 } comm_table;
 
+/* The index of the communicator of `members`, added if new; -1 with `err` set on failure. */
 static int comm_id(comm_table *t, const plat *pl, const int *members, int n, GError **err) {
   GString *s = g_string_new(NULL);
   for (int i = 0; i < n; i++) g_string_append_printf(s, i ? ",%d" : "%d", members[i]);
   int id = GPOINTER_TO_INT(g_hash_table_lookup(t->id, s->str)) - 1;
-  if (id >= 0) {
-    g_string_free(s, TRUE);
-    return id;
-  }
   coll_group g;
-  if (!analytic_group_init(&g, pl, members, n, err)) {
-    g_string_free(s, TRUE);
-    return -1;
+  if (id < 0 && analytic_group_init(&g, pl, members, n, err)) {
+    id = (int)t->lists->len;
+    g_hash_table_insert(t->id, g_strdup(s->str), GINT_TO_POINTER(id + 1));
+    GArray *m = g_array_sized_new(FALSE, FALSE, sizeof(int), (guint)n);
+    g_array_append_vals(m, members, (guint)n);
+    g_ptr_array_add(t->lists, m);
+    g_array_append_val(t->nodes, g.nodes);
   }
-  id = (int)t->lists->len;
-  char *key = g_string_free(s, FALSE);
-  g_hash_table_insert(t->id, key, GINT_TO_POINTER(id + 1));
-  g_ptr_array_add(t->lists, key);
-  g_array_append_val(t->nodes, g.nodes);
+  g_string_free(s, TRUE);
   return id;
-}
-
-static et_coll_type et_type_of(coll_op op) {
-  switch (op) {
-  case COLL_ALLREDUCE: return ET_ALL_REDUCE;
-  case COLL_ALLGATHER: return ET_ALL_GATHER;
-  case COLL_REDUCESCATTER: return ET_REDUCE_SCATTER;
-  case COLL_BROADCAST: return ET_BROADCAST;
-  case COLL_ALLTOALL: return ET_ALL_TO_ALL;
-  case COLL_SENDRECV:
-  case COLL_OP_COUNT: break;
-  }
-  return ET_ALL_REDUCE;
 }
 
 static void put_meta(et_file *f, const run_ctx *x, const plan_rank *p, int rank) {
@@ -92,7 +77,7 @@ static void put_kernel(et_file *f, et_node *n, const run_ctx *x, const plan_op *
   n->duration_us = (uint64_t)llround(d * 1e6);
   et_attr_bool(f, n, "is_cpu_op", FALSE);
   et_attr_int(f, n, "num_ops", (int64_t)llround(MIN(op->flops, 9e18)));
-  et_attr_int(f, n, "tensor_size", (int64_t)llround(MIN(op->mem_bytes, 9e18)));
+  et_attr_uint64(f, n, "tensor_size", (uint64_t)llround(MIN(op->mem_bytes, 9e18)));
   et_attr_double(f, n, "dlsim_duration_s", d);
   et_attr_string(f, n, "dlsim_kernel", op->kname);
   char *key = NULL;
@@ -114,7 +99,7 @@ static gboolean put_coll(et_file *f, et_node *n, const run_ctx *x, const plan_ra
   const int m = plan_op_members(p, &x->cfg, op, rank, members);
   const int id = comm_id(ct, x->platform, members, m, err);
   if (id < 0) return FALSE;
-  et_attr_int(f, n, "comm_type", et_type_of(op->coll));
+  et_attr_int(f, n, "comm_type", plan_trace_comm_type(op->coll));
   et_attr_int(f, n, "comm_size", (int64_t)llround(MIN(op->bytes, 9e18)));
   char pg[16];
   g_snprintf(pg, sizeof pg, "%d", id + 1);
@@ -170,9 +155,9 @@ static et_file *rank_trace(const run_ctx *x, const char *path, int rank, comm_ta
     } else if (op->kind == PLAN_COLL) {
       ok = put_coll(f, n, x, p, op, rank, ct, members, err);
     } else {
-      et_attr_int(f, n, "comm_src", op->kind == PLAN_SEND ? rank : op->peer);
-      et_attr_int(f, n, "comm_dst", op->kind == PLAN_SEND ? op->peer : rank);
-      et_attr_int(f, n, "comm_tag", op->tag);
+      et_attr_int32(f, n, "comm_src", op->kind == PLAN_SEND ? rank : op->peer);
+      et_attr_int32(f, n, "comm_dst", op->kind == PLAN_SEND ? op->peer : rank);
+      et_attr_int32(f, n, "comm_tag", op->tag);
       et_attr_int(f, n, "comm_size", (int64_t)llround(MIN(op->bytes, 9e18)));
     }
     if (op->kind != PLAN_KERNEL) et_attr_double(f, n, "dlsim_bytes", op->bytes);
@@ -195,10 +180,8 @@ static char *comm_groups_json(const comm_table *ct) {
   for (guint i = 0; i < ct->lists->len; i++) {
     char id[16];
     g_snprintf(id, sizeof id, "%u", i + 1);
-    cJSON *a = cJSON_AddArrayToObject(root, id);
-    char **v = g_strsplit(g_ptr_array_index(ct->lists, i), ",", -1);
-    for (char **s = v; *s; s++) cJSON_AddItemToArray(a, cJSON_CreateNumber(atoi(*s)));
-    g_strfreev(v);
+    const GArray *m = g_ptr_array_index(ct->lists, i);
+    cJSON_AddItemToObject(root, id, cJSON_CreateIntArray((const int *)(void *)m->data, (int)m->len));
   }
   char *t = cJSON_Print(root);
   cJSON_Delete(root);
@@ -207,42 +190,56 @@ static char *comm_groups_json(const comm_table *ct) {
   return out;
 }
 
+/* Moves every file of directory `from` into `to`, then removes `from`. */
+static gboolean move_into(const char *from, const char *to, GError **err) {
+  GDir *d = g_dir_open(from, 0, NULL);
+  gboolean ok = d != NULL;
+  for (const char *name; ok && (name = g_dir_read_name(d));) {
+    char *a = g_build_filename(from, name, NULL), *b = g_build_filename(to, name, NULL);
+    if (g_rename(a, b) != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: cannot move it into place: %s", b,
+                  g_strerror(errno));
+      ok = FALSE;
+    }
+    g_free(a);
+    g_free(b);
+  }
+  if (d) g_dir_close(d);
+  return ok;
+}
+
 gboolean exec_export_chakra(const run_ctx *x, const char *dir, const char *prefix,
                             gboolean progress, GError **err) {
   const int P = x->cfg.gpus;
-  if (!*prefix || strchr(prefix, '/')) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--prefix '%s': expected a file name prefix",
-                prefix);
-    return FALSE;
-  }
-  if (g_mkdir_with_parents(dir, 0777) != 0) {
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "--out %s: cannot create the directory: %s", dir,
-                g_strerror(errno));
-    return FALSE;
-  }
   comm_table ct = {g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
-                   g_ptr_array_new(), g_array_new(FALSE, FALSE, sizeof(int))};
+                   g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref),
+                   g_array_new(FALSE, FALSE, sizeof(int))};
   int *members = g_new(int, P);
-  et_file **files = g_new0(et_file *, P);
-  gboolean ok = TRUE;
-  /* every trace is made before any is written: a failure leaves the directory as it was */
+  /* the files are made in a directory beside their place and moved in once all are written:
+   * a failure leaves `dir` as it was */
+  char *tmp = g_build_filename(dir, ".dlsim-export-XXXXXX", NULL);
+  gboolean ok = g_mkdtemp(tmp) != NULL;
+  if (!ok)
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: cannot write into it: %s", dir, g_strerror(errno));
   for (int r = 0; ok && r < P; r++) {
     char *name = plan_trace_file_name(prefix, r);
-    char *path = g_build_filename(dir, name, NULL);
-    ok = (files[r] = rank_trace(x, path, r, &ct, members, err)) != NULL;
+    char *path = g_build_filename(tmp, name, NULL);
+    et_file *f = rank_trace(x, path, r, &ct, members, err);
+    ok = f && et_write(f, err);
+    et_free(f);
     g_free(path);
     g_free(name);
     if (progress && P >= 10 && (r + 1) % (P / 10) == 0)
       fprintf(stderr, "dlsim: export: %d of %d ranks\n", r + 1, P);
   }
-  for (int r = 0; ok && r < P; r++) ok = et_write(files[r], err);
   if (ok) {
     char *json = comm_groups_json(&ct);
-    char *path = g_build_filename(dir, "comm_groups.json", NULL);
+    char *path = g_build_filename(tmp, "comm_groups.json", NULL);
     ok = dl_write_file_atomic(path, json, strlen(json), err);
     g_free(path);
     g_free(json);
   }
+  ok = ok && move_into(tmp, dir, err);
   /* an earlier export of more ranks under the same prefix would read as part of this one */
   for (int r = P; ok; r++) {
     char *name = plan_trace_file_name(prefix, r);
@@ -253,8 +250,8 @@ gboolean exec_export_chakra(const run_ctx *x, const char *dir, const char *prefi
     g_free(name);
     if (!there) break;
   }
-  for (int r = 0; r < P; r++) et_free(files[r]);
-  g_free(files);
+  if (g_file_test(tmp, G_FILE_TEST_IS_DIR)) dl_tmpdir_remove(g_strdup(tmp));
+  g_free(tmp);
   g_free(members);
   g_hash_table_destroy(ct.id);
   g_ptr_array_free(ct.lists, TRUE);

@@ -58,7 +58,3 @@ void coll_groups_release(coll_groups *g) {
   g_free(g->size);
   g_free(g->nodes);
 }
-
-int coll_groups_slot(const plan_op *op) {
-  return op->comm >= 0 ? PLAN_N_GROUPS + op->comm : (int)op->group;
-}

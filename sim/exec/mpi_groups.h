@@ -18,7 +18,7 @@
 #include "plan/plan.h"
 
 /* Slots: one per group kind (plan_group), then one per explicit communicator of the plan
- * (plan_comms: a trace's); coll_groups_slot names an op's. */
+ * (plan_comms: a trace's), as plan_op_slot numbers them. */
 typedef struct {
   int n;           /* slots */
   MPI_Comm *comm;  /* MPI_COMM_WORLD, a split, or MPI_COMM_SELF (size 1) */
@@ -33,7 +33,5 @@ typedef struct {
 void coll_groups_init(coll_groups *g, const cfg_run *c, const plan_comms *comms, int rank,
                       const int *node_of);
 void coll_groups_release(coll_groups *g);
-/* The slot of collective op `op`. */
-int coll_groups_slot(const plan_op *op);
 
 #endif

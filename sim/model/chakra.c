@@ -68,14 +68,13 @@ static void attr_clear(et_attr *a) {
   g_free(a->list);
 }
 
-static gboolean node_from_pb(et_node *n, const pb_node *p) {
+/* Counts fit an int: a record is at most ET_MAX_RECORD bytes, one byte or more per entry. */
+static void node_from_pb(et_node *n, const pb_node *p) {
   memset(n, 0, sizeof *n);
   n->id = p->id;
   n->name = g_strdup(p->name ? p->name : "");
   n->type = (et_type)p->type;
   n->duration_us = p->duration_micros;
-  if (p->n_ctrl_deps > G_MAXINT / 2 || p->n_data_deps > G_MAXINT / 2 || p->n_attr > G_MAXINT / 2)
-    return FALSE;
   n->n_ctrl = (int)p->n_ctrl_deps;
   n->n_data = (int)p->n_data_deps;
   n->ctrl_deps = g_memdup2(p->ctrl_deps, sizeof(uint64_t) * p->n_ctrl_deps);
@@ -86,7 +85,6 @@ static gboolean node_from_pb(et_node *n, const pb_node *p) {
   n->n_attrs = (int)p->n_attr;
   n->attrs = g_new0(et_attr, p->n_attr ? p->n_attr : 1);
   for (size_t i = 0; i < p->n_attr; i++) attr_from_pb(&n->attrs[i], p->attr[i]);
-  return TRUE;
 }
 
 static void node_clear(et_node *n) {
@@ -164,12 +162,12 @@ et_file *et_read_bytes(const char *path, const char *data, gsize len, GError **e
     } else {
       pb_node *pn = chakra_proto_msg__node__unpack(NULL, n, p);
       et_node node;
-      if (!pn || !node_from_pb(&node, pn)) {
+      if (!pn) {
         g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: record %d: not a Chakra Node", path, rec);
-        if (pn) chakra_proto_msg__node__free_unpacked(pn, NULL);
         ok = FALSE;
         break;
       }
+      node_from_pb(&node, pn);
       chakra_proto_msg__node__free_unpacked(pn, NULL);
       g_array_append_val(nodes, node);
     }
@@ -284,6 +282,12 @@ static et_attr *new_attr(et_file *f, et_node *n, const char *name, et_akind kind
 void et_attr_int(et_file *f, et_node *n, const char *name, int64_t v) {
   new_attr(f, n, name, ET_A_INT)->i = v;
 }
+void et_attr_uint64(et_file *f, et_node *n, const char *name, uint64_t v) {
+  new_attr(f, n, name, ET_A_UINT64)->i = v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+void et_attr_int32(et_file *f, et_node *n, const char *name, int32_t v) {
+  new_attr(f, n, name, ET_A_INT32)->i = v;
+}
 void et_attr_double(et_file *f, et_node *n, const char *name, double v) {
   new_attr(f, n, name, ET_A_DOUBLE)->d = v;
 }
@@ -305,17 +309,16 @@ static void attr_to_pb(const et_attr *a, pb_attr *p, ChakraProtoMsg__DoubleList 
   p->name = a->name;
   switch (a->kind) {
   case ET_A_INT:
-    if (!strcmp(a->name, "tensor_size")) {
-      p->value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_UINT64_VAL;
-      p->uint64_val = a->i < 0 ? 0 : (uint64_t)a->i;
-    } else if (!strcmp(a->name, "comm_src") || !strcmp(a->name, "comm_dst") ||
-               !strcmp(a->name, "comm_tag") || !strcmp(a->name, "comm_priority")) {
-      p->value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_INT32_VAL;
-      p->int32_val = (int32_t)CLAMP(a->i, G_MININT32, G_MAXINT32);
-    } else {
-      p->value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_INT64_VAL;
-      p->int64_val = a->i;
-    }
+    p->value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_INT64_VAL;
+    p->int64_val = a->i;
+    break;
+  case ET_A_UINT64:
+    p->value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_UINT64_VAL;
+    p->uint64_val = a->i < 0 ? 0 : (uint64_t)a->i;
+    break;
+  case ET_A_INT32:
+    p->value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_INT32_VAL;
+    p->int32_val = (int32_t)CLAMP(a->i, G_MININT32, G_MAXINT32);
     break;
   case ET_A_DOUBLE:
     p->value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_DOUBLE_VAL;

@@ -46,7 +46,18 @@ typedef enum {
   ET_BARRIER = 9,
 } et_coll_type;
 
-typedef enum { ET_A_INT, ET_A_DOUBLE, ET_A_BOOL, ET_A_STRING, ET_A_DOUBLES, ET_A_OTHER } et_akind;
+/* ET_A_UINT64 and ET_A_INT32 only say which member a written integer takes; a file read back
+ * gives ET_A_INT for every integer member. */
+typedef enum {
+  ET_A_INT,
+  ET_A_DOUBLE,
+  ET_A_BOOL,
+  ET_A_STRING,
+  ET_A_DOUBLES,
+  ET_A_OTHER,
+  ET_A_UINT64,
+  ET_A_INT32
+} et_akind;
 
 /* An attribute: any integer member of the oneof is read into i (int32, int64, uint*, sint*,
  * fixed*), float and double into d, bool into i; double lists into list. */
@@ -102,10 +113,13 @@ const char *et_coll_type_name(int t);
 et_file *et_new(const char *path);
 et_node *et_add_node(et_file *f, uint64_t id, const char *name, et_type type);
 void et_add_dep(et_node *n, gboolean data, uint64_t on);
-/* Attributes (of a node, or of the metadata with n == NULL): written with the member Chakra's
- * own writers use for each name (int64 for comm_type, comm_size and num_ops, uint64 for
- * tensor_size, int32 for comm_src, comm_dst and comm_tag, bool for is_cpu_op). */
+/* Attributes (of a node, or of the metadata with n == NULL), each in the protobuf member its
+ * function names: int64_val, uint64_val, int32_val, double_val, bool_val, string_val,
+ * double_list. Chakra's own writers use int64 for comm_type, comm_size and num_ops, uint64 for
+ * tensor_size, int32 for comm_src, comm_dst and comm_tag. */
 void et_attr_int(et_file *f, et_node *n, const char *name, int64_t v);
+void et_attr_uint64(et_file *f, et_node *n, const char *name, uint64_t v);
+void et_attr_int32(et_file *f, et_node *n, const char *name, int32_t v);
 void et_attr_double(et_file *f, et_node *n, const char *name, double v);
 void et_attr_bool(et_file *f, et_node *n, const char *name, gboolean v);
 void et_attr_string(et_file *f, et_node *n, const char *name, const char *v);

@@ -121,7 +121,7 @@ static void coll_flows(GString *t, const rec_rank *recs, int P, const cfg_run *c
   int *members = g_new(int, c->gpus > 0 ? c->gpus : 1);
   for (int k = 0; k < P; k++) {
     const plan_rank *p = recs[k].plan;
-    const int slots = PLAN_N_GROUPS + (p->comms ? p->comms->n : 0);
+    const int slots = plan_n_slots(p);
     int *count = g_new0(int, slots);
     ordinal[k] = g_new(gint64, p->n_ops);
     first[k] = g_new(int, p->n_ops);
@@ -129,9 +129,10 @@ static void coll_flows(GString *t, const rec_rank *recs, int P, const cfg_run *c
       const plan_op *op = &p->ops[i];
       ordinal[k][i] = first[k][i] = -1;
       if (op->kind != PLAN_COLL) continue;
-      const int slot = op->comm >= 0 ? PLAN_N_GROUPS + op->comm : (int)op->group;
+      const int slot = plan_op_slot(op);
       ordinal[k][i] = ((gint64)slot << 32) | count[slot]++;
-      first[k][i] = plan_op_members(p, c, op, recs[k].rank, members) > 0 ? members[0] : k;
+      plan_op_members(p, c, op, recs[k].rank, members); /* at least the rank itself */
+      first[k][i] = members[0];
     }
     g_free(count);
   }

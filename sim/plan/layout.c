@@ -72,3 +72,9 @@ int plan_group_degree(const cfg_run *c, plan_group g) {
   }
   return 1;
 }
+
+int plan_op_slot(const plan_op *op) {
+  return op->comm >= 0 ? PLAN_N_GROUPS + op->comm : (int)op->group;
+}
+
+int plan_n_slots(const plan_rank *p) { return PLAN_N_GROUPS + (p->comms ? p->comms->n : 0); }

@@ -17,19 +17,24 @@ const char *plan_part_name(plan_part p) { return part_names[p]; }
 
 /* ---- the builder ---------------------------------------------------------------------------- */
 
+void plan_op_init(plan_op *op) {
+  memset(op, 0, sizeof *op);
+  op->layer = -1;
+  op->wait_event = -1;
+  op->record_event = -1;
+  op->peer = -1;
+  op->fixed_s = -1;
+  op->comm = -1;
+}
+
 plan_op *plan_b_push(plan_builder *b, plan_op_kind kind, int stream, plan_phase phase, int layer) {
   plan_op op;
-  memset(&op, 0, sizeof op);
+  plan_op_init(&op);
   op.kind = kind;
   op.stream = stream;
   op.phase = phase;
   op.layer = layer;
-  op.wait_event = -1;
-  op.record_event = -1;
-  op.peer = -1;
   op.microbatch = b->mb;
-  op.fixed_s = -1;
-  op.comm = -1;
   g_array_append_val(b->ops, op);
   return &g_array_index(b->ops, plan_op, b->ops->len - 1);
 }

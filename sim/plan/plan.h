@@ -129,6 +129,15 @@ typedef struct {
   const plan_comms *comms; /* explicit communicators of ops with comm >= 0 (borrowed), or NULL */
 } plan_rank;
 
+/* An op with nothing set: no layer, event, peer, recorded time or explicit communicator. */
+void plan_op_init(plan_op *op);
+
+/* The call-counter slot of collective `op`: its communicator kind, or PLAN_N_GROUPS + its
+ * explicit communicator; plan_n_slots(p) of them in plan `p`. Collectives are ordered per slot
+ * (MPI's order of collectives on one communicator). */
+int plan_op_slot(const plan_op *op);
+int plan_n_slots(const plan_rank *p);
+
 /* Builds rank `rank`'s op list for one training iteration. The configuration must have passed
  * cfg_resolve(). `layer_time_s` (may be NULL: FLOPs are used instead) gives each layer's forward
  * plus backward time per sample; pipeline stages are balanced with it. DL_ERR_INPUT when the

@@ -15,6 +15,7 @@ struct plan_trace {
   et_file **files; /* per rank */
   plan_comms comms;
   GHashTable *comm_id; /* pg_name -> communicator index + 1 */
+  int world;           /* the communicator of every rank */
 };
 
 int plan_trace_ranks(const plan_trace *t) { return t->P; }
@@ -102,16 +103,46 @@ static int cmp_int(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Adds communicator `id` of `m` members (any order; m = 0: every rank). */
-static void add_comm(plan_trace *t, const char *id, const int *members, int m) {
+/* The ranks of a JSON list: whole numbers 0..P-1, each once; sorted into a new array (*m of
+ * them; none for an empty list). NULL and a newly allocated reason otherwise. */
+static int *rank_list(const cJSON *list, int P, int *m, char **why) {
+  *m = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : -1;
+  if (*m < 0) {
+    *why = g_strdup("expected a list of ranks");
+    return NULL;
+  }
+  int *r = g_new(int, *m ? *m : 1), i = 0;
+  for (const cJSON *x = list->child; x; x = x->next, i++) {
+    if (!cJSON_IsNumber(x) || x->valuedouble != (double)(int)x->valuedouble ||
+        x->valuedouble < 0 || x->valuedouble >= P) {
+      *why = g_strdup_printf("[%d]: expected a rank 0..%d", i, P - 1);
+      g_free(r);
+      return NULL;
+    }
+    r[i] = (int)x->valuedouble;
+  }
+  qsort(r, (size_t)*m, sizeof(int), cmp_int);
+  for (i = 1; i < *m; i++)
+    if (r[i] == r[i - 1]) {
+      *why = g_strdup_printf("rank %d is listed twice", r[i]);
+      g_free(r);
+      return NULL;
+    }
+  return r;
+}
+
+/* Adds communicator `id` of the m sorted `members` (taken over; m = 0: every rank). */
+static void add_comm(plan_trace *t, const char *id, int *members, int m) {
   const int k = t->comms.n++;
   t->comms.members = g_renew(int *, t->comms.members, t->comms.n);
   t->comms.size = g_renew(int, t->comms.size, t->comms.n);
+  if (!m) {
+    members = g_renew(int, members, t->P);
+    for (int i = 0; i < t->P; i++) members[i] = i;
+  }
+  t->comms.members[k] = members;
   t->comms.size[k] = m ? m : t->P;
-  t->comms.members[k] = g_new(int, t->comms.size[k]);
-  for (int i = 0; i < t->comms.size[k]; i++) t->comms.members[k][i] = m ? members[i] : i;
-  qsort(t->comms.members[k], (size_t)t->comms.size[k], sizeof(int), cmp_int);
-  g_hash_table_insert(t->comm_id, g_strdup(id), GINT_TO_POINTER(k + 1));
+  if (id) g_hash_table_insert(t->comm_id, g_strdup(id), GINT_TO_POINTER(k + 1));
 }
 
 /* A METADATA node of Chakra's PyTorch converter ("## process_group:init ##") lists the process
@@ -123,36 +154,30 @@ static gboolean metadata_groups(plan_trace *t, const et_file *f, const et_node *
   const char *v = n->type == ET_METADATA ? n->inputs_values : NULL;
   const size_t len = v ? strlen(v) : 0;
   if (len < 4 || strncmp(v, "['", 2) != 0 || strcmp(v + len - 2, "']") != 0) return TRUE;
-  char *text = g_strndup(v + 2, len - 4);
+  char *text = g_strndup(v + 2, len - 4), *why = NULL;
   cJSON *a = cJSON_Parse(text);
-  gboolean ok = cJSON_IsArray(a);
-  for (const cJSON *g = ok ? a->child : NULL; ok && g; g = g->next) {
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(g, "pg_name"),
-                *ranks = cJSON_GetObjectItemCaseSensitive(g, "ranks");
-    ok = cJSON_IsString(name) && cJSON_IsArray(ranks);
-    if (!ok || g_hash_table_contains(t->comm_id, name->valuestring)) continue;
-    const int m = cJSON_GetArraySize(ranks);
-    int *mem = g_new(int, m ? m : 1), i = 0;
-    for (const cJSON *x = ranks->child; ok && x; x = x->next, i++) {
-      ok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble < t->P &&
-           x->valuedouble == (double)(int)x->valuedouble;
-      mem[i] = ok ? (int)x->valuedouble : 0;
+  if (!cJSON_IsArray(a)) why = g_strdup("expected a JSON list of groups");
+  for (const cJSON *g = a && !why ? a->child : NULL; g && !why; g = g->next) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(g, "pg_name");
+    if (!cJSON_IsString(name)) {
+      why = g_strdup("a group without a pg_name string");
+      break;
     }
-    for (int j = 1; ok && j < m; j++)
-      for (int k = 0; k < j && ok; k++) ok = mem[j] != mem[k];
-    if (ok) add_comm(t, name->valuestring, mem, m);
-    g_free(mem);
+    int m;
+    int *r = rank_list(cJSON_GetObjectItemCaseSensitive(g, "ranks"), t->P, &m, &why);
+    if (r && g_hash_table_contains(t->comm_id, name->valuestring)) g_free(r);
+    else if (r) add_comm(t, name->valuestring, r, m);
   }
   cJSON_Delete(a);
   g_free(text);
-  if (!ok)
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: node %" G_GUINT64_FORMAT " '%s': inputs.values: "
-                "expected ['[{\"pg_name\": \"<id>\", \"ranks\": [<rank>, ...]}, ...]'] with ranks "
-                "0..%d, each once", f->path, n->id, n->name, t->P - 1);
-  return ok;
+  if (why)
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: node %" G_GUINT64_FORMAT " '%s': the process "
+                "groups in inputs.values: %s", f->path, n->id, n->name, why);
+  g_free(why);
+  return !why;
 }
 
-/* comm_groups.json, when there is one. */
+/* comm_groups.json, when there is one, then the METADATA nodes' groups, then every rank. */
 static gboolean read_comm_groups(plan_trace *t, GError **err) {
   t->comm_id = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   char *path = g_build_filename(t->dir, "comm_groups.json", NULL);
@@ -167,39 +192,19 @@ static gboolean read_comm_groups(plan_trace *t, GError **err) {
                   path);
       ok = FALSE;
     }
-    const int n = ok ? cJSON_GetArraySize(root) : 0;
-    t->comms.members = g_new0(int *, n ? n : 1);
-    t->comms.size = g_new0(int, n ? n : 1);
     for (const cJSON *g = ok ? root->child : NULL; ok && g; g = g->next) {
-      const int k = t->comms.n++, m = cJSON_GetArraySize(g);
-      t->comms.members[k] = g_new(int, m ? m : 1);
-      t->comms.size[k] = m;
-      if (!cJSON_IsArray(g) || m < 1) {
-        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s: expected a non-empty list of ranks",
-                    path, g->string);
+      char *why = NULL;
+      int m;
+      int *r = rank_list(g, t->P, &m, &why);
+      if (r && !m) why = g_strdup("expected a non-empty list of ranks");
+      else if (r && g_hash_table_contains(t->comm_id, g->string)) why = g_strdup("listed twice");
+      if (why) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s: %s", path, g->string, why);
+        g_free(why);
+        g_free(r);
         ok = FALSE;
-        break;
-      }
-      int i = 0;
-      for (const cJSON *v = g->child; ok && v; v = v->next, i++) {
-        if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble ||
-            v->valuedouble < 0 || v->valuedouble >= t->P) {
-          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s[%d]: expected a rank 0..%d", path,
-                      g->string, i, t->P - 1);
-          ok = FALSE;
-        }
-        t->comms.members[k][i] = ok ? (int)v->valuedouble : 0;
-      }
-      qsort(t->comms.members[k], (size_t)m, sizeof(int), cmp_int);
-      for (i = 1; ok && i < m; i++)
-        if (t->comms.members[k][i] == t->comms.members[k][i - 1]) {
-          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s: rank %d is listed twice", path,
-                      g->string, t->comms.members[k][i]);
-          ok = FALSE;
-        }
-      if (ok && !g_hash_table_insert(t->comm_id, g_strdup(g->string), GINT_TO_POINTER(k + 1))) {
-        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: %s: listed twice", path, g->string);
-        ok = FALSE;
+      } else {
+        add_comm(t, g->string, r, m);
       }
     }
     cJSON_Delete(root);
@@ -209,17 +214,12 @@ static gboolean read_comm_groups(plan_trace *t, GError **err) {
   for (int r = 0; ok && r < t->P; r++)
     for (int i = 0; ok && i < t->files[r]->n_nodes; i++)
       ok = metadata_groups(t, t->files[r], &t->files[r]->nodes[i], err);
-  if (!ok) return FALSE;
-  /* every rank: the communicator of collectives without pg_name */
-  t->comms.members = g_renew(int *, t->comms.members, t->comms.n + 1);
-  t->comms.size = g_renew(int, t->comms.size, t->comms.n + 1);
-  t->comms.members[t->comms.n] = g_new(int, t->P);
-  for (int r = 0; r < t->P; r++) t->comms.members[t->comms.n][r] = r;
-  t->comms.size[t->comms.n++] = t->P;
-  return TRUE;
+  t->world = t->comms.n; /* the communicator of collectives without pg_name */
+  add_comm(t, NULL, NULL, 0);
+  return ok;
 }
 
-plan_trace *plan_trace_open(const char *dir, GError **err) {
+plan_trace *plan_trace_open(const char *dir, gboolean check, GError **err) {
   plan_trace *t = g_new0(plan_trace, 1);
   t->dir = g_strdup(dir);
   char *prefix = NULL;
@@ -243,7 +243,7 @@ plan_trace *plan_trace_open(const char *dir, GError **err) {
     ok = FALSE;
   }
   ok = ok && read_comm_groups(t, err);
-  for (int r = 0; ok && r < t->P; r++) {
+  for (int r = 0; ok && check && r < t->P; r++) {
     plan_rank *p = plan_trace_rank(t, r, err);
     ok = p != NULL;
     plan_rank_free(p);
@@ -286,6 +286,22 @@ static const char *phase_of(int i) { return plan_phase_name((plan_phase)i); }
 static const char *purpose_of(int i) { return plan_purpose_name((plan_purpose)i); }
 static const char *group_of(int i) { return plan_group_name((plan_group)i); }
 
+/* dlsim's collective for each CollectiveCommType, or -1 (REDUCE, GATHER, SCATTER,
+ * REDUCE_SCATTER_BLOCK, BARRIER: no model). */
+static const coll_op coll_types[] = {
+    [ET_ALL_REDUCE] = COLL_ALLREDUCE,       [ET_REDUCE] = (coll_op)-1,
+    [ET_ALL_GATHER] = COLL_ALLGATHER,       [ET_GATHER] = (coll_op)-1,
+    [ET_SCATTER] = (coll_op)-1,             [ET_BROADCAST] = COLL_BROADCAST,
+    [ET_ALL_TO_ALL] = COLL_ALLTOALL,        [ET_REDUCE_SCATTER] = COLL_REDUCESCATTER,
+    [ET_REDUCE_SCATTER_BLOCK] = (coll_op)-1, [ET_BARRIER] = (coll_op)-1,
+};
+
+int plan_trace_comm_type(coll_op op) {
+  for (int k = 0; k < (int)G_N_ELEMENTS(coll_types); k++)
+    if (coll_types[k] == op) return k;
+  return -1;
+}
+
 typedef struct {
   const plan_trace *t;
   const et_file *f;
@@ -317,23 +333,18 @@ static gboolean peer_of(conv *v, const et_node *n, const char *attr, int *peer) 
 static gboolean coll_of(conv *v, const et_node *n, plan_op *op, GPtrArray *pool) {
   const et_attr *ct = et_node_attr(n, "comm_type");
   if (!ct || ct->kind != ET_A_INT) return refuse(v, n, "a collective without comm_type");
-  switch ((et_coll_type)ct->i) {
-  case ET_ALL_REDUCE: op->coll = COLL_ALLREDUCE; break;
-  case ET_ALL_GATHER: op->coll = COLL_ALLGATHER; break;
-  case ET_REDUCE_SCATTER: op->coll = COLL_REDUCESCATTER; break;
-  case ET_BROADCAST: op->coll = COLL_BROADCAST; break;
-  case ET_ALL_TO_ALL: op->coll = COLL_ALLTOALL; break;
-  default:
+  const int k = ct->i >= 0 && ct->i < (int64_t)G_N_ELEMENTS(coll_types) ? (int)ct->i : -1;
+  if (k < 0 || (int)coll_types[k] < 0)
     return refuse(v, n, "comm_type %" G_GINT64_FORMAT " (%s): dlsim models ALL_REDUCE, "
                   "ALL_GATHER, REDUCE_SCATTER, BROADCAST and ALL_TO_ALL", ct->i,
-                  et_coll_type_name((int)ct->i));
-  }
+                  et_coll_type_name(k));
+  op->coll = coll_types[k];
   const et_attr *pg = et_node_attr(n, "pg_name");
   if (pg) {
     char *id = pg->kind == ET_A_STRING ? g_strdup(pg->s) : g_strdup_printf("%" G_GINT64_FORMAT,
                                                                            pg->i);
     int k = GPOINTER_TO_INT(g_hash_table_lookup(v->t->comm_id, id)) - 1;
-    if (k < 0 && (!*id || strcmp(id, "0") == 0)) k = v->t->comms.n - 1; /* the default group */
+    if (k < 0 && (!*id || strcmp(id, "0") == 0)) k = v->t->world; /* the default group */
     if (k < 0) {
       gboolean r = refuse(v, n, "pg_name '%s' is not in %s/comm_groups.json nor in a process-group "
                           "METADATA node", id, v->t->dir);
@@ -343,7 +354,7 @@ static gboolean coll_of(conv *v, const et_node *n, plan_op *op, GPtrArray *pool)
     g_free(id);
     op->comm = k;
   } else {
-    op->comm = v->t->comms.n - 1; /* every rank */
+    op->comm = v->t->world;
   }
   const int m = v->t->comms.size[op->comm];
   const int *mem = v->t->comms.members[op->comm];
@@ -372,22 +383,18 @@ static gboolean coll_of(conv *v, const et_node *n, plan_op *op, GPtrArray *pool)
 
 /* The op of node `n`, or FALSE (refused). */
 static gboolean op_of(conv *v, const et_node *n, plan_op *op, GPtrArray *pool) {
-  memset(op, 0, sizeof *op);
-  op->layer = -1;
-  op->wait_event = op->record_event = -1;
-  op->peer = -1;
-  op->comm = -1;
-  op->fixed_s = -1;
+  plan_op_init(op);
   op->split = 1;
   op->group = PLAN_GRP_TRACE;
-  op->purpose = PLAN_WHY_TRACE;
   op->phase = (plan_phase)by_name(attr_str(n, "dlsim_phase"), phase_of, PLAN_N_PHASES,
                                   PLAN_PH_FWD);
   op->microbatch = (int)CLAMP(attr_int(n, "dlsim_microbatch", 0), -1, G_MAXINT);
   op->purpose = (plan_purpose)by_name(attr_str(n, "dlsim_purpose"), purpose_of, PLAN_N_PURPOSES,
                                       PLAN_WHY_TRACE);
   const gboolean comm = n->type == ET_COLL || n->type == ET_SEND || n->type == ET_RECV;
-  const double bytes = attr_num(n, comm ? "comm_size" : "tensor_size", 0);
+  /* dlsim's own exact bytes where it wrote them (comm_size is a whole number) */
+  const double bytes = attr_num(n, comm ? "dlsim_bytes" : "tensor_size",
+                                comm ? attr_num(n, "comm_size", 0) : 0);
   if (!(bytes >= 0 && bytes <= 1e18))
     return refuse(v, n, "%s: expected bytes in 0..1e18", comm ? "comm_size" : "tensor_size");
   switch (n->type) {
@@ -398,6 +405,11 @@ static gboolean op_of(conv *v, const et_node *n, plan_op *op, GPtrArray *pool) {
     op->kind = PLAN_KERNEL;
     op->stream = PLAN_STREAM_COMPUTE;
     const char *kn = attr_str(n, "dlsim_kernel");
+    gboolean plain = kn && strlen(kn) < sizeof op->kname && *kn;
+    for (const char *c = kn; plain && *c; c++) plain = g_ascii_isgraph(*c) && *c != '"' && *c != '\\';
+    if (kn && !plain)
+      return refuse(v, n, "dlsim_kernel: expected a name of 1..%d printable characters without "
+                    "spaces, quotes or backslashes", (int)sizeof op->kname - 1);
     g_strlcpy(op->kname, kn ? kn : n->type == ET_COMP ? "trace.comp"
                                    : n->type == ET_METADATA ? "trace.metadata" : "trace.memory",
               sizeof op->kname);
@@ -440,7 +452,6 @@ static gboolean op_of(conv *v, const et_node *n, plan_op *op, GPtrArray *pool) {
       return refuse(v, n, "comm_tag %" G_GINT64_FORMAT ": expected 0..32767",
                     attr_int(n, "comm_tag", 0));
     if (!peer_of(v, n, n->type == ET_SEND ? "comm_dst" : "comm_src", &op->peer)) return FALSE;
-    op->group = PLAN_GRP_TRACE;
     break;
   default: return refuse(v, n, "node type %d: dlsim has no model of it", (int)n->type);
   }

@@ -46,10 +46,11 @@
 
 typedef struct plan_trace plan_trace;
 
-/* Opens the traces under `dir` (every file is read and checked, and every rank's op list built
- * once, so a trace that cannot be run is refused here). NULL with a one-line DL_ERR_INPUT naming
- * the file on failure. */
-plan_trace *plan_trace_open(const char *dir, GError **err);
+/* Opens the traces under `dir`: every file is read and checked, and with `check` every rank's
+ * op list is built once, so that a trace that cannot be run is refused before any run starts
+ * (an executor opening what the driver checked passes FALSE). NULL with a one-line
+ * DL_ERR_INPUT naming the file on failure. */
+plan_trace *plan_trace_open(const char *dir, gboolean check, GError **err);
 void plan_trace_free(plan_trace *t);
 
 int plan_trace_ranks(const plan_trace *t);
@@ -61,6 +62,9 @@ const plan_comms *plan_trace_comms(const plan_trace *t);
 /* Rank `rank`'s op list for one iteration (plan_rank_free), or NULL with DL_ERR_INPUT. Its
  * collectives name communicators of plan_trace_comms(t), which must outlive it. */
 plan_rank *plan_trace_rank(const plan_trace *t, int rank, GError **err);
+
+/* The CollectiveCommType of dlsim's collective `op`, or -1 (sendrecv has none). */
+int plan_trace_comm_type(coll_op op);
 
 /* The file name of rank `rank`'s trace under a prefix: "<prefix>.<rank>.et" (g_free). */
 char *plan_trace_file_name(const char *prefix, int rank);

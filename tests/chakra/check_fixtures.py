@@ -19,7 +19,7 @@ Also: a dlsim export decodes with the same independent reader (schema version, f
 dependencies, comm groups), and traces dlsim cannot map are refused with exit 2 and a one-line
 message naming the node.
 
-Usage: check_fixtures.py DLSIM [--write DIR]   (--write keeps the three fixtures in DIR)
+Usage: check_fixtures.py DLSIM [--write DIR]   (--write keeps the four fixtures in DIR)
 """
 import json
 import os
@@ -96,13 +96,13 @@ def write_moe(d):
     for r in range(2):
         et.write(os.path.join(d, "moe.%d.et" % r), [
             comp(0, "router", 50),
-            coll(1, "dispatch", et.ALL_TO_ALL, 4_000_000, data=[0], pg="0"),
+            coll(1, "dispatch", et.ALL_TO_ALL, 4_000_000, data=[0], pg="7"),
             comp(2, "experts", 300, ctrl=[0], data=[1]),
-            coll(3, "combine", et.ALL_TO_ALL, 4_000_000, ctrl=[1], data=[2], pg="0"),
+            coll(3, "combine", et.ALL_TO_ALL, 4_000_000, ctrl=[1], data=[2], pg="7"),
             comp(4, "head", 50, ctrl=[2], data=[3]),
         ])
     with open(os.path.join(d, "comm_groups.json"), "w") as f:
-        json.dump({"0": [0, 1]}, f)
+        json.dump({"7": [0, 1]}, f)  # not the default group: a pg_name only this file defines
 
 
 def write_moe_pytorch(d):
@@ -222,6 +222,11 @@ def refused(root):
                      "node 0 'ar': rank 1 is not a member"),
         "data-dep": ([[comp(0, "a", 10, data=[5])]] * 2, None,
                      "data dependency on node 5, which the file does not hold"),
+        "kernel-name": ([[et.node(0, "k", et.COMP_NODE, duration_us=1,
+                                  attrs={"dlsim_kernel": 'a"b'})]] * 2, None,
+                        "node 0 'k': dlsim_kernel: expected a name of 1..39 printable"),
+        "comm-type": ([[coll(0, "ar", 2 ** 32, 100)]] * 2, None,
+                      "node 0 'ar': comm_type 4294967296 (?)"),
     }
     for name, (ranks, groups, want) in cases.items():
         d = os.path.join(root, "bad-" + name)

@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   char *path = g_build_filename(workdir(), "fuzz.0.et", NULL);
   if (!g_file_set_contents(path, (const char *)data, (gssize)size, NULL)) abort();
-  plan_trace *t = plan_trace_open(workdir(), &e);
+  plan_trace *t = plan_trace_open(workdir(), TRUE, &e);
   if (!t) {
     fuzz_refused(e);
   } else {
