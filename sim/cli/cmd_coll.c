@@ -65,7 +65,6 @@ int cmd_coll(int argc, char **argv) {
   GError *err = NULL;
   plat *pl = NULL;
   const char **hosts = NULL;
-  char *smpi_cfg = NULL;
   GPtrArray *extra = g_ptr_array_new_with_free_func(g_free);
   GString *out = g_string_new(NULL);
   double min_b = 8, max_b = 128e6;
@@ -138,11 +137,9 @@ int cmd_coll(int argc, char **argv) {
     g_string_free(names, TRUE);
     goto bad;
   }
-  smpi_cfg = coll_smpi_cfg(op, name);
-  if (smpi_cfg) g_ptr_array_add(extra, g_strdup(smpi_cfg));
-  /* the platform's own network settings; dlsim's only where the file is silent */
-  if (pl) plat_smpi_cfg_defaults(pl, extra);
-  for (int i = 0; simgrid_cfg && simgrid_cfg[i]; i++) g_ptr_array_add(extra, g_strdup(simgrid_cfg[i]));
+  char *smpi_cfg = coll_smpi_cfg(op, name);
+  if (smpi_cfg) g_ptr_array_add(extra, smpi_cfg); /* extra owns it */
+  if (pl) launch_network_cfg(pl, simgrid_cfg, extra);
   g_ptr_array_add(extra, NULL);
 
   hosts = g_new0(const char *, gpus + 1);
@@ -176,7 +173,6 @@ out:
   g_clear_error(&err);
   g_option_context_free(ctx);
   g_free(hosts);
-  g_free(smpi_cfg);
   g_strfreev(simgrid_cfg);
   g_ptr_array_free(extra, TRUE);
   g_string_free(out, TRUE);

@@ -81,15 +81,11 @@ static pid_t spawn_run(const char *exe, const sweep_config *c, slot *s, GError *
 /* The last non-empty line of a run's stderr, without the "dlsim: " prefix. */
 static char *last_line(const char *path) {
   char *text = NULL;
-  if (!g_file_get_contents(path, &text, NULL, NULL)) return g_strdup("(no message)");
-  char **lines = g_strsplit(text, "\n", -1);
-  const char *last = "(no message)";
-  for (char **l = lines; *l; l++)
-    if (g_strstrip(*l)[0]) last = *l;
-  char *out = g_strdup(g_str_has_prefix(last, "dlsim: ") ? last + 7 : last);
-  g_strfreev(lines);
+  g_file_get_contents(path, &text, NULL, NULL);
+  char *last = dl_last_line(text);
   g_free(text);
-  return out;
+  if (g_str_has_prefix(last, "dlsim: ")) memmove(last, last + 7, strlen(last + 7) + 1);
+  return last;
 }
 
 typedef struct {

@@ -35,7 +35,7 @@ static void raw_release(raw_opts *r) {
 }
 
 /* The option table: strings into `r`, degrees and flags straight into `c`. */
-static GOptionContext *run_context(const char *command, raw_opts *r, cfg_run *c) {
+static GOptionContext *run_context(raw_opts *r, cfg_run *c) {
   GOptionEntry entries[] = {
       {"platform", 0, 0, G_OPTION_ARG_STRING, &r->platform,
        "platform name under platforms/ (thetagpu) or a SimGrid XML file", "NAME|FILE"},
@@ -98,7 +98,7 @@ static GOptionContext *run_context(const char *command, raw_opts *r, cfg_run *c)
        "as one message each way, same simulated time; README)", NULL},
       {"simgrid-cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &r->simgrid_cfg,
        "sim: a SimGrid setting over the platform file's (repeatable; SimGrid's --cfg=KEY:VALUE; "
-       "the closed form does not read it)", "KEY:VALUE"},
+       "refused by --mode analytic and real, which run no SimGrid)", "KEY:VALUE"},
       {"no-folding", 0, 0, G_OPTION_ARG_NONE, &c->no_folding,
        "closed form: evaluate every rank (default: one data-parallel replica, or one pipeline "
        "under Megatron tp, stands for the others where they are equivalent; README)", NULL},
@@ -107,7 +107,6 @@ static GOptionContext *run_context(const char *command, raw_opts *r, cfg_run *c)
       {"reproducible", 0, 0, G_OPTION_ARG_NONE, &c->reproducible,
        "write host-dependent figures (simulation.wall_s) as 0, for byte-identical results", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  (void)command;
   GOptionContext *ctx = g_option_context_new(NULL);
   GOptionGroup *g = g_option_group_new("run", "Run options:", "Run options:", NULL, NULL);
   g_option_group_add_entries(g, entries);
@@ -263,7 +262,7 @@ gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *ext
   const char *given_name[] = {"--dp", "--tp", "--pp", "--ep", "--microbatches", "--iters"};
   int before[G_N_ELEMENTS(given)];
   for (size_t i = 0; i < G_N_ELEMENTS(given); i++) before[i] = *given[i], *given[i] = NOT_GIVEN;
-  GOptionContext *ctx = run_context(command, &r, c);
+  GOptionContext *ctx = run_context(&r, c);
   g_option_context_set_summary(
       ctx, summary ? summary
                    : "Runs one configuration in simulation (SMPI), for real, or in closed form, "

@@ -42,9 +42,9 @@ double coll_wire_hier(coll_op op, double n, int P, const coll_topo *topo) {
 /* One message of `s` bytes on a route of latency `a` and bandwidth `b`, with the group's
  * per-message factors (SimGrid's smpi/lat-factor and smpi/bw-factor). */
 static double msg_s(const coll_group *g, double a, double b, double s) {
-  const double lf = g && g->lat_factor ? plat_factor_at(g->lat_factor, s) : 1.0;
-  const double bf = g && g->bw_factor ? plat_factor_at(g->bw_factor, s) : 1.0;
-  return a * lf + s / (b * bf);
+  double lat, xfer;
+  plat_msg_times(g->lat_factor, g->bw_factor, a, b, s, &lat, &xfer);
+  return lat + xfer;
 }
 
 /* A ring of P members: every step sends one message of n/P bytes (n/BCAST_CHUNKS for the
@@ -68,14 +68,21 @@ double coll_cost_ring(coll_op op, double n, const coll_group *g) {
 
 double coll_cost_rhd(coll_op op, double n, const coll_group *g) {
   const int P = g->P;
+  const double a = g->ring_alpha_s, lg = clog2(P), vol = (double)(P - 1) / P * n / g->ring_beta_bps;
   if ((g->bw_factor || g->lat_factor) &&
       (op == COLL_ALLREDUCE || op == COLL_ALLGATHER || op == COLL_REDUCESCATTER)) {
-    /* per-message factors: the halving steps one by one (n/2, n/4, ... of the buffer) */
-    double t = 0, s = n;
-    for (int k = 0; k < (int)clog2(P); k++) t += msg_s(g, g->ring_alpha_s, g->ring_beta_bps, s /= 2);
+    /* per-message factors: the halving steps one by one, n/2, n/4, ... of the buffer, their
+     * bytes scaled to the (P-1)/P·n the formula below moves (the same time with factors 1) */
+    double sum = 0, t = 0, s = n;
+    for (int k = 0; k < (int)lg; k++) sum += (s /= 2);
+    s = n;
+    for (int k = 0; k < (int)lg; k++) {
+      double l, x;
+      plat_msg_times(g->lat_factor, g->bw_factor, a, g->ring_beta_bps, s /= 2, &l, &x);
+      t += l + x * (P - 1) / P * n / sum;
+    }
     return op == COLL_ALLREDUCE ? 2.0 * t : t;
   }
-  const double a = g->ring_alpha_s, lg = clog2(P), vol = (double)(P - 1) / P * n / g->ring_beta_bps;
   if (op == COLL_ALLREDUCE) return 2.0 * (a * lg + vol); /* Gholami et al. 2018, §2 */
   if (op == COLL_ALLGATHER || op == COLL_REDUCESCATTER) return a * lg + vol; /* Bruck */
   return coll_cost_ring(op, n, g);
@@ -83,17 +90,12 @@ double coll_cost_rhd(coll_op op, double n, const coll_group *g) {
 
 double coll_cost_tree(coll_op op, double n, const coll_group *g) {
   const double a = g->ring_alpha_s, b = g->ring_beta_bps;
-  if (g->bw_factor || g->lat_factor) {
-    /* per-message factors at the messages the trees send: chunks of COLL_PIPE_CHUNK_BYTES of
-     * each tree's half of the buffer */
-    const double s = MIN(n / 2, (double)COLL_PIPE_CHUNK_BYTES);
-    const double lf = g->lat_factor ? plat_factor_at(g->lat_factor, s) : 1.0;
-    const double bf = g->bw_factor ? plat_factor_at(g->bw_factor, s) : 1.0;
-    if (op == COLL_ALLREDUCE) return 2.0 * clog2(g->P) * a * lf + 2.0 * n / (b * bf);
-    if (op == COLL_BROADCAST) return clog2(g->P) * a * lf + n / (b * bf);
-  }
-  if (op == COLL_ALLREDUCE) return 2.0 * clog2(g->P) * a + 2.0 * n / b;
-  if (op == COLL_BROADCAST) return clog2(g->P) * a + n / b;
+  /* per-message factors at the messages the trees send: chunks of COLL_PIPE_CHUNK_BYTES of
+   * each tree's half of the buffer */
+  const double s = MIN(n / 2, (double)COLL_PIPE_CHUNK_BYTES);
+  const double lf = plat_factor_at(g->lat_factor, s), bf = plat_factor_at(g->bw_factor, s);
+  if (op == COLL_ALLREDUCE) return 2.0 * clog2(g->P) * a * lf + 2.0 * n / (b * bf);
+  if (op == COLL_BROADCAST) return clog2(g->P) * a * lf + n / (b * bf);
   return coll_cost_ring(op, n, g);
 }
 

@@ -3,7 +3,7 @@
  *
  * Every child runs in a process group of its own and gets SIGTERM when dlsim dies, however it
  * dies (Linux PR_SET_PDEATHSIG). dl_child_init() installs handlers for SIGINT, SIGTERM, SIGHUP and
- * SIGQUIT: on one of them every child's group gets SIGTERM (SIGKILL after 5 s), every temporary
+ * SIGQUIT: on one of them every child's group gets SIGTERM (SIGKILL after 8 s), every temporary
  * directory of dl_tmpdir_new is removed, and dlsim then dies of the same signal. A temporary
  * directory is named dlsim-<pid>-<what>-XXXXXX under $TMPDIR; those of a dlsim that was killed
  * outright (SIGKILL) are removed by the next dl_tmpdir_new.

@@ -29,11 +29,20 @@ static gboolean request_write(const char *path, const cfg_run *c, const char *tr
   return ok;
 }
 
-/* Copies the file `from` to `to` (dl_write_file_atomic). */
+/* Copies the file `from`, an output the executor wrote, to `to` (dl_write_file_atomic). Not
+ * dl_read_file: that one is for inputs and caps their size, and a trace of a large run is
+ * larger. DL_ERR_IO on failure. */
 static gboolean install(const char *from, const char *to, GError **err) {
   gsize len = 0;
-  char *data = dl_read_file(from, &len, err);
-  gboolean ok = data && dl_write_file_atomic(to, data, len, err);
+  char *data = NULL;
+  GError *e = NULL;
+  if (!g_file_get_contents(from, &data, &len, &e)) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: cannot read the executor's output: %s", to,
+                e->message);
+    g_error_free(e);
+    return FALSE;
+  }
+  gboolean ok = dl_write_file_atomic(to, data, len, err);
   g_free(data);
   return ok;
 }
@@ -140,11 +149,7 @@ static gboolean start_smpi(const run_ctx *x, const cfg_run *c, const char *const
     char *item = coll_smpi_cfg((coll_op)op, c->coll);
     if (item) g_ptr_array_add(extra, item);
   }
-  /* the platform's own network settings; dlsim's only where the file is silent; the user's
-   * --simgrid-cfg over both */
-  plat_smpi_cfg_defaults(x->platform, extra);
-  for (int i = 0; c->simgrid_cfg && c->simgrid_cfg[i]; i++)
-    g_ptr_array_add(extra, g_strdup(c->simgrid_cfg[i]));
+  launch_network_cfg(x->platform, c->simgrid_cfg, extra);
   g_ptr_array_add(extra, NULL);
   gboolean ok = launch_smpi(plat_path(x->platform), c->gpus, hosts, argv,
                             (const char *const *)extra->pdata, NULL, err);
@@ -165,6 +170,11 @@ static gboolean exec_analytic_check(const run_ctx *x, const cfg_run *c, GError *
   if (c->trace) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--trace: the closed form has no timeline; traces come from --mode sim");
+    return FALSE;
+  }
+  if (c->simgrid_cfg) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: the closed form does not run "
+                "SimGrid; use --mode sim", c->simgrid_cfg[0]);
     return FALSE;
   }
   return analytic_check(x, c, err);

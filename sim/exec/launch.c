@@ -38,7 +38,11 @@ static const char *const default_cfg[] = {
     NULL,
 };
 
-const char *const *launch_default_cfg(void) { return default_cfg; }
+
+void launch_network_cfg(const plat *pl, char **simgrid_cfg, GPtrArray *out) {
+  plat_smpi_cfg_defaults(pl, out);
+  for (int i = 0; simgrid_cfg && simgrid_cfg[i]; i++) g_ptr_array_add(out, g_strdup(simgrid_cfg[i]));
+}
 
 char *launch_smpi_exec(void) {
   const char *env = g_getenv("DLSIM_SMPI_EXEC");

@@ -10,10 +10,14 @@
 
 #include <glib.h>
 
+#include "platform/platform.h"
 
-/* The --cfg items every run gets ("key:value"), NULL-terminated, static. An item of `extra_cfg`
- * with the same key replaces the default. */
-const char *const *launch_default_cfg(void);
+
+/* The --cfg items of a simulation on platform `pl` beyond dlsim's defaults: dlsim's network
+ * settings where the file's <config> is silent (plat_smpi_cfg_defaults), then the user's
+ * --simgrid-cfg items (NULL-terminated, may be NULL) over them, appended to `out` as newly
+ * allocated strings. */
+void launch_network_cfg(const plat *pl, char **simgrid_cfg, GPtrArray *out);
 
 /* Path of the executor: $DLSIM_SMPI_EXEC or DLSIM_BINARY_DIR/dlsim-smpi. Newly allocated. */
 char *launch_smpi_exec(void);

@@ -220,19 +220,6 @@ gboolean calib_parse_pingpong(const char *what, const char *text, GArray *points
   return ok;
 }
 
-/* Last non-empty line of `text` (newly allocated). */
-static char *last_line(const char *text) {
-  char **lines = g_strsplit(text ? text : "", "\n", -1);
-  char *last = NULL;
-  for (int i = 0; lines[i]; i++)
-    if (*g_strstrip(lines[i])) {
-      g_free(last);
-      last = g_strdup(lines[i]);
-    }
-  g_strfreev(lines);
-  return last ? last : g_strdup("(no output)");
-}
-
 char *calib_run_pingpong(gboolean quick, GError **err) {
   const char *env_exe = g_getenv("DLSIM_PINGPONG_EXEC"), *env_run = g_getenv("DLSIM_MPIRUN");
   char *exe =
@@ -267,7 +254,7 @@ char *calib_run_pingpong(gboolean quick, GError **err) {
     goto out;
   }
   if (!g_spawn_check_wait_status(wait_status, &e)) {
-    char *last = last_line(err_txt && *err_txt ? err_txt : out_txt);
+    char *last = dl_last_line(err_txt && *err_txt ? err_txt : out_txt);
     g_set_error(err, DL_ERROR, DL_ERR_IO, "calibration: %s -np 2 %s: %s: %s", mpirun, exe,
                 e->message, last);
     g_free(last);

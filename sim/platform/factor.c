@@ -53,6 +53,12 @@ double plat_factor_at(const plat_factor *f, double size) {
   return current;
 }
 
+void plat_msg_times(const plat_factor *lat, const plat_factor *bw, double latency_s, double bps,
+                    double bytes, double *lat_s, double *xfer_s) {
+  *lat_s = latency_s * plat_factor_at(lat, bytes);
+  *xfer_s = bytes / (bps * plat_factor_at(bw, bytes));
+}
+
 void plat_factor_clear(plat_factor *f) {
   g_free(f->pairs);
   memset(f, 0, sizeof *f);

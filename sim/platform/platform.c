@@ -389,6 +389,29 @@ static void check_structure(plat *pl) {
     pl->structured = strcmp(h->id, id) == 0 && h->node == (int)(i / (guint)pl->s_gpn) &&
                      h->gpu == (int)(i % (guint)pl->s_gpn);
   }
+  /* and the GPUs' own links are the generator's: those whose ids differ only in their numbers
+   * (n5g0_nic, n0g0_nic) are alike, so a route's class says what it costs; a file whose GPU
+   * links were edited since is routed pair by pair. (Leaf and spine uplinks differ by design:
+   * a partial leaf group has fewer.) */
+  GHashTable *alike = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  GHashTableIter it;
+  gpointer key, val;
+  g_hash_table_iter_init(&it, pl->link_ids);
+  while (pl->structured && g_hash_table_iter_next(&it, &key, &val)) {
+    const char *name = key;
+    if (name[0] != 'n' || !g_ascii_isdigit(name[1])) continue; /* not a GPU's or node's link */
+    char *shape = g_strdup(name);
+    for (char *c = shape; *c; c++)
+      if (g_ascii_isdigit(*c)) *c = '#';
+    const plat_link *l = &g_array_index(pl->links, plat_link, GPOINTER_TO_INT(val) - 1);
+    const plat_link *first = g_hash_table_lookup(alike, shape);
+    if (!first) g_hash_table_insert(alike, shape, (gpointer)l);
+    else {
+      pl->structured = first->bps == l->bps && first->lat_s == l->lat_s;
+      g_free(shape);
+    }
+  }
+  g_hash_table_destroy(alike);
   if (pl->structured)
     pl->class_cache = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
 }
@@ -475,13 +498,16 @@ plat *plat_load_xml(const char *path, const char *xml, gsize len, GError **err) 
   for (int k = 0; k < 2; k++) {
     const char *v = plat_config(pl, keys[k]);
     if (!v) continue;
-    if (!plat_factor_parse(v, fs[k])) {
+    gboolean ok = plat_factor_parse(v, fs[k]), one = TRUE;
+    for (int i = 0; ok && i < fs[k]->n; i++) {
+      one &= fs[k]->pairs[2 * i + 1] == 1.0;
+      ok = k == 1 || fs[k]->pairs[2 * i + 1] > 0; /* a bandwidth factor of 0 stops every flow */
+    }
+    if (!ok) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: <config> %s '%s': expected SIZE:FACTOR;... "
-                  "with sizes ascending and factors > 0", path, keys[k], v);
+                  "with sizes >= 0 and factors %s", path, keys[k], v, k == 0 ? "> 0" : ">= 0");
       goto fail;
     }
-    gboolean one = TRUE;
-    for (int i = 0; i < fs[k]->n; i++) one &= fs[k]->pairs[2 * i + 1] == 1.0;
     if (one) plat_factor_clear(fs[k]);
   }
   for (guint i = 0; i < pl->hosts->len; i++) {

@@ -62,8 +62,8 @@ typedef struct {
   int nodes_per_leaf;      /* nodes under one leaf (rail: one leaf per rail per group); 0 = all */
   int spines;              /* spine switches; 0 = as many as leaves in one group (rails or 1) */
   const char *comment;     /* text for an XML comment at the top of the file, or NULL */
-  const char *bw_factor;   /* SMPI's smpi/bw-factor for <config> ("size:factor;...", SimGrid's
-                              §4.1; borrowed), or NULL for "0:1" (no correction) */
+  const char *bw_factor;   /* SMPI's smpi/bw-factor for <config> ("size:factor;...", as
+                              SimGrid parses it; borrowed), or NULL for "0:1" (no correction) */
   const char *lat_factor;  /* smpi/lat-factor likewise, or NULL for "0:1" */
 } plat_gen_params;
 
@@ -126,8 +126,12 @@ typedef struct {
 /* Parses "SIZE:VALUE;..." as SimGrid does; FALSE (f cleared) when it is not such a list. */
 gboolean plat_factor_parse(const char *spec, plat_factor *f);
 /* The factor a message of `size` bytes gets: the value of the largest threshold below `size`,
- * 1 below every threshold. */
+ * 1 below every threshold and for f == NULL. */
 double plat_factor_at(const plat_factor *f, double size);
+/* One message of `bytes` on a route of `latency_s` and `bps` as SimGrid times it: *lat_s =
+ * latency × lat(bytes), *xfer_s = bytes / (bandwidth × bw(bytes)). NULL factors are 1. */
+void plat_msg_times(const plat_factor *lat, const plat_factor *bw, double latency_s, double bps,
+                    double bytes, double *lat_s, double *xfer_s);
 void plat_factor_clear(plat_factor *f);
 
 typedef struct plat plat;

@@ -13,10 +13,6 @@ static const char *const phase_names[] = {
 #undef COMPARE_X
 };
 
-const char *compare_phase_name(compare_phase p) {
-  return (p >= 0 && p < COMPARE_N_PHASES) ? phase_names[p] : "?";
-}
-
 void compare_doc_free(compare_doc *d) {
   if (!d) return;
   if (d->colls) {

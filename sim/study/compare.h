@@ -36,9 +36,6 @@ typedef enum {
   COMPARE_N_PHASES
 } compare_phase;
 
-/* The key of a phase ("compute"...), static; "?" when out of range. */
-const char *compare_phase_name(compare_phase p);
-
 /* One collective kind of a document: all entries with the same op, group and purpose summed. */
 typedef struct {
   char *key;      /* "op/group/purpose", owned */

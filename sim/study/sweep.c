@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "core/dl_common.h"
+#include "kdb/kdb.h"
 
 /* ---- the options a spec may set ----------------------------------------------------------- */
 
@@ -453,10 +454,9 @@ static const sweep_column columns[] = {
     {"mem_capacity_bytes", COL_RESULT, "memory_bytes_per_gpu.capacity", NULL},
     {"fits_in_memory", COL_RESULT, "fits_in_memory", NULL},
     {"kernels", COL_RESULT, "kernel_db.name", NULL},
-    {"kdb_measured", COL_RESULT, "kernel_db.measured", NULL},
-    {"kdb_derived", COL_RESULT, "kernel_db.derived", NULL},
-    {"kdb_interpolated", COL_RESULT, "kernel_db.interpolated", NULL},
-    {"kdb_estimated", COL_RESULT, "kernel_db.estimated", NULL},
+#define KDB_COLUMN(e, s) {"kdb_" s, COL_RESULT, "kernel_db." s, NULL},
+    KDB_ORIGINS(KDB_COLUMN) /* kernel times by origin: kdb_measured, ... */
+#undef KDB_COLUMN
 };
 
 const char *sweep_csv_header(void) {

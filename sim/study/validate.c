@@ -53,7 +53,7 @@ static gboolean run_self(const char *exe, const char *const *args, int *status, 
   g_ptr_array_add(argv, (gpointer)exe);
   for (int i = 0; args[i]; i++) g_ptr_array_add(argv, (gpointer)args[i]);
   g_ptr_array_add(argv, NULL);
-  char *out = NULL, *err = NULL;
+  char *err = NULL;
   int ws = 0;
   GError *e = NULL;
   gboolean ok = dl_child_run((const char *const *)argv->pdata, NULL, &err, &ws, &e);
@@ -63,17 +63,11 @@ static gboolean run_self(const char *exe, const char *const *args, int *status, 
     g_error_free(e);
   } else if (!g_spawn_check_wait_status(ws, NULL)) {
     *status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;
-    char **lines = g_strsplit(err ? err : "", "\n", -1);
-    char *last = NULL;
-    for (int i = 0; lines[i]; i++)
-      if (*g_strstrip(lines[i])) last = lines[i];
-    *why = g_strdup(last ? last : "(no message)");
-    g_strfreev(lines);
+    *why = dl_last_line(err);
     ok = FALSE;
   } else {
     *status = 0;
   }
-  g_free(out);
   g_free(err);
   g_ptr_array_free(argv, TRUE);
   return ok;

@@ -28,7 +28,7 @@ static gint64 key3(gint64 a, gint64 b, gint64 c) { return (((a + 1) << 42) | ((b
 static const coll_group *group_get(group_cache *gc, const plan_rank *p, const plan_op *op,
                                    int rank, int *slot, GError **err) {
   int n = plan_op_members(p, gc->c, op, rank, gc->members);
-  *slot = op->comm >= 0 ? PLAN_N_GROUPS + op->comm : (int)op->group;
+  *slot = plan_op_slot(op);
   gint64 key = key3(*slot, gc->members[0], n);
   coll_group *cg = g_hash_table_lookup(gc->groups, &key);
   if (cg) return cg;
@@ -70,9 +70,8 @@ typedef struct {
  * per-message factors as SimGrid applies them. */
 static void p2p_times(const plat *pl, const plat_route_info *route, double bytes, double *lat,
                       double *xfer) {
-  const plat_factor *lf = plat_lat_factor(pl), *bf = plat_bw_factor(pl);
-  *lat = route->latency_s * (lf ? plat_factor_at(lf, bytes) : 1.0);
-  *xfer = bytes / (route->bottleneck_bps * (bf ? plat_factor_at(bf, bytes) : 1.0));
+  plat_msg_times(plat_lat_factor(pl), plat_bw_factor(pl), route->latency_s,
+                 route->bottleneck_bps, bytes, lat, xfer);
 }
 
 static double *msg_slot(GHashTable *h, int src, int dst, int tag, gboolean create) {
@@ -214,7 +213,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
     rr[k].registered = -1;
     rr[k].event_t = g_new(double, p->n_events + 1);
     for (int e = 0; e <= p->n_events; e++) rr[k].event_t[e] = NAN;
-    rr[k].coll_seq = g_new0(int, PLAN_N_GROUPS + (p->comms ? p->comms->n : 0));
+    rr[k].coll_seq = g_new0(int, plan_n_slots(p));
   }
   for (gboolean busy = ok; busy && ok;) {
     int ran = 0;
@@ -250,11 +249,6 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
 }
 
 gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
-  if (c->mode == CFG_MODE_ANALYTIC && c->simgrid_cfg) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: the closed form does not run "
-                "SimGrid; use --mode sim", c->simgrid_cfg[0]);
-    return FALSE;
-  }
   if (c->gpus > plat_n_hosts(x->platform)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--gpus %d: platform %s has only %d GPUs", c->gpus,
                 c->platform, plat_n_hosts(x->platform));

@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
   int r, P, status = 2;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   MPI_Comm_size(MPI_COMM_WORLD, &P);
-  smpi_phase_init(r, P, FALSE); /* each rank says where it is before any collective */
+  smpi_phase_init(r, P); /* each rank says where it is before any collective */
   MPI_Barrier(MPI_COMM_WORLD);  /* ... all of them (SMPI runs a rank until it blocks) */
   const smpi_mode *m = NULL;
   for (size_t i = 0; argc > 1 && i < G_N_ELEMENTS(modes); i++)

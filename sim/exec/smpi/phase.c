@@ -74,13 +74,12 @@ void smpi_scratch_reserve(size_t bytes) {
 
 void coll_buf_message_level(int on) { phases_off = on != 0; }
 
-void smpi_phase_init(int rank, int P, int message_level) {
+void smpi_phase_init(int rank, int P) {
   if (!host_of_rank) {
     host_of_rank = g_new0(sg_host_t, P);
     n_ranks = P;
   }
   host_of_rank[rank] = sg_host_self();
-  phases_off = message_level;
 }
 
 /* ---- ring phases ----------------------------------------------------------------------------- */
@@ -121,15 +120,15 @@ static int world_rank(MPI_Comm comm, int r) {
   return map[r];
 }
 
-/* Raw latency of the route between two hosts (cached). */
-static double route_latency(sg_host_t a, sg_host_t b) {
+/* Raw latency of the route between the hosts of world ranks `a` and `b` (cached). */
+static double route_latency(int a, int b) {
   static GHashTable *cache;
   if (!cache) cache = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
-  gint64 key = ((gint64)GPOINTER_TO_SIZE(a) << 20) ^ (gint64)GPOINTER_TO_SIZE(b);
+  gint64 key = (gint64)a * n_ranks + b;
   double *v = g_hash_table_lookup(cache, &key);
   if (!v) {
     v = g_new(double, 1);
-    *v = sg_host_get_route_latency(a, b);
+    *v = sg_host_get_route_latency(host_of_rank[a], host_of_rank[b]);
     g_hash_table_insert(cache, g_memdup2(&key, sizeof key), v);
   }
   return *v;
@@ -156,7 +155,9 @@ int coll_ring_phase(int steps, size_t bytes, size_t n_bytes, int right, int left
   const double chunk = (double)bytes / steps;
   const int wr = world_rank(comm, right);
   g_assert(wr >= 0 && wr < n_ranks && host_of_rank[wr]); /* every rank registered at start */
-  const double lat = route_latency(sg_host_self(), host_of_rank[wr]);
+  int me;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  const double lat = route_latency(me, wr);
   const double wait = steps * lat * plat_factor_at(&lat_factor, chunk) -
                       lat * plat_factor_at(&lat_factor, (double)bytes);
   /* what the left neighbour sends may differ from this rank's bytes by the rounding of chunks */

@@ -126,7 +126,7 @@ static void be_sends_wait(void *be, int iter) {
 static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) {
   (void)iter;
   smpi_rank *g = be;
-  const int grp = coll_groups_slot(op);
+  const int grp = plan_op_slot(op);
   const int n = g->groups.size[grp];
   const coll_op cop = op->coll;
   const char *algo = coll_resolve(cop, shared.ctx.cfg.coll, op->bytes, n, g->groups.nodes[grp]);
@@ -221,7 +221,7 @@ int smpi_exec_main(int argc, char **argv) {
   }
   const run_ctx *x = &shared.ctx;
   const cfg_run *c = &x->cfg;
-  smpi_phase_init(rank, P, c->message_level);
+  coll_buf_message_level(c->message_level);
   if (P != c->gpus) {
     if (rank == 0) fprintf(stderr, "dlsim-smpi: %d ranks for --gpus %d\n", P, c->gpus);
     return 2;
@@ -254,7 +254,9 @@ int smpi_exec_main(int argc, char **argv) {
   if (!shared.sendbuf) { /* the first rank past the barrier: every rank has said its size */
     shared.sendbuf = SMPI_SHARED_MALLOC(shared.buf_bytes);
     shared.recvbuf = SMPI_SHARED_MALLOC(shared.buf_bytes);
-    smpi_scratch_reserve(2 * shared.buf_bytes + 4096); /* what a ring phase asks at most */
+    /* what a ring phase asks at most: an all-reduce's one phase sends about twice the buffer
+     * (coll_ring_ar), and the phase maps twice what it sends (coll_ring_phase) */
+    smpi_scratch_reserve(4 * shared.buf_bytes + 4096);
   }
 
   smpi_rank g;

@@ -6,9 +6,9 @@
  * Collective over MPI_COMM_WORLD; returns the exit status. */
 int smpi_exec_main(int argc, char **argv);
 
-/* Every rank, right after MPI_Init: records the rank's host, and whether collectives' ring phases
- * run step by step (`message_level`) or as one message each way (phase.c). */
-void smpi_phase_init(int rank, int P, int message_level);
+/* Every rank, right after MPI_Init: records the rank's host (phase.c). Whether collectives' ring
+ * phases then run step by step or as one message each way is coll_buf_message_level's. */
+void smpi_phase_init(int rank, int P);
 
 /* Maps the payload-free scratch regions of the collectives once, at `bytes` each (a mapping
  * populates its pages: growing them call by call cost host time). */
