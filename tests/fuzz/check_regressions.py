@@ -6,7 +6,8 @@ nothing where --out points.
 Usage: check_regressions.py DLSIM   (DLSIM_DATA_DIR points at the repository)
 
 The file name says which loader it is for: workload-*, platform-* (also run in simulation when
-the name has "-sim"; only there with "-sim-only"), kdb-*, sweep-*, options-* (one argument per line).
+the name has "-sim"; only there with "-sim-only"), kdb-*, sweep-*, options-* (one argument per line),
+chakra-* (rank 0's trace of a one-rank chakra:DIR workload, both modes).
 """
 import os
 import shutil

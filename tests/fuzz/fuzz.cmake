@@ -1,4 +1,4 @@
-# Fuzz targets of the loaders (tests/fuzz/README.md). Each is built twice over:
+# Fuzz targets of the loaders (tests/README.md, "Fuzzing the loaders"). Each is built twice over:
 #  - always, with driver.c: runs its seed corpus and the regression inputs once (ctest fuzz.*),
 #    under the sanitizers when the build has them;
 #  - with -DDLSIM_FUZZ=ON (clang): linked with libFuzzer, to fuzz.

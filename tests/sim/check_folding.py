@@ -53,6 +53,13 @@ def main(dlsim):
                         "--nodes-per-leaf", "3", "--out", odd], check=True)
         with open(rail) as f, open(plain, "w") as g:
             g.write(f.read().replace("written by dlsim platform", "written by hand"))
+        edited = os.path.join(d, "edited.xml")
+        with open(rail) as f, open(edited, "w") as g:  # one NIC slowed after generation
+            text = f.read()
+            slow = text.replace('<link id="n5g0_nic" bandwidth="25GBps"',
+                                '<link id="n5g0_nic" bandwidth="0.1GBps"')
+            assert slow != text
+            g.write(slow)
         cases = [
             ("data parallel", ["--workload", "resnet18-cifar100", "--gpus", "128", "--batch",
                                "4096"], 128),
@@ -78,6 +85,12 @@ def main(dlsim):
         dp = cases[0][1]
         check("a platform without the generator's mark is not folded",
               run(dlsim, d, plain, dp)["simulation"]["folded"] == 1)
+        ring = dp + ["--coll", "ring"]
+        a, b = run(dlsim, d, edited, ring), run(dlsim, d, rail, ring)
+        check("a generated file edited since (one NIC slowed) is not folded, and its ring pays "
+              "for the slow link", a["simulation"]["folded"] == 1 and
+              a["iteration_time_s"] > 10 * b["iteration_time_s"],
+              f"{a['iteration_time_s'] * 1e3:.3f} ms vs {b['iteration_time_s'] * 1e3:.3f} ms")
         gpt = cases[1][1]
         r = run(dlsim, d, odd, gpt)
         check("replicas cut differently by leaf groups (3 nodes each) are not folded",
