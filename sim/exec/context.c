@@ -188,6 +188,10 @@ plan_rank *run_ctx_plan(const run_ctx *x, const cfg_run *c, const double *layer_
   return plan_build(x->model, c, layer_t, rank, err);
 }
 
+int run_ctx_representative(const run_ctx *x, const cfg_run *c, int rank) {
+  return x->trace ? rank : plan_representative(x->model, c, rank);
+}
+
 static void take(run_ctx *x, cfg_run *c) {
   memset(x, 0, sizeof *x);
   x->cfg = *c;

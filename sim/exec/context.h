@@ -52,4 +52,8 @@ void run_ctx_release(run_ctx *x);
 plan_rank *run_ctx_plan(const run_ctx *x, const cfg_run *c, const double *layer_t, int rank,
                         GError **err);
 
+/* The rank whose op list rank `rank`'s is, peers shifted (plan_representative): `rank` itself
+ * for a trace, whose ranks' lists are all their own. */
+int run_ctx_representative(const run_ctx *x, const cfg_run *c, int rank);
+
 #endif

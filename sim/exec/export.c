@@ -143,7 +143,7 @@ static et_file *rank_trace(const run_ctx *x, const char *path, int rank, comm_ta
                              plan_purpose_name(op->purpose), op->microbatch);
     else
       name = g_strdup_printf("%s %d tag%d", op->kind == PLAN_SEND ? "send to" : "recv from",
-                             op->peer, op->tag);
+                             plan_op_peer(p, op), op->tag);
     et_node *n = et_add_node(f, (uint64_t)i, name, types[op->kind]);
     g_free(name);
     if (last[op->stream] >= 0) et_add_dep(n, FALSE, (uint64_t)last[op->stream]);
@@ -155,8 +155,9 @@ static et_file *rank_trace(const run_ctx *x, const char *path, int rank, comm_ta
     } else if (op->kind == PLAN_COLL) {
       ok = put_coll(f, n, x, p, op, rank, ct, members, err);
     } else {
-      et_attr_int32(f, n, "comm_src", op->kind == PLAN_SEND ? rank : op->peer);
-      et_attr_int32(f, n, "comm_dst", op->kind == PLAN_SEND ? op->peer : rank);
+      const int peer = plan_op_peer(p, op);
+      et_attr_int32(f, n, "comm_src", op->kind == PLAN_SEND ? rank : peer);
+      et_attr_int32(f, n, "comm_dst", op->kind == PLAN_SEND ? peer : rank);
       et_attr_int32(f, n, "comm_tag", op->tag);
       et_attr_int(f, n, "comm_size", (int64_t)llround(MIN(op->bytes, 9e18)));
     }

@@ -122,6 +122,20 @@ static void smpi_failure(const char *platform, const char *const *extra_cfg,
   g_free(why);
 }
 
+/* smpirun's -wrapper that preloads libdlsim-cputime.so (preload/cputime.c) into smpimain, or
+ * NULL when the library is not built or its path would not survive smpirun's word splitting. */
+static char *cputime_wrapper(void) {
+  char *lib = g_build_filename(DLSIM_BINARY_DIR, "libdlsim-cputime.so", NULL);
+  const char *old = g_getenv("LD_PRELOAD");
+  char *preload = old && *old ? g_strdup_printf("%s:%s", lib, old) : g_strdup(lib);
+  char *w = NULL;
+  if (g_file_test(lib, G_FILE_TEST_IS_REGULAR) && !strpbrk(preload, " \t\n\v\f\r"))
+    w = g_strdup_printf("env LD_PRELOAD=%s", preload);
+  g_free(preload);
+  g_free(lib);
+  return w;
+}
+
 /* smpirun: $DLSIM_SMPIRUN, else the one CMake found. */
 static const char *smpirun_path(void) {
   const char *env = g_getenv("DLSIM_SMPIRUN");
@@ -145,7 +159,13 @@ gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *h
 
   const char *head[] = {smpirun_path(), "-no-privatize", "-np", np_s, "-platform",
                         platform_xml_path, "-hostfile", hostfile, exec};
-  for (size_t i = 0; i < G_N_ELEMENTS(head); i++) g_ptr_array_add(argv, g_strdup(head[i]));
+  for (size_t i = 0; i < G_N_ELEMENTS(head) - 1; i++) g_ptr_array_add(argv, g_strdup(head[i]));
+  char *wrapper = cputime_wrapper();
+  if (wrapper) {
+    g_ptr_array_add(argv, g_strdup("-wrapper"));
+    g_ptr_array_add(argv, wrapper);
+  }
+  g_ptr_array_add(argv, g_strdup(exec));
   for (int i = 0; prog_argv && prog_argv[i]; i++) g_ptr_array_add(argv, g_strdup(prog_argv[i]));
   for (int i = 0; default_cfg[i]; i++) {
     gboolean replaced = FALSE;

@@ -10,8 +10,12 @@ void rec_init(rec_rank *r, int rank, const plan_rank *plan, int iters) {
   r->plan = plan;
   r->iters = iters;
   r->colls = g_array_new(FALSE, FALSE, sizeof(res_coll));
+  /* room for a span per op and iteration, so that no array grows by doubling (at 10,000 ranks
+   * the slack would be gigabytes) */
+  guint n[PLAN_N_STREAMS] = {0};
+  for (int i = 0; i < plan->n_ops; i++) n[plan->ops[i].stream]++;
   for (int s = 0; s < PLAN_N_STREAMS; s++)
-    r->spans[s] = g_array_new(FALSE, FALSE, sizeof(rec_span));
+    r->spans[s] = g_array_sized_new(FALSE, FALSE, sizeof(rec_span), n[s] * (guint)iters);
 }
 
 void rec_release(rec_rank *r) {

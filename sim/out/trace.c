@@ -39,7 +39,7 @@ static void slice(GString *t, const rec_rank *rr, const span_ns *x) {
     g_snprintf(name, sizeof name, "%s %s", coll_op_name(op->coll), plan_group_name(op->group));
   else
     g_snprintf(name, sizeof name, "%s %d", op->kind == PLAN_SEND ? "send to" : "recv from",
-               op->peer);
+               plan_op_peer(rr->plan, op));
   g_string_append_printf(t, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d",
                          name, plan_phase_name(op->phase), x->rank, x->stream);
   put_us(t, "ts", x->start_ns);
@@ -51,7 +51,7 @@ static void slice(GString *t, const rec_rank *rr, const span_ns *x) {
   } else {
     g_string_append_printf(t, ",\"bytes\":%.0f,\"group\":\"%s\",\"purpose\":\"%s\"", op->bytes,
                            plan_group_name(op->group), plan_purpose_name(op->purpose));
-    if (op->peer >= 0) g_string_append_printf(t, ",\"peer\":%d", op->peer);
+    if (op->peer >= 0) g_string_append_printf(t, ",\"peer\":%d", plan_op_peer(rr->plan, op));
   }
   g_string_append(t, "}}");
 }
@@ -95,7 +95,8 @@ static void p2p_flows(GString *t, const rec_rank *recs, const GArray *spans, int
     const plan_op *op = &recs[x->rank].plan->ops[x->op];
     if (op->kind != PLAN_SEND && op->kind != PLAN_RECV) continue;
     gboolean send = op->kind == PLAN_SEND;
-    keyed k = {{x->iter, send ? x->rank : op->peer, send ? op->peer : x->rank, op->tag}, x};
+    const int peer = plan_op_peer(recs[x->rank].plan, op);
+    keyed k = {{x->iter, send ? x->rank : peer, send ? peer : x->rank, op->tag}, x};
     g_array_append_val(send ? sends : recvs, k);
   }
   g_array_sort(sends, key_cmp); /* one send per key */

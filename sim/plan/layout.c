@@ -78,3 +78,16 @@ int plan_op_slot(const plan_op *op) {
 }
 
 int plan_n_slots(const plan_rank *p) { return PLAN_N_GROUPS + (p->comms ? p->comms->n : 0); }
+
+gboolean plan_tp_alike(const wl_model *m, const cfg_run *c) {
+  if (c->tp < 2 || c->tp_style != CFG_TP_MEGATRON || c->domain_conv) return FALSE;
+  for (int i = 0; i < m->n_layers; i++)
+    if (m->layers[i].kind == WL_MOE) return FALSE;
+  return TRUE;
+}
+
+int plan_representative(const wl_model *m, const cfg_run *c, int rank) {
+  int dp_i, tp_i, pp_i;
+  plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
+  return plan_rank_of(c, dp_i % c->ep, plan_tp_alike(m, c) ? 0 : tp_i, pp_i);
+}

@@ -98,8 +98,23 @@ plan_op *plan_b_p2p(plan_builder *b, plan_op_kind kind, plan_phase phase, int la
 
 void plan_rank_free(plan_rank *p) {
   if (!p) return;
+  if (p->viewed) { /* borrows everything it points to */
+    g_free(p);
+    return;
+  }
   if (p->pool) g_ptr_array_free(p->pool, TRUE);
   g_free(p->stage_first);
   g_free(p->ops);
   g_free(p);
+}
+
+plan_rank *plan_view(const plan_rank *rep, int rep_rank, int rank) {
+  plan_rank *v = g_memdup2(rep, sizeof *v);
+  v->viewed = rep->viewed ? rep->viewed : rep;
+  v->peer_shift = rep->peer_shift + (rank - rep_rank);
+  return v;
+}
+
+int plan_op_peer(const plan_rank *p, const plan_op *op) {
+  return op->peer < 0 ? -1 : op->peer + p->peer_shift;
 }

@@ -108,7 +108,7 @@ typedef struct {
   double activations;  /* bytes of activations stashed for backward (peak) */
 } plan_memory;
 
-typedef struct {
+typedef struct plan_rank {
   int stage;           /* pipeline stage of the rank */
   int first_layer;     /* the stage's layers: [first_layer, end_layer) */
   int end_layer;
@@ -127,6 +127,9 @@ typedef struct {
   double moe_routed_tokens;  /* MoE: routed token copies per iteration, this rank's share */
   GPtrArray *pool;     /* storage behind peer_*_bytes (owned) */
   const plan_comms *comms; /* explicit communicators of ops with comm >= 0 (borrowed), or NULL */
+  const struct plan_rank *viewed; /* a view (plan_view): the equivalent rank's plan whose ops, partition
+                              and pool this one borrows; NULL for a plan that owns them */
+  int peer_shift;      /* added to every op's peer (plan_op_peer): 0 unless a view */
 } plan_rank;
 
 /* An op with nothing set: no layer, event, peer, recorded time or explicit communicator. */
@@ -152,6 +155,25 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
 gboolean plan_partition(const wl_model *m, const cfg_run *c, const double *layer_time_s,
                       int *stage_first, GError **err);
 void plan_rank_free(plan_rank *p);
+
+/* Equivalent ranks: plan_build gives rank `rank` the op list of the rank returned here, with
+ * every peer shifted by their difference (peers lie along the pipeline and within a tensor-
+ * parallel group, so the shift carries them over). That rank is the one with the same pipeline
+ * stage and tensor-parallel coordinate in data-parallel replica 0 (with expert parallelism, the
+ * first replica holding the same experts); under Megatron tensor parallelism without MoE layers
+ * (plan_tp_alike) coordinate 0 of its tensor-parallel group. `rank` itself when nothing is
+ * shared. tests/unit/test_plan.c checks the equivalence rank by rank. */
+int plan_representative(const wl_model *m, const cfg_run *c, int rank);
+/* TRUE when the members of a tensor-parallel group run the same op list: Megatron splits (each
+ * charges 1/tp of the layer), no domain-parallel convolutions, no MoE layer. */
+gboolean plan_tp_alike(const wl_model *m, const cfg_run *c);
+/* Rank `rank`'s plan as a view of `rep`, the plan of its representative `rep_rank`: the same
+ * figures and ops (borrowed: `rep` must outlive the view), peers shifted. Free with
+ * plan_rank_free. */
+plan_rank *plan_view(const plan_rank *rep, int rep_rank, int rank);
+/* The peer of send/receive op `op` of plan `p` (-1 for other ops): what every executor must read
+ * instead of op->peer. */
+int plan_op_peer(const plan_rank *p, const plan_op *op);
 
 /* MoE routing: the token copies (`assignments` = tokens × top_k) each of the E experts of layer
  * `layer` receives in micro-batch `mb` under c->routing (whole numbers, summing to assignments).

@@ -8,6 +8,7 @@
  * fp32 throughout (4 bytes per element).
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -403,7 +404,107 @@ static void test_domain_parts(void) {
   wl_free(m);
 }
 
+
+/* Field by field: rank `rank`'s own plan `a` and the view `b` it is given in its place. */
+static void assert_same_plan(const cfg_run *c, const plan_rank *a, const plan_rank *b,
+                             const char *what, int rank) {
+  gboolean same = a->stage == b->stage && a->first_layer == b->first_layer &&
+                  a->end_layer == b->end_layer && a->max_stash == b->max_stash &&
+                  a->n_ops == b->n_ops && a->n_events == b->n_events &&
+                  a->mem.params == b->mem.params && a->mem.grads == b->mem.grads &&
+                  a->mem.optimizer == b->mem.optimizer &&
+                  a->mem.activations == b->mem.activations &&
+                  a->local_params == b->local_params &&
+                  a->moe_max_over_mean == b->moe_max_over_mean &&
+                  a->moe_dropped_tokens == b->moe_dropped_tokens &&
+                  a->moe_routed_tokens == b->moe_routed_tokens;
+  for (int i = 0; same && i < a->n_ops; i++) {
+    const plan_op *x = &a->ops[i], *y = &b->ops[i];
+    same = x->kind == y->kind && x->stream == y->stream && x->phase == y->phase &&
+           x->layer == y->layer && x->wait_event == y->wait_event &&
+           x->record_event == y->record_event && x->microbatch == y->microbatch &&
+           strcmp(x->kname, y->kname) == 0 && x->gemm_like == y->gemm_like &&
+           x->flops == y->flops && x->mem_bytes == y->mem_bytes && x->samples == y->samples &&
+           x->split == y->split && x->part == y->part && x->recompute == y->recompute &&
+           x->params == y->params && x->coll == y->coll && x->group == y->group &&
+           x->purpose == y->purpose && x->bytes == y->bytes &&
+           plan_op_peer(a, x) == plan_op_peer(b, y) && x->tag == y->tag &&
+           x->bucket.first_layer == y->bucket.first_layer &&
+           x->bucket.end_layer == y->bucket.end_layer && x->fixed_s == y->fixed_s &&
+           x->comm == y->comm && !x->peer_send_bytes == !y->peer_send_bytes;
+    if (same && x->peer_send_bytes) { /* uneven all-to-all blocks, one per group member */
+      const int n = plan_group_degree(c, x->group);
+      for (int j = 0; same && j < n; j++)
+        same = x->peer_send_bytes[j] == y->peer_send_bytes[j] &&
+               x->peer_recv_bytes[j] == y->peer_recv_bytes[j];
+    }
+    if (!same) fprintf(stderr, "\n%s: rank %d differs from its view at op %d\n", what, rank, i);
+  }
+  CU_ASSERT(same);
+}
+
+/* Every rank's op list is its representative's with peers shifted (plan_representative), in
+ * every strategy: this is what lets the simulation hold one op list per set of equivalent ranks.
+ */
+static void test_equivalent_ranks(void) {
+  static const struct {
+    const char *workload;
+    int gpus, tp, pp, ep, mb;
+    const char *grid, *style;
+    gboolean domain, recompute;
+    long batch;
+  } cases[] = {
+      {"mlp-small", 4, 1, 1, 1, 0, NULL, NULL, FALSE, FALSE, 64},         /* data parallel */
+      {"mlp-small", 8, 0, 0, 1, 0, "2x4", NULL, FALSE, FALSE, 64},        /* Gholami grid */
+      {"cnn-small", 8, 0, 0, 1, 0, "4x2", NULL, TRUE, FALSE, 16},         /* domain, halos */
+      {"resnet18-cifar100", 8, 1, 4, 1, 8, NULL, NULL, FALSE, FALSE, 256}, /* GPipe x dp */
+      {"gpt-tiny", 16, 2, 2, 1, 4, NULL, "megatron", FALSE, TRUE, 64},    /* 3-D, 1F1B */
+      {"mlp-deep", 12, 2, 3, 1, 2, NULL, "gholami", FALSE, FALSE, 24},    /* 3-D, Gholami tp */
+      {"moe-gpt-8x", 16, 1, 2, 4, 2, NULL, NULL, FALSE, FALSE, 64},       /* experts, pipeline */
+      {"switch-base-8", 8, 2, 1, 2, 0, NULL, "megatron", FALSE, FALSE, 32}, /* experts, tp */
+  };
+  for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+    GError *e = NULL;
+    wl_model *m = wl_load(cases[k].workload, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    cfg_run c;
+    cfg_init(&c);
+    c.gpus = cases[k].gpus;
+    c.batch = cases[k].batch;
+    c.tp = cases[k].tp;
+    c.pp = cases[k].pp;
+    c.ep = cases[k].ep;
+    c.microbatches = cases[k].mb;
+    c.domain_conv = cases[k].domain;
+    c.recompute = cases[k].recompute;
+    c.schedule = k == 4 ? CFG_SCHED_1F1B : CFG_SCHED_GPIPE;
+    if (cases[k].grid) CU_ASSERT_FATAL(cfg_grid_parse(&c, cases[k].grid, NULL));
+    if (cases[k].style) CU_ASSERT_FATAL(cfg_tp_style_parse(cases[k].style, &c.tp_style));
+    if (c.ep > 1) CU_ASSERT_FATAL(cfg_routing_parse(&c, "zipf:1.2", NULL)); /* uneven experts */
+    CU_ASSERT_FATAL(cfg_resolve(&c, 64, NULL));
+    cfg_resolve_style(&c, wl_has_tp_roles(m));
+    int shared = 0;
+    for (int r = 0; r < c.gpus; r++) {
+      const int rep = plan_representative(m, &c, r);
+      plan_rank *own = plan_build(m, &c, NULL, r, &e);
+      plan_rank *of_rep = plan_build(m, &c, NULL, rep, &e);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(own);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(of_rep);
+      plan_rank *view = plan_view(of_rep, rep, r);
+      assert_same_plan(&c, own, view, cases[k].workload, r);
+      shared += rep != r;
+      plan_rank_free(view);
+      plan_rank_free(of_rep);
+      plan_rank_free(own);
+    }
+    CU_ASSERT(shared > 0); /* every case has ranks that share */
+    cfg_release(&c);
+    wl_free(m);
+  }
+}
+
 static const dl_cu_test plan_tests[] = {
+    DL_CU_TEST(test_equivalent_ranks),
     DL_CU_TEST(test_op_says_what_it_is), DL_CU_TEST(test_domain_parts),
     DL_CU_TEST(test_domain_halos),
     DL_CU_TEST(test_grid_volumes_eq8), DL_CU_TEST(test_pure_model_and_batch),

@@ -112,6 +112,7 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
       }
       double end = start;
       const double arrived = start; /* when this rank reached the op */
+      const int peer = plan_op_peer(rr->plan, op);
       if (op->kind == PLAN_KERNEL) {
         kdb_origin o;
         end = start + ktime_kernel_s(ks, op, &o);
@@ -157,20 +158,20 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
                  coll_group_wire_bytes(op->coll, algo, op->bytes, g));
       } else if (op->kind == PLAN_SEND) {
         plat_route_info route;
-        if (!plat_route(pl, rr->rank, op->peer, &route, err)) return -1;
+        if (!plat_route(pl, rr->rank, peer, &route, err)) return -1;
         /* messages leaving one GPU share its link: they go one after another */
         double *lf = msg_slot(ps->link_free, rr->rank, -1, 0, TRUE);
         double go = isnan(*lf) || *lf < start ? start : *lf;
         double lat, xfer;
         p2p_times(pl, &route, op->bytes, &lat, &xfer);
         *lf = go + xfer;
-        *msg_slot(ps->arrival, rr->rank, op->peer, op->tag, TRUE) = go + lat + xfer;
+        *msg_slot(ps->arrival, rr->rank, peer, op->tag, TRUE) = go + lat + xfer;
         rec_send(rr->rec, i, 0, start);
       } else if (op->kind == PLAN_RECV) {
-        double *arr = msg_slot(ps->arrival, op->peer, rr->rank, op->tag, FALSE);
+        double *arr = msg_slot(ps->arrival, peer, rr->rank, op->tag, FALSE);
         if (!arr || isnan(*arr)) break;
         plat_route_info route;
-        if (!plat_route(pl, op->peer, rr->rank, &route, err)) return -1;
+        if (!plat_route(pl, peer, rr->rank, &route, err)) return -1;
         double lat, bw_s;
         p2p_times(pl, &route, op->bytes, &lat, &bw_s);
         const double xfer = lat + bw_s;
@@ -285,13 +286,6 @@ typedef struct {
   gboolean tp; /* a replica is one tp coordinate of one dp replica */
 } folding;
 
-static gboolean tp_foldable(const run_ctx *x, const cfg_run *c) {
-  if (c->tp < 2 || c->tp_style != CFG_TP_MEGATRON || c->domain_conv) return FALSE;
-  for (int i = 0; i < x->model->n_layers; i++)
-    if (x->model->layers[i].kind == WL_MOE) return FALSE;
-  return TRUE;
-}
-
 /* Rank `a` of replica `k`. */
 static int replica_rank(const cfg_run *c, const folding *f, int k, int a) {
   return f->tp ? plan_rank_of(c, k / c->tp, k % c->tp, a)
@@ -304,7 +298,7 @@ static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval)
   folding f = {1, FALSE};
   for (int r = 0; r < P; r++) eval[r] = TRUE;
   if (c->no_folding || x->trace || c->ep > 1) return f;
-  f.tp = tp_foldable(x, c);
+  f.tp = plan_tp_alike(x->model, c);
   const int reps = f.tp ? c->dp * c->tp : c->dp, n = P / reps;
   if (reps < 2) return f;
   gboolean same = TRUE;

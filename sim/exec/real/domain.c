@@ -338,10 +338,10 @@ void real_model_domain_unpack_slabs(real_model_rank *r, real_model_layer *y, int
 
 /* ---- halo messages ------------------------------------------------------------------------- */
 
-float *real_model_halo_buf(real_model_rank *r, const plan_op *op, int64_t *n) {
+float *real_model_halo_buf(real_model_rank *r, const plan_op *op, int peer, int64_t *n) {
   real_model_layer *y = REAL_MODEL_LAY(r, op->layer);
   const wl_layer *l = y->l;
-  const int dir = op->phase == PLAN_PH_BWD, send = op->kind == PLAN_SEND, k = op->peer > r->rank;
+  const int dir = op->phase == PLAN_PH_BWD, send = op->kind == PLAN_SEND, k = peer > r->rank;
   const int rows = y->hrows[dir][send][k], mb = op->microbatch;
   float *buf = y->halo[dir][send][k][mb];
   const int64_t S = y->S, rowf = y->hrow_f[dir];

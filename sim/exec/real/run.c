@@ -312,7 +312,7 @@ static kdb_origin be_kernel(void *be, const plan_op *op, int iter) {
 
 /* The buffer of a point-to-point op: halo rows, an activation or its gradient. */
 static float *p2p_buf(real_backend *g, const plan_op *op, int64_t *n) {
-  if (op->purpose == PLAN_WHY_HALO) return real_model_halo_buf(g->model, op, n);
+  if (op->purpose == PLAN_WHY_HALO) return real_model_halo_buf(g->model, op, plan_op_peer(g->plan, op), n);
   if (op->kind == PLAN_SEND)
     return op->tag & 1 ? real_model_grad_out(g->model, op->microbatch, n)
                        : real_model_act_out(g->model, op->microbatch, n);
@@ -325,8 +325,8 @@ static void be_recv_post(void *be, const plan_op *op, int iter) {
   real_backend *g = be;
   int64_t n = 0;
   float *buf = p2p_buf(g, op, &n);
-  MPI_Irecv(buf, (int)n + REAL_MODEL_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag,
-            MPI_COMM_WORLD, &g->rreq[op - g->plan->ops]);
+  MPI_Irecv(buf, (int)n + REAL_MODEL_P2P_TRAILER_FLOATS, MPI_FLOAT, plan_op_peer(g->plan, op),
+            op->tag, MPI_COMM_WORLD, &g->rreq[op - g->plan->ops]);
 }
 
 static double be_recv_wait(void *be, const plan_op *op, int iter) {
@@ -347,8 +347,8 @@ static void be_send(void *be, const plan_op *op, int iter) {
   float *buf = p2p_buf(g, op, &n); /* a halo send packs its rows here */
   double posted = g_get_monotonic_time() / 1e6;
   memcpy(buf + n, &posted, sizeof posted);
-  MPI_Isend(buf, (int)n + REAL_MODEL_P2P_TRAILER_FLOATS, MPI_FLOAT, op->peer, op->tag,
-            MPI_COMM_WORLD, &g->sreq[g->n_sends++]);
+  MPI_Isend(buf, (int)n + REAL_MODEL_P2P_TRAILER_FLOATS, MPI_FLOAT, plan_op_peer(g->plan, op),
+            op->tag, MPI_COMM_WORLD, &g->sreq[g->n_sends++]);
 }
 
 static void be_sends_wait(void *be, int iter) {

@@ -5,11 +5,17 @@
  * and nothing here yields before the open is done), and every rank leaves its record in a shared
  * table that rank 0 turns into the result after a barrier.
  *
+ * Equivalent ranks (run_ctx_representative: the data-parallel replicas, the members of a
+ * Megatron tensor-parallel group) share one op list, built by the first of them to start; each
+ * rank holds a view of it with its own peers (plan_view), so memory grows with the ranks' state,
+ * not with P copies of the same list.
+ *
  * Per rank, the two streams of stream.h: a compute-stream actor on the rank's host runs the
  * kernels in order (an exec of seconds × host speed); the rank itself runs the communication ops
  * in order with the collectives of coll_mpi.h on SMPI_SHARED_MALLOC buffers with a no-op
- * reduction. Events are SimGrid semaphores (acquire, then release again so that they stay set):
- * no polling. A send notes its simulated post time in a shared table, so the receive knows how
+ * reduction. Events are flags; a stream that waits for one not yet recorded blocks on its own
+ * SimGrid semaphore, which the recording stream releases: no polling, and no SimGrid object per
+ * event. A send notes its simulated post time in a shared table, so the receive knows how
  * long it waited for the sender (bubble) and how long the transfer took (communication).
  */
 #include <mpi.h>
@@ -34,6 +40,14 @@
 #include "exec/smpi/run.h"
 #include "exec/stream.h"
 
+/* One op list of a set of equivalent ranks, and what every rank of the set reads of it. */
+typedef struct {
+  plan_rank *plan;       /* the representative's (owned) */
+  int *recv_slot;        /* per op: its index among the plan's receives, -1 for other ops */
+  int n_recv, n_send;
+  double max_bytes;      /* the largest message, collective buffer or all-to-all arrival */
+} shared_plan;
+
 /* Process-wide, shared by all ranks (-no-privatize); written once, then read-only except each
  * rank's own slots. */
 static struct {
@@ -45,20 +59,29 @@ static struct {
   gboolean debug_ops;    /* DLSIM_DEBUG_OPS set: print every op as the ranks reach it */
   GHashTable *sent;      /* "src:dst:iter:tag" -> simulated time the send was posted (double*) */
   rec_rank *recs;        /* per rank */
+  shared_plan **plans;   /* per representative rank (run_ctx_representative), else NULL */
   size_t buf_bytes;      /* the largest message or collective of any rank, bytes */
   void *sendbuf, *recvbuf; /* payload-free buffers every rank uses (one mapping each) */
 } shared;
+
+/* A stream blocked on an event not yet recorded. */
+typedef struct {
+  gint64 ev;             /* iter · n_events + event, -1: nobody waits here */
+  sg_sem_t sem;          /* the waiting stream blocks on it */
+} ev_waiter;
 
 /* One rank's backend of the two-stream loop. */
 typedef struct {
   int rank;
   const plan_rank *plan;
-  sg_sem_t *events;      /* iters × n_events */
+  const shared_plan *sp; /* what plan is a view of */
+  guint8 *ev_set;        /* iters × n_events: recorded yet */
+  ev_waiter waiter[PLAN_N_STREAMS]; /* each stream waits for one event at a time */
   double speed;          /* host FLOP/s */
   coll_groups groups;
   void *sendbuf, *recvbuf; /* payload-free: shared.sendbuf, shared.recvbuf */
   MPI_Op noop;
-  MPI_Request *rreq;     /* per op index: the posted receive */
+  MPI_Request *rreq;     /* per receive (sp->recv_slot): the posted receive */
   MPI_Request *sreq;     /* the iteration's sends */
   int n_sends;
 } smpi_rank;
@@ -92,15 +115,15 @@ static void sent_key(char *key, size_t n, int src, int dst, int iter, int tag) {
 static void be_recv_post(void *be, const plan_op *op, int iter) {
   (void)iter;
   smpi_rank *g = be;
-  MPI_Irecv(g->recvbuf, (int)op->bytes, MPI_BYTE, op->peer, op->tag, MPI_COMM_WORLD,
-            &g->rreq[op - g->plan->ops]);
+  MPI_Irecv(g->recvbuf, (int)op->bytes, MPI_BYTE, plan_op_peer(g->plan, op), op->tag,
+            MPI_COMM_WORLD, &g->rreq[g->sp->recv_slot[op - g->plan->ops]]);
 }
 
 static double be_recv_wait(void *be, const plan_op *op, int iter) {
   smpi_rank *g = be;
-  MPI_Wait(&g->rreq[op - g->plan->ops], MPI_STATUS_IGNORE);
+  MPI_Wait(&g->rreq[g->sp->recv_slot[op - g->plan->ops]], MPI_STATUS_IGNORE);
   char key[64];
-  sent_key(key, sizeof key, op->peer, g->rank, iter, op->tag);
+  sent_key(key, sizeof key, plan_op_peer(g->plan, op), g->rank, iter, op->tag);
   const double *posted = g_hash_table_lookup(shared.sent, key);
   return posted ? *posted : -INFINITY;
 }
@@ -108,11 +131,12 @@ static double be_recv_wait(void *be, const plan_op *op, int iter) {
 static void be_send(void *be, const plan_op *op, int iter) {
   smpi_rank *g = be;
   char key[64];
-  sent_key(key, sizeof key, g->rank, op->peer, iter, op->tag);
+  const int peer = plan_op_peer(g->plan, op);
+  sent_key(key, sizeof key, g->rank, peer, iter, op->tag);
   double *v = g_new(double, 1);
   *v = simgrid_get_clock();
   g_hash_table_replace(shared.sent, g_strdup(key), v);
-  MPI_Isend(g->sendbuf, (int)op->bytes, MPI_BYTE, op->peer, op->tag, MPI_COMM_WORLD,
+  MPI_Isend(g->sendbuf, (int)op->bytes, MPI_BYTE, peer, op->tag, MPI_COMM_WORLD,
             &g->sreq[g->n_sends++]);
 }
 
@@ -145,17 +169,29 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
   return a ? a->name : algo;
 }
 
-static sg_sem_t event_sem(smpi_rank *g, int iter, int ev) {
-  return g->events[(size_t)iter * g->plan->n_events + ev];
+static gint64 event_index(const smpi_rank *g, int iter, int ev) {
+  return (gint64)iter * g->plan->n_events + ev;
 }
 
 static void be_ev_wait(void *be, int iter, int ev) {
-  sg_sem_t s = event_sem(be, iter, ev);
-  sg_sem_acquire(s);
-  sg_sem_release(s);
+  smpi_rank *g = be;
+  const gint64 i = event_index(g, iter, ev);
+  if (g->ev_set[i]) return;
+  ev_waiter *w = g->waiter[0].ev < 0 ? &g->waiter[0] : &g->waiter[1];
+  w->ev = i;
+  sg_sem_acquire(w->sem);
 }
 
-static void be_ev_record(void *be, int iter, int ev) { sg_sem_release(event_sem(be, iter, ev)); }
+static void be_ev_record(void *be, int iter, int ev) {
+  smpi_rank *g = be;
+  const gint64 i = event_index(g, iter, ev);
+  g->ev_set[i] = 1;
+  for (int s = 0; s < PLAN_N_STREAMS; s++)
+    if (g->waiter[s].ev == i) {
+      g->waiter[s].ev = -1;
+      sg_sem_release(g->waiter[s].sem);
+    }
+}
 
 static const exec_stream_ops smpi_stream = {
     be_now,  NULL,        be_kernel,     be_kernel_time, be_run_for, be_recv_post, be_recv_wait,
@@ -189,6 +225,32 @@ static void open_shared(const char *request_path) {
   shared.node_of = g_new0(int, shared.ctx.cfg.gpus);
   shared.debug_ops = g_getenv("DLSIM_DEBUG_OPS") != NULL;
   shared.recs = g_new0(rec_rank, shared.ctx.cfg.gpus);
+  shared.plans = g_new0(shared_plan *, shared.ctx.cfg.gpus);
+}
+
+/* The op list of representative rank `rep`, built on first use. NULL with DL_ERR_INPUT. */
+static const shared_plan *plan_of_set(int rep, GError **err) {
+  if (shared.plans[rep]) return shared.plans[rep];
+  const run_ctx *x = &shared.ctx;
+  plan_rank *p = run_ctx_plan(x, &x->cfg, x->layer_t, rep, err);
+  if (!p) return NULL;
+  shared_plan *sp = g_new0(shared_plan, 1);
+  sp->plan = p;
+  sp->recv_slot = g_new(int, p->n_ops + 1);
+  for (int i = 0; i < p->n_ops; i++) {
+    const plan_op *op = &p->ops[i];
+    sp->recv_slot[i] = op->kind == PLAN_RECV ? sp->n_recv++ : -1;
+    if (op->kind == PLAN_KERNEL) continue;
+    double in = 0; /* uneven all-to-all: what arrives may exceed what leaves */
+    if (op->peer_recv_bytes) {
+      const int n = op->comm >= 0 ? p->comms->size[op->comm] : x->cfg.ep;
+      for (int j = 0; j < n; j++) in += op->peer_recv_bytes[j];
+    }
+    sp->max_bytes = MAX(sp->max_bytes, MAX(op->bytes, in));
+    sp->n_send += op->kind == PLAN_SEND;
+  }
+  shared.plans[rep] = sp;
+  return sp;
 }
 
 /* Rank 0: the result of every rank's record, and the trace. NULL or a newly allocated message. */
@@ -227,29 +289,18 @@ int smpi_exec_main(int argc, char **argv) {
     return 2;
   }
   GError *e = NULL;
-  plan_rank *plan = run_ctx_plan(x, c, x->layer_t, rank, &e);
-  if (!plan) {
+  const int rep = run_ctx_representative(x, c, rank);
+  const shared_plan *sp = plan_of_set(rep, &e);
+  if (!sp) {
     if (rank == 0) fprintf(stderr, "dlsim-smpi: %s\n", e->message);
     g_error_free(e);
     return 2;
   }
+  plan_rank *plan = plan_view(sp->plan, rep, rank);
   const char *node = sg_host_get_property_value(sg_host_self(), "node");
   shared.node_of[rank] = node ? atoi(node) : rank;
   /* buffers: payload-free, as large as the largest collective or message of any rank */
-  double maxb = 0;
-  int n_send = 0;
-  for (int i = 0; i < plan->n_ops; i++)
-    if (plan->ops[i].kind != PLAN_KERNEL) { /* collectives and point-to-point messages */
-      double b = plan->ops[i].bytes, in = 0;
-      if (plan->ops[i].peer_recv_bytes) { /* uneven all-to-all: what arrives may exceed what
-                                             leaves */
-        const int n = plan->ops[i].comm >= 0 ? plan->comms->size[plan->ops[i].comm] : c->ep;
-        for (int j = 0; j < n; j++) in += plan->ops[i].peer_recv_bytes[j];
-      }
-      maxb = MAX(maxb, MAX(b, in));
-      n_send += plan->ops[i].kind == PLAN_SEND;
-    }
-  shared.buf_bytes = MAX(shared.buf_bytes, (size_t)maxb + 64);
+  shared.buf_bytes = MAX(shared.buf_bytes, (size_t)sp->max_bytes + 64);
   MPI_Barrier(MPI_COMM_WORLD);
   if (!shared.sendbuf) { /* the first rank past the barrier: every rank has said its size */
     shared.sendbuf = SMPI_SHARED_MALLOC(shared.buf_bytes);
@@ -263,15 +314,19 @@ int smpi_exec_main(int argc, char **argv) {
   memset(&g, 0, sizeof g);
   g.rank = rank;
   g.plan = plan;
+  g.sp = sp;
   g.speed = sg_host_get_speed(sg_host_self());
   coll_groups_init(&g.groups, c, plan->comms, rank, shared.node_of);
   g.sendbuf = shared.sendbuf;
   g.recvbuf = shared.recvbuf;
   MPI_Op_create(noop_op, 1, &g.noop);
-  g.rreq = g_new(MPI_Request, plan->n_ops + 1);
-  g.sreq = g_new(MPI_Request, n_send + 1);
-  g.events = g_new(sg_sem_t, (size_t)c->iters * plan->n_events + 1);
-  for (size_t i = 0; i < (size_t)c->iters * plan->n_events; i++) g.events[i] = sg_sem_init(0);
+  g.rreq = g_new(MPI_Request, sp->n_recv + 1);
+  g.sreq = g_new(MPI_Request, sp->n_send + 1);
+  g.ev_set = g_new0(guint8, (size_t)c->iters * plan->n_events + 1);
+  for (int s = 0; s < PLAN_N_STREAMS; s++) {
+    g.waiter[s].ev = -1;
+    g.waiter[s].sem = sg_sem_init(0);
+  }
 
   rec_rank *rec = &shared.recs[rank];
   rec_init(rec, rank, plan, c->iters);
@@ -304,8 +359,8 @@ int smpi_exec_main(int argc, char **argv) {
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  for (size_t i = 0; i < (size_t)c->iters * plan->n_events; i++) sg_sem_destroy(g.events[i]);
-  g_free(g.events);
+  for (int s = 0; s < PLAN_N_STREAMS; s++) sg_sem_destroy(g.waiter[s].sem);
+  g_free(g.ev_set);
   g_free(g.rreq);
   g_free(g.sreq);
   coll_groups_release(&g.groups);
