@@ -15,7 +15,7 @@
  * user can give, so that "not given" and "given as 0 or -1" differ. */
 typedef struct {
   char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
-      *coll, *kernels, *out, *trace, *pp_balance, *dump_weights, *routing, *bucket_mb,
+      *coll, *kernels, *gpu, *out, *trace, *pp_balance, *dump_weights, *routing, *bucket_mb,
       *capacity_factor;
   gint64 seed, batch;
   int gpus;
@@ -28,7 +28,7 @@ typedef struct {
 static void raw_release(raw_opts *r) {
   char **s[] = {&r->mode,     &r->precision, &r->schedule,   &r->tp_style,       &r->grid,
                 &r->grid_layers, &r->domain, &r->platform,   &r->workload,       &r->coll,
-                &r->kernels,  &r->out,       &r->trace,      &r->pp_balance,     &r->dump_weights,
+                &r->kernels,  &r->gpu,       &r->out,       &r->trace,      &r->pp_balance,     &r->dump_weights,
                 &r->routing,  &r->bucket_mb, &r->capacity_factor};
   for (size_t i = 0; i < G_N_ELEMENTS(s); i++) g_free(*s[i]);
   g_strfreev(r->simgrid_cfg);
@@ -72,6 +72,9 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c) {
        "NCCL-like choice per call)", "NAME"},
       {"kernels", 0, 0, G_OPTION_ARG_STRING, &r->kernels,
        "kernel database (default: kernels/db/<gpu>.json, else the GPU's roofline)", "NAME|FILE"},
+      {"gpu", 0, 0, G_OPTION_ARG_STRING, &r->gpu,
+       "GPU model (spec-sheet key, e.g. a100-40gb) of platform hosts that have no gpu_model "
+       "property (a SimGrid file written for other work)", "MODEL"},
       {"kernels-any-device", 0, 0, G_OPTION_ARG_NONE, &c->kernels_any_device,
        "use a kernel database measured for another device than the platform's GPU", NULL},
       {"mode", 0, 0, G_OPTION_ARG_STRING, &r->mode, "sim (default), real or analytic",
@@ -308,6 +311,14 @@ gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *ext
   if (r.gpus == NOT_GIVEN && g_str_has_prefix(c->workload, "chakra:")) c->gpus = 0;
   set_str(&c->coll, r.coll);
   set_str(&c->kernels, r.kernels);
+  if (r.gpu && !gpu_find(r.gpu)) {
+    char *known = gpu_known_names();
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--gpu: no spec sheet for '%s' (known: %s)", r.gpu,
+                known);
+    g_free(known);
+    goto out;
+  }
+  set_str(&c->gpu, r.gpu);
   set_str(&c->out, r.out);
   set_str(&c->trace, r.trace);
   set_str(&c->dump_weights, r.dump_weights);

@@ -74,6 +74,7 @@ void cfg_release(cfg_run *c) {
   g_free(c->workload);
   g_free(c->coll);
   g_free(c->kernels);
+  g_free(c->gpu);
   g_free(c->out);
   g_free(c->trace);
   g_free(c->dump_weights);
@@ -236,6 +237,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddStringToObject(cf, "coll", c->coll ? c->coll : "default");
   cJSON_AddStringToObject(cf, "kernels", c->kernels ? c->kernels : "default");
   cJSON_AddBoolToObject(cf, "kernels_any_device", c->kernels_any_device);
+  cJSON_AddStringToObject(cf, "gpu", c->gpu ? c->gpu : "platform");
   cJSON_AddNumberToObject(cf, "bucket_bytes", c->bucket_bytes);
   cJSON_AddNumberToObject(cf, "iters", c->iters);
   cJSON *pb = cJSON_AddArrayToObject(cf, "pp_balance");
@@ -376,6 +378,11 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
   if ((s = echo_str(&r, "kernels"))) {
     g_free(c->kernels);
     c->kernels = strcmp(s, "default") ? g_strdup(s) : NULL;
+  }
+  /* newer than the rest: a result or trace written before it has none (the platform's) */
+  if (cJSON_GetObjectItemCaseSensitive(o, "gpu") && (s = echo_str(&r, "gpu"))) {
+    g_free(c->gpu);
+    c->gpu = strcmp(s, "platform") ? g_strdup(s) : NULL;
   }
   if ((v = echo_item(&r, "bucket_bytes", is_num, "a number"))) c->bucket_bytes = v->valuedouble;
   c->iters = (int)echo_int(&r, "iters", 1, big);

@@ -64,6 +64,7 @@ typedef struct {
   gboolean recompute;
   char *coll;          /* collective algorithm family, NULL = what NCCL would choose */
   char *kernels;       /* kernel database name or file, NULL = roofline from the GPU spec */
+  char *gpu;           /* --gpu: spec-sheet key for hosts without a gpu_model property, NULL */
   gboolean kernels_any_device; /* use a kernel database measured for another device */
   cfg_mode mode;
   int iters;           /* iterations to run (default 3); steady state excludes the first */

@@ -6,18 +6,46 @@
 
 #include "core/dl_common.h"
 
+/* The GPU model of every host: its gpu_model property, or --gpu for hosts without one. One model
+ * per run: hosts that differ are refused, as is --gpu against a host that names another. */
 static gboolean platform_gpu(run_ctx *x, GError **err) {
-  const plat_host *h = plat_host_at(x->platform, 0);
-  x->gpu = h ? gpu_find(h->gpu_model) : NULL;
+  const char *path = plat_path(x->platform), *given = x->cfg.gpu, *model = NULL;
+  const plat_host *first = NULL;
+  for (int i = 0; i < plat_n_hosts(x->platform); i++) {
+    const plat_host *h = plat_host_at(x->platform, i);
+    const char *m = *h->gpu_model ? h->gpu_model : given;
+    if (!m) {
+      char *known = gpu_known_names();
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "%s: host %s has no gpu_model property: add <prop id=\"gpu_model\" "
+                  "value=\"MODEL\"/> to its <host>, or pass --gpu MODEL (known: %s)",
+                  path, h->id, known);
+      g_free(known);
+      return FALSE;
+    }
+    if (given && *h->gpu_model && strcmp(h->gpu_model, given) != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--gpu %s: %s: host %s says gpu_model \"%s\" (--gpu is for hosts without one)",
+                  given, path, h->id, h->gpu_model);
+      return FALSE;
+    }
+    if (model && strcmp(m, model) != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "%s: hosts %s and %s have gpu_model %s and %s: dlsim simulates one GPU model "
+                  "per run", path, first->id, h->id, model, m);
+      return FALSE;
+    }
+    if (!model) model = m, first = h;
+  }
+  x->gpu = model ? gpu_find(model) : NULL;
   if (!x->gpu) {
     char *known = gpu_known_names();
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "%s: host property gpu_model '%s' has no spec sheet (known: %s)",
-                plat_path(x->platform), h ? h->gpu_model : "", known);
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: host property gpu_model '%s' has no spec sheet "
+                "(known: %s)", path, model ? model : "", known);
     g_free(known);
     return FALSE;
   }
-  x->gpu_mem_bytes = h->gpu_mem_bytes > 0 ? h->gpu_mem_bytes : x->gpu->mem_bytes;
+  x->gpu_mem_bytes = first->gpu_mem_bytes > 0 ? first->gpu_mem_bytes : x->gpu->mem_bytes;
   return TRUE;
 }
 

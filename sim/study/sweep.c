@@ -42,6 +42,7 @@ static const sweep_option options[] = {
     {"kernels_any_device", "--kernels-any-device", SWEEP_BOOL},
     {"message_level", "--message-level", SWEEP_BOOL},
     {"no_folding", "--no-folding", SWEEP_BOOL},
+    {"gpu", "--gpu", SWEEP_STR},
 };
 #define N_OPTS G_N_ELEMENTS(options)
 enum { OPT_GPUS = 3, OPT_BATCH = 4, OPT_BATCH_PER_GPU = 5 };
