@@ -158,7 +158,7 @@ int cmd_coll(int argc, char **argv) {
   pargv[k] = NULL;
   if (real ? !launch_mpirun(gpus, pargv, out, &err)
            : !launch_smpi(plat_path(pl), gpus, hosts, pargv, (const char *const *)extra->pdata, out,
-                          &err)) {
+                          NULL, &err)) {
     cli_error(err->message);
     status = 1;
     goto out;

@@ -65,6 +65,7 @@ int cmd_run(int argc, char **argv) {
   /* --grid auto in simulation: the closed form ranks every grid, the best few are simulated */
   if (c->mode == CFG_MODE_SIM && c->grid_auto && !gridsearch_simulate(&x, c, &r, &e)) goto out;
   if (c->mode != CFG_MODE_ANALYTIC) {
+    exec_expect_simulated_s(c->grid_auto ? 0 : r.iteration_time_s * c->iters);
     /* the executor's measurements replace the closed form's; memory stays the planner's */
     res_result m;
     res_init(&m);

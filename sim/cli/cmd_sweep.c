@@ -32,13 +32,6 @@ typedef struct {
   int decile;      /* last tenth reported when not a terminal */
 } progress;
 
-static void fmt_duration(char *buf, size_t n, double s) {
-  long t = (long)(s + 0.5);
-  if (t >= 3600) g_snprintf(buf, n, "%ld h %02ld min", t / 3600, t / 60 % 60);
-  else if (t >= 60) g_snprintf(buf, n, "%ld min %02ld s", t / 60, t % 60);
-  else g_snprintf(buf, n, "%ld s", t);
-}
-
 /* `[12/48]  25%  3.1 runs/s  ETA 12 s`: redrawn in place on a terminal, else one line per tenth
  * of the sweep and one at the end. */
 static void progress_show(progress *p, gboolean final) {
@@ -51,7 +44,7 @@ static void progress_show(progress *p, gboolean final) {
   double el = (double)(g_get_monotonic_time() - p->start_us) / 1e6;
   double rate = el > 0 ? p->ran / el : 0;
   char eta[32] = "-";
-  if (rate > 0) fmt_duration(eta, sizeof eta, (p->total - p->done) / rate);
+  if (rate > 0) dl_format_duration(eta, sizeof eta, (p->total - p->done) / rate);
   fprintf(stderr, "%s[%d/%d] %3d%%  %.1f runs/s  ETA %s%s", p->tty ? "\r\033[K" : "", p->done,
           p->total, pct, rate, eta, p->tty && !final ? "" : "\n");
   fflush(stderr);

@@ -190,8 +190,34 @@ pid_t dl_child_start(const char *const *argv, const char *stderr_path, GError **
   return pid;
 }
 
+/* Moves the complete lines of `pending` to `e`, handing watched ones to `w` instead. */
+static void sort_lines(GString *pending, GString *e, const dl_child_watch *w, gboolean all) {
+  gsize start = 0;
+  for (;;) {
+    const char *nl = memchr(pending->str + start, '\n', pending->len - start);
+    if (!nl && !(all && start < pending->len)) break;
+    const gsize end = nl ? (gsize)(nl - pending->str) + 1 : pending->len;
+    const char *line = pending->str + start;
+    const size_t pl = strlen(w->prefix);
+    if (end - start >= pl && strncmp(line, w->prefix, pl) == 0) {
+      char *text = g_strndup(line + pl, end - start - pl - (nl ? 1 : 0));
+      w->on_line(text, w->data);
+      g_free(text);
+    } else {
+      g_string_append_len(e, line, (gssize)(end - start));
+    }
+    start = end;
+  }
+  g_string_erase(pending, 0, (gssize)start);
+}
+
 gboolean dl_child_run(const char *const *argv, char **out, char **errtext, int *wait_status,
                       GError **err) {
+  return dl_child_run_watched(argv, out, errtext, wait_status, NULL, err);
+}
+
+gboolean dl_child_run_watched(const char *const *argv, char **out, char **errtext,
+                              int *wait_status, const dl_child_watch *watch, GError **err) {
   int po[2] = {-1, -1}, pe[2] = {-1, -1};
   if ((out && pipe2(po, O_CLOEXEC) != 0) || pipe2(pe, O_CLOEXEC) != 0) {
     g_set_error(err, DL_ERROR, DL_ERR_IO, "pipe: %s", g_strerror(errno));
@@ -204,7 +230,7 @@ gboolean dl_child_run(const char *const *argv, char **out, char **errtext, int *
   if (nul >= 0) close(nul);
   if (po[1] >= 0) close(po[1]);
   close(pe[1]);
-  GString *o = g_string_new(NULL), *e = g_string_new(NULL);
+  GString *o = g_string_new(NULL), *e = g_string_new(NULL), *pending = g_string_new(NULL);
   struct pollfd fds[2] = {{pe[0], POLLIN, 0}, {po[0], POLLIN, 0}};
   int open_fds = out ? 2 : 1;
   while (pid > 0 && open_fds > 0) {
@@ -216,7 +242,10 @@ gboolean dl_child_run(const char *const *argv, char **out, char **errtext, int *
       if (fds[i].fd < 0 || !fds[i].revents) continue;
       char buf[65536];
       ssize_t n = read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) {
+      if (n > 0 && i == 0 && watch) {
+        g_string_append_len(pending, buf, n);
+        sort_lines(pending, e, watch, FALSE);
+      } else if (n > 0) {
         g_string_append_len(i == 0 ? e : o, buf, n);
       } else if (n == 0 || errno != EINTR) {
         close(fds[i].fd);
@@ -227,6 +256,8 @@ gboolean dl_child_run(const char *const *argv, char **out, char **errtext, int *
   }
   for (int i = 0; i < 2; i++)
     if (fds[i].fd >= 0) close(fds[i].fd);
+  if (watch) sort_lines(pending, e, watch, TRUE);
+  g_string_free(pending, TRUE);
   int ws = 0;
   while (pid > 0 && waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
   }

@@ -23,6 +23,18 @@ void dl_child_init(void);
 gboolean dl_child_run(const char *const *argv, char **out, char **errtext, int *wait_status,
                       GError **err);
 
+/* A child's progress: each line of its standard error that starts with `prefix` goes to
+ * on_line(text after the prefix, data) as it arrives, and not into *errtext. */
+typedef struct {
+  const char *prefix;
+  void (*on_line)(const char *text, void *data);
+  void *data;
+} dl_child_watch;
+
+/* dl_child_run with `watch` (NULL: none) reading the child's progress lines. */
+gboolean dl_child_run_watched(const char *const *argv, char **out, char **errtext,
+                              int *wait_status, const dl_child_watch *watch, GError **err);
+
 /* Starts argv without waiting, its standard output to /dev/null and its standard error to the file
  * `stderr_path` (created or truncated). Returns its pid, or -1 with DL_ERR_IO. Reap it with
  * waitpid, then call dl_child_reaped(pid). */

@@ -296,3 +296,10 @@ cJSON *dl_json_parse(const char *path, const char *text, gsize len, GError **err
   g_string_free(jp, TRUE);
   return root;
 }
+
+void dl_format_duration(char *buf, size_t n, double s) {
+  long t = (long)(s + 0.5);
+  if (t >= 3600) g_snprintf(buf, n, "%ld h %02ld min", t / 3600, t / 60 % 60);
+  else if (t >= 60) g_snprintf(buf, n, "%ld min %02ld s", t / 60, t % 60);
+  else g_snprintf(buf, n, "%ld s", t);
+}

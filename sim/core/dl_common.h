@@ -71,4 +71,7 @@ struct cJSON *dl_json_parse(const char *path, const char *text, gsize len, GErro
  * Returns FALSE (no error set) when the text is not a size. */
 gboolean dl_parse_bytes(const char *text, double *bytes);
 
+/* `s` seconds for a progress line: "42 s", "3 min 05 s", "1 h 02 min". */
+void dl_format_duration(char *buf, size_t n, double s);
+
 #endif

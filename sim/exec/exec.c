@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/child.h"
 #include "core/dl_common.h"
@@ -139,6 +140,37 @@ static gboolean launch_run(const run_ctx *x, const cfg_run *c, start_fn start, r
   return ok;
 }
 
+/* ---- progress of a simulation ---------------------------------------------------------------- */
+
+static double expected_sim_s;
+
+void exec_expect_simulated_s(double simulated_s) { expected_sim_s = simulated_s; }
+
+typedef struct {
+  gint64 start_us;
+  gboolean tty, drawn; /* standard error is a terminal; a line is on it */
+  int decile;          /* last tenth reported when it is not */
+} sim_progress;
+
+static void progress_line(const char *text, void *data) {
+  sim_progress *p = data;
+  const double t = g_ascii_strtod(text, NULL), el = (g_get_monotonic_time() - p->start_us) / 1e6;
+  if (el < (p->tty ? 2 : 60)) return; /* short runs stay quiet */
+  const int pct = expected_sim_s > 0 ? (int)MIN(99, 100 * t / expected_sim_s) : -1;
+  if (!p->tty) {
+    if (pct / 10 <= p->decile) return;
+    p->decile = pct / 10;
+  }
+  char took[32], of[48] = "";
+  dl_format_duration(took, sizeof took, el);
+  if (pct >= 0) g_snprintf(of, sizeof of, " of ~%.4g", expected_sim_s);
+  fprintf(stderr, "%sdlsim: simulating: %.4g%s simulated s", p->tty ? "\r\033[K" : "", t, of);
+  if (pct >= 0) fprintf(stderr, " (%d%%)", pct);
+  fprintf(stderr, ", %s%s", took, p->tty ? "" : "\n");
+  fflush(stderr);
+  p->drawn = p->tty;
+}
+
 static gboolean start_smpi(const run_ctx *x, const cfg_run *c, const char *const *argv,
                            GError **err) {
   const char **hosts = g_new(const char *, c->gpus);
@@ -151,8 +183,11 @@ static gboolean start_smpi(const run_ctx *x, const cfg_run *c, const char *const
   }
   launch_network_cfg(x->platform, c->simgrid_cfg, extra);
   g_ptr_array_add(extra, NULL);
+  sim_progress pg = {g_get_monotonic_time(), isatty(2), FALSE, -1};
+  const dl_child_watch watch = {EXEC_PROGRESS, progress_line, &pg};
   gboolean ok = launch_smpi(plat_path(x->platform), c->gpus, hosts, argv,
-                            (const char *const *)extra->pdata, NULL, err);
+                            (const char *const *)extra->pdata, NULL, &watch, err);
+  if (pg.drawn) fprintf(stderr, "\r\033[K");
   g_ptr_array_free(extra, TRUE);
   g_free(hosts);
   return ok;

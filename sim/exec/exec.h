@@ -41,6 +41,14 @@ typedef struct {
 /* The executor of a mode. */
 const exec_ops *exec_for(cfg_mode mode);
 
+/* A simulation's progress: the executor reports its simulated clock about once a second
+ * (EXEC_PROGRESS lines on its standard error); the driver shows it against `simulated_s`, the
+ * simulated time the closed form expects for the whole run (0: unknown, the clock alone): redrawn
+ * in place when standard error is a terminal, else, once the run has taken a minute, one line per
+ * tenth. Set before running; applies to the simulations that follow. */
+#define EXEC_PROGRESS "dlsim-progress: "
+void exec_expect_simulated_s(double simulated_s);
+
 /* ---- the request and result documents (used by the rank-side executors) ------------------- */
 
 typedef struct {

@@ -144,7 +144,7 @@ static const char *smpirun_path(void) {
 
 gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *hosts,
                      const char *const *prog_argv, const char *const *extra_cfg,
-                     GString *out_stdout, GError **err) {
+                     GString *out_stdout, const dl_child_watch *watch, GError **err) {
   gboolean ok = FALSE;
   char *dir = NULL, *hostfile = NULL, *exec = launch_smpi_exec(), *np_s = g_strdup_printf("%d", np);
   char *child_out = NULL, *child_err = NULL;
@@ -177,7 +177,8 @@ gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *h
   g_ptr_array_add(argv, g_strdup("--log=root.thres:warning"));
   g_ptr_array_add(argv, NULL);
 
-  if (!dl_child_run((const char *const *)argv->pdata, &child_out, &child_err, &wait_status, err))
+  if (!dl_child_run_watched((const char *const *)argv->pdata, &child_out, &child_err,
+                            &wait_status, watch, err))
     goto out;
   if (out_stdout) g_string_append(out_stdout, child_out);
   if (g_getenv("DLSIM_DEBUG")) fputs(child_err, stderr);

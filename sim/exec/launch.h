@@ -10,6 +10,7 @@
 
 #include <glib.h>
 
+#include "core/child.h"
 #include "platform/platform.h"
 
 
@@ -23,16 +24,17 @@ void launch_network_cfg(const plat *pl, char **simgrid_cfg, GPtrArray *out);
 char *launch_smpi_exec(void);
 
 /* Runs `smpirun -no-privatize -np NP -platform PLATFORM -hostfile <temp file listing hosts[0..np-1]>
- * <executor> prog_argv... --cfg=<defaults and extra_cfg ("key:value" strings)>
+ * [-wrapper <preload of libdlsim-cputime.so>] <executor> prog_argv... --cfg=<defaults and extra_cfg ("key:value" strings)>
  * --log=root.thres:warning` and waits for it.
  * `hosts`: np host ids, rank i on hosts[i] (borrowed). `prog_argv`, `extra_cfg`: NULL-terminated
  * (extra_cfg may be NULL). The executor's standard output is appended to `out_stdout` (may be
- * NULL: discarded); its standard error is passed to ours when the run fails.
+ * NULL: discarded); its standard error is passed to ours when the run fails, but for the lines
+ * `watch` takes (may be NULL).
  * Returns FALSE with DL_ERR_IO when smpirun cannot start or exits non-zero (the message has the
  * exit status and the last line of its standard error). */
 gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *hosts,
                      const char *const *prog_argv, const char *const *extra_cfg,
-                     GString *out_stdout, GError **err);
+                     GString *out_stdout, const dl_child_watch *watch, GError **err);
 
 /* Path of the real executor: $DLSIM_REAL_EXEC or DLSIM_BINARY_DIR/dlsim-real. Newly allocated. */
 char *launch_real_exec(void);
