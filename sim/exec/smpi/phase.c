@@ -30,6 +30,8 @@ static gboolean coll_real_data; /* TRUE: real malloc'd memory (--check); set bef
 static gboolean phases_off;     /* --message-level */
 static sg_host_t *host_of_rank; /* MPI_COMM_WORLD rank -> its host */
 static int n_ranks;
+static gboolean *may_defer;     /* per world rank: smpi_phase_defer's */
+static double *deferred;        /* per world rank: the latency wait left to the executor, s */
 
 int coll_buf_real(int want_real) {
   coll_real_data = want_real != 0;
@@ -78,6 +80,8 @@ void smpi_phase_init(int rank, int P) {
   if (!host_of_rank) {
     host_of_rank = g_new0(sg_host_t, P);
     n_ranks = P;
+    may_defer = g_new0(gboolean, P);
+    deferred = g_new0(double, P);
   }
   host_of_rank[rank] = sg_host_self();
 }
@@ -165,6 +169,15 @@ int coll_ring_phase(int steps, size_t bytes, size_t n_bytes, int right, int left
   char *buf = coll_buf_alloc(2 * bytes + (size_t)slack);
   MPI_Sendrecv(buf, (int)bytes, MPI_BYTE, right, 0x6c11, buf + bytes, (int)bytes + slack, MPI_BYTE,
                left, 0x6c11, comm, MPI_STATUS_IGNORE);
-  if (wait > 0) sg_actor_sleep_for(wait);
+  if (wait > 0 && may_defer[me]) deferred[me] += wait;
+  else if (wait > 0) sg_actor_sleep_for(wait);
   return 1;
 }
+
+void smpi_phase_defer(int rank, int on) {
+  if (!may_defer) return;
+  may_defer[rank] = on != 0;
+  deferred[rank] = 0;
+}
+
+double smpi_phase_deferred(int rank) { return deferred ? deferred[rank] : 0; }

@@ -10,6 +10,15 @@ int smpi_exec_main(int argc, char **argv);
  * phases then run step by step or as one message each way is coll_buf_message_level's. */
 void smpi_phase_init(int rank, int P);
 
+/* The latency a ring phase adds after its message (phase.c) may be left to the executor, which
+ * then holds the rank's communication stream that much longer without a SimGrid sleep (one
+ * simulated activity fewer per collective, and none when the next op waits for the compute stream
+ * anyway): smpi_phase_defer(rank, 1) before a collective that is one ring phase and nothing else,
+ * smpi_phase_deferred(rank) after it for the wait it left (s), smpi_phase_defer(rank, 0) again.
+ * A collective of several phases, or with other messages after its phase, must not defer. */
+void smpi_phase_defer(int rank, int on);
+double smpi_phase_deferred(int rank);
+
 /* Maps the payload-free scratch regions of the collectives once, at `bytes` each (a mapping
  * populates its pages: growing them call by call cost host time). */
 void smpi_scratch_reserve(size_t bytes);
