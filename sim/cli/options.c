@@ -26,10 +26,10 @@ typedef struct {
 #define NOT_GIVEN64 G_MININT64
 
 static void raw_release(raw_opts *r) {
-  char **s[] = {&r->mode,     &r->precision, &r->schedule,   &r->tp_style,       &r->grid,
-                &r->grid_layers, &r->domain, &r->platform,   &r->workload,       &r->coll,
-                &r->kernels,  &r->gpu,       &r->out,       &r->trace,      &r->pp_balance,     &r->dump_weights,
-                &r->routing,  &r->bucket_mb, &r->capacity_factor};
+  char **s[] = {&r->mode,       &r->precision,   &r->schedule,   &r->tp_style, &r->grid,
+                &r->grid_layers, &r->domain,   &r->platform,   &r->workload, &r->coll,
+                &r->kernels,    &r->gpu,         &r->out,        &r->trace,    &r->pp_balance,
+                &r->dump_weights, &r->routing, &r->bucket_mb,  &r->capacity_factor};
   for (size_t i = 0; i < G_N_ELEMENTS(s); i++) g_free(*s[i]);
   g_strfreev(r->simgrid_cfg);
 }

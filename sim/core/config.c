@@ -462,8 +462,9 @@ gboolean cfg_simgrid_items_ok(char **items, char **why) {
   for (int i = 0; items && items[i]; i++) {
     const char *s = items[i], *colon = strchr(s, ':');
     gboolean ok = colon && colon > s && colon[1];
-    for (const char *p = s; ok && *p; p++) ok = !g_ascii_isspace(*p) || p > colon;
-    for (const char *p = s; ok && *p; p++) ok = *p != '\n' && *p != '\r';
+    /* no line breaks anywhere (each item is one argument), no blanks in the key */
+    for (const char *p = s; ok && *p; p++)
+      ok = *p != '\n' && *p != '\r' && (p > colon || !g_ascii_isspace(*p));
     if (!ok) {
       *why = g_strdup_printf("--simgrid-cfg '%s': expected KEY:VALUE, a SimGrid setting such as "
                              "network/model:CM02 or smpi/bw-factor:65472:0.94", s);

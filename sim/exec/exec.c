@@ -149,7 +149,8 @@ void exec_expect_simulated_s(double simulated_s) { expected_sim_s = simulated_s;
 typedef struct {
   gint64 start_us;
   gboolean tty, drawn; /* standard error is a terminal; a line is on it */
-  int decile;          /* last tenth reported when it is not */
+  int step;            /* when it is not: the last tenth reported (or minute, with no
+                          expectation) */
 } sim_progress;
 
 static void progress_line(const char *text, void *data) {
@@ -158,8 +159,9 @@ static void progress_line(const char *text, void *data) {
   if (el < (p->tty ? 2 : 60)) return; /* short runs stay quiet */
   const int pct = expected_sim_s > 0 ? (int)MIN(99, 100 * t / expected_sim_s) : -1;
   if (!p->tty) {
-    if (pct / 10 <= p->decile) return;
-    p->decile = pct / 10;
+    const int step = pct >= 0 ? pct / 10 : (int)(el / 60);
+    if (step <= p->step) return;
+    p->step = step;
   }
   char took[32], of[48] = "";
   dl_format_duration(took, sizeof took, el);

@@ -45,7 +45,7 @@ const exec_ops *exec_for(cfg_mode mode);
  * (EXEC_PROGRESS lines on its standard error); the driver shows it against `simulated_s`, the
  * simulated time the closed form expects for the whole run (0: unknown, the clock alone): redrawn
  * in place when standard error is a terminal, else, once the run has taken a minute, one line per
- * tenth. Set before running; applies to the simulations that follow. */
+ * tenth (per minute when unknown). Set before running; applies to the simulations that follow. */
 #define EXEC_PROGRESS "dlsim-progress: "
 void exec_expect_simulated_s(double simulated_s);
 

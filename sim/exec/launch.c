@@ -38,10 +38,10 @@ static const char *const default_cfg[] = {
     NULL,
 };
 
-
 void launch_network_cfg(const plat *pl, char **simgrid_cfg, GPtrArray *out) {
   plat_smpi_cfg_defaults(pl, out);
-  for (int i = 0; simgrid_cfg && simgrid_cfg[i]; i++) g_ptr_array_add(out, g_strdup(simgrid_cfg[i]));
+  for (int i = 0; simgrid_cfg && simgrid_cfg[i]; i++)
+    g_ptr_array_add(out, g_strdup(simgrid_cfg[i]));
 }
 
 char *launch_smpi_exec(void) {
@@ -169,7 +169,8 @@ gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *h
   for (int i = 0; prog_argv && prog_argv[i]; i++) g_ptr_array_add(argv, g_strdup(prog_argv[i]));
   for (int i = 0; default_cfg[i]; i++) {
     gboolean replaced = FALSE;
-    for (int j = 0; extra_cfg && extra_cfg[j]; j++) replaced |= same_key(default_cfg[i], extra_cfg[j]);
+    for (int j = 0; extra_cfg && extra_cfg[j]; j++)
+      replaced |= same_key(default_cfg[i], extra_cfg[j]);
     if (!replaced) g_ptr_array_add(argv, g_strdup_printf("--cfg=%s", default_cfg[i]));
   }
   for (int j = 0; extra_cfg && extra_cfg[j]; j++)

@@ -13,7 +13,6 @@
 #include "core/child.h"
 #include "platform/platform.h"
 
-
 /* The --cfg items of a simulation on platform `pl` beyond dlsim's defaults: dlsim's network
  * settings where the file's <config> is silent (plat_smpi_cfg_defaults), then the user's
  * --simgrid-cfg items (NULL-terminated, may be NULL) over them, appended to `out` as newly
@@ -23,13 +22,13 @@ void launch_network_cfg(const plat *pl, char **simgrid_cfg, GPtrArray *out);
 /* Path of the executor: $DLSIM_SMPI_EXEC or DLSIM_BINARY_DIR/dlsim-smpi. Newly allocated. */
 char *launch_smpi_exec(void);
 
-/* Runs `smpirun -no-privatize -np NP -platform PLATFORM -hostfile <temp file listing hosts[0..np-1]>
- * [-wrapper <preload of libdlsim-cputime.so>] <executor> prog_argv... --cfg=<defaults and extra_cfg ("key:value" strings)>
- * --log=root.thres:warning` and waits for it.
- * `hosts`: np host ids, rank i on hosts[i] (borrowed). `prog_argv`, `extra_cfg`: NULL-terminated
- * (extra_cfg may be NULL). The executor's standard output is appended to `out_stdout` (may be
- * NULL: discarded); its standard error is passed to ours when the run fails, but for the lines
- * `watch` takes (may be NULL).
+/* Runs `smpirun -no-privatize -np NP -platform PLATFORM -hostfile <temp file listing hosts>
+ * [-wrapper <preload of libdlsim-cputime.so>] <executor> prog_argv...
+ * --cfg=<defaults and extra_cfg ("key:value" strings)> --log=root.thres:warning` and waits for it.
+ * `hosts`: np host ids, rank i on hosts[i] (borrowed; the file lists hosts[0..np-1]).
+ * `prog_argv`, `extra_cfg`: NULL-terminated (extra_cfg may be NULL). The executor's standard
+ * output is appended to `out_stdout` (may be NULL: discarded); its standard error is passed to
+ * ours when the run fails, but for the lines `watch` takes (may be NULL).
  * Returns FALSE with DL_ERR_IO when smpirun cannot start or exits non-zero (the message has the
  * exit status and the last line of its standard error). */
 gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *hosts,

@@ -12,25 +12,11 @@ static void make_slot(coll_groups *g, int k, const int *members, int n, int degr
     if (members[i] == rank) me = i;
     if (node_of[members[i]] == node_of[rank]) rpn++;
   }
-  /* distinct nodes: a mark per node index (they are below P on generated platforms), a hash
-   * table for a platform file's other numbers; O(n) either way, which at 10,000 ranks of a
-   * group of every rank is what matters */
-  int nodes = 0, top = 0;
-  for (int i = 0; i < n; i++) top = MAX(top, node_of[members[i]]);
-  if (top < 4 * P) {
-    guint8 *seen = g_new0(guint8, (size_t)top + 1);
-    for (int i = 0; i < n; i++) {
-      const int nd = MAX(node_of[members[i]], 0);
-      nodes += !seen[nd];
-      seen[nd] = 1;
-    }
-    g_free(seen);
-  } else {
-    GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
-    for (int i = 0; i < n; i++)
-      if (g_hash_table_add(seen, GINT_TO_POINTER(node_of[members[i]] + 1))) nodes++;
-    g_hash_table_destroy(seen);
-  }
+  int nodes = 0;
+  GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (int i = 0; i < n; i++)
+    if (g_hash_table_add(seen, GINT_TO_POINTER(node_of[members[i]] + 1))) nodes++;
+  g_hash_table_destroy(seen);
   g->comm[k] = MPI_COMM_SELF;
   if (degree == P && n == P) g->comm[k] = MPI_COMM_WORLD;
   else if (degree > 1)
@@ -54,16 +40,6 @@ void coll_groups_init(coll_groups *g, const cfg_run *c, const plan_comms *comms,
   int *members = g_new(int, P);
   for (int k = 0; k < PLAN_N_GROUPS; k++) {
     const plan_group grp = (plan_group)k;
-    /* Without expert parallelism the replicas holding the same experts are the data-parallel
-     * group: one communicator serves both (every rank decides this alike, so no split is left
-     * unmatched), one group's map fewer per rank (SMPI sizes each by the largest actor id). */
-    if (grp == PLAN_GRP_EDP && c->ep == 1) { /* PLAN_GRP_DP's slot comes first */
-      g->comm[k] = g->comm[PLAN_GRP_DP];
-      g->topo[k] = g->topo[PLAN_GRP_DP];
-      g->size[k] = g->size[PLAN_GRP_DP];
-      g->nodes[k] = g->nodes[PLAN_GRP_DP];
-      continue;
-    }
     int n = plan_group_members(c, grp, rank, members);
     make_slot(g, k, members, n, grp == PLAN_GRP_WORLD ? P : plan_group_degree(c, grp), P, rank,
               node_of);
@@ -75,11 +51,8 @@ void coll_groups_init(coll_groups *g, const cfg_run *c, const plan_comms *comms,
 }
 
 void coll_groups_release(coll_groups *g) {
-  for (int k = g->n; k-- > 0;) { /* last first: a slot that shares is freed by the first holder */
-    gboolean shared = g->comm[k] == MPI_COMM_WORLD || g->comm[k] == MPI_COMM_SELF;
-    for (int j = 0; j < k && !shared; j++) shared = g->comm[j] == g->comm[k];
-    if (!shared) MPI_Comm_free(&g->comm[k]);
-  }
+  for (int k = 0; k < g->n; k++)
+    if (g->comm[k] != MPI_COMM_WORLD && g->comm[k] != MPI_COMM_SELF) MPI_Comm_free(&g->comm[k]);
   g_free(g->comm);
   g_free(g->topo);
   g_free(g->size);

@@ -76,8 +76,8 @@ void exec_stream_comm(const exec_stream *s) {
       if (s->debug)
         fprintf(stderr, "dlsim: rank %d comm iter %d op %d %s %s %s peer %d tag %d bytes %.0f: "
                 "waits %d\n", s->rec->rank, it, i, plan_op_kind_name(op->kind),
-                plan_group_name(op->group), plan_purpose_name(op->purpose), plan_op_peer(p, op), op->tag,
-                op->bytes, op->wait_event);
+                plan_group_name(op->group), plan_purpose_name(op->purpose), plan_op_peer(p, op),
+                op->tag, op->bytes, op->wait_event);
       if (op->wait_event >= 0) o->ev_wait(s->be, it, op->wait_event);
       double t0 = o->now(s->be);
       if (op->kind == PLAN_SEND) {

@@ -127,8 +127,8 @@ typedef struct plan_rank {
   double moe_routed_tokens;  /* MoE: routed token copies per iteration, this rank's share */
   GPtrArray *pool;     /* storage behind peer_*_bytes (owned) */
   const plan_comms *comms; /* explicit communicators of ops with comm >= 0 (borrowed), or NULL */
-  const struct plan_rank *viewed; /* a view (plan_view): the equivalent rank's plan whose ops, partition
-                              and pool this one borrows; NULL for a plan that owns them */
+  const struct plan_rank *viewed; /* a view (plan_view): the equivalent rank's plan whose ops,
+                                     partition and pool this one borrows; NULL: owns them */
   int peer_shift;      /* added to every op's peer (plan_op_peer): 0 unless a view */
 } plan_rank;
 

@@ -90,8 +90,6 @@ char *plat_generate_xml(const plat_gen_params *p, GError **err);
  * `--cfg=`, NULL-terminated, static. Needed only for platforms written by hand. */
 const char *const *plat_smpi_cfg(void);
 
-
-
 /* Unit parsers shared by the generator's options and the reader (SimGrid's spelling):
  * bandwidth "25GBps", "200Gbps", "1.5TBps", "10KiBps", a bare number = bytes/s;
  * time "1us", "130ns", "0.5ms", "2s", a bare number = seconds;

@@ -280,7 +280,8 @@ gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
  * (plat_route_class) between any two of a replica's ranks are those between the corresponding
  * ranks of replica 0. Under Megatron tensor parallelism (no MoE layer) the members of a tp group
  * run the same op list too (every split charges 1/tp of the layer), so a replica is then one
- * pipeline: the ranks of one (dp, tp) coordinate, and (0, 0) stands for all. */
+ * pipeline: the ranks of one (dp, tp) coordinate, and (0, 0) stands for all. The ranks evaluated
+ * are those plan_representative names. */
 typedef struct {
   int reps;    /* replicas: the ranks each evaluated one stands for (1: no folding) */
   gboolean tp; /* a replica is one tp coordinate of one dp replica */
@@ -318,24 +319,18 @@ static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval)
     }
   g_free(k0);
   if (!same) return f;
-  for (int r = 0; r < P; r++) {
-    int dp_i, tp_i, pp_i;
-    plan_coords(c, r, &dp_i, &tp_i, &pp_i);
-    eval[r] = dp_i == 0 && (!f.tp || tp_i == 0);
-  }
+  for (int r = 0; r < P; r++) eval[r] = plan_representative(x->model, c, r) == r;
   f.reps = reps;
   return f;
 }
 
 /* A folded result as the unfolded one reads: a row per rank (its replica 0 counterpart's), and
  * the MoE token sums over every rank. */
-static void unfold_result(const cfg_run *c, const folding *f, res_result *r) {
+static void unfold_result(const wl_model *m, const cfg_run *c, const folding *f, res_result *r) {
   if (f->reps == 1) return;
   GArray *rows = g_array_sized_new(FALSE, FALSE, sizeof(res_rank), (guint)c->gpus);
   for (int rank = 0; rank < c->gpus; rank++) {
-    int dp_i, tp_i, pp_i;
-    plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
-    const int rep = plan_rank_of(c, 0, f->tp ? 0 : tp_i, pp_i);
+    const int rep = plan_representative(m, c, rank);
     for (guint i = 0; i < r->rank_rows->len; i++) {
       res_rank row = g_array_index(r->rank_rows, res_rank, i);
       if (row.rank != rep) continue;
@@ -366,7 +361,7 @@ gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError 
   gboolean ok = eval_ranks(x, c, layer_t, eval, ranks, n, plans, recs, err);
   if (ok) {
     rec_result(recs, n, c, x->gpu_mem_bytes, r);
-    unfold_result(c, &fold, r);
+    unfold_result(x->model, c, &fold, r);
     r->gpu_model = x->gpu->name;
     res_kdb_set_source(&r->kdb, &x->kernels);
     /* the paper's equations cover data parallelism and its grid only */

@@ -69,10 +69,10 @@ float *real_model_grad_in(real_model_rank *r, int mb, int64_t *n);
 
 /* The buffer of halo op `op` (PLAN_SEND/PLAN_RECV with purpose PLAN_WHY_HALO, --domain conv) to
  * or from rank `peer`, with REAL_MODEL_P2P_TRAILER_FLOATS floats of slack after *n floats of
- * payload; a send's rows are
- * packed into it on the call (call it when the op runs). Forward: the input rows the neighbour's
- * windows read; backward: the output-gradient rows whose windows reach the neighbour's input rows,
- * for max pooling followed by their argmax (as floats, exact below 2^24). */
+ * payload; a send's rows are packed into it on the call (call it when the op runs). Forward: the
+ * input rows the neighbour's windows read; backward: the output-gradient rows whose windows reach
+ * the neighbour's input rows, for max pooling followed by their argmax (as floats, exact below
+ * 2^24). */
 float *real_model_halo_buf(real_model_rank *r, const plan_op *op, int peer, int64_t *n);
 
 /* Which gradients of a layer: all, those synchronised with the dense layers (an MoE layer's

@@ -312,7 +312,8 @@ static kdb_origin be_kernel(void *be, const plan_op *op, int iter) {
 
 /* The buffer of a point-to-point op: halo rows, an activation or its gradient. */
 static float *p2p_buf(real_backend *g, const plan_op *op, int64_t *n) {
-  if (op->purpose == PLAN_WHY_HALO) return real_model_halo_buf(g->model, op, plan_op_peer(g->plan, op), n);
+  if (op->purpose == PLAN_WHY_HALO)
+    return real_model_halo_buf(g->model, op, plan_op_peer(g->plan, op), n);
   if (op->kind == PLAN_SEND)
     return op->tag & 1 ? real_model_grad_out(g->model, op->microbatch, n)
                        : real_model_act_out(g->model, op->microbatch, n);

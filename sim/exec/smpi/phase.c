@@ -174,10 +174,14 @@ int coll_ring_phase(int steps, size_t bytes, size_t n_bytes, int right, int left
   return 1;
 }
 
-void smpi_phase_defer(int rank, int on) {
-  if (!may_defer) return;
-  may_defer[rank] = on != 0;
+void smpi_phase_defer(int rank) {
+  may_defer[rank] = TRUE;
   deferred[rank] = 0;
 }
 
-double smpi_phase_deferred(int rank) { return deferred ? deferred[rank] : 0; }
+double smpi_phase_deferred(int rank) {
+  const double d = deferred[rank];
+  may_defer[rank] = FALSE;
+  deferred[rank] = 0;
+  return d;
+}

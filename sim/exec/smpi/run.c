@@ -24,8 +24,10 @@
  * too, the compute stream adding it to its next execution. The simulated times are those of
  * sleeping at once (the golden results are unchanged to the last digit); what is saved is a
  * SimGrid activity per collective: 3 to 16 % of the wall time of a 1,024-GPU gpt-18b run (runs
- * alternated with the executor that sleeps). A send notes its simulated post time in a shared table, so the receive knows how
- * long it waited for the sender (bubble) and how long the transfer took (communication).
+ * alternated with the executor that sleeps).
+ *
+ * A send notes its simulated post time in a shared table, so the receive knows how long it
+ * waited for the sender (bubble) and how long the transfer took (communication).
  */
 #include <mpi.h>
 #include <simgrid/actor.h>
@@ -202,20 +204,18 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
   const coll_algo *a = coll_find(cop, algo);
   const size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
   settle(g);
-  /* a ring all-reduce, all-gather or reduce-scatter is one ring phase and nothing after it */
-  const gboolean defer = a && strcmp(a->name, "ring") == 0 &&
-                         (cop == COLL_ALLREDUCE || cop == COLL_ALLGATHER ||
-                          cop == COLL_REDUCESCATTER);
   if (op->peer_send_bytes) { /* MoE all-to-all with uneven blocks */
     coll_alltoallv_pairwise(g->sendbuf, op->peer_send_bytes, g->recvbuf, op->peer_recv_bytes,
                             g->groups.comm[grp]);
     algo = "pairwise";
     a = NULL;
   } else if (a && n > 1 && bytes > 0) {
-    smpi_phase_defer(g->rank, defer);
+    /* a ring all-reduce, all-gather or reduce-scatter is one ring phase and nothing after it */
+    if (strcmp(a->name, "ring") == 0 &&
+        (cop == COLL_ALLREDUCE || cop == COLL_ALLGATHER || cop == COLL_REDUCESCATTER))
+      smpi_phase_defer(g->rank);
     a->fn(g->sendbuf, g->recvbuf, bytes, g->groups.comm[grp], &g->groups.topo[grp], g->noop);
     const double held = smpi_phase_deferred(g->rank);
-    smpi_phase_defer(g->rank, 0);
     if (held > 0) g->ready_at[PLAN_STREAM_COMM] = simgrid_get_clock() + held;
   }
   *wire = coll_wire_bytes(cop, algo, op->bytes, n, &g->groups.topo[grp]);

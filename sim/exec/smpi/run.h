@@ -13,10 +13,11 @@ void smpi_phase_init(int rank, int P);
 /* The latency a ring phase adds after its message (phase.c) may be left to the executor, which
  * then holds the rank's communication stream that much longer without a SimGrid sleep (one
  * simulated activity fewer per collective, and none when the next op waits for the compute stream
- * anyway): smpi_phase_defer(rank, 1) before a collective that is one ring phase and nothing else,
- * smpi_phase_deferred(rank) after it for the wait it left (s), smpi_phase_defer(rank, 0) again.
- * A collective of several phases, or with other messages after its phase, must not defer. */
-void smpi_phase_defer(int rank, int on);
+ * anyway): smpi_phase_defer(rank) before a collective that is one ring phase and nothing else;
+ * smpi_phase_deferred(rank) after any collective gives the wait it left (s, 0 when it slept or
+ * was not deferred) and ends the deferral. A collective of several phases, or with other messages
+ * after its phase, must not defer. */
+void smpi_phase_defer(int rank);
 double smpi_phase_deferred(int rank);
 
 /* Maps the payload-free scratch regions of the collectives once, at `bytes` each (a mapping
