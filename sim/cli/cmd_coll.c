@@ -111,7 +111,7 @@ int cmd_coll(int argc, char **argv) {
     goto bad;
   }
   if (!real) {
-    pl = plat_load(platform, &err);
+    pl = plat_load_cfg(platform, (const char *const *)simgrid_cfg, &err);
     if (!pl) {
       status = fail(err->message);
       goto out;

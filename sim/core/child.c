@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -134,9 +135,9 @@ static void forget(pid_t pid) {
 
 void dl_child_reaped(pid_t pid) { forget(pid); }
 
-/* Forks argv with fds 1 and 2 from `out_fd` and `err_fd` (closed in the parent by the caller);
- * registers it before the handled signals can arrive. */
-static pid_t start(const char *const *argv, int out_fd, int err_fd, GError **err) {
+/* Forks argv with fds 0, 1 and 2 from `in_fd`, `out_fd` and `err_fd` (-1: inherited; closed in
+ * the parent by the caller); registers it before the handled signals can arrive. */
+static pid_t start(const char *const *argv, int in_fd, int out_fd, int err_fd, GError **err) {
   sigset_t old;
   block(&old);
   int slot = -1;
@@ -160,6 +161,7 @@ static pid_t start(const char *const *argv, int out_fd, int err_fd, GError **err
 #endif
     for (size_t i = 0; i < G_N_ELEMENTS(handled); i++) signal(handled[i], SIG_DFL);
     unblock(&old);
+    if (in_fd >= 0) dup2(in_fd, 0);
     if (out_fd >= 0) dup2(out_fd, 1);
     if (err_fd >= 0) dup2(err_fd, 2);
     execvp(argv[0], (char *const *)argv);
@@ -184,7 +186,7 @@ pid_t dl_child_start(const char *const *argv, const char *stderr_path, GError **
     g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: %s", fd < 0 ? stderr_path : "/dev/null",
                 g_strerror(errno));
   else
-    pid = start(argv, nul, fd, err);
+    pid = start(argv, -1, nul, fd, err);
   if (nul >= 0) close(nul);
   if (fd >= 0) close(fd);
   return pid;
@@ -226,7 +228,7 @@ gboolean dl_child_run_watched(const char *const *argv, char **out, char **errtex
     return FALSE;
   }
   int nul = out ? -1 : open("/dev/null", O_WRONLY | O_CLOEXEC);
-  pid_t pid = start(argv, out ? po[1] : nul, pe[1], err);
+  pid_t pid = start(argv, -1, out ? po[1] : nul, pe[1], err);
   if (nul >= 0) close(nul);
   if (po[1] >= 0) close(po[1]);
   close(pe[1]);
@@ -267,6 +269,125 @@ gboolean dl_child_run_watched(const char *const *argv, char **out, char **errtex
   else g_string_free(o, TRUE);
   *errtext = g_string_free(e, pid < 0);
   return pid > 0;
+}
+
+/* ---- a child spoken to ------------------------------------------------------------------------ */
+
+gboolean dl_child_talk_open(const char *const *argv, dl_child_talk *t, GError **err) {
+  memset(t, 0, sizeof *t);
+  t->pid = -1;
+  int pi[2] = {-1, -1}, po[2] = {-1, -1};
+  int ef = memfd_create("dlsim-child-stderr", MFD_CLOEXEC);
+  if (ef < 0 || pipe2(pi, O_CLOEXEC) != 0 || pipe2(po, O_CLOEXEC) != 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "cannot start %s: %s", argv[0], g_strerror(errno));
+    for (int i = 0; i < 2; i++) {
+      if (pi[i] >= 0) close(pi[i]);
+      if (po[i] >= 0) close(po[i]);
+    }
+    if (ef >= 0) close(ef);
+    return FALSE;
+  }
+  t->pid = start(argv, pi[0], po[1], ef, err);
+  close(pi[0]);
+  close(po[1]);
+  if (t->pid < 0) {
+    close(pi[1]);
+    close(po[0]);
+    close(ef);
+    return FALSE;
+  }
+  t->err_fd = ef;
+  t->in = fdopen(pi[1], "w");
+  t->out = fdopen(po[0], "r");
+  /* a child that dies leaves writes to its input failing, not dlsim killed by SIGPIPE */
+  signal(SIGPIPE, SIG_IGN);
+  return TRUE;
+}
+
+void dl_child_talk_close(dl_child_talk *t, char **errtext, int *wait_status) {
+  if (t->in) fclose(t->in);
+  if (t->out) fclose(t->out);
+  int ws = 0;
+  while (t->pid > 0 && waitpid(t->pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  if (t->pid > 0) forget(t->pid);
+  if (wait_status) *wait_status = ws;
+  if (errtext) {
+    GString *e = g_string_new(NULL);
+    char buf[65536];
+    ssize_t n;
+    if (t->err_fd >= 0 && lseek(t->err_fd, 0, SEEK_SET) == 0)
+      while ((n = read(t->err_fd, buf, sizeof buf)) > 0) g_string_append_len(e, buf, n);
+    *errtext = g_string_free(e, FALSE);
+  }
+  if (t->err_fd >= 0) close(t->err_fd);
+  memset(t, 0, sizeof *t);
+  t->pid = -1;
+}
+
+/* ---- SimGrid's reasons ----------------------------------------------------------------------- */
+
+/* The line of SimGrid's output that says why it stopped, without its "[time] file:line:
+ * [category/LEVEL] " prefix, or NULL. */
+static char *simgrid_reason(const char *text) {
+  char **lines = g_strsplit(text ? text : "", "\n", -1);
+  char *why = NULL;
+  for (char **l = lines; *l && !why; l++) {
+    const char *p = strstr(*l, "Parse error at ");
+    if (p) {
+      why = g_strdup(p);
+      break;
+    }
+    if (strstr(*l, "Deadlock detected")) why = g_strdup("Deadlock detected");
+    else if ((p = strstr(*l, "/ERROR] ")) || (p = strstr(*l, "/CRITICAL] ")))
+      why = g_strdup(strchr(p, ']') + 2);
+  }
+  g_strfreev(lines);
+  if (why && strcmp(why, "Exiting now.") == 0) g_clear_pointer(&why, g_free);
+  return why;
+}
+
+void dl_simgrid_failure(const char *platform, const char *const *extra_cfg,
+                        const char *child_err, int wait_status, GError **err) {
+  char *why = simgrid_reason(child_err);
+  if (why && g_str_has_prefix(why, "Parse error at ")) {
+    /* "Parse error at FILE:LINE: WHAT" */
+    const char *loc = why + strlen("Parse error at "), *colon = strchr(loc, ':');
+    const char *rest = colon ? strstr(colon + 1, ": ") : NULL;
+    if (rest)
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%.*s: SimGrid cannot read the platform: %s",
+                  (int)(rest - loc), loc, rest + 2);
+    else
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: SimGrid cannot read the platform: %s",
+                  platform, loc);
+  } else if (why && strstr(why, "Bad config key: ")) {
+    const char *key = strstr(why, "Bad config key: ") + strlen("Bad config key: ");
+    const char *given = NULL; /* a setting passed on the command line (--simgrid-cfg) */
+    for (int j = 0; extra_cfg && extra_cfg[j] && !given; j++)
+      if (g_str_has_prefix(extra_cfg[j], key) && extra_cfg[j][strlen(key)] == ':')
+        given = extra_cfg[j];
+    if (given)
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: SimGrid has no setting '%s'",
+                  given, key);
+    else
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: <config>: SimGrid has no setting '%s'",
+                  platform, key);
+  } else if (why && strcmp(why, "Deadlock detected") == 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL,
+                "SimGrid found the simulated ranks waiting for each other (a deadlock): a planner "
+                "bug, please report this command");
+  } else {
+    char *last = why ? NULL : dl_last_line(child_err);
+    char *status = WIFSIGNALED(wait_status)
+                       ? g_strdup_printf("killed by signal %d", WTERMSIG(wait_status))
+                       : g_strdup_printf("exit status %d", WEXITSTATUS(wait_status));
+    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "SimGrid stopped the simulation (%s): %s%s",
+                status, why ? why : last,
+                g_getenv("DLSIM_DEBUG") ? "" : " (DLSIM_DEBUG=1 shows SimGrid's whole output)");
+    g_free(status);
+    g_free(last);
+  }
+  g_free(why);
 }
 
 /* ---- temporary directories ------------------------------------------------------------------- */

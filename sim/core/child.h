@@ -12,6 +12,7 @@
 #define DL_CHILD_H
 
 #include <glib.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* Installs the signal handlers; call once, early in main. */
@@ -40,6 +41,27 @@ gboolean dl_child_run_watched(const char *const *argv, char **out, char **errtex
  * waitpid, then call dl_child_reaped(pid). */
 pid_t dl_child_start(const char *const *argv, const char *stderr_path, GError **err);
 void dl_child_reaped(pid_t pid);
+
+/* A child spoken to: lines written to `in` (flush them) reach its standard input, its standard
+ * output is read from `out`, its standard error is kept for dl_child_talk_close. */
+typedef struct {
+  pid_t pid;
+  FILE *in, *out;
+  int err_fd;
+} dl_child_talk;
+/* Starts argv so (dlsim ignores SIGPIPE from then on: a dead child is a failed write). FALSE with
+ * DL_ERR_IO when it cannot start. */
+gboolean dl_child_talk_open(const char *const *argv, dl_child_talk *t, GError **err);
+/* Closes its input and output, waits for it; *errtext (NULL: not wanted) gets its standard error
+ * (newly allocated), *wait_status waitpid's status. */
+void dl_child_talk_close(dl_child_talk *t, char **errtext, int *wait_status);
+
+/* SimGrid's output `child_err` of a failed program (smpirun, dlsim-sgplat) as one line in *err:
+ * a platform SimGrid cannot read ("FILE:LINE: SimGrid cannot read the platform: ...") or a setting
+ * it does not know (naming --simgrid-cfg when `extra_cfg` holds it, else `platform`'s <config>)
+ * is DL_ERR_INPUT; a deadlock and anything else DL_ERR_INTERNAL. */
+void dl_simgrid_failure(const char *platform, const char *const *extra_cfg,
+                        const char *child_err, int wait_status, GError **err);
 
 /* A new directory $TMPDIR/dlsim-<pid>-<what>-XXXXXX (removed if dlsim is interrupted). NULL with
  * DL_ERR_IO. Remove it with dl_tmpdir_remove. */

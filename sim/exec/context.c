@@ -49,23 +49,21 @@ static gboolean platform_gpu(run_ctx *x, GError **err) {
   return TRUE;
 }
 
-/* A named cluster design (a preset) asked for more GPUs than its file has grows to them, with the
- * same nodes and network; a platform file stays what it is. */
-static gboolean grow_preset(run_ctx *x, GError **err) {
+/* A named cluster design (a preset) asked for more GPUs than it has grows to them, with the
+ * same nodes and network ("thetagpu" becomes "thetagpu:N"); a platform file stays what it is. */
+static void grow_preset(run_ctx *x) {
   cfg_run *c = &x->cfg;
   plat_gen_params gp;
-  if (c->gpus <= plat_n_hosts(x->platform) || strchr(c->platform, '/') ||
-      strchr(c->platform, ':') || !plat_gen_preset(c->platform, &gp, NULL))
-    return TRUE;
-  const int per = plat_gpus_per_node(x->platform);
+  if (strchr(c->platform, '/') || strchr(c->platform, ':') ||
+      !plat_gen_preset(c->platform, &gp, NULL))
+    return;
+  const int per = gp.gpus_per_node, has = gp.nodes * gp.gpus_per_node;
+  if (c->gpus <= has) return;
   char *scaled = g_strdup_printf("%s:%d", c->platform, (c->gpus + per - 1) / per);
   x->note = g_strdup_printf("%s has %d GPUs; simulating %d on %s (same nodes and network, more "
-                            "of them)", c->platform, plat_n_hosts(x->platform), c->gpus, scaled);
-  plat_free(x->platform);
-  x->platform = plat_load(scaled, err);
+                            "of them)", c->platform, has, c->gpus, scaled);
   g_free(c->platform);
   c->platform = scaled;
-  return x->platform != NULL;
 }
 
 /* x->kernels: the database's name, file, device and provenance, or the roofline's spec sheet,
@@ -107,17 +105,23 @@ static void describe_kernels(run_ctx *x) {
   k->note = note->len ? g_string_free(note, FALSE) : (g_string_free(note, TRUE), NULL);
 }
 
-/* Everything after the configuration is settled. */
-static gboolean open_rest(run_ctx *x, gboolean grow, GError **err) {
-  if (!(x->platform = plat_load(x->cfg.platform, err))) return FALSE;
-  if (grow && !grow_preset(x, err)) return FALSE;
-  if (!platform_gpu(x, err)) return FALSE;
+/* The kernel times, once the configuration and the GPU are settled. */
+static gboolean open_kernels(run_ctx *x, GError **err) {
   if (!ktime_open_db(x->cfg.kernels, x->gpu->name, x->cfg.kernels_any_device, &x->db, err))
     return FALSE;
   x->kt = (ktime_source){x->gpu, x->cfg.precision, x->model, x->db};
   x->layer_t = ktime_layer_times(&x->kt, &x->cfg);
   describe_kernels(x);
   return TRUE;
+}
+
+/* Everything after the configuration is settled. */
+static gboolean open_rest(run_ctx *x, GError **err) {
+  grow_preset(x);
+  if (!(x->platform = plat_load_cfg(x->cfg.platform, (const char *const *)x->cfg.simgrid_cfg,
+                                    err)))
+    return FALSE;
+  return platform_gpu(x, err) && open_kernels(x, err);
 }
 
 /* ---- a Chakra trace as the workload ------------------------------------------------------------ */
@@ -231,13 +235,20 @@ gboolean run_ctx_open(run_ctx *x, cfg_run *c, GError **err) {
   if (!open_workload(x, TRUE, err)) return FALSE;
   if (!cfg_resolve(&x->cfg, (long)x->model->default_batch, err)) return FALSE;
   cfg_resolve_style(&x->cfg, wl_has_tp_roles(x->model));
-  return open_rest(x, TRUE, err);
+  return open_rest(x, err);
 }
 
-gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, GError **err) {
+gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, const char *gpu_model,
+                               double gpu_mem_bytes, GError **err) {
   take(x, c);
   if (!open_workload(x, FALSE, err)) return FALSE;
-  return open_rest(x, FALSE, err);
+  if (!(x->gpu = gpu_model ? gpu_find(gpu_model) : NULL)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "request: gpu model '%s' has no spec sheet",
+                gpu_model ? gpu_model : "");
+    return FALSE;
+  }
+  x->gpu_mem_bytes = gpu_mem_bytes > 0 ? gpu_mem_bytes : x->gpu->mem_bytes;
+  return open_kernels(x, err);
 }
 
 void run_ctx_release(run_ctx *x) {

@@ -42,8 +42,11 @@ typedef struct {
 gboolean run_ctx_open(run_ctx *x, cfg_run *c, GError **err);
 
 /* The same for a configuration that is resolved already (an executor's, read from the driver's
- * request): nothing is re-resolved and the platform is taken as named. */
-gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, GError **err);
+ * request): nothing is re-resolved, the platform is not loaded (x->platform is NULL: SimGrid or
+ * mpirun has the hosts) and the GPU is the one the driver found, `gpu_model` with
+ * `gpu_mem_bytes` of memory. */
+gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, const char *gpu_model,
+                               double gpu_mem_bytes, GError **err);
 
 void run_ctx_release(run_ctx *x);
 

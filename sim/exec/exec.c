@@ -15,10 +15,13 @@
 /* The request: the configuration, and where the executor writes its trace and weights (in the
  * run's temporary directory; the driver installs them where the user asked once the run
  * succeeded). */
-static gboolean request_write(const char *path, const cfg_run *c, const char *trace,
-                              const char *weights, GError **err) {
+static gboolean request_write(const char *path, const run_ctx *x, const cfg_run *c,
+                              const char *trace, const char *weights, GError **err) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddItemToObject(root, "config", cfg_to_json(c));
+  cJSON *gpu = cJSON_AddObjectToObject(root, "gpu");
+  cJSON_AddStringToObject(gpu, "model", x->gpu->name);
+  cJSON_AddNumberToObject(gpu, "mem_bytes", x->gpu_mem_bytes);
   if (trace) cJSON_AddStringToObject(root, "trace", trace);
   else cJSON_AddNullToObject(root, "trace");
   if (weights) cJSON_AddStringToObject(root, "dump_weights", weights);
@@ -71,6 +74,18 @@ gboolean exec_request_read(const char *path, cfg_run *c, exec_request *req, GErr
                                       err) &&
                 opt_path(root, "trace", path, &req->trace, err) &&
                 opt_path(root, "dump_weights", path, &req->dump_weights, err);
+  const cJSON *gpu = root ? cJSON_GetObjectItemCaseSensitive(root, "gpu") : NULL;
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(gpu, "model"),
+              *mem = cJSON_GetObjectItemCaseSensitive(gpu, "mem_bytes");
+  if (ok && (!cJSON_IsString(model) || !cJSON_IsNumber(mem))) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: gpu: expected {\"model\": name, "
+                "\"mem_bytes\": n}", path);
+    ok = FALSE;
+  }
+  if (ok) {
+    req->gpu_model = g_strdup(model->valuestring);
+    req->gpu_mem_bytes = mem->valuedouble;
+  }
   if (!root) g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: not a JSON document", path);
   cJSON_Delete(root);
   return ok;
@@ -79,6 +94,7 @@ gboolean exec_request_read(const char *path, cfg_run *c, exec_request *req, GErr
 void exec_request_release(exec_request *req) {
   g_free(req->trace);
   g_free(req->dump_weights);
+  g_free(req->gpu_model);
   memset(req, 0, sizeof *req);
 }
 
@@ -115,7 +131,7 @@ static gboolean launch_run(const run_ctx *x, const cfg_run *c, start_fn start, r
   char *weights = c->dump_weights ? g_build_filename(dir, "weights.bin", NULL) : NULL;
   const char *argv[] = {"run", request, result, NULL};
   gint64 t0 = g_get_monotonic_time();
-  gboolean ok = request_write(request, c, trace, weights, err) && start(x, c, argv, err);
+  gboolean ok = request_write(request, x, c, trace, weights, err) && start(x, c, argv, err);
   char *txt = NULL;
   if (ok && !(txt = dl_read_file(result, NULL, NULL))) {
     g_set_error(err, DL_ERROR, DL_ERR_INTERNAL,

@@ -8,7 +8,8 @@
  *             per rank on this machine (--oversubscribe; --allow-run-as-root as root).
  * The driver and a rank-side executor exchange two documents in a temporary directory: the
  * request, {"config": <the resolved configuration, cfg_to_json>, "trace": path|null,
- * "dump_weights": path|null}, and the result, which is the result document itself (res_to_json,
+ * "dump_weights": path|null, "gpu": {"model": name, "mem_bytes": n}} (the GPU the driver found
+ * on the platform: the rank-side executors do not load it), and the result, which is the result document itself (res_to_json,
  * read back with res_from_json). An executor that ends "successfully" without a result (smpirun
  * exits 0 when SimGrid finds the ranks deadlocked) is an internal error.
  *
@@ -52,8 +53,10 @@ void exec_expect_simulated_s(double simulated_s);
 /* ---- the request and result documents (used by the rank-side executors) ------------------- */
 
 typedef struct {
-  char *trace;        /* where to write the Chrome trace, NULL for none (owned) */
-  char *dump_weights; /* real: where to write the final weights, NULL for none (owned) */
+  char *trace;          /* where to write the Chrome trace, NULL for none (owned) */
+  char *dump_weights;   /* real: where to write the final weights, NULL for none (owned) */
+  char *gpu_model;      /* the GPU the driver found on the platform (owned) */
+  double gpu_mem_bytes; /* its memory, bytes */
 } exec_request;
 
 /* Reads the request at `path` into `c` (cfg_init'ed; resolved as the driver resolved it) and

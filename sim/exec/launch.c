@@ -57,71 +57,6 @@ static gboolean same_key(const char *a, const char *b) {
   return la == lb && strncmp(a, b, la) == 0;
 }
 
-/* The line of SimGrid's output that says why it stopped, without its "[time] file:line:
- * [category/LEVEL] " prefix, or NULL. */
-static char *simgrid_reason(const char *text) {
-  char **lines = g_strsplit(text ? text : "", "\n", -1);
-  char *why = NULL;
-  for (char **l = lines; *l && !why; l++) {
-    const char *p = strstr(*l, "Parse error at ");
-    if (p) {
-      why = g_strdup(p);
-      break;
-    }
-    if (strstr(*l, "Deadlock detected")) why = g_strdup("Deadlock detected");
-    else if ((p = strstr(*l, "/ERROR] ")) || (p = strstr(*l, "/CRITICAL] ")))
-      why = g_strdup(strchr(p, ']') + 2);
-  }
-  g_strfreev(lines);
-  if (why && strcmp(why, "Exiting now.") == 0) g_clear_pointer(&why, g_free);
-  return why;
-}
-
-/* A failed smpirun as one line: a platform SimGrid cannot read is the user's (DL_ERR_INPUT), a
- * deadlock the planner's, anything else SimGrid's (DL_ERR_INTERNAL). */
-static void smpi_failure(const char *platform, const char *const *extra_cfg,
-                         const char *child_err, int wait_status, GError **err) {
-  char *why = simgrid_reason(child_err);
-  if (why && g_str_has_prefix(why, "Parse error at ")) {
-    /* "Parse error at FILE:LINE: WHAT" */
-    const char *loc = why + strlen("Parse error at "), *colon = strchr(loc, ':');
-    const char *rest = colon ? strstr(colon + 1, ": ") : NULL;
-    if (rest)
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%.*s: SimGrid cannot read the platform: %s",
-                  (int)(rest - loc), loc, rest + 2);
-    else
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: SimGrid cannot read the platform: %s",
-                  platform, loc);
-  } else if (why && strstr(why, "Bad config key: ")) {
-    const char *key = strstr(why, "Bad config key: ") + strlen("Bad config key: ");
-    const char *given = NULL; /* a setting passed on the command line (--simgrid-cfg) */
-    for (int j = 0; extra_cfg && extra_cfg[j] && !given; j++)
-      if (g_str_has_prefix(extra_cfg[j], key) && extra_cfg[j][strlen(key)] == ':')
-        given = extra_cfg[j];
-    if (given)
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: SimGrid has no setting '%s'",
-                  given, key);
-    else
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: <config>: SimGrid has no setting '%s'",
-                  platform, key);
-  } else if (why && strcmp(why, "Deadlock detected") == 0) {
-    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL,
-                "SimGrid found the simulated ranks waiting for each other (a deadlock): a planner "
-                "bug, please report this command");
-  } else {
-    char *last = why ? NULL : dl_last_line(child_err);
-    char *status = WIFSIGNALED(wait_status)
-                       ? g_strdup_printf("killed by signal %d", WTERMSIG(wait_status))
-                       : g_strdup_printf("exit status %d", WEXITSTATUS(wait_status));
-    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "SimGrid stopped the simulation (%s): %s%s",
-                status, why ? why : last,
-                g_getenv("DLSIM_DEBUG") ? "" : " (DLSIM_DEBUG=1 shows SimGrid's whole output)");
-    g_free(status);
-    g_free(last);
-  }
-  g_free(why);
-}
-
 /* smpirun's -wrapper that preloads libdlsim-cputime.so (preload/cputime.c) into smpimain, or
  * NULL when the library is not built or its path would not survive smpirun's word splitting. */
 static char *cputime_wrapper(void) {
@@ -184,7 +119,7 @@ gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *h
   if (out_stdout) g_string_append(out_stdout, child_out);
   if (g_getenv("DLSIM_DEBUG")) fputs(child_err, stderr);
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
-    smpi_failure(platform_xml_path, extra_cfg, child_err, wait_status, err);
+    dl_simgrid_failure(platform_xml_path, extra_cfg, child_err, wait_status, err);
     goto out;
   }
   ok = TRUE;

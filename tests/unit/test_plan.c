@@ -236,7 +236,7 @@ static void test_analytic_data_parallel_buckets(void) {
   g_free(c.workload);
   c.workload = g_strdup("mlp-small");
   run_ctx x;
-  CU_ASSERT_FATAL(run_ctx_open_resolved(&x, &c, NULL));
+  CU_ASSERT_FATAL(run_ctx_open(&x, &c, NULL));
   CU_ASSERT_FATAL(analytic_run(&x, &x.cfg, &r, NULL));
   const double last = 2 * 3 * (a + W[0] * 4 / 4 / b);
   CU_ASSERT(r.exposed_comm_s >= last * (1 - 1e-12));

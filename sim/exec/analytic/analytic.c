@@ -66,12 +66,16 @@ typedef struct {
   double ready; /* latest arrival: when the collective can start */
 } coll_meet;
 
-/* A message of `bytes` on `route`: its latency and its time on the wire (s), with the platform's
- * per-message factors as SimGrid applies them. */
-static void p2p_times(const plat *pl, const plat_route_info *route, double bytes, double *lat,
-                      double *xfer) {
-  plat_msg_times(plat_lat_factor(pl), plat_bw_factor(pl), route->latency_s,
-                 route->bottleneck_bps, bytes, lat, xfer);
+/* A message of `bytes` from host `src` to host `dst`, alone on the network: its latency and its
+ * time on the wire (s), with the platform's sharing and per-message factors as SimGrid applies
+ * them. */
+static gboolean p2p_times(const plat *pl, int src, int dst, double bytes, double *lat,
+                          double *xfer, GError **err) {
+  plat_flow_info f;
+  if (!plat_flows(pl, &src, &dst, 1, &f, err)) return FALSE;
+  plat_msg_times(plat_lat_factor(pl), plat_bw_factor(pl), f.latency_s, f.rate_bps, bytes, lat,
+                 xfer);
+  return TRUE;
 }
 
 static double *msg_slot(GHashTable *h, int src, int dst, int tag, gboolean create) {
@@ -157,23 +161,19 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         rec_coll(rr->rec, i, 0, arrived, end, algo,
                  coll_group_wire_bytes(op->coll, algo, op->bytes, g));
       } else if (op->kind == PLAN_SEND) {
-        plat_route_info route;
-        if (!plat_route(pl, rr->rank, peer, &route, err)) return -1;
         /* messages leaving one GPU share its link: they go one after another */
         double *lf = msg_slot(ps->link_free, rr->rank, -1, 0, TRUE);
         double go = isnan(*lf) || *lf < start ? start : *lf;
         double lat, xfer;
-        p2p_times(pl, &route, op->bytes, &lat, &xfer);
+        if (!p2p_times(pl, rr->rank, peer, op->bytes, &lat, &xfer, err)) return -1;
         *lf = go + xfer;
         *msg_slot(ps->arrival, rr->rank, peer, op->tag, TRUE) = go + lat + xfer;
         rec_send(rr->rec, i, 0, start);
       } else if (op->kind == PLAN_RECV) {
         double *arr = msg_slot(ps->arrival, peer, rr->rank, op->tag, FALSE);
         if (!arr || isnan(*arr)) break;
-        plat_route_info route;
-        if (!plat_route(pl, peer, rr->rank, &route, err)) return -1;
         double lat, bw_s;
-        p2p_times(pl, &route, op->bytes, &lat, &bw_s);
+        if (!p2p_times(pl, peer, rr->rank, op->bytes, &lat, &bw_s, err)) return -1;
         const double xfer = lat + bw_s;
         end = *arr > start ? *arr : start;
         rec_recv(rr->rec, i, 0, start, end - xfer, end); /* posted: when the transfer began */

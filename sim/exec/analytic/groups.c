@@ -1,9 +1,20 @@
-/* groups.c — a group of platform hosts summarised for the cost formulas (coll_group): the
- * routes between ring neighbours, inside one node and between nodes, as the platform gives them. */
+/* groups.c — a group of platform hosts summarised for the cost formulas (coll_group): the flows
+ * of one step of its ring, of its rings inside nodes and of its rings across nodes, each set
+ * sharing the links as SimGrid would share them (plat_flows). */
 #include "exec/analytic/analytic.h"
 
 #include <math.h>
 #include <string.h>
+
+/* The step of flows src[i] -> dst[i]: its latency and slowest rate into *alpha and *beta. */
+static gboolean step(const plat *pl, const int *src, const int *dst, int n, double *alpha,
+                     double *beta, GError **err) {
+  plat_flow_info f;
+  if (!plat_flows(pl, src, dst, n, &f, err)) return FALSE;
+  *alpha = f.latency_s;
+  *beta = f.rate_bps;
+  return TRUE;
+}
 
 gboolean analytic_group_init(coll_group *g, const plat *pl, const int *members, int n,
                              GError **err) {
@@ -16,43 +27,36 @@ gboolean analytic_group_init(coll_group *g, const plat *pl, const int *members, 
   g->lat_factor = plat_lat_factor(pl);
   if (n < 1) return TRUE;
   GHashTable *per = g_hash_table_new(g_direct_hash, g_direct_equal);
-  plat_route_info r;
   for (int i = 0; i < n; i++) {
     const plat_host *h = plat_host_at(pl, members[i]);
     int cnt = GPOINTER_TO_INT(g_hash_table_lookup(per, GINT_TO_POINTER(h->node + 1))) + 1;
     g_hash_table_insert(per, GINT_TO_POINTER(h->node + 1), GINT_TO_POINTER(cnt));
     if (cnt > g->per_node) g->per_node = cnt;
-    if (n > 1) {
-      if (!plat_route(pl, members[i], members[(i + 1) % n], &r, err)) goto fail;
-      if (r.latency_s > g->ring_alpha_s) g->ring_alpha_s = r.latency_s;
-      if (r.bottleneck_bps < g->ring_beta_bps) g->ring_beta_bps = r.bottleneck_bps;
-    }
   }
   g->nodes = (int)g_hash_table_size(per);
-  /* intra: first two members sharing a node; inter: member 0 and the first member on another
-   * node with the same local GPU index (one rail), else any other node. */
-  const plat_host *h0 = plat_host_at(pl, members[0]);
-  int intra = -1, inter = -1, inter_any = -1;
-  for (int i = 1; i < n; i++) {
-    const plat_host *h = plat_host_at(pl, members[i]);
-    if (h->node == h0->node && intra < 0) intra = i;
-    if (h->node != h0->node && inter_any < 0) inter_any = i;
-    if (h->node != h0->node && h->gpu == h0->gpu && inter < 0) inter = i;
-  }
-  if (inter < 0) inter = inter_any;
-  if (intra > 0) {
-    if (!plat_route(pl, members[0], members[intra], &r, err)) goto fail;
-    g->intra_alpha_s = r.latency_s;
-    g->intra_beta_bps = r.bottleneck_bps;
-  }
-  if (inter > 0) {
-    if (!plat_route(pl, members[0], members[inter], &r, err)) goto fail;
-    g->inter_alpha_s = r.latency_s;
-    g->inter_beta_bps = r.bottleneck_bps;
-  }
   g_hash_table_destroy(per);
-  return TRUE;
-fail:
-  g_hash_table_destroy(per);
-  return FALSE;
+  if (n < 2) return TRUE;
+  int *src = g_new(int, n), *dst = g_new(int, n);
+  /* the ring: member i sends to member i + 1 */
+  for (int i = 0; i < n; i++) src[i] = members[i], dst[i] = members[(i + 1) % n];
+  gboolean ok = step(pl, src, dst, n, &g->ring_alpha_s, &g->ring_beta_bps, err);
+  /* the hierarchical all-reduce's rings (coll/hier.c): blocks of rpn consecutive members are the
+   * nodes; inside each, a ring; across them, one ring per local index */
+  const int rpn = g->per_node, nodes = n / (rpn > 0 ? rpn : 1);
+  if (ok && rpn > 1 && nodes > 1 && rpn * nodes == n) {
+    for (int i = 0; i < n; i++) {
+      const int k = i / rpn, j = i % rpn;
+      src[i] = members[i];
+      dst[i] = members[k * rpn + (j + 1) % rpn];
+    }
+    ok = step(pl, src, dst, n, &g->intra_alpha_s, &g->intra_beta_bps, err);
+    for (int i = 0; ok && i < n; i++) {
+      const int k = i / rpn, j = i % rpn;
+      dst[i] = members[((k + 1) % nodes) * rpn + j];
+    }
+    if (ok) ok = step(pl, src, dst, n, &g->inter_alpha_s, &g->inter_beta_bps, err);
+  }
+  g_free(src);
+  g_free(dst);
+  return ok;
 }

@@ -472,7 +472,7 @@ int real_exec_main(int argc, char **argv) {
   GError *e = NULL;
   char *msg = NULL;
   int status = 2;
-  if (!exec_request_read(argv[1], &parsed, &req, &e) || !run_ctx_open_resolved(&x, &parsed, &e) ||
+  if (!exec_request_read(argv[1], &parsed, &req, &e) || !run_ctx_open_resolved(&x, &parsed, req.gpu_model, req.gpu_mem_bytes, &e) ||
       !exec_for(CFG_MODE_REAL)->check(&x, &x.cfg, &e))
     msg = g_strdup(e->message);
   const cfg_run *c = &x.cfg;

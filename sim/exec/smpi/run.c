@@ -273,7 +273,7 @@ static void open_shared(const char *request_path) {
   cfg_run c;
   cfg_init(&c);
   if (!exec_request_read(request_path, &c, &shared.req, &e) ||
-      !run_ctx_open_resolved(&shared.ctx, &c, &e)) {
+      !run_ctx_open_resolved(&shared.ctx, &c, shared.req.gpu_model, shared.req.gpu_mem_bytes, &e)) {
     shared.error = g_strdup(e->message);
     g_error_free(e);
     cfg_release(&c);

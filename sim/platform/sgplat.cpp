@@ -1,0 +1,171 @@
+// sgplat.cpp — dlsim-sgplat: SimGrid loads a platform file and answers the driver's questions
+// about it (sim/platform/platform.c is the other end), so that the closed form, `dlsim coll` and
+// the SMPI executor read one platform the same way: SimGrid's parser, zones and routing.
+//
+//   dlsim-sgplat FILE [--cfg=KEY:VALUE ...]
+//
+// The settings are those smpirun gives (network/model:SMPI), then the --cfg items, then the
+// file's <config> where those leave a setting at its default, as under smpirun.
+// Output (stdout), one record per line, fields separated by tabs:
+//   dlsim-sgplat 1                     first line
+//   cfg KEY VALUE                      a network setting that is not at SimGrid's default
+//   host NAME SPEED_FLOPS              hosts in the order the file declares them (rank order)
+//   prop KEY VALUE                     a property of the host above (node, gpu, gpu_model,
+//                                      gpu_mem_bytes)
+//   link NAME BW_BPS LAT_S POLICY      every link, by name; the N-th such line is link N-1.
+//                                      POLICY: SHARED, FATPIPE, WIFI or NONLINEAR (a SPLITDUPLEX
+//                                      link is its two directions, NAME_UP and NAME_DOWN, each
+//                                      SHARED)
+//   ready
+// then, for each line "SRC DST" (host indices) on stdin, one line:
+//   route LAT_S N INDEX...             the links SimGrid routes SRC to DST through, in order
+// or "noroute". A platform SimGrid cannot load ends the program with SimGrid's message on
+// stderr and exit status 2. Numbers are printed with 17 significant digits.
+#include <simgrid/s4u.hpp>
+#include <xbt/config.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace sg4 = simgrid::s4u;
+
+namespace {
+
+const char* policy_name(sg4::Link::SharingPolicy p)
+{
+  switch (p) {
+    case sg4::Link::SharingPolicy::FATPIPE:
+      return "FATPIPE";
+    case sg4::Link::SharingPolicy::SPLITDUPLEX:
+      return "SPLITDUPLEX";
+    case sg4::Link::SharingPolicy::WIFI:
+      return "WIFI";
+    case sg4::Link::SharingPolicy::NONLINEAR:
+      return "NONLINEAR";
+    default:
+      return "SHARED";
+  }
+}
+
+// A text field on one line: tabs and newlines would break the record.
+std::string field(const char* s)
+{
+  std::string out = s ? s : "";
+  for (char& c : out)
+    if (c == '\t' || c == '\n' || c == '\r')
+      c = ' ';
+  return out;
+}
+
+template <class T> void print_cfg(const char* key)
+{
+  try {
+    if (simgrid::config::is_default(key))
+      return;
+    std::string v = simgrid::config::to_string(simgrid::config::get_value<T>(key));
+    std::printf("cfg\t%s\t%s\n", key, field(v.c_str()).c_str());
+  } catch (const std::exception&) {
+    // not a setting of this SimGrid
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+  if (argc < 2 || argv[1][0] == '-') {
+    std::fprintf(stderr, "usage: dlsim-sgplat PLATFORM.xml [--cfg=KEY:VALUE ...]\n");
+    return 2;
+  }
+  std::string file = argv[1];
+  // SimGrid reads its options from argv; the file is ours. smpirun's network model first.
+  std::vector<std::string> args = {"dlsim-sgplat", "--cfg=network/model:SMPI",
+                                   "--log=root.thresh:warning"};
+  for (int i = 2; i < argc; i++)
+    args.emplace_back(argv[i]);
+  std::vector<char*> sg_argv;
+  for (auto& a : args)
+    sg_argv.push_back(a.data());
+  sg_argv.push_back(nullptr);
+  int sg_argc = static_cast<int>(args.size());
+
+  // creation order is the file's order (a <cluster>'s hosts in radical order); SimGrid 3.32
+  // signals a host's creation again when it seals it
+  std::vector<sg4::Host*> hosts;
+  std::unordered_set<const sg4::Host*> seen;
+  sg4::Host::on_creation_cb([&hosts, &seen](sg4::Host& h) {
+    if (seen.insert(&h).second)
+      hosts.push_back(&h);
+  });
+  sg4::Engine engine(&sg_argc, sg_argv.data());
+  try {
+    engine.load_platform(file);
+    engine.seal_platform();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[sgplat/CRITICAL] %s\n", e.what());
+    return 2;
+  }
+
+  std::printf("dlsim-sgplat\t1\n");
+  for (const char* key : {"network/model", "smpi/bw-factor", "smpi/lat-factor"})
+    print_cfg<std::string>(key);
+  for (const char* key : {"network/TCP-gamma", "network/weight-S", "network/latency-factor",
+                          "network/bandwidth-factor"})
+    print_cfg<double>(key);
+  print_cfg<bool>("network/crosstraffic");
+  for (const sg4::Host* h : hosts) {
+    std::printf("host\t%s\t%.17g\n", field(h->get_cname()).c_str(), h->get_speed());
+    for (const char* key : {"node", "gpu", "gpu_model", "gpu_mem_bytes"})
+      if (const char* v = h->get_property(key))
+        std::printf("prop\t%s\t%s\n", key, field(v).c_str());
+  }
+  std::unordered_map<const sg4::Link*, int> index;
+  for (const sg4::Link* l : engine.get_all_links()) {
+    index.emplace(l, static_cast<int>(index.size()));
+    std::printf("link\t%s\t%.17g\t%.17g\t%s\n", field(l->get_cname()).c_str(), l->get_bandwidth(),
+                l->get_latency(), policy_name(l->get_sharing_policy()));
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+
+  std::vector<sg4::Link*> links;
+  long src = 0;
+  long dst = 0;
+  const long n = static_cast<long>(hosts.size());
+  while (std::scanf("%ld %ld", &src, &dst) == 2) {
+    if (src < 0 || dst < 0 || src >= n || dst >= n) {
+      std::printf("noroute\n");
+      std::fflush(stdout);
+      continue;
+    }
+    links.clear();
+    double lat = 0;
+    try {
+      hosts[src]->route_to(hosts[dst], links, &lat);
+    } catch (const std::exception&) {
+      std::printf("noroute\n");
+      std::fflush(stdout);
+      continue;
+    }
+    char num[64];
+    std::snprintf(num, sizeof num, "%.17g", lat);
+    std::string route = std::string("route\t") + num + "\t" + std::to_string(links.size());
+    bool known = true;
+    for (const sg4::Link* l : links) {
+      auto it = index.find(l);
+      known = known && it != index.end();
+      if (known)
+        route += "\t" + std::to_string(it->second);
+    }
+    if (not known) // a link outside the engine's list (none in SimGrid 3.32)
+      route = "noroute";
+    std::printf("%s\n", route.c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
