@@ -225,10 +225,21 @@ static gboolean exec_analytic_check(const run_ctx *x, const cfg_run *c, GError *
                 "--trace: the closed form has no timeline; traces come from --mode sim");
     return FALSE;
   }
-  if (c->simgrid_cfg) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: the closed form does not run "
-                "SimGrid; use --mode sim", c->simgrid_cfg[0]);
-    return FALSE;
+  /* the network settings the closed form applies (plat_netcfg); others need SimGrid itself */
+  static const char *const applied[] = {"network/TCP-gamma", "network/crosstraffic",
+                                        "smpi/bw-factor", "smpi/lat-factor", NULL};
+  for (int i = 0; c->simgrid_cfg && c->simgrid_cfg[i]; i++) {
+    const char *item = c->simgrid_cfg[i], *colon = strchr(item, ':');
+    gboolean ok = FALSE;
+    for (int k = 0; applied[k] && !ok; k++)
+      ok = colon && (size_t)(colon - item) == strlen(applied[k]) &&
+           strncmp(item, applied[k], strlen(applied[k])) == 0;
+    if (!ok) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: the closed form applies only "
+                  "network/TCP-gamma, network/crosstraffic, smpi/bw-factor and smpi/lat-factor; "
+                  "use --mode sim", item);
+      return FALSE;
+    }
   }
   return analytic_check(x, c, err);
 }

@@ -292,7 +292,19 @@ static gboolean load_file(plat *pl, const char *file, const char *const *cfg, GE
   GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
   g_ptr_array_add(argv, exe);
   g_ptr_array_add(argv, g_strdup(file));
-  for (int i = 0; cfg && cfg[i]; i++) g_ptr_array_add(argv, g_strdup_printf("--cfg=%s", cfg[i]));
+  /* the network settings reported back (plat_config): the others (smpi/ ones among them) are
+   * declared only inside smpirun, which checks them */
+  static const char *const net_keys[] = {
+      "network/model",          "network/TCP-gamma",        "network/crosstraffic",
+      "network/weight-S",       "network/latency-factor",   "network/bandwidth-factor",
+      "smpi/bw-factor",         "smpi/lat-factor",          NULL};
+  for (int i = 0; cfg && cfg[i]; i++) {
+    const char *colon = strchr(cfg[i], ':');
+    for (int k = 0; colon && net_keys[k]; k++)
+      if ((size_t)(colon - cfg[i]) == strlen(net_keys[k]) &&
+          strncmp(cfg[i], net_keys[k], strlen(net_keys[k])) == 0)
+        g_ptr_array_add(argv, g_strdup_printf("--cfg=%s", cfg[i]));
+  }
   g_ptr_array_add(argv, NULL);
   gboolean ok = dl_child_talk_open((const char *const *)argv->pdata, &pl->sg, err);
   g_ptr_array_free(argv, TRUE);

@@ -152,6 +152,11 @@ int main(int argc, char** argv)
       std::fflush(stdout);
       continue;
     }
+    if (links.empty() && lat <= 0 && src != dst) { // SimGrid's own "no connecting path"
+      std::printf("noroute\n");
+      std::fflush(stdout);
+      continue;
+    }
     char num[64];
     std::snprintf(num, sizeof num, "%.17g", lat);
     std::string route = std::string("route\t") + num + "\t" + std::to_string(links.size());

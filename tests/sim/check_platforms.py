@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""Any SimGrid platform, one network model: the same file in closed form and in simulation.
+
+Platforms (tests/sim/platforms/, written for this test, and dlsim's own): <cluster> files (flat
+on split-duplex links, SHARED private links, a SHARED backbone, a FATPIPE backbone, FAT_TREE,
+DRAGONFLY, TORUS), a Full zone, a Floyd zone with routers, nested zones joined by a zoneRoute,
+and the generated thetagpu (2 nodes) and an oversubscribed generated fat tree. Their hosts have
+no gpu_model: --gpu a100-40gb gives them one.
+
+1. `dlsim coll` (simulation) times a 64 MB ring all-reduce as the alpha-beta formula with the
+   sharing of each file's links says: 2(P-1)(a + n/(P b)), b the link bandwidth, halved on SHARED
+   private links (a ring's flows in and out of a host share its link), the backbone's over P
+   flows when it is SHARED, whole when it is a FATPIPE. Within 0.1 %.
+2. A DDP iteration (mlp-small, ring all-reduces) and a tensor-parallel one (gpt-tiny, P/2 or 4
+   GPUs per group, every group's all-reduces at once): the closed form equals the simulation
+   within 0.1 % wherever the flows of concurrent collectives do not meet on a SHARED link, and
+   differs by more than 1 % where they do (the closed form times each collective alone on the
+   network: contention between them is what the simulation is for). On the dragonfly the ring's
+   own flows meet unevenly: the closed form gives every flow the slowest share, the simulation
+   lets the others go faster, so it differs even for DDP.
+3. With SIMGRID_EXAMPLES set to SimGrid's examples/platforms directory (not shipped by Debian):
+   a DDP iteration on the first two hosts of each file without time-varying profiles that SMPI
+   runs to the end, closed form against simulation within 0.1 %.
+Usage: check_platforms.py DLSIM
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from checklib import check, finish, run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLAT = os.path.join(HERE, "platforms")
+
+# file: (hosts, DDP equal?, tensor parallel equal?)
+MATRIX = {
+    "cluster-flat.xml": (8, True, True),
+    "cluster-shared.xml": (8, True, True),
+    "cluster-backbone.xml": (8, True, False),
+    "cluster-fatpipe.xml": (8, True, True),
+    "fat-tree.xml": (16, True, False),
+    "dragonfly.xml": (16, False, False),
+    "torus.xml": (8, True, True),
+    "full.xml": (4, True, False),
+    "floyd.xml": (4, True, False),
+    "nested.xml": (8, True, False),
+    "thetagpu:2": (16, True, True),
+    "fattree-4to1.xml": (32, True, True),
+}
+
+# coll: file -> (hosts, route latency s, effective bandwidth of one ring flow, bytes/s)
+COLL = {
+    "cluster-flat.xml": (8, 4e-6, 10e9),
+    "cluster-shared.xml": (8, 4e-6, 5e9),
+    "cluster-backbone.xml": (8, 5e-6, 20e9 / 8),
+    "cluster-fatpipe.xml": (8, 5e-6, 10e9),
+}
+
+
+def plat_path(d, name):
+    if ":" in name:
+        return name
+    return os.path.join(d if name.startswith("fattree-") else PLAT, name)
+
+
+def main(dlsim):
+    with tempfile.TemporaryDirectory() as d:
+        # a generated fat tree: 4 nodes of 8 GPUs, 2 nodes per leaf, uplinks 4x narrower
+        subprocess.run([dlsim, "platform", "--preset", "dgx-a100", "--nodes", "4",
+                        "--topology", "fattree", "--nodes-per-leaf", "2",
+                        "--oversubscription", "4", "-o", os.path.join(d, "fattree-4to1.xml")],
+                       check=True)
+        n = 64e6
+        for name, (P, a, b) in COLL.items():
+            out = os.path.join(d, "coll.json")
+            subprocess.run([dlsim, "coll", "--platform", plat_path(d, name), "--gpus", str(P),
+                            "--op", "allreduce", "--coll", "ring", "--min-bytes", "64MB",
+                            "--max-bytes", "64MB", "--iters", "1", "-o", out],
+                           check=True, stdout=subprocess.DEVNULL)
+            with open(out) as f:
+                t = json.load(f)["rows"][0]["time_us"] * 1e-6
+            want = 2 * (P - 1) * (a + n / P / b)
+            check(f"coll ring all-reduce 64 MB on {name}: {t * 1e3:.4f} ms, formula "
+                  f"{want * 1e3:.4f} ms", abs(t - want) <= 1e-3 * want)
+        for name, (P, ddp_equal, tp_equal) in MATRIX.items():
+            path = plat_path(d, name)
+            cases = {"DDP": (["--workload", "mlp-small", "--coll", "ring"], ddp_equal),
+                     f"tp {min(P // 2, 4)}": (["--workload", "gpt-tiny", "--tp",
+                                               str(min(P // 2, 4)), "--coll", "ring"], tp_equal)}
+            for case, (opts, equal) in cases.items():
+                common = ["--platform", path, "--gpu", "a100-40gb", "--gpus", str(P), *opts]
+                ta = run(dlsim, d, "--mode", "analytic", *common)["iteration_time_s"]
+                ts = run(dlsim, d, "--iters", "2", *common)["iteration_time_s"]
+                rel = (ts - ta) / ta
+                what = (f"{name}, {case}: closed form {ta * 1e6:.3f} us, simulation "
+                        f"{ts * 1e6:.3f} us ({rel * 100:+.2f} %)")
+                if equal:
+                    check(what + ", equal", abs(rel) <= 1e-3)
+                else:
+                    check(what + ", contention shows", abs(rel) > 1e-2)
+        examples = os.environ.get("SIMGRID_EXAMPLES")
+        for name in sorted(os.listdir(examples)) if examples else []:
+            path = os.path.join(examples, name)
+            with open(path, "rb") as f:
+                text = f.read()
+            if b"_file=" in text or b"profile" in text:
+                print(f"skip {name}: time-varying profiles (the closed form takes static figures)")
+                continue
+            common = ["--platform", path, "--gpu", "a100-40gb", "--gpus", "2", "--workload",
+                      "mlp-small", "--coll", "ring"]
+            try:
+                ta = run(dlsim, d, "--mode", "analytic", *common)["iteration_time_s"]
+            except subprocess.CalledProcessError:
+                print(f"skip {name}: not a platform dlsim can run")
+                continue
+            try:
+                ts = run(dlsim, d, "--iters", "2", *common)["iteration_time_s"]
+            except subprocess.CalledProcessError:  # link failures of availability profiles
+                print(f"skip {name}: the simulation stops on it")
+                continue
+            check(f"SimGrid's {name}, DDP on 2 hosts: closed form {ta * 1e6:.3f} us, simulation "
+                  f"{ts * 1e6:.3f} us", abs(ts - ta) <= 1e-3 * ts)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
