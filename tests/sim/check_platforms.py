@@ -101,7 +101,8 @@ def main(dlsim):
                 else:
                     check(what + ", contention shows", abs(rel) > 1e-2)
         examples = os.environ.get("SIMGRID_EXAMPLES")
-        for name in sorted(os.listdir(examples)) if examples else []:
+        names = sorted(n for n in os.listdir(examples) if n.endswith(".xml")) if examples else []
+        for name in names:
             path = os.path.join(examples, name)
             with open(path, "rb") as f:
                 text = f.read()
