@@ -271,7 +271,7 @@ gboolean dl_child_run_watched(const char *const *argv, char **out, char **errtex
   return pid > 0;
 }
 
-/* ---- a child spoken to ------------------------------------------------------------------------ */
+/* ---- a child spoken to ---------------------------------------------------------------------- */
 
 gboolean dl_child_talk_open(const char *const *argv, dl_child_talk *t, GError **err) {
   memset(t, 0, sizeof *t);
@@ -327,9 +327,7 @@ void dl_child_talk_close(dl_child_talk *t, char **errtext, int *wait_status) {
 
 /* ---- SimGrid's reasons ----------------------------------------------------------------------- */
 
-/* The line of SimGrid's output that says why it stopped, without its "[time] file:line:
- * [category/LEVEL] " prefix, or NULL. */
-static char *simgrid_reason(const char *text) {
+char *dl_simgrid_reason(const char *text) {
   char **lines = g_strsplit(text ? text : "", "\n", -1);
   char *why = NULL;
   for (char **l = lines; *l && !why; l++) {
@@ -349,7 +347,7 @@ static char *simgrid_reason(const char *text) {
 
 void dl_simgrid_failure(const char *platform, const char *const *extra_cfg,
                         const char *child_err, int wait_status, GError **err) {
-  char *why = simgrid_reason(child_err);
+  char *why = dl_simgrid_reason(child_err);
   if (why && g_str_has_prefix(why, "Parse error at ")) {
     /* "Parse error at FILE:LINE: WHAT" */
     const char *loc = why + strlen("Parse error at "), *colon = strchr(loc, ':');

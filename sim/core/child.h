@@ -56,6 +56,10 @@ gboolean dl_child_talk_open(const char *const *argv, dl_child_talk *t, GError **
  * (newly allocated), *wait_status waitpid's status. */
 void dl_child_talk_close(dl_child_talk *t, char **errtext, int *wait_status);
 
+/* The line of SimGrid's output `text` that says why it stopped, without its "[time] file:line:
+ * [category/LEVEL] " prefix (newly allocated), or NULL. */
+char *dl_simgrid_reason(const char *text);
+
 /* SimGrid's output `child_err` of a failed program (smpirun, dlsim-sgplat) as one line in *err:
  * a platform SimGrid cannot read ("FILE:LINE: SimGrid cannot read the platform: ...") or a setting
  * it does not know (naming --simgrid-cfg when `extra_cfg` holds it, else `platform`'s <config>)

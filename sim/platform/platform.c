@@ -35,7 +35,8 @@ struct plat {
   GStringChunk *strings; /* names and property values */
   GHashTable *config;    /* settings SimGrid holds off their default: key -> value */
   plat_factor bw_factor, lat_factor; /* smpi/bw-factor and lat-factor (n = 0: none) */
-  plat_netcfg net;       /* the network settings the closed form applies */
+  double tcp_gamma_bytes; /* network/TCP-gamma (0: no window bound) */
+  gboolean crosstraffic;  /* network/crosstraffic */
   dl_child_talk sg;      /* dlsim-sgplat, answering routes */
   GHashTable *routes;    /* src * n_hosts + dst -> plat_route_rec */
   /* a cluster written by `dlsim platform` (see the top of this file) */
@@ -224,22 +225,23 @@ static void sg_failed(plat *pl, const char *file, const char *const *cfg, GError
   int ws = 0;
   dl_child_talk_close(&pl->sg, &errtext, &ws);
   GError *e = NULL;
-  dl_simgrid_failure(file, cfg, errtext, ws, &e);
-  if (e->code == DL_ERR_INTERNAL && !strstr(errtext ? errtext : "", "CRITICAL]") &&
-      WIFEXITED(ws) && WEXITSTATUS(ws) == 127) {
-    g_clear_error(&e);
+  char *why = dl_simgrid_reason(errtext);
+  if (!why && WIFEXITED(ws) && WEXITSTATUS(ws) == 127) {
     char *exe = sgplat_path();
     g_set_error(&e, DL_ERROR, DL_ERR_IO, "%s: cannot run %s (is dlsim built?)", pl->path, exe);
     g_free(exe);
-  } else if (e->code == DL_ERR_INTERNAL) {
-    /* SimGrid stopped on the file without a parse error: still the file's fault */
-    char *why = dl_last_line(errtext);
-    const char *p = why ? strstr(why, "] ") : NULL;
-    g_clear_error(&e);
-    g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "%s: SimGrid cannot load the platform: %s", pl->path,
-                p ? p + 2 : why ? why : "no reason given");
-    g_free(why);
+  } else {
+    dl_simgrid_failure(file, cfg, errtext, ws, &e);
+    if (e->code == DL_ERR_INTERNAL) {
+      /* SimGrid stopped on the file without a parse error: still the file's fault */
+      char *last = why ? NULL : dl_last_line(errtext);
+      g_clear_error(&e);
+      g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "%s: SimGrid cannot load the platform: %s",
+                  pl->path, why ? why : last && *last ? last : "no reason given");
+      g_free(last);
+    }
   }
+  g_free(why);
   if (strcmp(file, pl->path) != 0 && strstr(e->message, file)) {
     char **parts = g_strsplit(e->message, file, -1);
     char *m = g_strjoinv(pl->path, parts);
@@ -271,18 +273,11 @@ static gboolean read_netcfg(plat *pl, GError **err) {
     }
     if (one) plat_factor_clear(fs[k]);
   }
-  plat_netcfg *n = &pl->net;
-  n->bw_factor = pl->bw_factor.n ? &pl->bw_factor : NULL;
-  n->lat_factor = pl->lat_factor.n ? &pl->lat_factor : NULL;
+  /* as dlsim-sgplat prints them: a number, and a boolean as 0 or 1 */
   const char *v = plat_config(pl, "network/TCP-gamma");
-  n->tcp_gamma_bytes = v ? g_ascii_strtod(v, NULL) : 0;
+  pl->tcp_gamma_bytes = v ? g_ascii_strtod(v, NULL) : 0;
   v = plat_config(pl, "network/crosstraffic");
-  n->crosstraffic = v && (strcmp(v, "1") == 0 || g_ascii_strcasecmp(v, "yes") == 0 ||
-                          g_ascii_strcasecmp(v, "true") == 0 || g_ascii_strcasecmp(v, "on") == 0);
-  v = plat_config(pl, "network/weight-S");
-  n->weight_s = v ? g_ascii_strtod(v, NULL) : 0;
-  v = plat_config(pl, "network/model");
-  n->model = v ? v : "SMPI";
+  pl->crosstraffic = v && strcmp(v, "1") == 0;
   return TRUE;
 }
 
@@ -433,11 +428,13 @@ const char *plat_config(const plat *pl, const char *key) {
   return g_hash_table_lookup(pl->config, key);
 }
 
-const plat_factor *plat_bw_factor(const plat *pl) { return pl->net.bw_factor; }
+const plat_factor *plat_bw_factor(const plat *pl) {
+  return pl->bw_factor.n ? &pl->bw_factor : NULL;
+}
 
-const plat_factor *plat_lat_factor(const plat *pl) { return pl->net.lat_factor; }
-
-const plat_netcfg *plat_net(const plat *pl) { return &pl->net; }
+const plat_factor *plat_lat_factor(const plat *pl) {
+  return pl->lat_factor.n ? &pl->lat_factor : NULL;
+}
 
 void plat_smpi_cfg_defaults(const plat *pl, GPtrArray *out) {
   for (const char *const *c = plat_smpi_cfg(); *c; c++) {
@@ -612,8 +609,8 @@ gboolean plat_route(const plat *pl, int src_host, int dst_host, plat_route_info 
 /* A flow alone on route r is held to the route's narrowest link and to TCP's window. */
 static void flow_bounds(const plat *pl, const plat_route_info *r, plat_flow_info *out) {
   out->rate_bps = MIN(out->rate_bps, r->bottleneck_bps);
-  if (pl->net.tcp_gamma_bytes > 0 && r->latency_s > 0)
-    out->rate_bps = MIN(out->rate_bps, pl->net.tcp_gamma_bytes / (2.0 * r->latency_s));
+  if (pl->tcp_gamma_bytes > 0 && r->latency_s > 0)
+    out->rate_bps = MIN(out->rate_bps, pl->tcp_gamma_bytes / (2.0 * r->latency_s));
   out->latency_s = MAX(out->latency_s, r->latency_s);
 }
 
@@ -621,7 +618,6 @@ gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_
                     GError **err) {
   out->rate_bps = INFINITY;
   out->latency_s = 0;
-  out->contended = FALSE;
   if (n < 1) return TRUE;
   if (pl->structured) {
     /* a generated cluster, routed by class: no link identities; its generator gives each flow
@@ -634,15 +630,11 @@ gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_
     }
     return TRUE;
   }
-  /* per link crossed: the sum of the flows' coefficients (FATPIPE: the largest), the flows */
-  typedef struct {
-    double load;
-    int users;
-  } use;
+  /* per link crossed: the sum of the flows' coefficients (FATPIPE: the largest) */
   GHashTable *idx = g_hash_table_new(g_direct_hash, g_direct_equal); /* link + 1 -> slot + 1 */
-  GArray *uses = g_array_new(FALSE, TRUE, sizeof(use));
+  GArray *loads = g_array_new(FALSE, TRUE, sizeof(double));
   gboolean ok = TRUE;
-  const double back = pl->net.crosstraffic ? 0.05 : 0; /* SimGrid's acknowledgement traffic */
+  const double back = pl->crosstraffic ? 0.05 : 0; /* SimGrid's acknowledgement traffic */
   plat_route_info r;
   /* pass 1: every link's load; pass 2: the lowest level any flow is held to */
   for (int pass = 0; pass < 2 && ok; pass++) {
@@ -657,25 +649,20 @@ gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_
           gpointer key = GINT_TO_POINTER(r.links[i] + 1);
           int slot = GPOINTER_TO_INT(g_hash_table_lookup(idx, key)) - 1;
           if (slot < 0) {
-            slot = (int)uses->len;
-            g_array_set_size(uses, uses->len + 1);
+            slot = (int)loads->len;
+            g_array_set_size(loads, loads->len + 1);
             g_hash_table_insert(idx, key, GINT_TO_POINTER(slot + 1));
           }
-          use *u = &g_array_index(uses, use, slot);
-          if (pass == 0) {
-            if (l->policy == PLAT_FATPIPE) u->load = MAX(u->load, coef);
-            else u->load += coef;
-            if (!dir) u->users++;
-          } else {
-            out->rate_bps = MIN(out->rate_bps, l->bps / u->load);
-            if (l->policy != PLAT_FATPIPE && u->users > 1) out->contended = TRUE;
-          }
+          double *load = &g_array_index(loads, double, slot);
+          if (pass == 1) out->rate_bps = MIN(out->rate_bps, l->bps / *load);
+          else if (l->policy == PLAT_FATPIPE) *load = MAX(*load, coef);
+          else *load += coef;
         }
         if (pass == 1 && !dir) flow_bounds(pl, &r, out);
       }
     }
   }
   g_hash_table_destroy(idx);
-  g_array_free(uses, TRUE);
+  g_array_free(loads, TRUE);
   return ok;
 }

@@ -148,18 +148,6 @@ void plat_factor_clear(plat_factor *f);
 
 typedef struct plat plat;
 
-/* The network settings the closed form applies, as SMPI would run the file: the file's <config>
- * (or --simgrid-cfg's) where set, else dlsim's defaults (plat_smpi_cfg). */
-typedef struct {
-  const plat_factor *bw_factor;  /* smpi/bw-factor, NULL for a constant 1 */
-  const plat_factor *lat_factor; /* smpi/lat-factor, NULL for a constant 1 */
-  double tcp_gamma_bytes;        /* network/TCP-gamma: a flow's rate <= gamma / (2 latency); 0 none */
-  gboolean crosstraffic;         /* network/crosstraffic: each flow loads its reverse route by 5 % */
-  double weight_s;               /* network/weight-S (not applied by the closed form: it weighs
-                                    flows of different routes against each other) */
-  const char *model;             /* network/model ("SMPI", as smpirun sets it) */
-} plat_netcfg;
-
 /* Loads a platform by name (under <datadir>/platforms/, ".xml" added), by path, or as
  * "PRESET:NODES" (a preset of plat_gen_preset with that many nodes, e.g. "thetagpu:128", written
  * to <user cache dir>/dlsim/platforms/ so that smpirun reads the same file). SimGrid loads it
@@ -184,8 +172,6 @@ void plat_smpi_cfg_defaults(const plat *pl, GPtrArray *out);
  * network/weight-S, network/latency-factor, network/bandwidth-factor, smpi/bw-factor,
  * smpi/lat-factor. */
 const char *plat_config(const plat *pl, const char *key);
-/* The network settings of the closed form (borrowed). */
-const plat_netcfg *plat_net(const plat *pl);
 /* Its smpi/bw-factor and smpi/lat-factor, or NULL for none or a constant 1 (borrowed). */
 const plat_factor *plat_bw_factor(const plat *pl);
 const plat_factor *plat_lat_factor(const plat *pl);
@@ -220,12 +206,14 @@ gboolean plat_route(const plat *pl, int src_host, int dst_host, plat_route_info 
  * collective, alone on the network). Equal shares: a SHARED link of bandwidth B crossed with total
  * coefficient C (1 per flow, 0.05 per flow's acknowledgements on its reverse route with
  * crosstraffic) gives each B / C; a FATPIPE link gives each flow all of B; each flow is also held
- * to its route's narrowest link and to TCP-gamma / (2 × its route latency). */
+ * to its route's narrowest link and to TCP-gamma / (2 × its route latency). network/crosstraffic
+ * and network/TCP-gamma are the file's or the load's `cfg`, else dlsim's 0 (plat_smpi_cfg);
+ * network/weight-S is not applied: it only weighs flows of different routes against each other,
+ * and all shares here are equal. */
 typedef struct {
   double rate_bps;  /* the slowest flow's rate, bytes/s, before the bandwidth factor (INFINITY:
                        no flow crosses a link) */
   double latency_s; /* the largest route latency, s, before the latency factor */
-  gboolean contended; /* two of the flows share a SHARED link direction */
 } plat_flow_info;
 /* On a cluster written by `dlsim platform` (routed by class) the flows share no link: its
  * generator gives each ring step's flows their own link directions; where the concurrent rings

@@ -62,16 +62,56 @@ std::string field(const char* s)
   return out;
 }
 
-template <class T> void print_cfg(const char* key)
+// A setting SimGrid holds off its default, with its value as `show` writes it.
+template <class T> void print_cfg(const char* key, std::string (*show)(const T&))
 {
   try {
-    if (simgrid::config::is_default(key))
-      return;
-    std::string v = simgrid::config::to_string(simgrid::config::get_value<T>(key));
-    std::printf("cfg\t%s\t%s\n", key, field(v.c_str()).c_str());
+    if (not simgrid::config::is_default(key)) {
+      std::string v = show(simgrid::config::get_value<T>(key));
+      std::printf("cfg\t%s\t%s\n", key, field(v.c_str()).c_str());
+    }
   } catch (const std::exception&) {
     // not a setting of this SimGrid
   }
+}
+
+std::string show_string(const std::string& v)
+{
+  return v;
+}
+
+std::string show_double(const double& v)
+{
+  char num[64];
+  std::snprintf(num, sizeof num, "%.17g", v);
+  return num;
+}
+
+std::string show_bool(const bool& v)
+{
+  return v ? "1" : "0";
+}
+
+// The reply to "SRC DST": the route's latency and link indices, or "noroute".
+std::string route_line(const std::vector<sg4::Host*>& hosts,
+                       const std::unordered_map<const sg4::Link*, int>& index, long src, long dst)
+{
+  const auto n = static_cast<long>(hosts.size());
+  if (src < 0 || dst < 0 || src >= n || dst >= n)
+    return "noroute";
+  std::vector<sg4::Link*> links;
+  double lat = 0;
+  try {
+    hosts[src]->route_to(hosts[dst], links, &lat);
+  } catch (const std::exception&) {
+    return "noroute";
+  }
+  if (links.empty() && lat <= 0 && src != dst) // SimGrid's own "no connecting path"
+    return "noroute";
+  std::string line = "route\t" + show_double(lat) + "\t" + std::to_string(links.size());
+  for (const sg4::Link* l : links)
+    line += "\t" + std::to_string(index.at(l)); // every route link is one of the engine's
+  return line;
 }
 
 } // namespace
@@ -113,11 +153,11 @@ int main(int argc, char** argv)
 
   std::printf("dlsim-sgplat\t1\n");
   for (const char* key : {"network/model", "smpi/bw-factor", "smpi/lat-factor"})
-    print_cfg<std::string>(key);
+    print_cfg<std::string>(key, show_string);
   for (const char* key : {"network/TCP-gamma", "network/weight-S", "network/latency-factor",
                           "network/bandwidth-factor"})
-    print_cfg<double>(key);
-  print_cfg<bool>("network/crosstraffic");
+    print_cfg<double>(key, show_double);
+  print_cfg<bool>("network/crosstraffic", show_bool);
   for (const sg4::Host* h : hosts) {
     std::printf("host\t%s\t%.17g\n", field(h->get_cname()).c_str(), h->get_speed());
     for (const char* key : {"node", "gpu", "gpu_model", "gpu_mem_bytes"})
@@ -133,43 +173,10 @@ int main(int argc, char** argv)
   std::printf("ready\n");
   std::fflush(stdout);
 
-  std::vector<sg4::Link*> links;
   long src = 0;
   long dst = 0;
-  const long n = static_cast<long>(hosts.size());
   while (std::scanf("%ld %ld", &src, &dst) == 2) {
-    if (src < 0 || dst < 0 || src >= n || dst >= n) {
-      std::printf("noroute\n");
-      std::fflush(stdout);
-      continue;
-    }
-    links.clear();
-    double lat = 0;
-    try {
-      hosts[src]->route_to(hosts[dst], links, &lat);
-    } catch (const std::exception&) {
-      std::printf("noroute\n");
-      std::fflush(stdout);
-      continue;
-    }
-    if (links.empty() && lat <= 0 && src != dst) { // SimGrid's own "no connecting path"
-      std::printf("noroute\n");
-      std::fflush(stdout);
-      continue;
-    }
-    char num[64];
-    std::snprintf(num, sizeof num, "%.17g", lat);
-    std::string route = std::string("route\t") + num + "\t" + std::to_string(links.size());
-    bool known = true;
-    for (const sg4::Link* l : links) {
-      auto it = index.find(l);
-      known = known && it != index.end();
-      if (known)
-        route += "\t" + std::to_string(it->second);
-    }
-    if (not known) // a link outside the engine's list (none in SimGrid 3.32)
-      route = "noroute";
-    std::printf("%s\n", route.c_str());
+    std::printf("%s\n", route_line(hosts, index, src, dst).c_str());
     std::fflush(stdout);
   }
   return 0;

@@ -68,7 +68,10 @@ def plat_path(d, name):
 
 
 def main(dlsim):
+    dlsim = os.path.abspath(dlsim)
+    home = os.getcwd()
     with tempfile.TemporaryDirectory() as d:
+        os.chdir(d)  # what SimGrid writes where it runs (trace files of tracing examples) stays here
         # a generated fat tree: 4 nodes of 8 GPUs, 2 nodes per leaf, uplinks 4x narrower
         subprocess.run([dlsim, "platform", "--preset", "dgx-a100", "--nodes", "4",
                         "--topology", "fattree", "--nodes-per-leaf", "2",
@@ -131,6 +134,7 @@ def main(dlsim):
                 continue
             check(f"SimGrid's {name}, DDP on 2 hosts: closed form {ta * 1e6:.3f} us, simulation "
                   f"{ts * 1e6:.3f} us", abs(ts - ta) <= 1e-3 * ts)
+        os.chdir(home)
     return finish()
 
 

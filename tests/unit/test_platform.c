@@ -166,7 +166,7 @@ static void test_reader_errors(void) {
                     "bad.xml:3: SimGrid cannot read the platform: cannot parse number:fast");
   expect_load_error(DT "<platform version=\"4.1\"><zone id=\"z\" routing=\"Bogus\">\n"
                     "<host id=\"a\" speed=\"1Gf\"/></zone></platform>",
-                    "bad.xml:");
+                    "bad.xml: SimGrid cannot load the platform: Not a valid model!");
   expect_load_error(DT "<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\">\n"
                     "<host id=\"a\" speed=\"1Gf\"/><host id=\"a\" speed=\"1Gf\"/></zone></platform>",
                     "bad.xml: SimGrid cannot load the platform: Refusing to create a second host "
