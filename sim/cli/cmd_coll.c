@@ -7,6 +7,8 @@
 #include "cli/options.h"
 #include "coll/coll.h"
 #include "core/dl_common.h"
+#include "coll/nccl.h"
+#include "exec/context.h"
 #include "exec/launch.h"
 #include "platform/platform.h"
 
@@ -31,7 +33,8 @@ static int fail(const char *msg) {
 
 int cmd_coll(int argc, char **argv) {
   char *platform = NULL, *op_name = NULL, *algo = NULL, *min_s = NULL, *max_s = NULL;
-  char *json = NULL, *help = algo_help(), *msg = NULL, *mode = NULL;
+  char *json = NULL, *help = algo_help(), *msg = NULL, *mode = NULL, *proto_s = NULL;
+  char *nccl_s = NULL;
   int gpus = 0, iters = 5, status = 2;
   gboolean check = FALSE, message_level = FALSE;
   char **simgrid_cfg = NULL;
@@ -55,6 +58,10 @@ int cmd_coll(int argc, char **argv) {
       {"mode", 0, 0, G_OPTION_ARG_STRING, &mode,
        "sim (default: SMPI on --platform) or real (this machine's MPI, real data and sums)",
        "sim|real"},
+      {"nccl-proto", 0, 0, G_OPTION_ARG_STRING, &proto_s,
+       "NCCL's protocol model for the ring: auto (default: the protocol NCCL's tuning model "
+       "predicts fastest for each size), LL, LL128, Simple, or off (alpha-beta on the "
+       "platform's figures)", "PROTO"},
       {"simgrid-cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &simgrid_cfg,
        "a SimGrid setting for the simulation, over the platform file's (repeatable; SimGrid's "
        "--cfg=KEY:VALUE)", "KEY:VALUE"},
@@ -104,6 +111,13 @@ int cmd_coll(int argc, char **argv) {
     goto bad;
   }
   if (iters < 1) { msg = g_strdup_printf("--iters: expected >= 1, got %d", iters); goto bad; }
+  int proto = NCCL_PROTO_AUTO;
+  if (proto_s && !nccl_proto_parse(proto_s, &proto)) {
+    msg = g_strdup_printf("--nccl-proto: expected auto, LL, LL128, Simple or off, got '%s'",
+                          proto_s);
+    goto bad;
+  }
+  if (real && proto_s) { msg = g_strdup("--nccl-proto: only the simulation (--mode sim) models NCCL's protocols"); goto bad; }
   if (!cfg_simgrid_items_ok(simgrid_cfg, &msg)) goto bad;
   if (real && simgrid_cfg) { msg = g_strdup("--simgrid-cfg: only the simulation (--mode sim) runs SimGrid"); goto bad; }
   if (real && gpus < 1) {
@@ -139,7 +153,12 @@ int cmd_coll(int argc, char **argv) {
   }
   char *smpi_cfg = coll_smpi_cfg(op, name);
   if (smpi_cfg) g_ptr_array_add(extra, smpi_cfg); /* extra owns it */
-  if (pl) launch_network_cfg(pl, simgrid_cfg, extra);
+  if (pl) {
+    launch_network_cfg(pl, simgrid_cfg, extra);
+    nccl_env env;
+    run_ctx_nccl_env(pl, gpu_find(plat_host_at(pl, 0)->gpu_model), proto, &env);
+    nccl_s = nccl_env_to_string(&env);
+  }
   g_ptr_array_add(extra, NULL);
 
   hosts = g_new0(const char *, gpus + 1);
@@ -155,6 +174,7 @@ int cmd_coll(int argc, char **argv) {
   if (json) pargv[k++] = "--json", pargv[k++] = json;
   if (check) pargv[k++] = "--check";
   if (message_level) pargv[k++] = "--message-level";
+  if (nccl_s) pargv[k++] = "--nccl", pargv[k++] = nccl_s;
   pargv[k] = NULL;
   if (real ? !launch_mpirun(gpus, pargv, out, &err)
            : !launch_smpi(plat_path(pl), gpus, hosts, pargv, (const char *const *)extra->pdata, out,
@@ -185,5 +205,7 @@ out:
   g_free(max_s);
   g_free(json);
   g_free(mode);
+  g_free(proto_s);
+  g_free(nccl_s);
   return status;
 }

@@ -22,7 +22,7 @@ static void noop_op(void *in, void *inout, int *len, MPI_Datatype *type) {
 }
 
 typedef struct {
-  char *op_name, *algo, *min_s, *max_s, *json;
+  char *op_name, *algo, *min_s, *max_s, *json, *nccl;
   int iters, warmup, rpn;
   gboolean check;
   gboolean message_level;
@@ -121,6 +121,8 @@ int coll_bench_main(int argc, char **argv) {
       {"ranks-per-node", 0, 0, G_OPTION_ARG_INT, &o.rpn, "consecutive ranks per node", "G"},
       {"json", 0, 0, G_OPTION_ARG_FILENAME, &o.json, "write the rows as JSON", "FILE"},
       {"check", 0, 0, G_OPTION_ARG_NONE, &o.check, "real float data and MPI_SUM; verify", NULL},
+      {"nccl", 0, 0, G_OPTION_ARG_STRING, &o.nccl, "NCCL's view of the machine (the driver's)",
+       "ENV"},
       {"message-level", 0, 0, G_OPTION_ARG_NONE, &o.message_level,
        "every step as its own messages (SMPI flavour)", NULL},
       {"expect-us", 0, 0, G_OPTION_ARG_DOUBLE, &o.expect_us, "fail unless time is this", "US"},
@@ -156,7 +158,14 @@ int coll_bench_main(int argc, char **argv) {
   }
   coll_topo topo;
   coll_topo_init(&topo, r, P, o.rpn > 0 ? o.rpn : P);
-  const char *algo = o.algo ? o.algo : coll_default(op, max_b, P, topo.n_nodes);
+  nccl_env env;
+  if (o.nccl && !nccl_env_parse(o.nccl, &env)) {
+    if (r == 0) fprintf(stderr, "dlsim coll: --nccl: malformed '%s'\n", o.nccl);
+    status = 2;
+    goto out;
+  }
+  if (o.nccl) topo.nccl = &env;
+  const char *algo = o.algo ? o.algo : coll_default_env(op, max_b, P, topo.n_nodes, topo.nccl);
   a = coll_find(op, algo);
   if (!a) {
     if (r == 0) fprintf(stderr, "dlsim coll: --coll: no algorithm '%s' for %s\n", algo, coll_op_name(op));
@@ -176,6 +185,10 @@ int coll_bench_main(int argc, char **argv) {
   if (r == 0) {
     printf("# dlsim coll: %s, algorithm %s, %d ranks, %d per node, %d timed + %d warm-up calls\n",
            coll_op_name(op), o.algo ? o.algo : a->name, P, topo.ranks_per_node, o.iters, o.warmup);
+    if (topo.nccl && topo.nccl->arch >= 0 && strcmp(a->name, "ring") == 0 &&
+        (op == COLL_ALLREDUCE || op == COLL_ALLGATHER || op == COLL_REDUCESCATTER))
+      printf("# NCCL protocol model: %s (ring collectives; platforms/README.md)\n",
+             nccl_proto_name(topo.nccl->proto));
     /* nccl-tests' columns (out-of-place only), which users' scripts parse */
     printf("#%79s\n", "out-of-place");
     printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
@@ -275,6 +288,7 @@ out:
   g_free(o.min_s);
   g_free(o.max_s);
   g_free(o.json);
+  g_free(o.nccl);
   return status;
 }
 

@@ -59,10 +59,37 @@ typedef struct {
   int n_nodes;        /* nodes spanned: ceil(P / ranks_per_node) */
   int node;           /* this rank's node index within the communicator: rank / ranks_per_node */
   int local_rank;     /* this rank's index within its node: rank % ranks_per_node */
+  /* NCCL's view of the machine (coll/nccl.h), for the protocol model of ring collectives; NULL:
+   * none (the real flavour, platforms without NVIDIA GPUs, --nccl-proto off). Borrowed. */
+  const struct nccl_env *nccl;
 } coll_topo;
 
-/* Fills `t` for rank `rank` of `P` ranks with `ranks_per_node` (values < 1 mean 1). */
+/* Fills `t` for rank `rank` of `P` ranks with `ranks_per_node` (values < 1 mean 1); nccl NULL. */
 void coll_topo_init(coll_topo *t, int rank, int P, int ranks_per_node);
+
+/* dlsim's ring collectives run as NCCL runs its channels: a group of P ranks that fills whole
+ * nodes of rpn consecutive ranks (P a multiple of rpn, rpn > 1, two nodes or more) runs rpn
+ * rings at once, ring j on slice j of the buffer. Ring j visits the nodes in order; inside an
+ * even node it goes through local ranks j, j+1, ..., j-1, inside an odd node j-1, j-2, ..., j,
+ * so every hop between nodes joins two GPUs of one local index (one rail), and each NIC
+ * carries one ring each way. Any other group runs one ring, in rank order. */
+#define COLL_MAX_RINGS 32
+int coll_ring_channels(int P, int rpn);
+
+/* Member (0..P-1) at position i (any integer, taken mod P) of ring j of k such rings. */
+static inline int coll_flat_ring_member(int k, int P, int rpn, int j, int i) {
+  i = ((i % P) + P) % P;
+  if (k == 1) return i;
+  const int node = i / rpn, t = i % rpn;
+  return node * rpn + (node % 2 ? (((j - 1 - t) % rpn) + rpn) % rpn : (j + t) % rpn);
+}
+/* Position of member m in ring j (the inverse). */
+static inline int coll_flat_ring_pos(int k, int rpn, int j, int m) {
+  if (k == 1) return m;
+  const int node = m / rpn, local = m % rpn;
+  return node * rpn + (node % 2 ? (((j - 1 - local) % rpn) + rpn) % rpn
+                                : (((local - j) % rpn) + rpn) % rpn);
+}
 
 /* A communicator as the cost formulas see it: its size, how it spans nodes, and the latency
  * (s) and bottleneck bandwidth (bytes/s) of its routes — over the ring of members, inside one
@@ -78,6 +105,12 @@ typedef struct {
   double intra_beta_bps;
   double inter_alpha_s;  /* route between members of two nodes with the same local index */
   double inter_beta_bps;
+  /* the step of the ring collectives' coll_ring_channels rings, all at once: the largest
+   * latency, and the slowest rate of a hop inside a node and of one between nodes (INFINITY:
+   * no such hop) */
+  int chan_k;
+  double chan_alpha_s, chan_intra_beta_bps, chan_inter_beta_bps;
+  const struct nccl_env *nccl; /* NCCL's view of the machine (coll/nccl.h), NULL: none */
   /* SimGrid's per-message factors of the platform (plat_bw_factor, plat_lat_factor): a message
    * of s bytes sees latency × lat(s) and bandwidth × bw(s); NULL for none (borrowed) */
   const plat_factor *bw_factor, *lat_factor;
@@ -168,11 +201,12 @@ const coll_algo_info *coll_info_find(coll_op op, const char *name);
  * operations that have <algo>; the others keep dlsim's default). */
 char *coll_smpi_cfg(coll_op op, const char *name);
 
-/* The algorithm NCCL would pick (NCCL 2.x tuning, simplified):
+/* The algorithm dlsim picks without NCCL's model (platforms without NVIDIA GPUs, --nccl-proto
+ * off; the order of NCCL 2.x's choices):
  *   P == 1                                      -> "ring" ("pairwise" for alltoall/sendrecv)
  *   allreduce, nodes >= 2, bytes <= 4 MiB, P >= 16 -> "tree" (latency-bound: log-depth trees)
- *   allreduce, nodes >= 2, P / nodes >= 2          -> "hier" (NVSwitch inside, ring across)
- *   allreduce otherwise                           -> "ring"
+ *   allreduce otherwise                           -> "ring" (one ring per GPU of a node across
+ *                                                   nodes: NCCL's channels, every rail busy)
  *   allgather, reducescatter, broadcast           -> "ring"
  *   alltoall, sendrecv                            -> "pairwise"
  * `nodes` is the number of nodes the P ranks span. Returns a static name. */
@@ -180,10 +214,17 @@ char *coll_smpi_cfg(coll_op op, const char *name);
 #define COLL_TREE_MIN_RANKS 16
 const char *coll_default(coll_op op, double bytes, int P, int nodes);
 
+/* The algorithm NCCL picks: for an all-reduce under NCCL's model (nccl not NULL, an NVIDIA GPU,
+ * a protocol not "off"), ring or tree, whichever NCCL's tuning model predicts faster
+ * (ncclTopoGetAlgoTime, coll/nccl.h); anything else as coll_default. */
+const char *coll_default_env(coll_op op, double bytes, int P, int nodes,
+                             const struct nccl_env *nccl);
+
 /* The algorithm a run uses for one call: `family` (the --coll value, NULL = default) when `op`
- * has an algorithm of that name, else coll_default(). "smpi:<name>" is kept as given when the
- * op has an SMPI selector. Returns a static name, or `family` itself (borrowed). */
-const char *coll_resolve(coll_op op, const char *family, double bytes, int P, int nodes);
+ * has an algorithm of that name, else coll_default_env(). "smpi:<name>" is kept as given when
+ * the op has an SMPI selector. Returns a static name, or `family` itself (borrowed). */
+const char *coll_resolve(coll_op op, const char *family, double bytes, int P, int nodes,
+                         const struct nccl_env *nccl);
 
 /* TRUE when `family` names an algorithm of at least one operation (a valid --coll value). */
 int coll_family_known(const char *family);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "coll/coll.h"
+#include "coll/nccl.h"
 
 /* An algorithm: `bytes` and buffers as in coll.h's conventions (sendbuf and recvbuf distinct,
  * neither aliased with the other); `topo` describes the calling rank (may be NULL: one node).
@@ -70,16 +71,6 @@ static inline int coll_reduce(const float *in, float *inout, size_t n, MPI_Op op
                                   : MPI_SUCCESS;
 }
 
-/* A ring phase the flavour may simulate at once: `steps` steps in each of which this rank sends
- * one chunk to comm rank `right` and receives one from `left`, `bytes` in all each way (chunks
- * of equal size but for rounding); `n_bytes` is the buffer the chunks are cut from, the same on
- * every rank, so that all of them decide alike. Returns 1 when it did: the SMPI flavour on
- * payload-free buffers sends one message of `bytes` each way and then waits for the latencies
- * of the other steps, which on a lock-step ring takes the same simulated time as the steps,
- * with the same flows on the same links (unless --message-level, or the platform's bandwidth
- * factor differs between a chunk and the whole). Returns 0 when the caller must run the steps. */
-int coll_ring_phase(int steps, size_t bytes, size_t n_bytes, int right, int left, MPI_Comm comm);
-
 /* Asks the flavour to run every step as its own messages (--message-level). */
 void coll_buf_message_level(int on);
 
@@ -91,17 +82,75 @@ COLL_ALGO_LIST(COLL_DECLARE)
 
 /* ---- shared by the algorithm files ---------------------------------------------------------- */
 
-/* Group ring primitives over `g` members whose ranks in `comm` are members[0..g-1]; `me` is the
- * caller's index. The buffer holds `n` floats cut into g chunks, chunk c = [c·n/g, (c+1)·n/g).
- * coll_ring_rs: after it, chunk (me+1) % g of `acc` holds the reduction over the members of their
- * `src` (src == NULL: `acc` is both input and accumulator). coll_ring_ag: chunk (me+1) % g of
- * `buf` is valid on entry; all chunks are valid on exit. */
-int coll_ring_rs(const float *src, float *acc, size_t n, const int *members, int g, int me,
-                 MPI_Comm comm, MPI_Op op);
-int coll_ring_ag(float *buf, size_t n, const int *members, int g, int me, MPI_Comm comm);
-/* coll_ring_rs then coll_ring_ag: the all-reduce of `src` into `acc` (src == NULL: in place). */
-int coll_ring_ar(const float *src, float *acc, size_t n, const int *members, int g, int me,
-                 MPI_Comm comm, MPI_Op op);
+/* ---- rings ----------------------------------------------------------------------------------
+ * k concurrent rings over the g members of a group, as NCCL runs its channels: the flat rings
+ * of coll.h (coll_ring_channels) over comm ranks 0..g-1 laid out node-major, rpn per node
+ * (members == NULL), or one ring over an explicit member list (members[i] is the comm rank at
+ * position i).
+ * The buffer of n floats is cut into g blocks (coll_chunk_off(n, g, b)); every block into k
+ * slices, slice j travelling on ring j. Flat rings: block b belongs to comm rank b; explicit
+ * list: to position b. A reduce-scatter leaves each member its own block, fully reduced; an
+ * all-gather starts from it. */
+typedef struct {
+  int k, g, rpn;      /* rings, members, consecutive comm ranks per node */
+  const int *members; /* explicit positions (k = 1), or NULL: flat rings (borrowed) */
+  int rank;           /* the caller's comm rank */
+  int me[COLL_MAX_RINGS]; /* its position in each ring */
+  nccl_call nc;       /* NCCL's figures for the call (coll/nccl.h; inert: plain alpha-beta) */
+} coll_rings;
+
+static inline int coll_mod(int a, int m) { return ((a % m) + m) % m; }
+
+/* Comm rank at position i (any integer, taken mod g) of ring j. */
+static inline int coll_ring_rank(const coll_rings *R, int j, int i) {
+  if (R->members) return R->members[coll_mod(i, R->g)];
+  return coll_flat_ring_member(R->k, R->g, R->rpn, j, i);
+}
+
+/* Whether comm ranks a and b are on one node (flat rings; an explicit list says nothing: FALSE
+ * unless the whole list is one node, rpn >= g). */
+static inline int coll_ring_intra(const coll_rings *R, int a, int b) {
+  if (R->members) return R->rpn >= R->g;
+  return a / R->rpn == b / R->rpn;
+}
+
+/* Flat rings over the P ranks of `topo`'s layout, coll_ring_channels of them (1 when the group
+ * does not fill whole nodes); `op`, `algo`, `bytes` pick NCCL's figures from topo->nccl. */
+void coll_rings_flat(coll_rings *R, int P, int rank, const coll_topo *topo, coll_op op,
+                     double bytes);
+/* One ring over an explicit list; `me` the caller's position; no NCCL figures. `rpn` as above. */
+void coll_rings_list(coll_rings *R, const int *members, int g, int me, int rpn);
+
+/* Reduce-scatter of src (NULL: acc holds the input, reduced in place) into acc: after it, the
+ * caller's block of acc holds the reduction over the members. acc is n floats. */
+int coll_rings_rs(const float *src, float *acc, size_t n, const coll_rings *R, MPI_Comm comm,
+                  MPI_Op op);
+/* All-gather: the caller's block of buf is valid on entry, every block on exit. */
+int coll_rings_ag(float *buf, size_t n, const coll_rings *R, MPI_Comm comm);
+/* Both: the all-reduce of src (NULL: in place) into acc. */
+int coll_rings_ar(const float *src, float *acc, size_t n, const coll_rings *R, MPI_Comm comm,
+                  MPI_Op op);
+
+/* A ring phase the flavour may simulate at once: `steps` steps on every ring of R, in each of
+ * which the caller sends one chunk to its right neighbour of ring j and receives one from its
+ * left, bytes[j] in all each way; `n_bytes` is the buffer the chunks are cut from, the same on
+ * every rank, so that all of them decide alike. Returns 1 when it did: the SMPI flavour on
+ * payload-free buffers sends one message of bytes[j] each way on each ring (as NCCL's protocol
+ * puts them on the wire, R->nc) and then waits for the latencies of the other steps, which on a
+ * lock-step ring takes the same simulated time as the steps, with the same flows on the same
+ * links (unless --message-level, or the platform's bandwidth factor differs between a chunk and
+ * the whole), then for what NCCL's latency of the call adds. Returns 0 when the caller must run
+ * the steps. */
+int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t n_bytes,
+                    MPI_Comm comm);
+/* After a call's steps: waits for what NCCL's latency of the call (R->nc) adds to `steps` steps
+ * of the routes' own latency, with chunks of `chunk_bytes`. The SMPI flavour's; a no-op with
+ * inert figures. */
+void coll_ring_settle(const coll_rings *R, int steps, double chunk_bytes, MPI_Comm comm);
+/* The same after the double binary tree's all-reduce over P ranks, rpn per node, in chunks of
+ * chunk_bytes: waits for what NCCL's latency (nc) adds to 2 ceil(log2 P) route latencies of the
+ * group's ring in rank order (what the closed form charges the tree, coll/cost.c). */
+void coll_tree_settle(const nccl_call *nc, int P, int rpn, double chunk_bytes, MPI_Comm comm);
 
 /* Chunk c of n elements cut into k chunks: first element and count. */
 static inline size_t coll_chunk_off(size_t n, int k, int c) {

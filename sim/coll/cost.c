@@ -1,5 +1,6 @@
 /* cost.c — wire bytes and alpha-beta costs of the collective algorithms (formulas in cost.h). */
 #include "coll/cost.h"
+#include "coll/nccl.h"
 
 #include <glib.h>
 #include <math.h>
@@ -62,7 +63,33 @@ static double ring_s(coll_op op, double n, int P, double a, double b, const coll
   }
 }
 
+/* The ring collectives on the group's chan_k rings at once (coll.h), under NCCL's protocol
+ * model when the group has one (coll/nccl.h): each of the `steps` steps moves a chunk of
+ * n / (P k) on every ring, put on the wire as the protocol does, its time set by the slower of
+ * a hop inside a node and one between nodes; the latency of the call is the larger of NCCL's
+ * and the routes'. */
+static double channels_s(coll_op op, double n, const coll_group *g) {
+  const int P = g->P, k = g->chan_k > 0 ? g->chan_k : 1;
+  const int steps = op == COLL_ALLREDUCE ? 2 * (P - 1) : P - 1;
+  nccl_call nc;
+  nccl_plan(&nc, g->nccl, op, "ring", n, P, g->nodes);
+  const double c = n / P / k;
+  double lat = 0, xfer = 0;
+  for (int intra = 0; intra < 2; intra++) {
+    const double b = intra ? g->chan_intra_beta_bps : g->chan_inter_beta_bps;
+    if (!isfinite(b)) continue;
+    double l, x;
+    plat_msg_times(g->lat_factor, g->bw_factor, g->chan_alpha_s, b, nccl_wire_bytes(&nc, intra, c),
+                   &l, &x);
+    lat = MAX(lat, l);
+    xfer = MAX(xfer, x);
+  }
+  return MAX(steps * lat, nc.proto >= 0 ? nc.lat_s : 0) + steps * xfer;
+}
+
 double coll_cost_ring(coll_op op, double n, const coll_group *g) {
+  if (op == COLL_ALLREDUCE || op == COLL_ALLGATHER || op == COLL_REDUCESCATTER)
+    return g->P > 1 ? channels_s(op, n, g) : 0;
   return ring_s(op, n, g->P, g->ring_alpha_s, g->ring_beta_bps, g);
 }
 
@@ -94,7 +121,15 @@ double coll_cost_tree(coll_op op, double n, const coll_group *g) {
    * each tree's half of the buffer */
   const double s = MIN(n / 2, (double)COLL_PIPE_CHUNK_BYTES);
   const double lf = plat_factor_at(g->lat_factor, s), bf = plat_factor_at(g->bw_factor, s);
-  if (op == COLL_ALLREDUCE) return 2.0 * clog2(g->P) * a * lf + 2.0 * n / (b * bf);
+  if (op == COLL_ALLREDUCE) {
+    /* NCCL's model (coll/nccl.h): the chunks widened as the protocol puts them on the wire (the
+     * tree's edges inside a node only when the whole group is), NCCL's latency where larger */
+    nccl_call nc;
+    nccl_plan(&nc, g->nccl, op, "tree", n, g->P, g->nodes);
+    const double w = nccl_wire_bytes(&nc, g->nodes == 1, 1.0);
+    const double lat = 2.0 * clog2(g->P) * a * lf;
+    return MAX(lat, nc.proto >= 0 ? nc.lat_s : 0) + 2.0 * n * w / (b * bf);
+  }
   if (op == COLL_BROADCAST) return clog2(g->P) * a * lf + n / (b * bf);
   return coll_cost_ring(op, n, g);
 }
@@ -109,8 +144,8 @@ double coll_cost_hier(coll_op op, double n, const coll_group *g) {
 
 double coll_cost_s(coll_op op, const char *algo, double n, const coll_group *g) {
   if (g->P <= 1 || n <= 0) return 0;
-  const coll_algo_info *a = coll_info_find(op, algo ? algo : coll_resolve(op, NULL, n, g->P,
-                                                                           g->nodes));
+  const coll_algo_info *a = coll_info_find(op, algo ? algo : coll_resolve(op, NULL, n, g->P, g->nodes,
+                                                                           g->nccl));
   return a ? a->cost(op, n, g) : coll_cost_ring(op, n, g);
 }
 

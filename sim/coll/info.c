@@ -1,6 +1,7 @@
 /* info.c — the MPI-free half of coll.h: names, table rows, default choice, byte counts.
  * Compiled into both the host library and the MPI executors. */
 #include "coll/coll.h"
+#include "coll/nccl.h"
 
 #include <glib.h>
 #include <string.h>
@@ -31,6 +32,12 @@ void coll_topo_init(coll_topo *t, int rank, int P, int ranks_per_node) {
   t->n_nodes = P < 1 ? 1 : (P + rpn - 1) / rpn;
   t->node = rank / rpn;
   t->local_rank = rank % rpn;
+  t->nccl = NULL;
+}
+
+int coll_ring_channels(int P, int rpn) {
+  if (rpn < 2 || P % rpn || P / rpn < 2) return 1;
+  return rpn < COLL_MAX_RINGS ? rpn : COLL_MAX_RINGS;
 }
 
 const char *coll_op_name(coll_op op) {
@@ -123,9 +130,20 @@ char *coll_smpi_cfg(coll_op op, const char *name) {
   return g_strdup_printf("%s:%s", smpi_items[op], colon + 1);
 }
 
-const char *coll_resolve(coll_op op, const char *family, double bytes, int P, int nodes) {
+const char *coll_resolve(coll_op op, const char *family, double bytes, int P, int nodes,
+                         const struct nccl_env *nccl) {
   if (family && coll_info_find(op, family)) return family;
-  return coll_default(op, bytes, P, nodes);
+  return coll_default_env(op, bytes, P, nodes, nccl);
+}
+
+const char *coll_default_env(coll_op op, double bytes, int P, int nodes,
+                             const struct nccl_env *nccl) {
+  nccl_call ring, tree;
+  if (op != COLL_ALLREDUCE || P <= 1 || !nccl) return coll_default(op, bytes, P, nodes);
+  nccl_plan(&ring, nccl, op, "ring", bytes, P, nodes);
+  nccl_plan(&tree, nccl, op, "tree", bytes, P, nodes);
+  if (ring.proto < 0 || tree.proto < 0) return coll_default(op, bytes, P, nodes);
+  return tree.predicted_s < ring.predicted_s ? "tree" : "ring";
 }
 
 int coll_family_known(const char *family) {
@@ -138,7 +156,6 @@ const char *coll_default(coll_op op, double bytes, int P, int nodes) {
   if (op == COLL_ALLTOALL || op == COLL_SENDRECV) return "pairwise";
   if (op != COLL_ALLREDUCE || P <= 1 || nodes < 2) return "ring";
   if (bytes <= COLL_TREE_MAX_BYTES && P >= COLL_TREE_MIN_RANKS) return "tree";
-  if (P / nodes >= 2) return "hier";
   return "ring";
 }
 

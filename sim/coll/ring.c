@@ -1,152 +1,245 @@
-/* ring.c — NCCL's ring algorithms on MPI point-to-point.
+/* ring.c — NCCL's ring algorithms on MPI point-to-point, with its channels.
  *
  * Each step every rank sends one chunk to its right neighbour and receives one from its left, so
  * on a contention-free network a step costs α + chunk/β and the all-reduce takes
- * 2(P-1)(α + n/(Pβ)) (Patarasuk & Yuan 2009; NCCL's ring). Chunks are reduced as they arrive
- * (MPI_Reduce_local), straight into the output buffer: no full-size copies or temporaries. */
+ * 2(P-1)(α + n/(Pβ)) (Patarasuk & Yuan 2009; NCCL's ring). A group that fills whole nodes runs
+ * one ring per GPU of a node at once, each on its slice of the buffer and crossing between
+ * nodes on its own pair of rails (coll_rings, coll_mpi.h): NCCL's channels, one or two per NIC,
+ * so that a ring across nodes gets every rail of a node rather than one. Chunks are reduced as
+ * they arrive (MPI_Reduce_local), straight into the output buffer; every element is reduced
+ * once and then copied, so all ranks end with bit-identical results. */
 #include "coll/coll_mpi.h"
 
 #include <glib.h>
 #include <string.h>
 
-#define TAG_RING 0x6c10
+#define TAG_RING 0x6c80 /* + ring: apart from tree.c, rhd.c, pairwise.c and the SMPI phases */
+#define TAG_PAD (TAG_RING + COLL_MAX_RINGS)
 
-static inline int mod(int a, int m) { return ((a % m) + m) % m; }
-
-/* One ring step: receive `rn` elements from `left` into rbuf while sending `sn` from sbuf (one
- * MPI call: under SMPI each call costs host time of its own). */
-static int ring_step(const void *sbuf, int sn, int right, void *rbuf, int rn, int left,
-                     MPI_Datatype type, MPI_Comm comm) {
-  return MPI_Sendrecv(sbuf, sn, type, right, TAG_RING, rbuf, rn, type, left, TAG_RING, comm,
-                      MPI_STATUS_IGNORE);
+void coll_rings_flat(coll_rings *R, int P, int rank, const coll_topo *topo, coll_op op,
+                     double bytes) {
+  memset(R, 0, sizeof *R);
+  int rpn = topo ? topo->ranks_per_node : P;
+  rpn = rpn < 1 ? 1 : rpn > P ? P : rpn;
+  R->g = P;
+  R->rpn = rpn;
+  R->rank = rank;
+  R->k = MIN(coll_ring_channels(P, rpn), COLL_MAX_RINGS);
+  for (int j = 0; j < R->k; j++) R->me[j] = coll_flat_ring_pos(R->k, rpn, j, rank);
+  nccl_plan(&R->nc, topo ? topo->nccl : NULL, op, "ring", bytes, P, topo ? topo->n_nodes : 1);
 }
 
-int coll_ring_rs(const float *src, float *acc, size_t n, const int *members, int g, int me,
-                 MPI_Comm comm, MPI_Op op) {
-  if (g == 1) {
-    if (src) coll_copy(acc, src, n * sizeof(float));
-    return MPI_SUCCESS;
+void coll_rings_list(coll_rings *R, const int *members, int g, int me, int rpn) {
+  memset(R, 0, sizeof *R);
+  R->k = 1;
+  R->g = g;
+  R->rpn = rpn < 1 ? 1 : rpn;
+  R->members = members;
+  R->rank = members[me];
+  R->me[0] = me;
+  nccl_plan(&R->nc, NULL, COLL_ALLREDUCE, NULL, 0, g, 1);
+}
+
+/* Chunk at position `pos` of ring j: slice j of the block that position owns. */
+static void chunk(const coll_rings *R, size_t n, int j, int pos, size_t *off, size_t *len) {
+  const int b = R->members ? coll_mod(pos, R->g) : coll_ring_rank(R, j, pos);
+  const size_t bo = coll_chunk_off(n, R->g, b), bl = coll_chunk_len(n, R->g, b);
+  *off = bo + coll_chunk_off(bl, R->k, j);
+  *len = coll_chunk_len(bl, R->k, j);
+}
+
+/* One step on every ring: ring j sends sn[j] floats from sb[j] to its right neighbour and
+ * receives rn[j] into rb[j] from its left; under NCCL's figures the protocol's extra wire bytes
+ * travel beside them (payload-free padding: they carry no data). */
+static int rings_step(const coll_rings *R, const float *const *sb, const int *sn, float *const *rb,
+                      const int *rn, MPI_Comm comm) {
+  if (R->k == 1 && R->nc.proto < 0) /* one MPI call: under SMPI each call costs host time */
+    return MPI_Sendrecv(sb[0], sn[0], MPI_FLOAT, coll_ring_rank(R, 0, R->me[0] + 1), TAG_RING,
+                        rb[0], rn[0], MPI_FLOAT, coll_ring_rank(R, 0, R->me[0] - 1), TAG_RING,
+                        comm, MPI_STATUS_IGNORE);
+  MPI_Request q[4 * COLL_MAX_RINGS];
+  int ps[COLL_MAX_RINGS], pr[COLL_MAX_RINGS], m = 0, pad_max = 0, rc = MPI_SUCCESS;
+  for (int j = 0; j < R->k; j++) {
+    const int right = coll_ring_rank(R, j, R->me[j] + 1), left = coll_ring_rank(R, j, R->me[j] - 1);
+    const double s = (double)sn[j] * COLL_ELEM_BYTES, r = (double)rn[j] * COLL_ELEM_BYTES;
+    /* the left neighbour sends the chunk this rank receives: the same formula on both sides */
+    ps[j] = (int)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, R->rank, right), s) - s + 0.5);
+    pr[j] = (int)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, left, R->rank), r) - r + 0.5);
+    pad_max = MAX(pad_max, MAX(ps[j], pr[j]));
   }
-  int right = members[mod(me + 1, g)], left = members[mod(me - 1, g)];
-  /* it sends every chunk but (me + 1)'s */
-  if (coll_ring_phase(g - 1, (n - coll_chunk_len(n, g, mod(me + 1, g))) * sizeof(float),
-                      n * sizeof(float), right, left, comm))
-    return MPI_SUCCESS;
-  float *tmp = NULL;
-  if (!src) tmp = coll_buf_alloc((n / (size_t)g + 1) * sizeof(float));
+  /* payload-free buffers: each ring's chunk and its padding as one message, which SimGrid's
+   * per-message factors then see at the size the wire does; from and into scratch memory (the
+   * message is longer than the chunk) */
+  const int whole = pad_max > 0 && !coll_buf_has_data();
+  size_t span = 0;
+  for (int j = 0; j < R->k && whole; j++)
+    span = MAX(span, (size_t)MAX(sn[j] * COLL_ELEM_BYTES + ps[j], rn[j] * COLL_ELEM_BYTES + pr[j]));
+  char *pad = pad_max ? coll_buf_alloc(whole ? 2 * span : (size_t)pad_max) : NULL;
+  for (int j = 0; j < R->k && rc == MPI_SUCCESS && whole; j++) {
+    const int right = coll_ring_rank(R, j, R->me[j] + 1), left = coll_ring_rank(R, j, R->me[j] - 1);
+    rc = MPI_Irecv(pad + span, rn[j] * COLL_ELEM_BYTES + pr[j], MPI_BYTE, left, TAG_RING + j, comm,
+                   &q[m++]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Isend(pad, sn[j] * COLL_ELEM_BYTES + ps[j], MPI_BYTE, right, TAG_RING + j, comm,
+                     &q[m++]);
+  }
+  for (int j = 0; j < R->k && rc == MPI_SUCCESS && !whole; j++) {
+    const int right = coll_ring_rank(R, j, R->me[j] + 1), left = coll_ring_rank(R, j, R->me[j] - 1);
+    rc = MPI_Irecv(rb[j], rn[j], MPI_FLOAT, left, TAG_RING + j, comm, &q[m++]);
+    if (rc == MPI_SUCCESS) rc = MPI_Isend(sb[j], sn[j], MPI_FLOAT, right, TAG_RING + j, comm, &q[m++]);
+    if (rc == MPI_SUCCESS && pr[j] > 0)
+      rc = MPI_Irecv(pad, pr[j], MPI_BYTE, left, TAG_PAD + j, comm, &q[m++]);
+    if (rc == MPI_SUCCESS && ps[j] > 0)
+      rc = MPI_Isend(pad, ps[j], MPI_BYTE, right, TAG_PAD + j, comm, &q[m++]);
+  }
+  if (rc == MPI_SUCCESS) rc = MPI_Waitall(m, q, MPI_STATUSES_IGNORE);
+  coll_buf_free(pad);
+  return rc;
+}
+
+/* Bytes the caller sends on ring j over g-1 steps that send every chunk of its slice but the
+ * one at position `skip` (slices taken as equal shares: the phase only needs the sizes). */
+static size_t phase_bytes(const coll_rings *R, size_t n, int j, int skip) {
+  size_t off, len;
+  chunk(R, n, j, skip, &off, &len);
+  return (coll_chunk_len(n, R->k, j) - MIN(len, coll_chunk_len(n, R->k, j))) * sizeof(float);
+}
+
+/* The reduce-scatter's steps (see coll_rings_rs): at step s the caller at position i sends
+ * chunk i-s-1 and receives chunk i-s-2, reducing it; after g-1 steps chunk i is complete. */
+static int rs_steps(const float *src, float *acc, size_t n, const coll_rings *R, MPI_Comm comm,
+                    MPI_Op op) {
+  const int g = R->g, k = R->k;
+  const size_t stride = n / (size_t)g + 2;
+  float *tmp = src ? NULL : coll_buf_alloc((size_t)k * stride * sizeof(float));
+  const float *sb[COLL_MAX_RINGS];
+  float *rb[COLL_MAX_RINGS];
+  int sn[COLL_MAX_RINGS], rn[COLL_MAX_RINGS];
+  size_t ro[COLL_MAX_RINGS];
   int rc = MPI_SUCCESS;
   for (int s = 0; s < g - 1 && rc == MPI_SUCCESS; s++) {
-    int sc = mod(me - s, g), rc_ = mod(me - s - 1, g);
-    const float *sb = (s == 0 && src) ? src + coll_chunk_off(n, g, sc) : acc + coll_chunk_off(n, g, sc);
-    float *rb = src ? acc + coll_chunk_off(n, g, rc_) : tmp;
-    size_t rn = coll_chunk_len(n, g, rc_);
-    rc = ring_step(sb, (int)coll_chunk_len(n, g, sc), right, rb, (int)rn, left, MPI_FLOAT, comm);
-    if (rc != MPI_SUCCESS) break;
-    float *dst = acc + coll_chunk_off(n, g, rc_);
-    rc = src ? coll_reduce(src + coll_chunk_off(n, g, rc_), dst, rn, op) : coll_reduce(tmp, dst, rn, op);
+    for (int j = 0; j < k; j++) {
+      size_t so, sl, rl;
+      chunk(R, n, j, R->me[j] - s - 1, &so, &sl);
+      chunk(R, n, j, R->me[j] - s - 2, &ro[j], &rl);
+      sb[j] = (s == 0 && src) ? src + so : acc + so;
+      rb[j] = src ? acc + ro[j] : tmp + (size_t)j * stride;
+      sn[j] = (int)sl;
+      rn[j] = (int)rl;
+    }
+    rc = rings_step(R, sb, sn, rb, rn, comm);
+    for (int j = 0; j < k && rc == MPI_SUCCESS; j++)
+      rc = src ? coll_reduce(src + ro[j], acc + ro[j], (size_t)rn[j], op)
+               : coll_reduce(rb[j], acc + ro[j], (size_t)rn[j], op);
   }
   coll_buf_free(tmp);
   return rc;
 }
 
-int coll_ring_ag(float *buf, size_t n, const int *members, int g, int me, MPI_Comm comm) {
-  if (g == 1) return MPI_SUCCESS;
-  int right = members[mod(me + 1, g)], left = members[mod(me - 1, g)];
-  /* it sends every chunk but (me + 2)'s */
-  if (coll_ring_phase(g - 1, (n - coll_chunk_len(n, g, mod(me + 2, g))) * sizeof(float),
-                      n * sizeof(float), right, left, comm))
-    return MPI_SUCCESS;
+/* The all-gather's steps: at step s the caller at position i sends chunk i-s and receives chunk
+ * i-s-1. */
+static int ag_steps(float *buf, size_t n, const coll_rings *R, MPI_Comm comm) {
+  const float *sb[COLL_MAX_RINGS];
+  float *rb[COLL_MAX_RINGS];
+  int sn[COLL_MAX_RINGS], rn[COLL_MAX_RINGS];
   int rc = MPI_SUCCESS;
-  for (int s = 0; s < g - 1 && rc == MPI_SUCCESS; s++) {
-    int sc = mod(me + 1 - s, g), rc_ = mod(me - s, g);
-    rc = ring_step(buf + coll_chunk_off(n, g, sc), (int)coll_chunk_len(n, g, sc), right,
-                   buf + coll_chunk_off(n, g, rc_), (int)coll_chunk_len(n, g, rc_), left,
-                   MPI_FLOAT, comm);
+  for (int s = 0; s < R->g - 1 && rc == MPI_SUCCESS; s++) {
+    for (int j = 0; j < R->k; j++) {
+      size_t so, sl, ro, rl;
+      chunk(R, n, j, R->me[j] - s, &so, &sl);
+      chunk(R, n, j, R->me[j] - s - 1, &ro, &rl);
+      sb[j] = buf + so;
+      rb[j] = buf + ro;
+      sn[j] = (int)sl;
+      rn[j] = (int)rl;
+    }
+    rc = rings_step(R, sb, sn, rb, rn, comm);
   }
   return rc;
 }
 
-static int *identity(int P) {
-  int *m = g_new(int, P);
-  for (int i = 0; i < P; i++) m[i] = i;
-  return m;
+/* The chunk size NCCL's latency is weighed at: a ring's share of one block. */
+static double chunk_bytes(size_t n, const coll_rings *R) {
+  return (double)n * sizeof(float) / R->g / R->k;
+}
+
+int coll_rings_rs(const float *src, float *acc, size_t n, const coll_rings *R, MPI_Comm comm,
+                  MPI_Op op) {
+  if (R->g == 1) {
+    if (src) coll_copy(acc, src, n * sizeof(float));
+    return MPI_SUCCESS;
+  }
+  size_t bytes[COLL_MAX_RINGS];
+  for (int j = 0; j < R->k; j++) bytes[j] = phase_bytes(R, n, j, R->me[j]);
+  if (coll_ring_phase(R, R->g - 1, bytes, n * sizeof(float), comm)) return MPI_SUCCESS;
+  const int rc = rs_steps(src, acc, n, R, comm, op);
+  if (rc == MPI_SUCCESS) coll_ring_settle(R, R->g - 1, chunk_bytes(n, R), comm);
+  return rc;
+}
+
+int coll_rings_ag(float *buf, size_t n, const coll_rings *R, MPI_Comm comm) {
+  if (R->g == 1) return MPI_SUCCESS;
+  size_t bytes[COLL_MAX_RINGS];
+  for (int j = 0; j < R->k; j++) bytes[j] = phase_bytes(R, n, j, R->me[j] + 1);
+  if (coll_ring_phase(R, R->g - 1, bytes, n * sizeof(float), comm)) return MPI_SUCCESS;
+  const int rc = ag_steps(buf, n, R, comm);
+  if (rc == MPI_SUCCESS) coll_ring_settle(R, R->g - 1, chunk_bytes(n, R), comm);
+  return rc;
+}
+
+int coll_rings_ar(const float *src, float *acc, size_t n, const coll_rings *R, MPI_Comm comm,
+                  MPI_Op op) {
+  if (R->g == 1) return coll_rings_rs(src, acc, n, R, comm, op);
+  /* the two phases run the same flows one after the other: one phase of twice the steps */
+  size_t bytes[COLL_MAX_RINGS];
+  for (int j = 0; j < R->k; j++)
+    bytes[j] = phase_bytes(R, n, j, R->me[j]) + phase_bytes(R, n, j, R->me[j] + 1);
+  if (coll_ring_phase(R, 2 * (R->g - 1), bytes, n * sizeof(float), comm)) return MPI_SUCCESS;
+  int rc = rs_steps(src, acc, n, R, comm, op);
+  if (rc == MPI_SUCCESS) rc = ag_steps(acc, n, R, comm);
+  if (rc == MPI_SUCCESS) coll_ring_settle(R, 2 * (R->g - 1), chunk_bytes(n, R), comm);
+  return rc;
 }
 
 int coll_allreduce_ring(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
                         const coll_topo *topo, MPI_Op op) {
-  (void)topo;
   int P, r;
   MPI_Comm_size(comm, &P);
   MPI_Comm_rank(comm, &r);
-  size_t n = bytes / COLL_ELEM_BYTES;
-  int *m = identity(P);
-  int rc = coll_ring_ar(sendbuf, recvbuf, n, m, P, r, comm, op);
-  g_free(m);
-  return rc;
+  coll_rings R;
+  coll_rings_flat(&R, P, r, topo, COLL_ALLREDUCE, (double)bytes);
+  return coll_rings_ar(sendbuf, recvbuf, bytes / COLL_ELEM_BYTES, &R, comm, op);
 }
 
-int coll_ring_ar(const float *src, float *acc, size_t n, const int *members, int g, int me,
-                 MPI_Comm comm, MPI_Op op) {
-  if (g == 1) return coll_ring_rs(src, acc, n, members, g, me, comm, op);
-  /* the two phases run the same flows one after the other: one phase of twice the steps */
-  size_t sent = 2 * n - coll_chunk_len(n, g, mod(me + 1, g)) - coll_chunk_len(n, g, mod(me + 2, g));
-  if (coll_ring_phase(2 * (g - 1), sent * sizeof(float), 2 * n * sizeof(float),
-                      members[mod(me + 1, g)], members[mod(me - 1, g)], comm))
-    return MPI_SUCCESS;
-  int rc = coll_ring_rs(src, acc, n, members, g, me, comm, op);
-  return rc == MPI_SUCCESS ? coll_ring_ag(acc, n, members, g, me, comm) : rc;
-}
-
-/* Rank r's block r goes round the ring: P-1 steps of bytes/P. */
+/* Rank r's block r goes round the rings. */
 int coll_allgather_ring(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
                         const coll_topo *topo, MPI_Op op) {
-  (void)topo, (void)op;
+  (void)op;
   int P, r;
   MPI_Comm_size(comm, &P);
   MPI_Comm_rank(comm, &r);
-  size_t b = bytes / (size_t)P;
-  char *d = recvbuf;
-  coll_copy(d + (size_t)r * b, sendbuf, b);
-  if (coll_ring_phase(P - 1, (size_t)(P - 1) * b, (size_t)P * b, (r + 1) % P, mod(r - 1, P), comm))
-    return MPI_SUCCESS;
-  int rc = MPI_SUCCESS;
-  for (int s = 0; s < P - 1 && rc == MPI_SUCCESS; s++) {
-    int sc = mod(r - s, P), rc_ = mod(r - s - 1, P);
-    rc = ring_step(d + (size_t)sc * b, (int)b, (r + 1) % P, d + (size_t)rc_ * b, (int)b,
-                   mod(r - 1, P), MPI_BYTE, comm);
-  }
-  return rc;
+  const size_t n = bytes / COLL_ELEM_BYTES;
+  coll_copy((float *)recvbuf + coll_chunk_off(n, P, r), sendbuf,
+            coll_chunk_len(n, P, r) * sizeof(float));
+  coll_rings R;
+  coll_rings_flat(&R, P, r, topo, COLL_ALLGATHER, (double)bytes);
+  return coll_rings_ag(recvbuf, n, &R, comm);
 }
 
-/* Partial sums go round the ring, each rank adding its own block: at step s rank r forwards the
- * partial sum of block r-s-1 and receives that of block r-s-2; after P-1 steps it holds block r.
- * Partial sums live in two alternating scratch blocks; the last step lands in recvbuf. */
+/* Partial sums go round the rings, each rank adding its own part; after P-1 steps rank r holds
+ * block r, copied out of the scratch accumulator. */
 int coll_reducescatter_ring(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
                             const coll_topo *topo, MPI_Op op) {
-  (void)topo;
   int P, r;
   MPI_Comm_size(comm, &P);
   MPI_Comm_rank(comm, &r);
-  size_t b = bytes / COLL_ELEM_BYTES / (size_t)P; /* floats per block */
-  const float *src = sendbuf;
-  if (P == 1) {
-    coll_copy(recvbuf, src, b * sizeof(float));
-    return MPI_SUCCESS;
-  }
-  if (coll_ring_phase(P - 1, (size_t)(P - 1) * b * sizeof(float), (size_t)P * b * sizeof(float),
-                      (r + 1) % P, mod(r - 1, P), comm))
-    return MPI_SUCCESS;
-  float *tmp[2] = {coll_buf_alloc(b * sizeof(float)), coll_buf_alloc(b * sizeof(float))};
-  int rc = MPI_SUCCESS;
-  for (int s = 0; s < P - 1 && rc == MPI_SUCCESS; s++) {
-    int sc = mod(r - s - 1, P), rc_ = mod(r - s - 2, P);
-    const float *sb = s == 0 ? src + (size_t)sc * b : tmp[(s - 1) % 2];
-    float *rb = s == P - 2 ? (float *)recvbuf : tmp[s % 2];
-    rc = ring_step(sb, (int)b, (r + 1) % P, rb, (int)b, mod(r - 1, P), MPI_FLOAT, comm);
-    if (rc == MPI_SUCCESS) rc = coll_reduce(src + (size_t)rc_ * b, rb, b, op);
-  }
-  coll_buf_free(tmp[0]);
-  coll_buf_free(tmp[1]);
+  const size_t n = bytes / COLL_ELEM_BYTES;
+  coll_rings R;
+  coll_rings_flat(&R, P, r, topo, COLL_REDUCESCATTER, (double)bytes);
+  float *acc = coll_buf_alloc(n * sizeof(float));
+  const int rc = coll_rings_rs(sendbuf, acc, n, &R, comm, op);
+  coll_copy(recvbuf, acc + coll_chunk_off(n, P, r), coll_chunk_len(n, P, r) * sizeof(float));
+  coll_buf_free(acc);
   return rc;
 }
 

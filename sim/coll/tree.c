@@ -7,7 +7,10 @@
  * round. Each tree carries half of the buffer. All-reduce reduces each chunk up the tree and
  * broadcasts it down; broadcast only goes down. Both trees and both directions are pipelined in
  * chunks of COLL_PIPE_CHUNK_BYTES: a node forwards chunk k while chunk k+1 arrives, one
- * message in flight per link and direction. Progress is driven by MPI_Waitany (no polling). */
+ * message in flight per link and direction. Progress is driven by MPI_Waitany (no polling).
+ * Under NCCL's protocol model (coll/nccl.h) the all-reduce's chunks travel as the bytes the
+ * protocol puts on the wire (payload-free buffers) and the call waits for what NCCL's tree
+ * latency adds to the routes'. */
 #include "coll/coll_mpi.h"
 
 #include <glib.h>
@@ -55,7 +58,24 @@ typedef struct {
   MPI_Comm comm;
   tree_state t[2];
   MPI_Request req[2 * S_PER_TREE];
+  int rank, rpn;       /* this rank, consecutive ranks per node */
+  nccl_call nc;        /* NCCL's figures for the call (inert: plain alpha-beta) */
+  char *wire;          /* payload-free under NCCL's model: scratch for the wire's bytes */
+  size_t span;         /* bytes of one message at most; sends from wire, receives at wire + span */
 } tree_run;
+
+/* A chunk of `len` floats to or from `peer`: payload-free under NCCL's model it travels as the
+ * bytes the protocol puts on the wire (coll/nccl.h), from and into scratch; else as is. */
+static int chunk_msg(tree_run *R, int send, const float *buf, int len, int peer, int tag,
+                     MPI_Request *q) {
+  if (!R->wire)
+    return send ? MPI_Isend(buf, len, MPI_FLOAT, peer, tag, R->comm, q)
+                : MPI_Irecv((float *)buf, len, MPI_FLOAT, peer, tag, R->comm, q);
+  const int intra = peer / R->rpn == R->rank / R->rpn;
+  const int w = (int)(nccl_wire_bytes(&R->nc, intra, (double)len * COLL_ELEM_BYTES) + 0.5);
+  return send ? MPI_Isend(R->wire, w, MPI_BYTE, peer, tag, R->comm, q)
+              : MPI_Irecv(R->wire + R->span, w, MPI_BYTE, peer, tag, R->comm, q);
+}
 
 static size_t chunk_elems(void) { return COLL_PIPE_CHUNK_BYTES / COLL_ELEM_BYTES; }
 static size_t c_off(const tree_state *s, int c) { return s->base + (size_t)c * chunk_elems(); }
@@ -103,8 +123,7 @@ static int tree_post(tree_run *R, int t) {
     for (int i = 0; i < s->nc; i++)
       if (!s->busy[S_CREC0 + i] && s->got[i] < s->k) {
         float *into = (i == 0 ? R->dst : R->tmp) + c_off(s, s->got[i]);
-        rc = MPI_Irecv(into, c_len(s, s->got[i]), MPI_FLOAT, s->child[i], tag_up, R->comm,
-                       &q[S_CREC0 + i]);
+        rc = chunk_msg(R, 0, into, c_len(s, s->got[i]), s->child[i], tag_up, &q[S_CREC0 + i]);
         if (rc != MPI_SUCCESS) return rc;
         s->busy[S_CREC0 + i] = 1;
       }
@@ -121,7 +140,7 @@ static int tree_post(tree_run *R, int t) {
     if (s->nc == 0) s->reduced = s->k; /* a leaf's contribution is its input */
     if (s->parent >= 0 && !s->busy[S_UP] && s->up_done < s->reduced) {
       const float *from = (s->nc == 0 ? R->src : R->dst) + c_off(s, s->up_done);
-      rc = MPI_Isend(from, c_len(s, s->up_done), MPI_FLOAT, s->parent, tag_up, R->comm, &q[S_UP]);
+      rc = chunk_msg(R, 1, from, c_len(s, s->up_done), s->parent, tag_up, &q[S_UP]);
       if (rc != MPI_SUCCESS) return rc;
       s->busy[S_UP] = 1;
     }
@@ -129,8 +148,8 @@ static int tree_post(tree_run *R, int t) {
   /* The final value of chunk c overwrites dst only once chunk c has left for the parent. */
   int may_recv = R->bcast ? s->k : s->up_done;
   if (s->parent >= 0 && !s->busy[S_DREC] && s->down_got < may_recv) {
-    rc = MPI_Irecv(R->dst + c_off(s, s->down_got), c_len(s, s->down_got), MPI_FLOAT, s->parent,
-                   tag_down, R->comm, &q[S_DREC]);
+    rc = chunk_msg(R, 0, R->dst + c_off(s, s->down_got), c_len(s, s->down_got), s->parent,
+                   tag_down, &q[S_DREC]);
     if (rc != MPI_SUCCESS) return rc;
     s->busy[S_DREC] = 1;
   }
@@ -138,7 +157,7 @@ static int tree_post(tree_run *R, int t) {
   for (int i = 0; i < s->nc; i++)
     if (!s->busy[S_DSEND0 + i] && s->down_done[i] < fin) {
       const float *from = final_buf(R, s) + c_off(s, s->down_done[i]);
-      rc = MPI_Isend(from, c_len(s, s->down_done[i]), MPI_FLOAT, s->child[i], tag_down, R->comm,
+      rc = chunk_msg(R, 1, from, c_len(s, s->down_done[i]), s->child[i], tag_down,
                      &q[S_DSEND0 + i]);
       if (rc != MPI_SUCCESS) return rc;
       s->busy[S_DSEND0 + i] = 1;
@@ -160,7 +179,7 @@ static void tree_complete(tree_run *R, int slot) {
 
 /* n floats; src on every rank (all-reduce) or on rank 0 (broadcast). */
 static int tree_collective(int bcast, const float *src, float *dst, size_t n, MPI_Comm comm,
-                           MPI_Op op) {
+                           const coll_topo *topo, MPI_Op op) {
   int P, r;
   MPI_Comm_size(comm, &P);
   MPI_Comm_rank(comm, &r);
@@ -168,7 +187,14 @@ static int tree_collective(int bcast, const float *src, float *dst, size_t n, MP
     coll_copy(dst, src, n * sizeof(float));
     if (P == 1) return MPI_SUCCESS;
   }
-  tree_run R = {.bcast = bcast, .src = src, .dst = dst, .op = op, .comm = comm};
+  tree_run R = {.bcast = bcast, .src = src, .dst = dst, .op = op, .comm = comm, .rank = r};
+  R.rpn = topo && topo->ranks_per_node > 0 ? topo->ranks_per_node : P;
+  nccl_plan(&R.nc, bcast || !topo ? NULL : topo->nccl, COLL_ALLREDUCE, "tree",
+            (double)n * COLL_ELEM_BYTES, P, topo ? topo->n_nodes : 1);
+  if (R.nc.proto >= 0 && !coll_buf_has_data()) {
+    R.span = (size_t)nccl_wire_bytes(&R.nc, 1, COLL_PIPE_CHUNK_BYTES) + 64;
+    R.wire = coll_buf_alloc(2 * R.span);
+  }
   for (int i = 0; i < 2 * S_PER_TREE; i++) R.req[i] = MPI_REQUEST_NULL;
   tree_setup(&R.t[0], 0, r, P, 0, n / 2);
   tree_setup(&R.t[1], 1, r, P, n / 2, n - n / 2);
@@ -190,21 +216,23 @@ static int tree_collective(int bcast, const float *src, float *dst, size_t n, MP
   }
   /* Up sends of a broadcast never exist; of an all-reduce they complete before down receives. */
   coll_buf_free(R.tmp);
+  coll_buf_free(R.wire);
+  if (rc == MPI_SUCCESS)
+    coll_tree_settle(&R.nc, P, R.rpn, MIN((double)n / 2 * COLL_ELEM_BYTES, COLL_PIPE_CHUNK_BYTES),
+                     comm);
   return rc;
 }
 
 int coll_allreduce_tree(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
                         const coll_topo *topo, MPI_Op op) {
-  (void)topo;
-  return tree_collective(0, sendbuf, recvbuf, bytes / COLL_ELEM_BYTES, comm, op);
+  return tree_collective(0, sendbuf, recvbuf, bytes / COLL_ELEM_BYTES, comm, topo, op);
 }
 
 /* Broadcast moves bytes, not floats: whole floats go down the trees, a tail of bytes % 4 goes
  * from the root to everyone directly (only for sizes that are not multiples of 4). */
 int coll_broadcast_tree(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
                         const coll_topo *topo, MPI_Op op) {
-  (void)topo;
-  int rc = tree_collective(1, sendbuf, recvbuf, bytes / COLL_ELEM_BYTES, comm, op);
+  int rc = tree_collective(1, sendbuf, recvbuf, bytes / COLL_ELEM_BYTES, comm, topo, op);
   size_t tail = bytes % COLL_ELEM_BYTES, head = bytes - tail;
   if (rc != MPI_SUCCESS || tail == 0) return rc;
   int r, P;

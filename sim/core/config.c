@@ -10,6 +10,22 @@
 
 #include "core/dl_common.h"
 
+static const char *const proto_names[NCCL_N_PROTOS] = {"LL", "LL128", "Simple"};
+
+const char *nccl_proto_name(int proto) {
+  if (proto >= 0 && proto < NCCL_N_PROTOS) return proto_names[proto];
+  return proto == NCCL_PROTO_AUTO ? "auto" : "off";
+}
+
+gboolean nccl_proto_parse(const char *text, int *out) {
+  if (!text) return FALSE;
+  for (int p = 0; p < NCCL_N_PROTOS; p++)
+    if (g_ascii_strcasecmp(text, proto_names[p]) == 0) return *out = p, TRUE;
+  if (g_ascii_strcasecmp(text, "auto") == 0) return *out = NCCL_PROTO_AUTO, TRUE;
+  if (g_ascii_strcasecmp(text, "off") == 0) return *out = NCCL_PROTO_OFF, TRUE;
+  return FALSE;
+}
+
 static void set_str(char **dst, char *src) {
   if (!src) return;
   g_free(*dst);
@@ -67,6 +83,7 @@ void cfg_init(cfg_run *c) {
   c->bucket_bytes = 25.0 * 1024 * 1024; /* PyTorch DDP bucket_cap_mb = 25 (MiB) */
   c->seed = 1;
   c->capacity_factor = -1;
+  c->nccl_proto = NCCL_PROTO_AUTO;
 }
 
 void cfg_release(cfg_run *c) {
@@ -235,6 +252,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddStringToObject(cf, "precision", gpu_precision_name(c->precision));
   cJSON_AddBoolToObject(cf, "recompute", c->recompute);
   cJSON_AddStringToObject(cf, "coll", c->coll ? c->coll : "default");
+  cJSON_AddStringToObject(cf, "nccl_proto", nccl_proto_name(c->nccl_proto));
   cJSON_AddStringToObject(cf, "kernels", c->kernels ? c->kernels : "default");
   cJSON_AddBoolToObject(cf, "kernels_any_device", c->kernels_any_device);
   cJSON_AddStringToObject(cf, "gpu", c->gpu ? c->gpu : "platform");
@@ -375,6 +393,7 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
     g_free(c->coll);
     c->coll = strcmp(s, "default") ? g_strdup(s) : NULL;
   }
+  echo_enum(&r, "nccl_proto", nccl_proto_parse, &c->nccl_proto);
   if ((s = echo_str(&r, "kernels"))) {
     g_free(c->kernels);
     c->kernels = strcmp(s, "default") ? g_strdup(s) : NULL;

@@ -45,6 +45,16 @@ typedef enum {
 #define CFG_MAX_BATCH (INT64_C(1) << 40)
 #define CFG_MAX_STEPS (1 << 16)
 
+/* NCCL's protocols, which --nccl-proto pins (coll/nccl.h models them): LL (8-byte lines, 4 bytes
+ * of data and a flag), LL128 (128-byte lines, 120 of data), Simple (large chunks). */
+typedef enum { NCCL_LL, NCCL_LL128, NCCL_SIMPLE, NCCL_N_PROTOS } nccl_proto;
+#define NCCL_PROTO_AUTO (-1) /* the protocol NCCL's model predicts fastest */
+#define NCCL_PROTO_OFF (-2)  /* no NCCL model: alpha-beta on the platform's figures */
+/* "LL", "LL128", "Simple"; "off" for NCCL_PROTO_OFF, "auto" for NCCL_PROTO_AUTO. */
+const char *nccl_proto_name(int proto);
+/* Parses a --nccl-proto value (case-insensitive: auto, LL, LL128, Simple, off); FALSE if none. */
+gboolean nccl_proto_parse(const char *text, int *out);
+
 typedef struct {
   char *platform;      /* name under platforms/ or an XML file (default "thetagpu") */
   char *workload;      /* name under workloads/ or a JSON file (default "resnet18-cifar100") */
@@ -63,6 +73,8 @@ typedef struct {
   gpu_precision precision;
   gboolean recompute;
   char *coll;          /* collective algorithm family, NULL = what NCCL would choose */
+  int nccl_proto;      /* --nccl-proto: NCCL_PROTO_AUTO (the default), a pinned nccl_proto, or
+                          NCCL_PROTO_OFF (coll/nccl.h) */
   char *kernels;       /* kernel database name or file, NULL = roofline from the GPU spec */
   char *gpu;           /* --gpu: spec-sheet key for hosts without a gpu_model property, NULL */
   gboolean kernels_any_device; /* use a kernel database measured for another device */

@@ -9,16 +9,16 @@ static const gpu_spec specs[] = {
     /* NVIDIA A100 Tensor Core GPU datasheet (2020/2021): FP32 19.5 TF, TF32 156 TF, FP16/BF16
      * 312 TF; 40 GB HBM2 at 1,555 GB/s (SXM4 40GB), 80 GB HBM2e at 2,039 GB/s (SXM4 80GB). */
     {"a100-40gb", "NVIDIA A100-SXM4-40GB", {19.5e12, 156e12, 312e12, 312e12}, 1555e9, 40e9,
-     "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 1555 GB/s"},
+     "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 1555 GB/s", 80},
     {"a100-80gb", "NVIDIA A100-SXM4-80GB", {19.5e12, 156e12, 312e12, 312e12}, 2039e9, 80e9,
-     "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 2039 GB/s"},
+     "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 2039 GB/s", 80},
     /* NVIDIA H100 datasheet (SXM5): FP32 67 TF, TF32 494.7 TF, FP16/BF16 989.4 TF dense;
      * 80 GB HBM3 at 3.35 TB/s. */
     {"h100-sxm", "NVIDIA H100-SXM5-80GB", {67e12, 494.7e12, 989.4e12, 989.4e12}, 3350e9, 80e9,
-     "NVIDIA H100 datasheet (SXM5): FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 3.35 TB/s"},
+     "NVIDIA H100 datasheet (SXM5): FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 3.35 TB/s", 90},
     /* NVIDIA H200 datasheet (SXM): same compute as H100 SXM; 141 GB HBM3e at 4.8 TB/s. */
     {"h200", "NVIDIA H200-SXM-141GB", {67e12, 494.7e12, 989.4e12, 989.4e12}, 4800e9, 141e9,
-     "NVIDIA H200 datasheet: FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 4.8 TB/s"},
+     "NVIDIA H200 datasheet: FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 4.8 TB/s", 90},
 };
 
 static const gpu_spec *const all[] = {&specs[0], &specs[1], &specs[2], &specs[3], NULL};

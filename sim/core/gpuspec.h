@@ -29,6 +29,7 @@ typedef struct {
   double mem_bw_bps;       /* HBM bandwidth, bytes/s */
   double mem_bytes;        /* device memory, bytes */
   const char *source;      /* where the figures come from */
+  int compute_capability;  /* CUDA compute capability x 10 (80 = 8.0); 0 for the CPU */
 } gpu_spec;
 
 /* Efficiencies of the roofline estimate (documented in kernels/README.md). */

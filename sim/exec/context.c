@@ -121,7 +121,27 @@ static gboolean open_rest(run_ctx *x, GError **err) {
   if (!(x->platform = plat_load_cfg(x->cfg.platform, (const char *const *)x->cfg.simgrid_cfg,
                                     err)))
     return FALSE;
-  return platform_gpu(x, err) && open_kernels(x, err);
+  if (!platform_gpu(x, err)) return FALSE;
+  run_ctx_nccl_env(x->platform, x->gpu, x->cfg.nccl_proto, &x->nccl);
+  return open_kernels(x, err);
+}
+
+void run_ctx_nccl_env(const plat *pl, const gpu_spec *gpu, int proto, nccl_env *out) {
+  *out = (nccl_env){nccl_arch_of_cc(gpu ? gpu->compute_capability : 0), 1, 0, 0, 0, proto};
+  const int n = plat_n_hosts(pl);
+  const plat_host *h0 = n ? plat_host_at(pl, 0) : NULL;
+  int intra = -1, inter = -1;
+  for (int i = 1; h0 && i < n && (intra < 0 || inter < 0); i++) {
+    const int same = plat_host_at(pl, i)->node == h0->node;
+    if (same && intra < 0) intra = i;
+    if (!same && inter < 0) inter = i;
+  }
+  plat_route_info r;
+  if (intra > 0 && plat_route(pl, 0, intra, &r, NULL)) out->intra_bps = r.bottleneck_bps;
+  if (inter > 0 && plat_route(pl, 0, inter, &r, NULL)) out->nic_bps = r.bottleneck_bps;
+  out->nics = plat_nics_per_node(pl);
+  /* NVLink: a node's GPUs reach each other faster than the network (a star's do not) */
+  out->nvlink = out->intra_bps > out->nic_bps;
 }
 
 /* ---- a Chakra trace as the workload ------------------------------------------------------------ */
@@ -239,8 +259,13 @@ gboolean run_ctx_open(run_ctx *x, cfg_run *c, GError **err) {
 }
 
 gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, const char *gpu_model,
-                               double gpu_mem_bytes, GError **err) {
+                               double gpu_mem_bytes, const char *nccl, GError **err) {
   take(x, c);
+  x->nccl = (nccl_env){-1, 0, 0, 0, 0, NCCL_PROTO_OFF};
+  if (nccl && !nccl_env_parse(nccl, &x->nccl)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "request: nccl: malformed '%s'", nccl);
+    return FALSE;
+  }
   if (!open_workload(x, FALSE, err)) return FALSE;
   if (!(x->gpu = gpu_model ? gpu_find(gpu_model) : NULL)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "request: gpu model '%s' has no spec sheet",

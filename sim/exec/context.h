@@ -8,6 +8,7 @@
 
 #include <glib.h>
 
+#include "coll/nccl.h"
 #include "core/config.h"
 #include "core/gpuspec.h"
 #include "kdb/ktime.h"
@@ -30,6 +31,8 @@ typedef struct {
   char *note;            /* what the driver should tell the user, or NULL (owned) */
   plan_trace *trace;     /* the workload chakra:DIR: its traces (owned); model then has no
                             layers */
+  nccl_env nccl;         /* NCCL's view of the machine for the ring collectives' protocol
+                            model (coll/nccl.h): the driver finds it on the platform */
 } run_ctx;
 
 /* Opens a run of configuration `c` as `dlsim run` parsed it: loads the workload (a model, or
@@ -44,9 +47,15 @@ gboolean run_ctx_open(run_ctx *x, cfg_run *c, GError **err);
 /* The same for a configuration that is resolved already (an executor's, read from the driver's
  * request): nothing is re-resolved, the platform is not loaded (x->platform is NULL: SimGrid or
  * mpirun has the hosts) and the GPU is the one the driver found, `gpu_model` with
- * `gpu_mem_bytes` of memory. */
+ * `gpu_mem_bytes` of memory; `nccl` the driver's nccl_env_to_string (NULL: no model). */
 gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, const char *gpu_model,
-                               double gpu_mem_bytes, GError **err);
+                               double gpu_mem_bytes, const char *nccl, GError **err);
+
+/* NCCL's view of platform `pl` whose GPUs are `gpu` (coll/nccl.h): the GPU's generation, NVLink
+ * inside a node when its GPUs reach each other faster than the network, the route between two
+ * GPUs of node 0 and between nodes 0 and 1, NICs per node, with `proto` (--nccl-proto). A GPU
+ * NCCL does not run on (the CPU twins) gets arch -1. */
+void run_ctx_nccl_env(const plat *pl, const gpu_spec *gpu, int proto, nccl_env *out);
 
 void run_ctx_release(run_ctx *x);
 

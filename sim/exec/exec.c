@@ -22,6 +22,9 @@ static gboolean request_write(const char *path, const run_ctx *x, const cfg_run 
   cJSON *gpu = cJSON_AddObjectToObject(root, "gpu");
   cJSON_AddStringToObject(gpu, "model", x->gpu->name);
   cJSON_AddNumberToObject(gpu, "mem_bytes", x->gpu_mem_bytes);
+  char *nccl = nccl_env_to_string(&x->nccl);
+  cJSON_AddStringToObject(root, "nccl", nccl);
+  g_free(nccl);
   if (trace) cJSON_AddStringToObject(root, "trace", trace);
   else cJSON_AddNullToObject(root, "trace");
   if (weights) cJSON_AddStringToObject(root, "dump_weights", weights);
@@ -82,7 +85,13 @@ gboolean exec_request_read(const char *path, cfg_run *c, exec_request *req, GErr
                 "\"mem_bytes\": n}", path);
     ok = FALSE;
   }
+  const cJSON *nccl = root ? cJSON_GetObjectItemCaseSensitive(root, "nccl") : NULL;
+  if (ok && !cJSON_IsString(nccl)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: nccl: expected a string", path);
+    ok = FALSE;
+  }
   if (ok) {
+    req->nccl = g_strdup(nccl->valuestring);
     req->gpu_model = g_strdup(model->valuestring);
     req->gpu_mem_bytes = mem->valuedouble;
   }
@@ -95,6 +104,7 @@ void exec_request_release(exec_request *req) {
   g_free(req->trace);
   g_free(req->dump_weights);
   g_free(req->gpu_model);
+  g_free(req->nccl);
   memset(req, 0, sizeof *req);
 }
 

@@ -57,6 +57,7 @@ typedef struct {
   char *dump_weights;   /* real: where to write the final weights, NULL for none (owned) */
   char *gpu_model;      /* the GPU the driver found on the platform (owned) */
   double gpu_mem_bytes; /* its memory, bytes */
+  char *nccl;           /* NCCL's view of the machine, nccl_env_to_string (owned) */
 } exec_request;
 
 /* Reads the request at `path` into `c` (cfg_init'ed; resolved as the driver resolved it) and

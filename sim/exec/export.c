@@ -107,7 +107,7 @@ static gboolean put_coll(et_file *f, et_node *n, const run_ctx *x, const plan_ra
   et_attr_string(f, n, "dlsim_algorithm",
                  op->peer_send_bytes ? "pairwise"
                                      : coll_resolve(op->coll, x->cfg.coll, op->bytes, m,
-                                                    g_array_index(ct->nodes, int, id)));
+                                                    g_array_index(ct->nodes, int, id), &x->nccl));
   et_attr_string(f, n, "dlsim_group", plan_group_name(op->group));
   if (op->peer_send_bytes) {
     et_attr_doubles(f, n, "dlsim_send_bytes", op->peer_send_bytes, m);

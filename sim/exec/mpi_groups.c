@@ -21,12 +21,19 @@ static void make_slot(coll_groups *g, int k, const int *members, int n, int degr
   if (degree == P && n == P) g->comm[k] = MPI_COMM_WORLD;
   else if (degree > 1)
     MPI_Comm_split(MPI_COMM_WORLD, me >= 0 ? members[0] : P + rank, rank, &g->comm[k]);
+  /* the rings of coll.h need every member to agree on the layout: whole nodes of rpn
+   * consecutive members; any other group counts as one member per node */
+  for (int i = 0; rpn > 1 && i < n; i++)
+    if (n % rpn || node_of[members[i]] != node_of[members[i - i % rpn]] ||
+        (i % rpn == 0 && i > 0 && node_of[members[i]] == node_of[members[i - 1]]))
+      rpn = 1;
   if (me < 0 || degree <= 1) { /* alone: a group of one */
     n = 1, me = 0, rpn = 1, nodes = 1;
   }
   g->size[k] = n;
   g->nodes[k] = nodes;
   coll_topo_init(&g->topo[k], me, n, rpn);
+  g->topo[k].n_nodes = nodes; /* the nodes it spans, as the closed form counts them */
 }
 
 void coll_groups_init(coll_groups *g, const cfg_run *c, const plan_comms *comms, int rank,

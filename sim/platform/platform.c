@@ -482,6 +482,10 @@ const plat_link *plat_link_at(const plat *pl, int i) {
   return &g_array_index(pl->links, plat_link, i);
 }
 
+int plat_nics_per_node(const plat *pl) {
+  return pl->structured && pl->s_nics > 0 ? pl->s_nics : plat_gpus_per_node(pl);
+}
+
 int plat_gpus_per_node(const plat *pl) {
   GHashTable *count = g_hash_table_new(g_direct_hash, g_direct_equal);
   int best = 0;
@@ -607,28 +611,57 @@ gboolean plat_route(const plat *pl, int src_host, int dst_host, plat_route_info 
 /* ---- concurrent flows ------------------------------------------------------------------------ */
 
 /* A flow alone on route r is held to the route's narrowest link and to TCP's window. */
-static void flow_bounds(const plat *pl, const plat_route_info *r, plat_flow_info *out) {
-  out->rate_bps = MIN(out->rate_bps, r->bottleneck_bps);
+/* The route's own bound on a flow: its narrowest link, TCP-gamma / (2 latency). */
+static double route_bound(const plat *pl, const plat_route_info *r) {
+  double b = r->bottleneck_bps;
   if (pl->tcp_gamma_bytes > 0 && r->latency_s > 0)
-    out->rate_bps = MIN(out->rate_bps, pl->tcp_gamma_bytes / (2.0 * r->latency_s));
-  out->latency_s = MAX(out->latency_s, r->latency_s);
+    b = MIN(b, pl->tcp_gamma_bytes / (2.0 * r->latency_s));
+  return b;
+}
+
+/* Counts flow f's rate into *out, by the class of its hosts. */
+static void flow_rate(const plat *pl, int a, int b, double rate, plat_flow_info *out) {
+  out->rate_bps = MIN(out->rate_bps, rate);
+  const plat_host *ha = plat_host_at(pl, a), *hb = plat_host_at(pl, b);
+  if (ha->node == hb->node) out->intra_rate_bps = MIN(out->intra_rate_bps, rate);
+  else out->inter_rate_bps = MIN(out->inter_rate_bps, rate);
+}
+
+/* Flows per (host, side, class) on a generated cluster: key of flow f's source or destination.
+ * A star gives a host one link for everything: one class. */
+static gpointer side_key(const plat *pl, int host, int dst_side, int other) {
+  const int intra =
+      pl->s_nics > 0 && plat_host_at(pl, host)->node == plat_host_at(pl, other)->node;
+  return GINT_TO_POINTER(4 * host + 2 * dst_side + intra + 1);
 }
 
 gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_flow_info *out,
                     GError **err) {
-  out->rate_bps = INFINITY;
+  out->rate_bps = out->intra_rate_bps = out->inter_rate_bps = INFINITY;
   out->latency_s = 0;
   if (n < 1) return TRUE;
   if (pl->structured) {
-    /* a generated cluster, routed by class: no link identities; its generator gives each flow
-     * of a ring its own link directions, so only the bounds apply */
-    plat_route_info r;
+    GHashTable *cnt = g_hash_table_new(g_direct_hash, g_direct_equal);
     for (int f = 0; f < n; f++) {
       if (src[f] == dst[f]) continue;
-      if (!plat_route(pl, src[f], dst[f], &r, err)) return FALSE;
-      flow_bounds(pl, &r, out);
+      for (int side = 0; side < 2; side++) {
+        gpointer k = side_key(pl, side ? dst[f] : src[f], side, side ? src[f] : dst[f]);
+        g_hash_table_insert(cnt, k, GINT_TO_POINTER(GPOINTER_TO_INT(g_hash_table_lookup(cnt, k)) + 1));
+      }
     }
-    return TRUE;
+    plat_route_info r;
+    gboolean ok = TRUE;
+    for (int f = 0; f < n && ok; f++) {
+      if (src[f] == dst[f]) continue;
+      if (!(ok = plat_route(pl, src[f], dst[f], &r, err))) break;
+      const int share = MAX(
+          GPOINTER_TO_INT(g_hash_table_lookup(cnt, side_key(pl, src[f], 0, dst[f]))),
+          GPOINTER_TO_INT(g_hash_table_lookup(cnt, side_key(pl, dst[f], 1, src[f]))));
+      flow_rate(pl, src[f], dst[f], route_bound(pl, &r) / share, out);
+      out->latency_s = MAX(out->latency_s, r.latency_s);
+    }
+    g_hash_table_destroy(cnt);
+    return ok;
   }
   /* per link crossed: the sum of the flows' coefficients (FATPIPE: the largest) */
   GHashTable *idx = g_hash_table_new(g_direct_hash, g_direct_equal); /* link + 1 -> slot + 1 */
@@ -640,6 +673,7 @@ gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_
   for (int pass = 0; pass < 2 && ok; pass++) {
     for (int f = 0; f < n && ok; f++) {
       if (src[f] == dst[f]) continue;
+      double rate = INFINITY, lat = 0;
       for (int dir = 0; dir < (back > 0 ? 2 : 1) && ok; dir++) {
         if (!(ok = plat_route(pl, dir ? dst[f] : src[f], dir ? src[f] : dst[f], &r, err))) break;
         const double coef = dir ? back : 1.0;
@@ -654,11 +688,15 @@ gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_
             g_hash_table_insert(idx, key, GINT_TO_POINTER(slot + 1));
           }
           double *load = &g_array_index(loads, double, slot);
-          if (pass == 1) out->rate_bps = MIN(out->rate_bps, l->bps / *load);
-          else if (l->policy == PLAT_FATPIPE) *load = MAX(*load, coef);
-          else *load += coef;
+          if (pass == 1) rate = MIN(rate, l->bps / *load);
+          else if (pass == 0 && l->policy == PLAT_FATPIPE) *load = MAX(*load, coef);
+          else if (pass == 0) *load += coef;
         }
-        if (pass == 1 && !dir) flow_bounds(pl, &r, out);
+        if (pass == 1 && !dir) rate = MIN(rate, route_bound(pl, &r)), lat = r.latency_s;
+      }
+      if (pass == 1) {
+        flow_rate(pl, src[f], dst[f], rate, out);
+        out->latency_s = MAX(out->latency_s, lat);
       }
     }
   }

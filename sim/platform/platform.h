@@ -187,6 +187,8 @@ const plat_host *plat_host_at(const plat *pl, int i);
 int plat_host_index(const plat *pl, const char *id);
 /* GPUs per node: the largest number of hosts sharing a node index. */
 int plat_gpus_per_node(const plat *pl);
+/* NICs per node: a generated cluster's --nics-per-node, else one per GPU (plat_gpus_per_node). */
+int plat_nics_per_node(const plat *pl);
 
 /* Links, in SimGrid's order (by name); plat_link_at is NULL when out of range. */
 int plat_n_links(const plat *pl);
@@ -214,11 +216,14 @@ typedef struct {
   double rate_bps;  /* the slowest flow's rate, bytes/s, before the bandwidth factor (INFINITY:
                        no flow crosses a link) */
   double latency_s; /* the largest route latency, s, before the latency factor */
+  double intra_rate_bps, inter_rate_bps; /* the slowest flow between hosts of one node, and
+                                            between nodes (INFINITY: none) */
 } plat_flow_info;
-/* On a cluster written by `dlsim platform` (routed by class) the flows share no link: its
- * generator gives each ring step's flows their own link directions; where the concurrent rings
- * of a hierarchical all-reduce meet on a NIC or an oversubscribed uplink, only the simulation
- * shows it. FALSE as plat_route. */
+/* On a cluster written by `dlsim platform` (routed by class) the links have no identities: its
+ * generator gives each GPU one link into its node and one out of it (a star: one link for both),
+ * so flows share only where they leave or enter one GPU on the same side (inside the node, or
+ * out of it): k such flows get 1/k of their bound each. Where the concurrent rings of a hierarchical all-reduce meet on a
+ * NIC or an oversubscribed uplink, only the simulation shows it. FALSE as plat_route. */
 gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_flow_info *out,
                     GError **err);
 

@@ -31,7 +31,7 @@ static void test_smpi_cfg(void) {
 
 static void test_default(void) {
   CU_ASSERT_STRING_EQUAL(coll_default(COLL_ALLREDUCE, 100e6, 8, 1), "ring");
-  CU_ASSERT_STRING_EQUAL(coll_default(COLL_ALLREDUCE, 100e6, 1024, 128), "hier");
+  CU_ASSERT_STRING_EQUAL(coll_default(COLL_ALLREDUCE, 100e6, 1024, 128), "ring");
   CU_ASSERT_STRING_EQUAL(coll_default(COLL_ALLREDUCE, 1e6, 1024, 128), "tree");
   CU_ASSERT_STRING_EQUAL(coll_default(COLL_ALLREDUCE, 1e6, 8, 8), "ring"); /* one GPU per node, P < 16 */
   CU_ASSERT_STRING_EQUAL(coll_default(COLL_ALLGATHER, 1e6, 1024, 128), "ring");

@@ -17,6 +17,7 @@ typedef struct {
   GHashTable *groups; /* "<group>:<first member>" -> coll_group* */
   int *members;
   const gboolean *eval; /* per rank: evaluated (folding: one replica stands for the others) */
+  const nccl_env *nccl; /* NCCL's view of the machine, NULL: none */
 } group_cache;
 
 /* Keys of the closed form's tables: three non-negative integers (group kind or rank, rank,
@@ -37,6 +38,7 @@ static const coll_group *group_get(group_cache *gc, const plan_rank *p, const pl
     g_free(cg);
     return NULL;
   }
+  cg->nccl = gc->nccl;
   g_hash_table_insert(gc->groups, g_memdup2(&key, sizeof key), cg);
   return cg;
 }
@@ -150,7 +152,7 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         if (cm->arrived < cm->members) break;
         start = cm->ready;
         rr->coll_seq[slot]++;
-        const char *algo = coll_resolve(op->coll, c->coll, op->bytes, g->P, g->nodes);
+        const char *algo = coll_resolve(op->coll, c->coll, op->bytes, g->P, g->nodes, g->nccl);
         double d = op->peer_send_bytes
                        ? coll_cost_alltoallv_s(op->peer_send_bytes, op->peer_recv_bytes, me, g)
                        : coll_cost_s(op->coll, algo, op->bytes, g);
@@ -196,7 +198,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
                            rec_rank *recs, GError **err) {
   rank_run *rr = g_new0(rank_run, n);
   group_cache gc = {x->platform, c, g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),
-                    g_new(int, c->gpus), eval};
+                    g_new(int, c->gpus), eval, &x->nccl};
   p2p_state ps = {g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),
                   g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),
                   g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free)};

@@ -1,5 +1,6 @@
 /* groups.c — a group of platform hosts summarised for the cost formulas (coll_group): the flows
- * of one step of its ring, of its rings inside nodes and of its rings across nodes, each set
+ * of one step of its ring, of the ring collectives' concurrent rings (NCCL's channels), of its
+ * rings inside nodes and of its rings across nodes, each set
  * sharing the links as SimGrid would share them (plat_flows). */
 #include "exec/analytic/analytic.h"
 
@@ -23,6 +24,8 @@ gboolean analytic_group_init(coll_group *g, const plat *pl, const int *members, 
   g->ring_beta_bps = INFINITY;
   g->intra_beta_bps = INFINITY;
   g->inter_beta_bps = INFINITY;
+  g->chan_k = 1;
+  g->chan_intra_beta_bps = g->chan_inter_beta_bps = INFINITY;
   g->bw_factor = plat_bw_factor(pl);
   g->lat_factor = plat_lat_factor(pl);
   if (n < 1) return TRUE;
@@ -36,13 +39,36 @@ gboolean analytic_group_init(coll_group *g, const plat *pl, const int *members, 
   g->nodes = (int)g_hash_table_size(per);
   g_hash_table_destroy(per);
   if (n < 2) return TRUE;
-  int *src = g_new(int, n), *dst = g_new(int, n);
+  const int rpn = g->per_node, nodes = n / (rpn > 0 ? rpn : 1);
+  /* whole nodes of rpn consecutive members, as the executors' communicators check */
+  gboolean blocks = n % (rpn > 0 ? rpn : 1) == 0;
+  for (int i = 0; blocks && rpn > 1 && i < n; i++) {
+    const int nd = plat_host_at(pl, members[i])->node;
+    blocks = nd == plat_host_at(pl, members[i - i % rpn])->node &&
+             !(i % rpn == 0 && i > 0 && nd == plat_host_at(pl, members[i - 1])->node);
+  }
+  const int k = g->chan_k = blocks ? coll_ring_channels(n, rpn) : 1;
+  int *src = g_new(int, (size_t)n * k), *dst = g_new(int, (size_t)n * k);
   /* the ring: member i sends to member i + 1 */
   for (int i = 0; i < n; i++) src[i] = members[i], dst[i] = members[(i + 1) % n];
-  gboolean ok = step(pl, src, dst, n, &g->ring_alpha_s, &g->ring_beta_bps, err);
+  plat_flow_info f;
+  gboolean ok = plat_flows(pl, src, dst, n, &f, err);
+  g->ring_alpha_s = f.latency_s;
+  g->ring_beta_bps = f.rate_bps;
+  /* the ring collectives' k rings at once (coll.h, coll_ring_channels) */
+  if (ok && k > 1) {
+    for (int j = 0; j < k; j++)
+      for (int i = 0; i < n; i++) {
+        src[j * n + i] = members[coll_flat_ring_member(k, n, rpn, j, i)];
+        dst[j * n + i] = members[coll_flat_ring_member(k, n, rpn, j, i + 1)];
+      }
+    ok = plat_flows(pl, src, dst, n * k, &f, err);
+  }
+  g->chan_alpha_s = f.latency_s;
+  g->chan_intra_beta_bps = f.intra_rate_bps;
+  g->chan_inter_beta_bps = f.inter_rate_bps;
   /* the hierarchical all-reduce's rings (coll/hier.c): blocks of rpn consecutive members are the
    * nodes; inside each, a ring; across them, one ring per local index */
-  const int rpn = g->per_node, nodes = n / (rpn > 0 ? rpn : 1);
   if (ok && rpn > 1 && nodes > 1 && rpn * nodes == n) {
     for (int i = 0; i < n; i++) {
       const int k = i / rpn, j = i % rpn;

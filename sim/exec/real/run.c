@@ -45,6 +45,7 @@ typedef struct {
   coll_groups g;      /* communicators of the plan's groups */
   float *send, *recv; /* bucket staging, `cap` floats each */
   size_t cap;
+  const nccl_env *nccl; /* the driver's: the simulation's choice of algorithm, no timing model */
 } comms;
 
 /* All-reduces `n` floats of `in` into `out` (they may be the same buffer) over group `g` with
@@ -53,7 +54,7 @@ static const char *allreduce_op(comms *k, const cfg_run *c, plan_group g, const 
                                 float *out, size_t n, MPI_Op op, double *wire) {
   const size_t bytes = n * sizeof(float);
   const char *algo = coll_resolve(COLL_ALLREDUCE, c->coll, (double)bytes, k->g.size[g],
-                                  k->g.nodes[g]);
+                                  k->g.nodes[g], k->nccl);
   const coll_algo *a = coll_find(COLL_ALLREDUCE, algo);
   *wire = coll_wire_bytes(COLL_ALLREDUCE, algo, (double)bytes, k->g.size[g], &k->g.topo[g]);
   if (!a || k->g.size[g] < 2 || n == 0) {
@@ -104,7 +105,7 @@ static const char *run_xfer(comms *k, const cfg_run *c, real_model_rank *rm, con
   case REAL_MODEL_X_ALLGATHER: {
     const size_t bytes = x.n * sizeof(float) * (size_t)k->g.size[g];
     const char *algo = coll_resolve(COLL_ALLGATHER, c->coll, (double)bytes, k->g.size[g],
-                                    k->g.nodes[g]);
+                                    k->g.nodes[g], k->nccl);
     const coll_algo *a = coll_find(COLL_ALLGATHER, algo);
     *wire += coll_wire_bytes(COLL_ALLGATHER, algo, (double)bytes, k->g.size[g], &k->g.topo[g]);
     if (k->g.size[g] < 2 || !a) memcpy(x.recv, x.send, x.n * sizeof(float));
@@ -472,7 +473,7 @@ int real_exec_main(int argc, char **argv) {
   GError *e = NULL;
   char *msg = NULL;
   int status = 2;
-  if (!exec_request_read(argv[1], &parsed, &req, &e) || !run_ctx_open_resolved(&x, &parsed, req.gpu_model, req.gpu_mem_bytes, &e) ||
+  if (!exec_request_read(argv[1], &parsed, &req, &e) || !run_ctx_open_resolved(&x, &parsed, req.gpu_model, req.gpu_mem_bytes, req.nccl, &e) ||
       !exec_for(CFG_MODE_REAL)->check(&x, &x.cfg, &e))
     msg = g_strdup(e->message);
   const cfg_run *c = &x.cfg;
@@ -492,6 +493,7 @@ int real_exec_main(int argc, char **argv) {
 
   comms k;
   memset(&k, 0, sizeof k);
+  k.nccl = &x.nccl;
   int *node_of = g_new0(int, P); /* every rank on this machine */
   coll_groups_init(&k.g, c, NULL, rank, node_of);
   g_free(node_of);

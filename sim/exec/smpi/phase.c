@@ -8,7 +8,12 @@
  * the whole phase, takes λ·fλ(kc) + kc/(β·fβ(kc)); waiting k·λ·fλ(c) − λ·fλ(kc) after it gives
  * the same time as long as fβ(c) = fβ(kc), which is checked (else the steps run). A rank's λ is
  * its route to the right neighbour; on the rings of dlsim's platforms (within a node, or one rail
- * across nodes) every rank's route has the same latency.
+ * across nodes) every rank's route has the same latency. Several rings (NCCL's channels) send
+ * one message each, concurrently; the caller then waits for the longest of their latency waits.
+ * NCCL's protocol model (coll/nccl.h) widens each message to the bytes the protocol puts on the
+ * wire, and its latency of the call replaces the routes' where it is larger: each rank waits
+ * for what that latency exceeds its own routes' by, so the call ends at max(NCCL's latency, the
+ * ring's route latency) plus the transfers, as the closed form has it.
  */
 #include <mpi.h>
 #include <simgrid/actor.h>
@@ -25,6 +30,8 @@
 #include "platform/platform.h"
 
 char *dl_sg_cfg_string(const char *key); /* sgcfg.cpp */
+
+#define TAG_PHASE 0x6d00 /* + ring: apart from the steps' tags (ring.c, tree.c) */
 
 static gboolean coll_real_data; /* TRUE: real malloc'd memory (--check); set before any call */
 static gboolean phases_off;     /* --message-level */
@@ -146,32 +153,116 @@ static gboolean factor_flat(const plat_factor *f, double lo, double hi) {
   return plat_factor_at(f, hi) == v;
 }
 
-int coll_ring_phase(int steps, size_t bytes, size_t n_bytes, int right, int left, MPI_Comm comm) {
+/* Holds the caller `s` seconds: after its collective when the executor takes the wait over
+ * (smpi_phase_defer), else now. */
+static void hold(int me, double s) {
+  if (!(s > 0)) return;
+  if (may_defer[me]) deferred[me] += s;
+  else sg_actor_sleep_for(s);
+}
+
+/* The largest route latency of any hop of R's rings, s: what a lock-step ring waits for at
+ * every step. The same for every member: found once per communicator and layout. */
+static double ring_latency(const coll_rings *R, MPI_Comm comm) {
+  static GHashTable *cache;
+  if (!cache) cache = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  char key[128]; /* the group by its size, layout and a few members' world ranks */
+  g_snprintf(key, sizeof key, "%d:%d:%d:%d:%d:%d:%d", world_rank(comm, coll_ring_rank(R, 0, 0)),
+             world_rank(comm, coll_ring_rank(R, 0, 1)), world_rank(comm, coll_ring_rank(R, 0, R->g / 2)),
+             world_rank(comm, coll_ring_rank(R, 0, R->g - 1)), R->g, R->k, R->rpn);
+  double *v = g_hash_table_lookup(cache, key);
+  if (!v) {
+    v = g_new0(double, 1);
+    for (int j = 0; j < R->k; j++)
+      for (int i = 0; i < R->g; i++)
+        *v = MAX(*v, route_latency(world_rank(comm, coll_ring_rank(R, j, i)),
+                                   world_rank(comm, coll_ring_rank(R, j, i + 1))));
+    g_hash_table_insert(cache, g_strdup(key), v);
+  }
+  return *v;
+}
+
+int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t n_bytes,
+                    MPI_Comm comm) {
   /* every rank of the ring must decide alike: from what they share (steps, n_bytes) */
   if (phases_off || coll_real_data || !host_of_rank || steps < 2 || n_bytes == 0 ||
       n_bytes > INT_MAX / 4)
     return 0;
   read_factors();
+  /* the protocol puts more bytes on the wire than the data (nccl.h) */
+  double widen = 1;
+  for (int intra = 0; intra < 2; intra++)
+    widen = MAX(widen, nccl_wire_bytes(&R->nc, intra, 1.0));
   /* every size a step or the whole phase sends must get one bandwidth factor */
-  if (!factor_flat(&bw_factor, floor((double)n_bytes / (steps + 2)) - 8, 2.0 * (double)n_bytes))
+  if (!factor_flat(&bw_factor, floor((double)n_bytes / R->k / (steps + 2)) - 8,
+                   2.0 * widen * (double)n_bytes))
     return 0;
-  if (bytes == 0) bytes = 1; /* a rank whose chunks all round to nothing still takes part */
-  const double chunk = (double)bytes / steps;
-  const int wr = world_rank(comm, right);
-  g_assert(wr >= 0 && wr < n_ranks && host_of_rank[wr]); /* every rank registered at start */
   int me;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  const double lat = route_latency(me, wr);
-  const double wait = steps * lat * plat_factor_at(&lat_factor, chunk) -
-                      lat * plat_factor_at(&lat_factor, (double)bytes);
-  /* what the left neighbour sends may differ from this rank's bytes by the rounding of chunks */
+  size_t wire[COLL_MAX_RINGS], in[COLL_MAX_RINGS], total = 0, total_in = 0;
+  for (int j = 0; j < R->k; j++) {
+    const int right = coll_ring_rank(R, j, R->me[j] + 1), left = coll_ring_rank(R, j, R->me[j] - 1);
+    /* a rank whose chunks all round to nothing still takes part */
+    const double b = (double)(bytes[j] ? bytes[j] : 1);
+    wire[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, R->rank, right), b) + 0.5);
+    in[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, left, R->rank), b) + 0.5);
+    total += wire[j];
+    total_in += in[j];
+  }
+  /* what a left neighbour sends may differ from this rank's bytes by the rounding of chunks */
   const int slack = 64;
-  char *buf = coll_buf_alloc(2 * bytes + (size_t)slack);
-  MPI_Sendrecv(buf, (int)bytes, MPI_BYTE, right, 0x6c11, buf + bytes, (int)bytes + slack, MPI_BYTE,
-               left, 0x6c11, comm, MPI_STATUS_IGNORE);
-  if (wait > 0 && may_defer[me]) deferred[me] += wait;
-  else if (wait > 0) sg_actor_sleep_for(wait);
+  char *buf = coll_buf_alloc(total + (size_t)R->k * (size_t)slack + total_in);
+  MPI_Request q[2 * COLL_MAX_RINGS];
+  int m = 0;
+  double wait = 0, chunk_max = 0;
+  size_t at = 0, at_in = total;
+  for (int j = 0; j < R->k; j++) {
+    const int right = coll_ring_rank(R, j, R->me[j] + 1), left = coll_ring_rank(R, j, R->me[j] - 1);
+    const int wr = world_rank(comm, right);
+    g_assert(wr >= 0 && wr < n_ranks && host_of_rank[wr]); /* every rank registered at start */
+    const double lat = route_latency(me, wr), chunk = (double)wire[j] / steps;
+    wait = MAX(wait, steps * lat * plat_factor_at(&lat_factor, chunk) -
+                         lat * plat_factor_at(&lat_factor, (double)wire[j]));
+    chunk_max = MAX(chunk_max, chunk);
+    MPI_Irecv(buf + at_in, (int)in[j] + slack, MPI_BYTE, left, TAG_PHASE + j, comm, &q[m++]);
+    MPI_Isend(buf + at, (int)wire[j], MPI_BYTE, right, TAG_PHASE + j, comm, &q[m++]);
+    at += wire[j];
+    at_in += in[j] + (size_t)slack;
+  }
+  MPI_Waitall(m, q, MPI_STATUSES_IGNORE);
+  /* NCCL's latency of the call, where it exceeds the routes' (every step waiting for the
+   * ring's slowest hop) */
+  const double routes = R->nc.proto >= 0 ? steps * ring_latency(R, comm) *
+                                               plat_factor_at(&lat_factor, chunk_max) : 0;
+  hold(me, MAX(wait, 0) + MAX(0, R->nc.proto >= 0 ? R->nc.lat_s - routes : 0));
   return 1;
+}
+
+void coll_ring_settle(const coll_rings *R, int steps, double chunk_bytes, MPI_Comm comm) {
+  if (R->nc.proto < 0 || !host_of_rank || coll_real_data) return;
+  read_factors();
+  int me;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  const double wire = nccl_wire_bytes(&R->nc, 1, chunk_bytes);
+  const double routes = steps * ring_latency(R, comm) * plat_factor_at(&lat_factor, wire);
+  hold(me, R->nc.lat_s - routes);
+}
+
+void coll_tree_settle(const nccl_call *nc, int P, int rpn, double chunk_bytes, MPI_Comm comm) {
+  if (nc->proto < 0 || !host_of_rank || coll_real_data || P < 2) return;
+  read_factors();
+  int me;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  coll_rings R;
+  coll_topo t;
+  coll_topo_init(&t, 0, P, rpn);
+  int r;
+  MPI_Comm_rank(comm, &r);
+  coll_rings_flat(&R, P, r, &t, COLL_ALLREDUCE, 0);
+  R.k = 1; /* the group's ring in rank order, as the closed form takes the tree's latency */
+  const double routes = 2 * ceil(log2((double)P)) * ring_latency(&R, comm) *
+                        plat_factor_at(&lat_factor, chunk_bytes);
+  hold(me, nc->lat_s - routes);
 }
 
 void smpi_phase_defer(int rank) {

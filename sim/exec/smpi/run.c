@@ -200,7 +200,8 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
   const int grp = plan_op_slot(op);
   const int n = g->groups.size[grp];
   const coll_op cop = op->coll;
-  const char *algo = coll_resolve(cop, shared.ctx.cfg.coll, op->bytes, n, g->groups.nodes[grp]);
+  const char *algo = coll_resolve(cop, shared.ctx.cfg.coll, op->bytes, n, g->groups.nodes[grp],
+                                  &shared.ctx.nccl);
   const coll_algo *a = coll_find(cop, algo);
   const size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
   settle(g);
@@ -273,7 +274,7 @@ static void open_shared(const char *request_path) {
   cfg_run c;
   cfg_init(&c);
   if (!exec_request_read(request_path, &c, &shared.req, &e) ||
-      !run_ctx_open_resolved(&shared.ctx, &c, shared.req.gpu_model, shared.req.gpu_mem_bytes, &e)) {
+      !run_ctx_open_resolved(&shared.ctx, &c, shared.req.gpu_model, shared.req.gpu_mem_bytes, shared.req.nccl, &e)) {
     shared.error = g_strdup(e->message);
     g_error_free(e);
     cfg_release(&c);
@@ -375,6 +376,7 @@ int smpi_exec_main(int argc, char **argv) {
   g.sp = sp;
   g.speed = sg_host_get_speed(sg_host_self());
   coll_groups_init(&g.groups, c, plan->comms, rank, shared.node_of);
+  for (int k = 0; k < g.groups.n; k++) g.groups.topo[k].nccl = &shared.ctx.nccl;
   g.sendbuf = shared.sendbuf;
   g.recvbuf = shared.recvbuf;
   MPI_Op_create(noop_op, 1, &g.noop);
