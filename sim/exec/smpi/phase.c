@@ -248,19 +248,24 @@ void coll_ring_settle(const coll_rings *R, int steps, double chunk_bytes, MPI_Co
   hold(me, R->nc.lat_s - routes);
 }
 
-void coll_tree_settle(const nccl_call *nc, int P, int rpn, double chunk_bytes, MPI_Comm comm) {
-  if (nc->proto < 0 || !host_of_rank || coll_real_data || P < 2) return;
-  read_factors();
-  int me;
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+/* The group's ring in rank order (k = 1), the route latency the closed form charges a tree. */
+static double group_ring_latency(int P, int rpn, MPI_Comm comm) {
   coll_rings R;
   coll_topo t;
   coll_topo_init(&t, 0, P, rpn);
   int r;
   MPI_Comm_rank(comm, &r);
   coll_rings_flat(&R, P, r, &t, COLL_ALLREDUCE, 0);
-  R.k = 1; /* the group's ring in rank order, as the closed form takes the tree's latency */
-  const double routes = 2 * ceil(log2((double)P)) * ring_latency(&R, comm) *
+  R.k = 1;
+  return ring_latency(&R, comm);
+}
+
+void coll_tree_settle(const nccl_call *nc, int P, int rpn, double chunk_bytes, MPI_Comm comm) {
+  if (nc->proto < 0 || !host_of_rank || coll_real_data || P < 2) return;
+  read_factors();
+  int me;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  const double routes = 2 * ceil(log2((double)P)) * group_ring_latency(P, rpn, comm) *
                         plat_factor_at(&lat_factor, chunk_bytes);
   hold(me, nc->lat_s - routes);
 }
