@@ -41,8 +41,9 @@ static const double tree_corr[NCCL_N_PROTOS][23] = {
  * link's own rate per direction (NVLink 2, 3, 4: 25 GB/s; NVLink 5: 50 GB/s) */
 static const double nvlink_nccl[4] = {20.0, 20.0, 20.6, 40.1};
 static const double nvlink_raw[4] = {25.0, 25.0, 25.0, 50.0};
-/* getNetOverhead: x86 Intel 1 us (the branch dlsim takes: platforms do not say the CPU) */
-#define NET_OVERHEAD_US 1.0
+/* getNetOverhead: x86 Intel 1 us, x86 AMD 2 us per network post */
+#define NET_OVERHEAD_INTEL_US 1.0
+#define NET_OVERHEAD_AMD_US 2.0
 
 int nccl_arch_of_cc(int cc) {
   if (cc <= 0) return -1;
@@ -50,16 +51,16 @@ int nccl_arch_of_cc(int cc) {
 }
 
 char *nccl_env_to_string(const nccl_env *e) {
-  return g_strdup_printf("%d,%d,%.17g,%.17g,%d,%d", e->arch, e->nvlink, e->intra_bps, e->nic_bps,
-                         e->nics, e->proto);
+  return g_strdup_printf("%d,%d,%.17g,%.17g,%d,%d,%d", e->arch, e->nvlink, e->intra_bps,
+                         e->nic_bps, e->nics, e->proto, e->cpu_amd);
 }
 
 gboolean nccl_env_parse(const char *text, nccl_env *out) {
   if (!text) return FALSE;
   char **f = g_strsplit(text, ",", -1);
-  gboolean ok = g_strv_length(f) == 6;
-  double v[6] = {0};
-  for (int i = 0; ok && i < 6; i++) {
+  gboolean ok = g_strv_length(f) == 7;
+  double v[7] = {0};
+  for (int i = 0; ok && i < 7; i++) {
     char *end = NULL;
     v[i] = g_ascii_strtod(f[i], &end);
     ok = end != f[i] && *end == '\0' && isfinite(v[i]);
@@ -68,7 +69,7 @@ gboolean nccl_env_parse(const char *text, nccl_env *out) {
   if (!ok || v[0] < -1 || v[0] > 3 || v[2] < 0 || v[3] < 0 || v[4] < 0 || v[5] < NCCL_PROTO_OFF ||
       v[5] >= NCCL_N_PROTOS)
     return FALSE;
-  *out = (nccl_env){(int)v[0], v[1] != 0, v[2], v[3], (int)v[4], (int)v[5]};
+  *out = (nccl_env){(int)v[0], v[1] != 0, v[2], v[3], (int)v[4], (int)v[5], v[6] != 0};
   return TRUE;
 }
 
@@ -81,7 +82,7 @@ static int log2i(double x) {
 /* NCCL's bus bandwidth (GB/s) and latency (us) of one algorithm and protocol for the call. */
 static void tune(const nccl_env *e, coll_op op, int a, int p, double bytes, int P, int nodes,
                  double B, int nch, double *bus, double *lat) {
-  const int i2 = nodes <= 2 ? nodes - 1 : 2, i1 = nodes == 1 ? e->arch : 0;
+  const int i2 = nodes <= 2 ? nodes - 1 : 2, i1 = nodes == 1 ? e->arch : e->cpu_amd ? 1 : 0;
   const double llmax = ll_max_bw[i1][i2];
   const int intra_hw = e->nvlink ? HW_NVLINK : HW_PCI;
   const double ppn = (double)P / nodes;
@@ -101,7 +102,9 @@ static void tune(const nccl_env *e, coll_op op, int a, int p, double bytes, int 
   const double inter = ppn == 1 ? hw_lat[HW_NET][A_TREE][p] : hw_lat[HW_NET][a][p];
   if (a == A_RING) {
     const int nsteps = op == COLL_ALLREDUCE ? 2 * (P - 1) : P - 1;
-    const double over = nodes > 1 ? NET_OVERHEAD_US * (p == NCCL_SIMPLE ? 3 : 1) : 0;
+    const double over =
+        nodes > 1 ? (e->cpu_amd ? NET_OVERHEAD_AMD_US : NET_OVERHEAD_INTEL_US) * (p == NCCL_SIMPLE ? 3 : 1)
+                  : 0;
     intra = MAX(intra, over);
     const int ninter = nodes == 1 ? 0 : op == COLL_ALLREDUCE ? 2 * (nodes - 1) : nodes - 1;
     l += (nsteps - ninter) * intra + ninter * inter;

@@ -39,6 +39,7 @@ typedef struct nccl_env {
   double nic_bps;   /* the route between two nodes, bytes/s (0: one node) */
   int nics;         /* NICs (rails) per node */
   int proto;        /* a nccl_proto the user pinned, NCCL_PROTO_AUTO or NCCL_PROTO_OFF */
+  int cpu_amd;      /* the nodes' CPUs are AMD's (NCCL's AMD branch across nodes), else Intel's */
 } nccl_env;
 
 /* The model's figures for one call. */

@@ -127,9 +127,10 @@ static gboolean open_rest(run_ctx *x, GError **err) {
 }
 
 void run_ctx_nccl_env(const plat *pl, const gpu_spec *gpu, int proto, nccl_env *out) {
-  *out = (nccl_env){nccl_arch_of_cc(gpu ? gpu->compute_capability : 0), 1, 0, 0, 0, proto};
+  *out = (nccl_env){nccl_arch_of_cc(gpu ? gpu->compute_capability : 0), 1, 0, 0, 0, proto, 0};
   const int n = plat_n_hosts(pl);
   const plat_host *h0 = n ? plat_host_at(pl, 0) : NULL;
+  out->cpu_amd = h0 && g_ascii_strcasecmp(h0->cpu_vendor, "amd") == 0;
   int intra = -1, inter = -1;
   for (int i = 1; h0 && i < n && (intra < 0 || inter < 0); i++) {
     const int same = plat_host_at(pl, i)->node == h0->node;
@@ -261,7 +262,7 @@ gboolean run_ctx_open(run_ctx *x, cfg_run *c, GError **err) {
 gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, const char *gpu_model,
                                double gpu_mem_bytes, const char *nccl, GError **err) {
   take(x, c);
-  x->nccl = (nccl_env){-1, 0, 0, 0, 0, NCCL_PROTO_OFF};
+  x->nccl = (nccl_env){-1, 0, 0, 0, 0, NCCL_PROTO_OFF, 0};
   if (nccl && !nccl_env_parse(nccl, &x->nccl)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "request: nccl: malformed '%s'", nccl);
     return FALSE;

@@ -53,8 +53,9 @@ gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, const char *gpu_model,
 
 /* NCCL's view of platform `pl` whose GPUs are `gpu` (coll/nccl.h): the GPU's generation, NVLink
  * inside a node when its GPUs reach each other faster than the network, the route between two
- * GPUs of node 0 and between nodes 0 and 1, NICs per node, with `proto` (--nccl-proto). A GPU
- * NCCL does not run on (the CPU twins) gets arch -1. */
+ * GPUs of node 0 and between nodes 0 and 1, NICs per node, the CPU vendor (host property
+ * cpu_vendor: "amd", else Intel's branch), with `proto` (--nccl-proto). A GPU NCCL does not run
+ * on (the CPU twins) gets arch -1. */
 void run_ctx_nccl_env(const plat *pl, const gpu_spec *gpu, int proto, nccl_env *out);
 
 void run_ctx_release(run_ctx *x);

@@ -143,6 +143,7 @@ static const char thetagpu_comment[] =
     "    NVLink bandwidth (300 GB/s per direction per GPU), 8x single-port ConnectX-6 VPI\n"
     "    200 Gb/s HDR InfiniBand (25 GB/s per direction each) for the compute fabric.\n"
     "  NVIDIA A100 datasheet: 312 TFLOPS dense FP16/BF16 tensor peak (host speed), 40 GB memory.\n"
+    "  DGX A100 CPUs: 2x AMD EPYC 7742 (host property cpu_vendor amd: NCCL's AMD figures).\n"
     "Latencies:\n"
     "  switch 130 ns: NVIDIA Quantum HDR (QM8700) switch datasheet, port-to-port latency.\n"
     "  NIC end 1 us: NVIDIA ConnectX-6 product brief gives sub-0.6 us adapter latency; 1 us adds\n"
@@ -176,6 +177,7 @@ void plat_gen_defaults(plat_gen_params *p) {
   p->nodes = 1;
   p->gpus_per_node = 8;
   p->gpu_model = "a100-40gb";
+  p->cpu_vendor = "amd"; /* DGX A100 datasheet: two AMD EPYC 7742 */
   plat_gpu_spec(p->gpu_model, &p->gpu_mem_bytes, &p->speed_flops);
   p->nvlink_bps = 300e9; /* DGX A100 datasheet: 600 GB/s bidirectional per GPU */
   p->nvlink_lat_s = 1e-6;
@@ -199,6 +201,7 @@ gboolean plat_gen_preset(const char *name, plat_gen_params *p, GError **err) {
   } else if (strcmp(name, "dgx-a100") == 0) {
     /* the defaults */
   } else if (strcmp(name, "workstation") == 0) {
+    p->cpu_vendor = NULL;
     p->gpus_per_node = 2;
     p->nvlink_bps = 25e9;
     p->nvlink_lat_s = 1e-6;
@@ -208,6 +211,7 @@ gboolean plat_gen_preset(const char *name, plat_gen_params *p, GError **err) {
     p->nodes = 2;
     p->gpus_per_node = 4;
     p->topology = PLAT_TOPO_STAR;
+    p->cpu_vendor = NULL;
     p->switch_lat_s = 0;
     p->comment = star_comment;
   } else {
@@ -384,9 +388,11 @@ static void put_nodes(GString *s, const layout *y) {
                              "\">"
                              "<prop id=\"gpu_model\" value=\"%s\"/>"
                              "<prop id=\"gpu_mem_bytes\" value=\"%s\"/>"
-                             "<prop id=\"node\" value=\"%d\"/><prop id=\"gpu\" value=\"%d\"/>"
-                             "</host>\n",
+                             "<prop id=\"node\" value=\"%d\"/><prop id=\"gpu\" value=\"%d\"/>",
                              p->gpu_model, mem, n, g);
+      if (p->cpu_vendor)
+        g_string_append_printf(s, "<prop id=\"cpu_vendor\" value=\"%s\"/>", p->cpu_vendor);
+      g_string_append(s, "</host>\n");
     }
   if (y->star) {
     g_string_append(s, "    <router id=\"sw\"/>\n");

@@ -148,6 +148,7 @@ static gboolean header_record(plat *pl, char **f, int nf, GError **err) {
     h.id = g_string_chunk_insert_const(pl->strings, f[1]);
     h.node = (int)pl->hosts->len;
     h.gpu_model = "";
+    h.cpu_vendor = "";
     if (!number(f[2], &h.speed_flops) || !(h.speed_flops > 0 && h.speed_flops <= PLAT_MAX_FLOPS)) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: host %s: speed: expected more than 0 to %g "
                   "flop/s, such as \"312Tf\", got %s", pl->path, h.id, PLAT_MAX_FLOPS, f[2]);
@@ -160,6 +161,8 @@ static gboolean header_record(plat *pl, char **f, int nf, GError **err) {
     char *end = NULL;
     if (strcmp(id, "gpu_model") == 0) {
       h->gpu_model = g_string_chunk_insert_const(pl->strings, v);
+    } else if (strcmp(id, "cpu_vendor") == 0) {
+      h->cpu_vendor = g_string_chunk_insert_const(pl->strings, v);
     } else if (strcmp(id, "gpu_mem_bytes") == 0) {
       if (!number(v, &h->gpu_mem_bytes) || !(h->gpu_mem_bytes >= 0 && h->gpu_mem_bytes <= 1e18)) {
         g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: host %s: gpu_mem_bytes: expected bytes, "

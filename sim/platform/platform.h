@@ -46,6 +46,7 @@ typedef struct {
   int nodes;               /* number of nodes (>= 1) */
   int gpus_per_node;       /* G: GPUs per node, one SimGrid host each (>= 1) */
   const char *gpu_model;   /* host property gpu_model, e.g. "a100-40gb" (borrowed) */
+  const char *cpu_vendor;  /* host property cpu_vendor ("amd", "intel"), or NULL for none */
   double gpu_mem_bytes;    /* host property gpu_mem_bytes: device memory per GPU, bytes */
   double speed_flops;      /* host speed, FLOP/s (peak dense half-precision tensor rate) */
   double nvlink_bps;       /* bandwidth of one GPU-NVSwitch link, per direction, bytes/s */
@@ -108,6 +109,7 @@ typedef struct {
   double speed_flops;   /* host speed, FLOP/s (first pstate) */
   const char *gpu_model;/* property "gpu_model", or "" (owned by the plat) */
   double gpu_mem_bytes; /* property "gpu_mem_bytes", or 0 */
+  const char *cpu_vendor; /* property "cpu_vendor" (the node's CPUs: "amd", "intel"), or "" */
 } plat_host;
 
 /* How a link shares its bandwidth among the flows crossing it (SimGrid's sharing_policy). A

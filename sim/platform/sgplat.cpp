@@ -11,7 +11,7 @@
 //   cfg KEY VALUE                      a network setting that is not at SimGrid's default
 //   host NAME SPEED_FLOPS              hosts in the order the file declares them (rank order)
 //   prop KEY VALUE                     a property of the host above (node, gpu, gpu_model,
-//                                      gpu_mem_bytes)
+//                                      gpu_mem_bytes, cpu_vendor)
 //   link NAME BW_BPS LAT_S POLICY      every link, by name; the N-th such line is link N-1.
 //                                      POLICY: SHARED, FATPIPE, WIFI or NONLINEAR (a SPLITDUPLEX
 //                                      link is its two directions, NAME_UP and NAME_DOWN, each
@@ -160,7 +160,7 @@ int main(int argc, char** argv)
   print_cfg<bool>("network/crosstraffic", show_bool);
   for (const sg4::Host* h : hosts) {
     std::printf("host\t%s\t%.17g\n", field(h->get_cname()).c_str(), h->get_speed());
-    for (const char* key : {"node", "gpu", "gpu_model", "gpu_mem_bytes"})
+    for (const char* key : {"node", "gpu", "gpu_model", "gpu_mem_bytes", "cpu_vendor"})
       if (const char* v = h->get_property(key))
         std::printf("prop\t%s\t%s\n", key, field(v).c_str());
   }

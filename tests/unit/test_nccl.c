@@ -9,8 +9,9 @@
 #include "coll/nccl.h"
 #include "cu_main.h"
 
-/* ThetaGPU as NCCL sees it: A100 (Ampere), NVLink 12 x 25 GB/s, eight 25 GB/s NICs a node. */
-static nccl_env thetagpu(int proto) { return (nccl_env){1, 1, 300e9, 25e9, 8, proto}; }
+/* ThetaGPU as NCCL sees it: A100 (Ampere), NVLink 12 x 25 GB/s, eight 25 GB/s NICs a node, AMD
+ * EPYC CPUs. */
+static nccl_env thetagpu(int proto) { return (nccl_env){1, 1, 300e9, 25e9, 8, proto, 1}; }
 
 static void test_one_node(void) {
   nccl_env e = thetagpu(NCCL_SIMPLE);
@@ -47,10 +48,14 @@ static void test_one_node(void) {
 static void test_nodes(void) {
   nccl_env e = thetagpu(NCCL_SIMPLE);
   nccl_call c;
-  /* 8 nodes of 8: intra-node steps max(3.4, 3 x 1 us network overhead), 2(8-1) network steps
-   * at 14 us, times the ring's plateau 1.4 */
+  /* 8 nodes of 8: intra-node steps max(3.4, 3 x 2 us network overhead on AMD), 2(8-1) network
+   * steps at 14 us, times the ring's plateau 1.4; on Intel the overhead is 1 us */
+  nccl_plan(&c, &e, COLL_ALLREDUCE, "ring", 512e6, 64, 8);
+  CU_ASSERT_DOUBLE_EQUAL(c.lat_s, (8.4 + 112 * 6.0 + 14 * 14.0) * 1.4e-6, 1e-12);
+  e.cpu_amd = 0;
   nccl_plan(&c, &e, COLL_ALLREDUCE, "ring", 512e6, 64, 8);
   CU_ASSERT_DOUBLE_EQUAL(c.lat_s, (8.4 + 112 * 3.4 + 14 * 14.0) * 1.4e-6, 1e-12);
+  e.cpu_amd = 1;
   CU_ASSERT_EQUAL(c.channels, 16); /* two per NIC */
   CU_ASSERT_DOUBLE_EQUAL(c.predicted_s, c.lat_s + 512e6 / (200e9 * 64 / 126), 1e-12);
   e.proto = NCCL_LL128; /* 92 % of 8 x 25 GB/s, under 16 x 20 */
@@ -83,7 +88,7 @@ static void test_inert_and_choice(void) {
   nccl_plan(&c, &e, COLL_ALLREDUCE, "ring", 1e6, 8, 1);
   CU_ASSERT_EQUAL(c.proto, NCCL_PROTO_OFF);
   /* NCCL's choice: the ring at two nodes for 25 MB, the tree at 512 nodes, where a ring's
-   * 8,190 steps cost (8.4 + 7168 x 3.4 + 1022 x 14) x 1.4 us = 54 ms */
+   * 8,190 steps cost (8.4 + 7168 x 6 + 1022 x 14) x 1.4 us = 80 ms */
   e = thetagpu(NCCL_PROTO_AUTO);
   CU_ASSERT_STRING_EQUAL(coll_default_env(COLL_ALLREDUCE, 25e6, 16, 2, &e), "ring");
   CU_ASSERT_STRING_EQUAL(coll_default_env(COLL_ALLREDUCE, 25e6, 4096, 512, &e), "tree");
@@ -101,9 +106,10 @@ static void test_env_string(void) {
   CU_ASSERT_EQUAL(back.proto, NCCL_LL128);
   CU_ASSERT_DOUBLE_EQUAL(back.intra_bps, 300e9, 0);
   g_free(s);
-  CU_ASSERT_FALSE(nccl_env_parse("1,1,3e11,2.5e10,8", &back));
-  CU_ASSERT_FALSE(nccl_env_parse("1,1,3e11,2.5e10,8,7", &back));
-  CU_ASSERT_FALSE(nccl_env_parse("9,1,3e11,2.5e10,8,0", &back));
+  CU_ASSERT_EQUAL(back.cpu_amd, 1);
+  CU_ASSERT_FALSE(nccl_env_parse("1,1,3e11,2.5e10,8,0", &back));   /* a field short */
+  CU_ASSERT_FALSE(nccl_env_parse("1,1,3e11,2.5e10,8,7,0", &back)); /* no protocol 7 */
+  CU_ASSERT_FALSE(nccl_env_parse("9,1,3e11,2.5e10,8,0,0", &back)); /* no generation 9 */
   CU_ASSERT_FALSE(nccl_env_parse(NULL, &back));
   int p;
   CU_ASSERT_TRUE(nccl_proto_parse("ll128", &p));
