@@ -129,10 +129,11 @@ typedef double (*coll_cost_fn)(coll_op op, double bytes, const coll_group *g);
  * own and is counted as a ring. */
 #define COLL_ALGO_LIST(X)                                                                        \
   X(COLL_ALLREDUCE, "ring", coll_allreduce_ring, coll_wire_ring, coll_cost_ring,               \
-    "NCCL ring: reduce-scatter then all-gather around a ring, 2(P-1) steps of bytes/P")        \
+    "NCCL ring: reduce-scatter then all-gather around a ring, 2(P-1) steps of bytes/P; across " \
+    "whole nodes one ring per GPU of a node, each on its own rails (NCCL's channels)")         \
   X(COLL_ALLREDUCE, "tree", coll_allreduce_tree, coll_wire_ring, coll_cost_tree,               \
-    "NCCL double binary tree: two complementary trees, half the data each, reduce up then "    \
-    "broadcast down, pipelined in 512 KiB chunks")                                             \
+    "double binary tree over all ranks (NCCL's, without its chain inside a node): two "       \
+    "complementary trees, half the data each, reduce up then broadcast down, 512 KiB chunks") \
   X(COLL_ALLREDUCE, "hier", coll_allreduce_hier, coll_wire_hier, coll_cost_hier,               \
     "hierarchical: ring reduce-scatter in the node, ring all-reduce of the shard across "      \
     "nodes among same-local-rank GPUs, ring all-gather in the node")                           \
