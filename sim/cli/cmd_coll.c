@@ -58,10 +58,7 @@ int cmd_coll(int argc, char **argv) {
       {"mode", 0, 0, G_OPTION_ARG_STRING, &mode,
        "sim (default: SMPI on --platform) or real (this machine's MPI, real data and sums)",
        "sim|real"},
-      {"nccl-proto", 0, 0, G_OPTION_ARG_STRING, &proto_s,
-       "NCCL's protocol model for the ring: auto (default: the protocol NCCL's tuning model "
-       "predicts fastest for each size), LL, LL128, Simple, or off (alpha-beta on the "
-       "platform's figures)", "PROTO"},
+      {"nccl-proto", 0, 0, G_OPTION_ARG_STRING, &proto_s, CFG_NCCL_PROTO_HELP, "PROTO"},
       {"simgrid-cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &simgrid_cfg,
        "a SimGrid setting for the simulation, over the platform file's (repeatable; SimGrid's "
        "--cfg=KEY:VALUE)", "KEY:VALUE"},
@@ -112,10 +109,9 @@ int cmd_coll(int argc, char **argv) {
   }
   if (iters < 1) { msg = g_strdup_printf("--iters: expected >= 1, got %d", iters); goto bad; }
   int proto = NCCL_PROTO_AUTO;
-  if (proto_s && !nccl_proto_parse(proto_s, &proto)) {
-    msg = g_strdup_printf("--nccl-proto: expected auto, LL, LL128, Simple or off, got '%s'",
-                          proto_s);
-    goto bad;
+  if (proto_s && !cfg_nccl_proto_option(proto_s, &proto, &err)) {
+    status = fail(err->message);
+    goto out;
   }
   if (real && proto_s) { msg = g_strdup("--nccl-proto: only the simulation (--mode sim) models NCCL's protocols"); goto bad; }
   if (!cfg_simgrid_items_ok(simgrid_cfg, &msg)) goto bad;

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "cli/cmds.h"
-#include "coll/nccl.h"
 #include "core/dl_common.h"
 
 /* What GOption fills, before it is checked and moved into the configuration. Numbers that must
@@ -89,10 +88,7 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c) {
        "FILE"},
       {"dump-weights", 0, 0, G_OPTION_ARG_FILENAME, &r->dump_weights,
        "with --mode real: write every parameter after the last step (serial layout)", "FILE"},
-      {"nccl-proto", 0, 0, G_OPTION_ARG_STRING, &r->nccl_proto,
-       "NCCL's protocol model for ring collectives: auto (default: the protocol NCCL's tuning "
-       "model predicts fastest, per call), LL, LL128, Simple, or off (alpha-beta on the "
-       "platform's figures); platforms/README.md", "PROTO"},
+      {"nccl-proto", 0, 0, G_OPTION_ARG_STRING, &r->nccl_proto, CFG_NCCL_PROTO_HELP, "PROTO"},
       {"routing", 0, 0, G_OPTION_ARG_STRING, &r->routing,
        "MoE routing: uniform (default), zipf:S (expert popularity ~ 1/rank^S), or file:F (a JSON "
        "list of E expert weights)", "uniform|zipf:S|file:F"},
@@ -196,11 +192,7 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
   }
   if (r->grid && !cfg_grid_parse(c, r->grid, err)) return FALSE;
   if (r->routing && !cfg_routing_parse(c, r->routing, err)) return FALSE;
-  if (r->nccl_proto && !nccl_proto_parse(r->nccl_proto, &c->nccl_proto)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--nccl-proto: expected auto, LL, LL128, Simple or off, got '%s'", r->nccl_proto);
-    return FALSE;
-  }
+  if (r->nccl_proto && !cfg_nccl_proto_option(r->nccl_proto, &c->nccl_proto, err)) return FALSE;
   if (r->grid_layers) {
     if (strcmp(r->grid_layers, "fc") == 0) c->grid_fc_only = TRUE;
     else if (strcmp(r->grid_layers, "all") != 0) {

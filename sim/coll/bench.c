@@ -185,10 +185,10 @@ int coll_bench_main(int argc, char **argv) {
   if (r == 0) {
     printf("# dlsim coll: %s, algorithm %s, %d ranks, %d per node, %d timed + %d warm-up calls\n",
            coll_op_name(op), o.algo ? o.algo : a->name, P, topo.ranks_per_node, o.iters, o.warmup);
-    if (topo.nccl && topo.nccl->arch >= 0 && strcmp(a->name, "ring") == 0 &&
-        (op == COLL_ALLREDUCE || op == COLL_ALLGATHER || op == COLL_REDUCESCATTER))
-      printf("# NCCL protocol model: %s (ring collectives; platforms/README.md)\n",
-             nccl_proto_name(topo.nccl->proto));
+    nccl_call nc;
+    nccl_plan(&nc, topo.nccl, op, a->name, max_b, P, topo.n_nodes);
+    if (nc.proto >= 0)
+      printf("# NCCL protocol model: %s (platforms/README.md)\n", nccl_proto_name(topo.nccl->proto));
     /* nccl-tests' columns (out-of-place only), which users' scripts parse */
     printf("#%79s\n", "out-of-place");
     printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",

@@ -59,8 +59,8 @@ typedef struct {
   int n_nodes;        /* nodes spanned: ceil(P / ranks_per_node) */
   int node;           /* this rank's node index within the communicator: rank / ranks_per_node */
   int local_rank;     /* this rank's index within its node: rank % ranks_per_node */
-  /* NCCL's view of the machine (coll/nccl.h), for the protocol model of ring collectives; NULL:
-   * none (the real flavour, platforms without NVIDIA GPUs, --nccl-proto off). Borrowed. */
+  /* NCCL's view of the machine (coll/nccl.h), for the protocol model of the ring and tree
+   * collectives; NULL: none (the real flavour, platforms without NVIDIA GPUs). Borrowed. */
   const struct nccl_env *nccl;
 } coll_topo;
 
@@ -76,19 +76,21 @@ void coll_topo_init(coll_topo *t, int rank, int P, int ranks_per_node);
 #define COLL_MAX_RINGS 32
 int coll_ring_channels(int P, int rpn);
 
+/* a mod m in [0, m) for any a. */
+static inline int coll_mod(int a, int m) { return ((a % m) + m) % m; }
+
 /* Member (0..P-1) at position i (any integer, taken mod P) of ring j of k such rings. */
 static inline int coll_flat_ring_member(int k, int P, int rpn, int j, int i) {
-  i = ((i % P) + P) % P;
+  i = coll_mod(i, P);
   if (k == 1) return i;
   const int node = i / rpn, t = i % rpn;
-  return node * rpn + (node % 2 ? (((j - 1 - t) % rpn) + rpn) % rpn : (j + t) % rpn);
+  return node * rpn + (node % 2 ? coll_mod(j - 1 - t, rpn) : (j + t) % rpn);
 }
 /* Position of member m in ring j (the inverse). */
 static inline int coll_flat_ring_pos(int k, int rpn, int j, int m) {
   if (k == 1) return m;
   const int node = m / rpn, local = m % rpn;
-  return node * rpn + (node % 2 ? (((j - 1 - local) % rpn) + rpn) % rpn
-                                : (((local - j) % rpn) + rpn) % rpn);
+  return node * rpn + (node % 2 ? coll_mod(j - 1 - local, rpn) : coll_mod(local - j, rpn));
 }
 
 /* A communicator as the cost formulas see it: its size, how it spans nodes, and the latency

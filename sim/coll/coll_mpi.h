@@ -99,8 +99,6 @@ typedef struct {
   nccl_call nc;       /* NCCL's figures for the call (coll/nccl.h; inert: plain alpha-beta) */
 } coll_rings;
 
-static inline int coll_mod(int a, int m) { return ((a % m) + m) % m; }
-
 /* Comm rank at position i (any integer, taken mod g) of ring j. */
 static inline int coll_ring_rank(const coll_rings *R, int j, int i) {
   if (R->members) return R->members[coll_mod(i, R->g)];
@@ -147,10 +145,10 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
  * of the routes' own latency, with chunks of `chunk_bytes`. The SMPI flavour's; a no-op with
  * inert figures. */
 void coll_ring_settle(const coll_rings *R, int steps, double chunk_bytes, MPI_Comm comm);
-/* The same after the double binary tree's all-reduce over P ranks, rpn per node, in chunks of
- * chunk_bytes: waits for what NCCL's latency (nc) adds to 2 ceil(log2 P) route latencies of the
+/* The same after the double binary tree's all-reduce over P ranks, in chunks of chunk_bytes on
+ * the wire: waits for what NCCL's latency (nc) adds to 2 ceil(log2 P) route latencies of the
  * group's ring in rank order (what the closed form charges the tree, coll/cost.c). */
-void coll_tree_settle(const nccl_call *nc, int P, int rpn, double chunk_bytes, MPI_Comm comm);
+void coll_tree_settle(const nccl_call *nc, int P, double chunk_bytes, MPI_Comm comm);
 
 /* Chunk c of n elements cut into k chunks: first element and count. */
 static inline size_t coll_chunk_off(size_t n, int k, int c) {

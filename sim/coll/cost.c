@@ -119,20 +119,18 @@ double coll_cost_tree(coll_op op, double n, const coll_group *g) {
   const double a = g->ring_alpha_s, b = g->ring_beta_bps;
   /* per-message factors at the messages the trees send: chunks of COLL_PIPE_CHUNK_BYTES of
    * each tree's half of the buffer */
-  const double s = MIN(n / 2, (double)COLL_PIPE_CHUNK_BYTES);
-  const double bf = plat_factor_at(g->bw_factor, s);
   if (op == COLL_ALLREDUCE || op == COLL_BROADCAST) {
-    /* NCCL's model (coll/nccl.h): the chunks widened as the protocol puts them on the wire (the
-     * tree's edges inside a node only when the whole group is), NCCL's latency where larger;
-     * S chunk times fill the pipeline (up and down, or down) */
+    /* NCCL's model (coll/nccl.h): the chunks widened by w as the protocol puts them on the wire
+     * (as NVLink hops when the whole group is one node), NCCL's latency where larger; S chunk
+     * times fill the pipeline (up and down, or down) */
     nccl_call nc;
     nccl_plan(&nc, g->nccl, op, "tree", n, g->P, g->nodes);
     const double w = nccl_wire_bytes(&nc, g->nodes == 1, 1.0);
-    const double S = (op == COLL_ALLREDUCE ? 2.0 : 1.0) * clog2(g->P);
-    const double sw = nccl_wire_bytes(&nc, 0, s), fill = S * sw / (b * plat_factor_at(g->bw_factor, sw));
-    const double lat = S * a * plat_factor_at(g->lat_factor, sw);
-    return MAX(lat, nc.proto >= 0 ? nc.lat_s : 0) + fill +
-           (op == COLL_ALLREDUCE ? 2.0 : 1.0) * n * w / (b * bf);
+    const double sw = w * MIN(n / 2, (double)COLL_PIPE_CHUNK_BYTES);
+    const double bf = plat_factor_at(g->bw_factor, sw), lf = plat_factor_at(g->lat_factor, sw);
+    const double up_down = op == COLL_ALLREDUCE ? 2.0 : 1.0, S = up_down * clog2(g->P);
+    return MAX(S * a * lf, nc.proto >= 0 ? nc.lat_s : 0) + S * sw / (b * bf) +
+           up_down * n * w / (b * bf);
   }
   return coll_cost_ring(op, n, g);
 }

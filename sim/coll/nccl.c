@@ -79,9 +79,10 @@ static int log2i(double x) {
   return l;
 }
 
-/* NCCL's bus bandwidth (GB/s) and latency (us) of one algorithm and protocol for the call. */
+/* NCCL's bus bandwidth (GB/s) and latency (us) of one algorithm and protocol for the call, whose
+ * ring has nsteps steps. */
 static void tune(const nccl_env *e, coll_op op, int a, int p, double bytes, int P, int nodes,
-                 double B, int nch, double *bus, double *lat) {
+                 int nsteps, double B, int nch, double *bus, double *lat) {
   const int i2 = nodes <= 2 ? nodes - 1 : 2, i1 = nodes == 1 ? e->arch : e->cpu_amd ? 1 : 0;
   const double llmax = ll_max_bw[i1][i2];
   const int intra_hw = e->nvlink ? HW_NVLINK : HW_PCI;
@@ -101,7 +102,6 @@ static void tune(const nccl_env *e, coll_op op, int a, int p, double bytes, int 
   double l = base_lat[a][p], intra = hw_lat[intra_hw][a][p];
   const double inter = ppn == 1 ? hw_lat[HW_NET][A_TREE][p] : hw_lat[HW_NET][a][p];
   if (a == A_RING) {
-    const int nsteps = op == COLL_ALLREDUCE ? 2 * (P - 1) : P - 1;
     const double over =
         nodes > 1 ? (e->cpu_amd ? NET_OVERHEAD_AMD_US : NET_OVERHEAD_INTEL_US) * (p == NCCL_SIMPLE ? 3 : 1)
                   : 0;
@@ -155,7 +155,7 @@ void nccl_plan(nccl_call *out, const nccl_env *e, coll_op op, const char *algo, 
   int best = e->proto;
   double best_t = INFINITY, bus[NCCL_N_PROTOS], lat[NCCL_N_PROTOS], t[NCCL_N_PROTOS];
   for (int p = 0; p < NCCL_N_PROTOS; p++) {
-    tune(e, op, a, p, bytes, P, nodes, B, nch, &bus[p], &lat[p]);
+    tune(e, op, a, p, bytes, P, nodes, nsteps, B, nch, &bus[p], &lat[p]);
     t[p] = lat[p] + bytes / (1000.0 * bus[p] * ratio);
     if (e->proto == NCCL_PROTO_AUTO && t[p] < best_t) best_t = t[p], best = p;
   }

@@ -24,7 +24,7 @@ void coll_rings_flat(coll_rings *R, int P, int rank, const coll_topo *topo, coll
   R->g = P;
   R->rpn = rpn;
   R->rank = rank;
-  R->k = MIN(coll_ring_channels(P, rpn), COLL_MAX_RINGS);
+  R->k = coll_ring_channels(P, rpn);
   for (int j = 0; j < R->k; j++) R->me[j] = coll_flat_ring_pos(R->k, rpn, j, rank);
   nccl_plan(&R->nc, topo ? topo->nccl : NULL, op, "ring", bytes, P, topo ? topo->n_nodes : 1);
 }
@@ -58,13 +58,15 @@ static int rings_step(const coll_rings *R, const float *const *sb, const int *sn
                         rb[0], rn[0], MPI_FLOAT, coll_ring_rank(R, 0, R->me[0] - 1), TAG_RING,
                         comm, MPI_STATUS_IGNORE);
   MPI_Request q[4 * COLL_MAX_RINGS];
-  int ps[COLL_MAX_RINGS], pr[COLL_MAX_RINGS], m = 0, pad_max = 0, rc = MPI_SUCCESS;
+  int right[COLL_MAX_RINGS], left[COLL_MAX_RINGS], ps[COLL_MAX_RINGS], pr[COLL_MAX_RINGS];
+  int m = 0, pad_max = 0, rc = MPI_SUCCESS;
   for (int j = 0; j < R->k; j++) {
-    const int right = coll_ring_rank(R, j, R->me[j] + 1), left = coll_ring_rank(R, j, R->me[j] - 1);
+    right[j] = coll_ring_rank(R, j, R->me[j] + 1);
+    left[j] = coll_ring_rank(R, j, R->me[j] - 1);
     const double s = (double)sn[j] * COLL_ELEM_BYTES, r = (double)rn[j] * COLL_ELEM_BYTES;
     /* the left neighbour sends the chunk this rank receives: the same formula on both sides */
-    ps[j] = (int)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, R->rank, right), s) - s + 0.5);
-    pr[j] = (int)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, left, R->rank), r) - r + 0.5);
+    ps[j] = (int)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, R->rank, right[j]), s) - s + 0.5);
+    pr[j] = (int)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, left[j], R->rank), r) - r + 0.5);
     pad_max = MAX(pad_max, MAX(ps[j], pr[j]));
   }
   /* payload-free buffers: each ring's chunk and its padding as one message, which SimGrid's
@@ -76,21 +78,20 @@ static int rings_step(const coll_rings *R, const float *const *sb, const int *sn
     span = MAX(span, (size_t)MAX(sn[j] * COLL_ELEM_BYTES + ps[j], rn[j] * COLL_ELEM_BYTES + pr[j]));
   char *pad = pad_max ? coll_buf_alloc(whole ? 2 * span : (size_t)pad_max) : NULL;
   for (int j = 0; j < R->k && rc == MPI_SUCCESS && whole; j++) {
-    const int right = coll_ring_rank(R, j, R->me[j] + 1), left = coll_ring_rank(R, j, R->me[j] - 1);
-    rc = MPI_Irecv(pad + span, rn[j] * COLL_ELEM_BYTES + pr[j], MPI_BYTE, left, TAG_RING + j, comm,
-                   &q[m++]);
+    rc = MPI_Irecv(pad + span, rn[j] * COLL_ELEM_BYTES + pr[j], MPI_BYTE, left[j], TAG_RING + j,
+                   comm, &q[m++]);
     if (rc == MPI_SUCCESS)
-      rc = MPI_Isend(pad, sn[j] * COLL_ELEM_BYTES + ps[j], MPI_BYTE, right, TAG_RING + j, comm,
+      rc = MPI_Isend(pad, sn[j] * COLL_ELEM_BYTES + ps[j], MPI_BYTE, right[j], TAG_RING + j, comm,
                      &q[m++]);
   }
   for (int j = 0; j < R->k && rc == MPI_SUCCESS && !whole; j++) {
-    const int right = coll_ring_rank(R, j, R->me[j] + 1), left = coll_ring_rank(R, j, R->me[j] - 1);
-    rc = MPI_Irecv(rb[j], rn[j], MPI_FLOAT, left, TAG_RING + j, comm, &q[m++]);
-    if (rc == MPI_SUCCESS) rc = MPI_Isend(sb[j], sn[j], MPI_FLOAT, right, TAG_RING + j, comm, &q[m++]);
+    rc = MPI_Irecv(rb[j], rn[j], MPI_FLOAT, left[j], TAG_RING + j, comm, &q[m++]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Isend(sb[j], sn[j], MPI_FLOAT, right[j], TAG_RING + j, comm, &q[m++]);
     if (rc == MPI_SUCCESS && pr[j] > 0)
-      rc = MPI_Irecv(pad, pr[j], MPI_BYTE, left, TAG_PAD + j, comm, &q[m++]);
+      rc = MPI_Irecv(pad, pr[j], MPI_BYTE, left[j], TAG_PAD + j, comm, &q[m++]);
     if (rc == MPI_SUCCESS && ps[j] > 0)
-      rc = MPI_Isend(pad, ps[j], MPI_BYTE, right, TAG_PAD + j, comm, &q[m++]);
+      rc = MPI_Isend(pad, ps[j], MPI_BYTE, right[j], TAG_PAD + j, comm, &q[m++]);
   }
   if (rc == MPI_SUCCESS) rc = MPI_Waitall(m, q, MPI_STATUSES_IGNORE);
   coll_buf_free(pad);

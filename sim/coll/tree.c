@@ -218,7 +218,9 @@ static int tree_collective(int bcast, const float *src, float *dst, size_t n, MP
   coll_buf_free(R.tmp);
   coll_buf_free(R.wire);
   if (rc == MPI_SUCCESS)
-    coll_tree_settle(&R.nc, P, R.rpn, MIN((double)n / 2 * COLL_ELEM_BYTES, COLL_PIPE_CHUNK_BYTES),
+    coll_tree_settle(&R.nc, P,
+                     nccl_wire_bytes(&R.nc, topo && topo->n_nodes == 1,
+                                     MIN((double)n / 2 * COLL_ELEM_BYTES, COLL_PIPE_CHUNK_BYTES)),
                      comm);
   return rc;
 }

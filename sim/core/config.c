@@ -26,6 +26,13 @@ gboolean nccl_proto_parse(const char *text, int *out) {
   return FALSE;
 }
 
+gboolean cfg_nccl_proto_option(const char *text, int *out, GError **err) {
+  if (nccl_proto_parse(text, out)) return TRUE;
+  g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+              "--nccl-proto: expected auto, LL, LL128, Simple or off, got '%s'", text);
+  return FALSE;
+}
+
 static void set_str(char **dst, char *src) {
   if (!src) return;
   g_free(*dst);

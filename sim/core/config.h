@@ -54,6 +54,13 @@ typedef enum { NCCL_LL, NCCL_LL128, NCCL_SIMPLE, NCCL_N_PROTOS } nccl_proto;
 const char *nccl_proto_name(int proto);
 /* Parses a --nccl-proto value (case-insensitive: auto, LL, LL128, Simple, off); FALSE if none. */
 gboolean nccl_proto_parse(const char *text, int *out);
+/* The same for the option itself: DL_ERR_INPUT naming --nccl-proto and what it takes. */
+gboolean cfg_nccl_proto_option(const char *text, int *out, GError **err);
+/* --nccl-proto's help text (run, sweep and coll). */
+#define CFG_NCCL_PROTO_HELP                                                                      \
+  "NCCL's protocol model for ring and tree collectives: auto (default: per call, the protocol "  \
+  "NCCL's tuning model predicts fastest), LL, LL128, Simple, or off (alpha-beta on the "         \
+  "platform's figures); platforms/README.md"
 
 typedef struct {
   char *platform;      /* name under platforms/ or an XML file (default "thetagpu") */

@@ -31,8 +31,8 @@ typedef struct {
   char *note;            /* what the driver should tell the user, or NULL (owned) */
   plan_trace *trace;     /* the workload chakra:DIR: its traces (owned); model then has no
                             layers */
-  nccl_env nccl;         /* NCCL's view of the machine for the ring collectives' protocol
-                            model (coll/nccl.h): the driver finds it on the platform */
+  nccl_env nccl;         /* NCCL's view of the machine for the protocol model of the ring and
+                            tree collectives (coll/nccl.h): the driver finds it on the platform */
 } run_ctx;
 
 /* Opens a run of configuration `c` as `dlsim run` parsed it: loads the workload (a model, or

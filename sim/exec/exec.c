@@ -235,7 +235,8 @@ static gboolean exec_analytic_check(const run_ctx *x, const cfg_run *c, GError *
                 "--trace: the closed form has no timeline; traces come from --mode sim");
     return FALSE;
   }
-  /* the network settings the closed form applies (plat_netcfg); others need SimGrid itself */
+  /* the network settings the closed form applies (platform.c reads them for plat_flows and
+   * plat_msg_times); others need SimGrid itself */
   static const char *const applied[] = {"network/TCP-gamma", "network/crosstraffic",
                                         "smpi/bw-factor", "smpi/lat-factor", NULL};
   for (int i = 0; c->simgrid_cfg && c->simgrid_cfg[i]; i++) {

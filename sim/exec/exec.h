@@ -8,9 +8,10 @@
  *             per rank on this machine (--oversubscribe; --allow-run-as-root as root).
  * The driver and a rank-side executor exchange two documents in a temporary directory: the
  * request, {"config": <the resolved configuration, cfg_to_json>, "trace": path|null,
- * "dump_weights": path|null, "gpu": {"model": name, "mem_bytes": n}} (the GPU the driver found
- * on the platform: the rank-side executors do not load it), and the result, which is the result document itself (res_to_json,
- * read back with res_from_json). An executor that ends "successfully" without a result (smpirun
+ * "dump_weights": path|null, "gpu": {"model": name, "mem_bytes": n}, "nccl": string} (the GPU
+ * and NCCL's view of the machine, nccl_env_to_string, as the driver found them on the platform:
+ * the rank-side executors do not load it), and the result, which is the result document itself
+ * (res_to_json, read back with res_from_json). An executor that ends "successfully" without a result (smpirun
  * exits 0 when SimGrid finds the ranks deadlocked) is an internal error.
  *
  * --dump-weights FILE (real mode only) writes every parameter after the last step in the serial

@@ -200,12 +200,14 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
   int me;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   size_t wire[COLL_MAX_RINGS], in[COLL_MAX_RINGS], total = 0, total_in = 0;
+  int right[COLL_MAX_RINGS], left[COLL_MAX_RINGS];
   for (int j = 0; j < R->k; j++) {
-    const int right = coll_ring_rank(R, j, R->me[j] + 1), left = coll_ring_rank(R, j, R->me[j] - 1);
+    right[j] = coll_ring_rank(R, j, R->me[j] + 1);
+    left[j] = coll_ring_rank(R, j, R->me[j] - 1);
     /* a rank whose chunks all round to nothing still takes part */
     const double b = (double)(bytes[j] ? bytes[j] : 1);
-    wire[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, R->rank, right), b) + 0.5);
-    in[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, left, R->rank), b) + 0.5);
+    wire[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, R->rank, right[j]), b) + 0.5);
+    in[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, left[j], R->rank), b) + 0.5);
     total += wire[j];
     total_in += in[j];
   }
@@ -217,15 +219,14 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
   double wait = 0, chunk_max = 0;
   size_t at = 0, at_in = total;
   for (int j = 0; j < R->k; j++) {
-    const int right = coll_ring_rank(R, j, R->me[j] + 1), left = coll_ring_rank(R, j, R->me[j] - 1);
-    const int wr = world_rank(comm, right);
+    const int wr = world_rank(comm, right[j]);
     g_assert(wr >= 0 && wr < n_ranks && host_of_rank[wr]); /* every rank registered at start */
     const double lat = route_latency(me, wr), chunk = (double)wire[j] / steps;
     wait = MAX(wait, steps * lat * plat_factor_at(&lat_factor, chunk) -
                          lat * plat_factor_at(&lat_factor, (double)wire[j]));
     chunk_max = MAX(chunk_max, chunk);
-    MPI_Irecv(buf + at_in, (int)in[j] + slack, MPI_BYTE, left, TAG_PHASE + j, comm, &q[m++]);
-    MPI_Isend(buf + at, (int)wire[j], MPI_BYTE, right, TAG_PHASE + j, comm, &q[m++]);
+    MPI_Irecv(buf + at_in, (int)in[j] + slack, MPI_BYTE, left[j], TAG_PHASE + j, comm, &q[m++]);
+    MPI_Isend(buf + at, (int)wire[j], MPI_BYTE, right[j], TAG_PHASE + j, comm, &q[m++]);
     at += wire[j];
     at_in += in[j] + (size_t)slack;
   }
@@ -248,24 +249,14 @@ void coll_ring_settle(const coll_rings *R, int steps, double chunk_bytes, MPI_Co
   hold(me, R->nc.lat_s - routes);
 }
 
-/* The group's ring in rank order (k = 1), the route latency the closed form charges a tree. */
-static double group_ring_latency(int P, int rpn, MPI_Comm comm) {
-  coll_rings R;
-  coll_topo t;
-  coll_topo_init(&t, 0, P, rpn);
-  int r;
-  MPI_Comm_rank(comm, &r);
-  coll_rings_flat(&R, P, r, &t, COLL_ALLREDUCE, 0);
-  R.k = 1;
-  return ring_latency(&R, comm);
-}
-
-void coll_tree_settle(const nccl_call *nc, int P, int rpn, double chunk_bytes, MPI_Comm comm) {
+void coll_tree_settle(const nccl_call *nc, int P, double chunk_bytes, MPI_Comm comm) {
   if (nc->proto < 0 || !host_of_rank || coll_real_data || P < 2) return;
   read_factors();
   int me;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  const double routes = 2 * ceil(log2((double)P)) * group_ring_latency(P, rpn, comm) *
+  /* the group's ring in rank order: the route latency the closed form charges a tree */
+  const coll_rings ring = {.k = 1, .g = P, .rpn = 1};
+  const double routes = 2 * ceil(log2((double)P)) * ring_latency(&ring, comm) *
                         plat_factor_at(&lat_factor, chunk_bytes);
   hold(me, nc->lat_s - routes);
 }
