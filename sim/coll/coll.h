@@ -93,6 +93,26 @@ static inline int coll_flat_ring_pos(int k, int rpn, int j, int m) {
   return node * rpn + (node % 2 ? coll_mod(j - 1 - local, rpn) : coll_mod(local - j, rpn));
 }
 
+/* dlsim's tree collectives run as NCCL builds its trees (src/graph/connect.cc, trees.cc): on
+ * channel j (of coll_ring_channels(P, rpn), as the rings), the GPUs of each node form a chain
+ * that starts at local GPU j (the head; j mod the node's GPUs) and runs up through j+1, ...,
+ * j-1; the heads of the nodes form NCCL's double binary tree over the nodes, tree 0 on
+ * channels 0..k-1 and tree 1 (the mirror of tree 0 for an even node count, tree 0 shifted by
+ * one node for an odd one) on channels k..2k-1, each of the 2k pipelines carrying 1/(2k) of the
+ * buffer. Every hop between nodes joins two GPUs of one local index (one rail). Nodes here are
+ * blocks of rpn consecutive ranks (the last one may be short). */
+/* Node tree t (0, 1) over N nodes: the parent of node x (-1 at the root) and its children (-1:
+ * none), as NCCL's ncclGetDtree. */
+void coll_tree_node(int N, int t, int x, int *up, int *down0, int *down1);
+/* Depth of the trees as NCCL counts it: the GPUs of a node but one, plus floor(log2(nodes)). */
+int coll_tree_depth(int P, int rpn);
+/* Flows on the busiest link out of a GPU when every flow of the all-reduce's trees is on
+ * (tree[]) and when the ring collectives' channels are (coll_ring_channels, ring[]); [0] the
+ * links across nodes, [1] those inside a node. With whole nodes of L GPUs: inside, 4(L-1)
+ * against L-1 (a GPU sends up and down on both trees at every place of the chain); across, the
+ * most edges a node has in the two node trees against one. */
+void coll_tree_flows(int P, int rpn, double tree[2], double ring[2]);
+
 /* A communicator as the cost formulas see it: its size, how it spans nodes, and the latency
  * (s) and bottleneck bandwidth (bytes/s) of its routes — over the ring of members, inside one
  * node and between nodes (same local GPU index: one rail). The closed form summarises a group
@@ -134,8 +154,9 @@ typedef double (*coll_cost_fn)(coll_op op, double bytes, const coll_group *g);
     "NCCL ring: reduce-scatter then all-gather around a ring, 2(P-1) steps of bytes/P; across " \
     "whole nodes one ring per GPU of a node, each on its own rails (NCCL's channels)")         \
   X(COLL_ALLREDUCE, "tree", coll_allreduce_tree, coll_wire_ring, coll_cost_tree,               \
-    "double binary tree over all ranks (NCCL's, without its chain inside a node): two "       \
-    "complementary trees, half the data each, reduce up then broadcast down, 512 KiB chunks") \
+    "NCCL's trees: per channel a chain through each node's GPUs and a double binary tree "    \
+    "across nodes (two complementary trees, half the data each); reduce up, broadcast down, " \
+    "512 KiB chunks")                                                                          \
   X(COLL_ALLREDUCE, "hier", coll_allreduce_hier, coll_wire_hier, coll_cost_hier,               \
     "hierarchical: ring reduce-scatter in the node, ring all-reduce of the shard across "      \
     "nodes among same-local-rank GPUs, ring all-gather in the node")                           \
@@ -159,7 +180,8 @@ typedef double (*coll_cost_fn)(coll_op op, double bytes, const coll_group *g);
   X(COLL_BROADCAST, "ring", coll_broadcast_ring, coll_wire_ring, coll_cost_ring,               \
     "NCCL ring: a chain from the root, pipelined in 512 KiB chunks")                           \
   X(COLL_BROADCAST, "tree", coll_broadcast_tree, coll_wire_ring, coll_cost_tree,               \
-    "double binary tree from the root, half the data down each tree, 512 KiB chunks")          \
+    "NCCL's tree from the root (one channel): a chain in each node, a binary tree across "   \
+    "nodes, half the data in each of two pipelines, 512 KiB chunks")                          \
   X(COLL_BROADCAST, "smpi", coll_broadcast_smpi, coll_wire_ring, coll_cost_ring,               \
     "MPI_Bcast (smpi:<name>)")                                                                 \
   X(COLL_ALLTOALL, "pairwise", coll_alltoall_pairwise, coll_wire_ring, coll_cost_ring,         \

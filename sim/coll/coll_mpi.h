@@ -145,10 +145,12 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
  * of the routes' own latency, with chunks of `chunk_bytes`. The SMPI flavour's; a no-op with
  * inert figures. */
 void coll_ring_settle(const coll_rings *R, int steps, double chunk_bytes, MPI_Comm comm);
-/* The same after the double binary tree's all-reduce over P ranks, in chunks of chunk_bytes on
- * the wire: waits for what NCCL's latency (nc) adds to 2 ceil(log2 P) route latencies of the
- * group's ring in rank order (what the closed form charges the tree, coll/cost.c). */
-void coll_tree_settle(const nccl_call *nc, int P, double chunk_bytes, MPI_Comm comm);
+/* The same after the trees' all-reduce over P ranks of rpn per node, `steps` chunk times of
+ * chunk_bytes on the wire (2 coll_tree_depth + chunks - 1): waits for what NCCL's latency (nc)
+ * adds to `steps` route latencies of the group's slowest ring hop (what the closed form charges
+ * the tree, coll/cost.c). */
+void coll_tree_settle(const nccl_call *nc, int P, int rpn, int steps, double chunk_bytes,
+                      MPI_Comm comm);
 
 /* Chunk c of n elements cut into k chunks: first element and count. */
 static inline size_t coll_chunk_off(size_t n, int k, int c) {

@@ -115,24 +115,43 @@ double coll_cost_rhd(coll_op op, double n, const coll_group *g) {
   return coll_cost_ring(op, n, g);
 }
 
+/* The trees as the executors build them (coll.h, coll/tree.c): 2k pipelines of n / (2k) each,
+ * in C chunks; a chunk climbs D = coll_tree_depth hops up, L - 1 of them inside a node, and D
+ * down (all-reduce). The first chunk is home after every hop's chunk time, the others follow at
+ * the slowest hop's. A link's bandwidth is what the channel rings see times their flows on it
+ * (coll_tree_flows); of the trees' flows on it, a share C / (C + 2D - 1) is on at once (each is
+ * busy for C of the C + 2D - 1 chunk times; the channels' chains start at different GPUs, so
+ * the busy times of one link's flows are spread over the call; one node's single chain has its
+ * two pipelines in step). The broadcast (k = 1, both halves down one tree) shares a link
+ * between its two halves. Under NCCL's model (coll/nccl.h) the chunks are widened as the
+ * protocol puts them on the wire, and NCCL's latency counts where larger than the routes'. */
 double coll_cost_tree(coll_op op, double n, const coll_group *g) {
-  const double a = g->ring_alpha_s, b = g->ring_beta_bps;
-  /* per-message factors at the messages the trees send: chunks of COLL_PIPE_CHUNK_BYTES of
-   * each tree's half of the buffer */
-  if (op == COLL_ALLREDUCE || op == COLL_BROADCAST) {
-    /* NCCL's model (coll/nccl.h): the chunks widened by w as the protocol puts them on the wire
-     * (as NVLink hops when the whole group is one node), NCCL's latency where larger; S chunk
-     * times fill the pipeline (up and down, or down) */
-    nccl_call nc;
-    nccl_plan(&nc, g->nccl, op, "tree", n, g->P, g->nodes);
-    const double w = nccl_wire_bytes(&nc, g->nodes == 1, 1.0);
-    const double sw = w * MIN(n / 2, (double)COLL_PIPE_CHUNK_BYTES);
-    const double bf = plat_factor_at(g->bw_factor, sw), lf = plat_factor_at(g->lat_factor, sw);
-    const double up_down = op == COLL_ALLREDUCE ? 2.0 : 1.0, S = up_down * clog2(g->P);
-    return MAX(S * a * lf, nc.proto >= 0 ? nc.lat_s : 0) + S * sw / (b * bf) +
-           up_down * n * w / (b * bf);
+  if (op != COLL_ALLREDUCE && op != COLL_BROADCAST) return coll_cost_ring(op, n, g);
+  const int P = g->P, ar = op == COLL_ALLREDUCE;
+  const int rpn = g->chan_k > 1 ? g->per_node : g->nodes <= 1 ? P : 1;
+  const int k = ar ? MAX(1, g->chan_k) : 1, depth = coll_tree_depth(P, rpn);
+  const double hops = (ar ? 2 : 1) * depth, part = n / (2.0 * k);
+  const double c = MIN(part, (double)COLL_PIPE_CHUNK_BYTES), chunks = ceil(part / c);
+  /* hops of a chunk's round trip across nodes [0] and inside one [1] */
+  const double path[2] = {hops * (depth - (rpn - 1)) / MAX(depth, 1), hops * (rpn - 1) / MAX(depth, 1)};
+  double tree[2] = {2, 2}, ring[2] = {1, 1};
+  if (ar) coll_tree_flows(P, rpn, tree, ring);
+  const double on = (P + rpn - 1) / rpn > 1 || rpn == 1 ? chunks / (chunks + hops - 1) : 1;
+  nccl_call nc;
+  nccl_plan(&nc, g->nccl, op, "tree", n, P, g->nodes);
+  double lat = 0, slowest = 0, fill = 0;
+  for (int x = 0; x < 2; x++) {
+    const double b = ar ? (x ? g->chan_intra_beta_bps : g->chan_inter_beta_bps) : g->ring_beta_bps;
+    if (!isfinite(b) || !(path[x] > 0)) continue;
+    double l, t;
+    plat_msg_times(g->lat_factor, g->bw_factor, ar ? g->chan_alpha_s : g->ring_alpha_s,
+                   b * ring[x] / MAX(1.0, tree[x] * on), nccl_wire_bytes(&nc, x, c), &l, &t);
+    lat = MAX(lat, l);
+    slowest = MAX(slowest, t);
+    fill += path[x] * t;
   }
-  return coll_cost_ring(op, n, g);
+  return MAX((hops + chunks - 1) * lat, nc.proto >= 0 ? nc.lat_s : 0) + fill +
+         (part / c - 1) * slowest;
 }
 
 double coll_cost_hier(coll_op op, double n, const coll_group *g) {

@@ -12,9 +12,11 @@
  *          sendrecv α + n/β
  *   rhd    recursive halving-doubling / Bruck — what Gholami et al. assume:
  *          allreduce 2(α⌈log₂P⌉ + (P−1)/P · n/β); allgather, reducescatter α⌈log₂P⌉ + (P−1)/P·n/β
- *   tree   NCCL double binary tree, pipelined in chunks of c = min(n/2, 512 KiB): allreduce
- *          2⌈log₂P⌉(α + c/β) + 2n/β (reduce then broadcast; each tree carries n/2, a node sends
- *          up to 2n); broadcast ⌈log₂P⌉(α + c/β) + n/β
+ *   tree   NCCL's trees (coll.h): 2k pipelines of n/(2k) over k channels, depth D = GPUs per
+ *          node − 1 + ⌊log₂ nodes⌋, chunks c = min(n/(2k), 512 KiB), each hop at a quarter of
+ *          the channel rings' rate β_k (four flows per link direction): allreduce
+ *          2D(α + 4c/β_k) + 4n/(2kβ_k) (reduce then broadcast); broadcast (k = 1, one tree)
+ *          D(α + 2c/β) + n/β
  *   hier   intra-node ring reduce-scatter over G GPUs, inter-node ring allreduce of n/G over the
  *          N nodes (same local GPU index: one rail), intra-node ring allgather; a group inside one
  *          node, or of one GPU per node, costs a flat ring.

@@ -40,6 +40,72 @@ int coll_ring_channels(int P, int rpn) {
   return rpn < COLL_MAX_RINGS ? rpn : COLL_MAX_RINGS;
 }
 
+/* NCCL's binary tree on N nodes rooted at 0 (src/graph/trees.cc): with b the lowest set bit
+ * of x, the parent is x - b + 2b, or x - b when that is past the end; the children are x - b/2
+ * and x + b/2 (b/4, ... while past the end). Node 0's b is the power of two >= N, so its one
+ * child is the top of the rest. */
+static void btree(int N, int x, int *up, int *d0, int *d1) {
+  int b = 1;
+  while (b < N && !(b & x)) b <<= 1;
+  if (x == 0) {
+    *up = *d0 = -1;
+    *d1 = N > 1 ? b >> 1 : -1;
+    return;
+  }
+  *up = (x ^ b) | (b << 1);
+  if (*up >= N) *up = x ^ b;
+  int lb = b >> 1;
+  *d0 = lb ? x - lb : -1;
+  while (lb && x + lb >= N) lb >>= 1;
+  *d1 = lb ? x + lb : -1;
+}
+
+void coll_tree_node(int N, int t, int x, int *up, int *down0, int *down1) {
+  if (t == 0 || N < 2) {
+    btree(N, x, up, down0, down1);
+    return;
+  }
+  int v[3];
+  if (N % 2) { /* shift by one node */
+    btree(N, (x - 1 + N) % N, &v[0], &v[1], &v[2]);
+    for (int i = 0; i < 3; i++) v[i] = v[i] < 0 ? -1 : (v[i] + 1) % N;
+  } else { /* mirror */
+    btree(N, N - 1 - x, &v[0], &v[1], &v[2]);
+    for (int i = 0; i < 3; i++) v[i] = v[i] < 0 ? -1 : N - 1 - v[i];
+  }
+  *up = v[0], *down0 = v[1], *down1 = v[2];
+}
+
+int coll_tree_depth(int P, int rpn) {
+  if (P < 2) return 0;
+  if (rpn < 1 || rpn > P) rpn = P;
+  int N = (P + rpn - 1) / rpn, l = 0;
+  while ((2 << l) <= N) l++;
+  return rpn - 1 + l;
+}
+
+void coll_tree_flows(int P, int rpn, double tree[2], double ring[2]) {
+  if (rpn < 1 || rpn > P) rpn = P;
+  const int N = (P + rpn - 1) / rpn, L = rpn, k = coll_ring_channels(P, rpn);
+  int deg = 0; /* the most edges a node has in both node trees */
+  for (int x = 0; x < N; x++) {
+    int d = 0;
+    for (int t = 0; t < 2; t++) {
+      int v[3];
+      coll_tree_node(N, t, x, &v[0], &v[1], &v[2]);
+      d += (v[0] >= 0) + (v[1] >= 0) + (v[2] >= 0);
+    }
+    deg = MAX(deg, d);
+  }
+  /* a GPU in the chain of one pipeline sends up and down; with k = L channels every GPU is at
+   * every place of the chain once per tree: 2(L-1) flows per tree; the rings' L channels give
+   * it L-1 hops inside the node */
+  tree[1] = L < 2 ? deg : k > 1 ? 4.0 * (L - 1) : 2.0 * MIN(2, L - 1);
+  ring[1] = k > 1 ? L - 1 : 1;
+  tree[0] = deg;
+  ring[0] = 1;
+}
+
 const char *coll_op_name(coll_op op) {
   return (op >= 0 && op < COLL_OP_COUNT) ? op_names[op] : "?";
 }

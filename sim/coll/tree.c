@@ -1,63 +1,55 @@
-/* tree.c — NCCL's double binary tree (Sanders, Speck & Träff 2009; NCCL 2.4).
+/* tree.c — NCCL's trees: a chain through the GPUs of each node, and a double binary tree across
+ * the nodes (Sanders, Speck & Träff 2009; NCCL 2.4 on), one pair of trees per channel.
  *
- * Tree A is an in-order binary tree on ranks 1..P-1 (the parent of x, with b its lowest set bit,
- * is (x - b) | 2b, or x - b when that is >= P) under rank 0, which has a single child. Tree B is
- * the same shape on the rank order 0, 2, 3, ..., P-1, 1: rank 0 stays the root and every other
- * rank moves one place, so the leaves of A (odd ranks) are the inner nodes of B and the other way
- * round. Each tree carries half of the buffer. All-reduce reduces each chunk up the tree and
- * broadcasts it down; broadcast only goes down. Both trees and both directions are pipelined in
- * chunks of COLL_PIPE_CHUNK_BYTES: a node forwards chunk k while chunk k+1 arrives, one
- * message in flight per link and direction. Progress is driven by MPI_Waitany (no polling).
- * Under NCCL's protocol model (coll/nccl.h) the all-reduce's chunks travel as the bytes the
- * protocol puts on the wire (payload-free buffers) and the call waits for what NCCL's tree
- * latency adds to the routes'. */
+ * The layout is coll.h's (coll_tree_node, coll_ring_channels): on channel j of k, each node's
+ * GPUs form a chain from local GPU j up, whose head joins the heads of the parent and child
+ * nodes of a binary tree over the nodes; tree 0 serves channels 0..k-1 and its mirror (or shift)
+ * tree 1 channels k..2k-1, so a node that is an inner node of one is a leaf of the other. Each
+ * of the 2k pipelines carries 1/(2k) of the buffer. All-reduce reduces each chunk up its
+ * pipeline and broadcasts it down; broadcast only goes down (k = 1 and tree 0 for both halves,
+ * so rank 0 is the root). Every pipeline moves in chunks of COLL_PIPE_CHUNK_BYTES: a rank
+ * forwards chunk c while chunk c+1 arrives, one message in flight per link and direction.
+ * Progress is driven by MPI_Waitany over the messages in flight (no polling). Under NCCL's
+ * protocol model (coll/nccl.h) the all-reduce's chunks travel as the bytes the protocol puts on
+ * the wire (payload-free buffers), and the call waits for what NCCL's tree latency adds to the
+ * routes'. */
 #include "coll/coll_mpi.h"
 
 #include <glib.h>
 #include <string.h>
 
-#define TAG_TREE 0x6c20
+#define TAG_TREE 0x6c20 /* + 2 pipeline (up), + 2 pipeline + 1 (down); below TAG_PHASE */
+#define TAG_TAIL (TAG_TREE - 1)
+#define MAX_CHILDREN 3 /* the next GPU of the chain and two child nodes */
+#define MAX_PIPES (2 * COLL_MAX_RINGS)
 
-/* Rank of tree position `role` in tree t, and the inverse (P >= 2). */
-static int role_to_rank(int t, int role, int P) {
-  if (t == 0 || role == 0) return role;
-  return role == P - 1 ? 1 : role + 1;
-}
-static int rank_to_role(int t, int rank, int P) {
-  if (t == 0 || rank == 0) return rank;
-  return rank == 1 ? P - 1 : rank - 1;
-}
-static int parent_role(int x, int P) {
-  if (x == 0) return -1;
-  int b = x & -x;
-  int up = (x ^ b) | (b << 1);
-  return up >= P ? (x ^ b) : up;
-}
+enum { S_CREC0, S_UP = MAX_CHILDREN, S_DREC, S_DSEND0, S_PER_PIPE = S_DSEND0 + MAX_CHILDREN };
 
 typedef struct {
-  size_t base, n;      /* this tree's elements: [base, base + n) of the buffer */
-  int k;               /* chunks */
-  int parent;          /* parent rank, -1 at the root */
-  int child[2], nc;    /* children ranks */
-  int got[2];          /* chunks received from each child (up) */
-  int reduced;         /* chunks whose up-reduction is complete here */
-  int up_done;         /* chunks sent to the parent (completed) */
-  int down_got;        /* chunks received from the parent (final values) */
-  int down_done[2];    /* chunks sent to each child (completed) */
-  int busy[6];         /* slot in flight: child recv 0/1, up send, down recv, down send 0/1 */
-} tree_state;
-
-enum { S_CREC0, S_CREC1, S_UP, S_DREC, S_DSEND0, S_DSEND1, S_PER_TREE };
+  size_t base, n;              /* this pipeline's elements: [base, base + n) of the buffer */
+  int k;                       /* chunks */
+  int parent;                  /* parent rank, -1 at the root */
+  int child[MAX_CHILDREN], nc; /* children ranks */
+  int got[MAX_CHILDREN];       /* chunks received from each child (up) */
+  int reduced;                 /* chunks whose up-reduction is complete here */
+  int up_done;                 /* chunks sent to the parent (completed) */
+  int down_got;                /* chunks received from the parent (final values) */
+  int down_done[MAX_CHILDREN]; /* chunks sent to each child (completed) */
+  int busy[S_PER_PIPE];        /* slot in flight */
+} pipe_state;
 
 typedef struct {
   int bcast;           /* broadcast (no up phase) rather than all-reduce */
   const float *src;    /* input */
   float *dst;          /* output */
-  float *tmp;          /* scratch for the second child's chunks, same layout as dst */
+  float *tmp[MAX_CHILDREN]; /* scratch for the chunks of children 1, 2 (same layout as dst) */
   MPI_Op op;
   MPI_Comm comm;
-  tree_state t[2];
-  MPI_Request req[2 * S_PER_TREE];
+  int np;              /* pipelines */
+  pipe_state *p;
+  /* messages in flight: request and the slot (pipeline * S_PER_PIPE + slot) it stands for */
+  MPI_Request *req;
+  int *slot_of, n_req;
   int rank, rpn;       /* this rank, consecutive ranks per node */
   nccl_call nc;        /* NCCL's figures for the call (inert: plain alpha-beta) */
   char *wire;          /* payload-free under NCCL's model: scratch for the wire's bytes */
@@ -78,103 +70,121 @@ static int chunk_msg(tree_run *R, int send, const float *buf, int len, int peer,
 }
 
 static size_t chunk_elems(void) { return COLL_PIPE_CHUNK_BYTES / COLL_ELEM_BYTES; }
-static size_t c_off(const tree_state *s, int c) { return s->base + (size_t)c * chunk_elems(); }
-static int c_len(const tree_state *s, int c) {
+static size_t c_off(const pipe_state *s, int c) { return s->base + (size_t)c * chunk_elems(); }
+static int c_len(const pipe_state *s, int c) {
   size_t off = (size_t)c * chunk_elems(), left = s->n - off;
   return (int)(left < chunk_elems() ? left : chunk_elems());
 }
 
-static void tree_setup(tree_state *s, int t, int r, int P, size_t base, size_t n) {
+/* Rank `r`'s place in the pipeline of channel j and node tree t, over P ranks of rpn per node:
+ * its parent and children. */
+static void pipe_setup(pipe_state *s, int j, int t, int r, int P, int rpn, size_t base, size_t n) {
   memset(s, 0, sizeof *s);
   s->base = base;
   s->n = n;
   s->k = (int)((n + chunk_elems() - 1) / chunk_elems());
-  int me = rank_to_role(t, r, P);
-  int pr = parent_role(me, P);
-  s->parent = pr < 0 ? -1 : role_to_rank(t, pr, P);
-  for (int x = 1; x < P; x++)
-    if (parent_role(x, P) == me && s->nc < 2) s->child[s->nc++] = role_to_rank(t, x, P);
+  const int N = (P + rpn - 1) / rpn, node = r / rpn;
+  const int L = MIN(rpn, P - node * rpn), i = coll_mod(r % rpn - j, L);
+  /* chain position i of node x: local (j + i) mod L(x) */
+#define CHAIN(x, pos) ((x) * rpn + ((j) + (pos)) % MIN(rpn, P - (x) * rpn))
+  s->parent = -1;
+  if (i > 0) s->parent = CHAIN(node, i - 1);
+  if (i + 1 < L) s->child[s->nc++] = CHAIN(node, i + 1);
+  if (i == 0) {
+    int up, d[2];
+    coll_tree_node(N, t, node, &up, &d[0], &d[1]);
+    if (up >= 0) s->parent = CHAIN(up, 0);
+    for (int c = 0; c < 2; c++)
+      if (d[c] >= 0) s->child[s->nc++] = CHAIN(d[c], 0);
+  }
+#undef CHAIN
 }
 
 /* Chunks whose final value is available here. */
-static int final_count(const tree_run *R, const tree_state *s) {
+static int final_count(const tree_run *R, const pipe_state *s) {
   if (s->parent >= 0) return s->down_got;
   return R->bcast ? s->k : s->reduced;
 }
 /* Buffer that holds the final value of a chunk here (the root of a broadcast sends its input). */
-static const float *final_buf(const tree_run *R, const tree_state *s) {
+static const float *final_buf(const tree_run *R, const pipe_state *s) {
   return (R->bcast && s->parent < 0) ? R->src : R->dst;
 }
 
-static int tree_done(const tree_run *R, const tree_state *s) {
+static int pipe_done(const pipe_state *s) {
   for (int i = 0; i < s->nc; i++)
     if (s->down_done[i] < s->k) return 0;
-  if (s->parent >= 0 && s->down_got < s->k) return 0;
-  (void)R;
-  return 1;
+  return s->parent < 0 || s->down_got >= s->k;
 }
 
-/* Posts every message that may go now; reduces chunks whose children have all arrived. */
-static int tree_post(tree_run *R, int t) {
-  tree_state *s = &R->t[t];
-  MPI_Request *q = &R->req[t * S_PER_TREE];
-  int tag_up = TAG_TREE + 2 * t, tag_down = tag_up + 1, rc;
+/* Starts a message of pipeline p's slot `slot`. */
+static int post(tree_run *R, int p, int slot, int send, const float *buf, int len, int peer,
+                int tag) {
+  int rc = chunk_msg(R, send, buf, len, peer, tag, &R->req[R->n_req]);
+  if (rc != MPI_SUCCESS) return rc;
+  R->slot_of[R->n_req++] = p * S_PER_PIPE + slot;
+  R->p[p].busy[slot] = 1;
+  return MPI_SUCCESS;
+}
+
+/* Posts every message of pipeline p that may go now; reduces chunks whose children have all
+ * arrived. */
+static int pipe_post(tree_run *R, int p) {
+  pipe_state *s = &R->p[p];
+  const int tag_up = TAG_TREE + 2 * p, tag_down = tag_up + 1;
+  int rc;
   if (!R->bcast) {
     for (int i = 0; i < s->nc; i++)
       if (!s->busy[S_CREC0 + i] && s->got[i] < s->k) {
-        float *into = (i == 0 ? R->dst : R->tmp) + c_off(s, s->got[i]);
-        rc = chunk_msg(R, 0, into, c_len(s, s->got[i]), s->child[i], tag_up, &q[S_CREC0 + i]);
-        if (rc != MPI_SUCCESS) return rc;
-        s->busy[S_CREC0 + i] = 1;
+        float *into = (i == 0 ? R->dst : R->tmp[i]) + c_off(s, s->got[i]);
+        if ((rc = post(R, p, S_CREC0 + i, 0, into, c_len(s, s->got[i]), s->child[i], tag_up)))
+          return rc;
       }
-    /* dst chunk = src + child 0 (+ child 1): inout = in op inout. */
-    while (s->reduced < s->k && s->nc > 0 && s->got[0] > s->reduced &&
-           (s->nc < 2 || s->got[1] > s->reduced)) {
-      size_t off = c_off(s, s->reduced);
-      int len = c_len(s, s->reduced);
+    /* dst chunk = src + child 0 (+ child 1, + child 2): inout = in op inout */
+    for (;;) {
+      int ready = s->reduced < s->k && s->nc > 0;
+      for (int i = 0; ready && i < s->nc; i++) ready = s->got[i] > s->reduced;
+      if (!ready) break;
+      const size_t off = c_off(s, s->reduced);
+      const int len = c_len(s, s->reduced);
       rc = coll_reduce(R->src + off, R->dst + off, (size_t)len, R->op);
-      if (rc == MPI_SUCCESS && s->nc == 2) rc = coll_reduce(R->tmp + off, R->dst + off, (size_t)len, R->op);
+      for (int i = 1; rc == MPI_SUCCESS && i < s->nc; i++)
+        rc = coll_reduce(R->tmp[i] + off, R->dst + off, (size_t)len, R->op);
       if (rc != MPI_SUCCESS) return rc;
       s->reduced++;
     }
     if (s->nc == 0) s->reduced = s->k; /* a leaf's contribution is its input */
     if (s->parent >= 0 && !s->busy[S_UP] && s->up_done < s->reduced) {
       const float *from = (s->nc == 0 ? R->src : R->dst) + c_off(s, s->up_done);
-      rc = chunk_msg(R, 1, from, c_len(s, s->up_done), s->parent, tag_up, &q[S_UP]);
-      if (rc != MPI_SUCCESS) return rc;
-      s->busy[S_UP] = 1;
+      if ((rc = post(R, p, S_UP, 1, from, c_len(s, s->up_done), s->parent, tag_up))) return rc;
     }
   }
   /* The final value of chunk c overwrites dst only once chunk c has left for the parent. */
-  int may_recv = R->bcast ? s->k : s->up_done;
-  if (s->parent >= 0 && !s->busy[S_DREC] && s->down_got < may_recv) {
-    rc = chunk_msg(R, 0, R->dst + c_off(s, s->down_got), c_len(s, s->down_got), s->parent,
-                   tag_down, &q[S_DREC]);
-    if (rc != MPI_SUCCESS) return rc;
-    s->busy[S_DREC] = 1;
-  }
-  int fin = final_count(R, s);
+  const int may_recv = R->bcast ? s->k : s->up_done;
+  if (s->parent >= 0 && !s->busy[S_DREC] && s->down_got < may_recv &&
+      (rc = post(R, p, S_DREC, 0, R->dst + c_off(s, s->down_got), c_len(s, s->down_got),
+                 s->parent, tag_down)))
+    return rc;
+  const int fin = final_count(R, s);
   for (int i = 0; i < s->nc; i++)
-    if (!s->busy[S_DSEND0 + i] && s->down_done[i] < fin) {
-      const float *from = final_buf(R, s) + c_off(s, s->down_done[i]);
-      rc = chunk_msg(R, 1, from, c_len(s, s->down_done[i]), s->child[i], tag_down,
-                     &q[S_DSEND0 + i]);
-      if (rc != MPI_SUCCESS) return rc;
-      s->busy[S_DSEND0 + i] = 1;
-    }
+    if (!s->busy[S_DSEND0 + i] && s->down_done[i] < fin &&
+        (rc = post(R, p, S_DSEND0 + i, 1, final_buf(R, s) + c_off(s, s->down_done[i]),
+                   c_len(s, s->down_done[i]), s->child[i], tag_down)))
+      return rc;
   return MPI_SUCCESS;
 }
 
-static void tree_complete(tree_run *R, int slot) {
-  tree_state *s = &R->t[slot / S_PER_TREE];
-  int k = slot % S_PER_TREE;
+/* The message at index idx of the requests in flight completed. */
+static void complete(tree_run *R, int idx) {
+  const int p = R->slot_of[idx] / S_PER_PIPE, k = R->slot_of[idx] % S_PER_PIPE;
+  R->n_req--;
+  R->req[idx] = R->req[R->n_req];
+  R->slot_of[idx] = R->slot_of[R->n_req];
+  pipe_state *s = &R->p[p];
   s->busy[k] = 0;
-  switch (k) {
-  case S_CREC0: case S_CREC1: s->got[k - S_CREC0]++; break;
-  case S_UP: s->up_done++; break;
-  case S_DREC: s->down_got++; break;
-  default: s->down_done[k - S_DSEND0]++; break;
-  }
+  if (k < S_UP) s->got[k - S_CREC0]++;
+  else if (k == S_UP) s->up_done++;
+  else if (k == S_DREC) s->down_got++;
+  else s->down_done[k - S_DSEND0]++;
 }
 
 /* n floats; src on every rank (all-reduce) or on rank 0 (broadcast). */
@@ -188,39 +198,54 @@ static int tree_collective(int bcast, const float *src, float *dst, size_t n, MP
     if (P == 1) return MPI_SUCCESS;
   }
   tree_run R = {.bcast = bcast, .src = src, .dst = dst, .op = op, .comm = comm, .rank = r};
-  R.rpn = topo && topo->ranks_per_node > 0 ? topo->ranks_per_node : P;
+  R.rpn = topo && topo->ranks_per_node > 0 ? MIN(topo->ranks_per_node, P) : P;
+  const int k = bcast ? 1 : coll_ring_channels(P, R.rpn);
+  R.np = 2 * k;
   nccl_plan(&R.nc, bcast || !topo ? NULL : topo->nccl, COLL_ALLREDUCE, "tree",
             (double)n * COLL_ELEM_BYTES, P, topo ? topo->n_nodes : 1);
   if (R.nc.proto >= 0 && !coll_buf_has_data()) {
     R.span = (size_t)nccl_wire_bytes(&R.nc, 1, COLL_PIPE_CHUNK_BYTES) + 64;
     R.wire = coll_buf_alloc(2 * R.span);
   }
-  for (int i = 0; i < 2 * S_PER_TREE; i++) R.req[i] = MPI_REQUEST_NULL;
-  tree_setup(&R.t[0], 0, r, P, 0, n / 2);
-  tree_setup(&R.t[1], 1, r, P, n / 2, n - n / 2);
-  int need_tmp = !bcast && (R.t[0].nc == 2 || R.t[1].nc == 2);
-  if (need_tmp) R.tmp = coll_buf_alloc(n * sizeof(float));
-  int rc = MPI_SUCCESS;
-  for (;;) {
-    for (int t = 0; t < 2 && rc == MPI_SUCCESS; t++) rc = tree_post(&R, t);
-    if (rc != MPI_SUCCESS) break;
-    if (tree_done(&R, &R.t[0]) && tree_done(&R, &R.t[1])) break;
+  R.p = g_new(pipe_state, R.np);
+  R.req = g_new(MPI_Request, R.np * S_PER_PIPE);
+  R.slot_of = g_new(int, R.np * S_PER_PIPE);
+  int most = 0, chunks = 0;
+  for (int t = 0; t < 2; t++)
+    for (int j = 0; j < k; j++) {
+      const int p = t * k + j;
+      pipe_setup(&R.p[p], j, bcast ? 0 : t, r, P, R.rpn, coll_chunk_off(n, R.np, p),
+                 coll_chunk_len(n, R.np, p));
+      most = MAX(most, R.p[p].nc);
+      chunks = MAX(chunks, R.p[p].k);
+    }
+  /* payload-free with NCCL's model every chunk comes into the wire scratch */
+  for (int i = 1; !bcast && !R.wire && i < most; i++) R.tmp[i] = coll_buf_alloc(n * sizeof(float));
+  int rc = MPI_SUCCESS, left = R.np;
+  for (int p = 0; p < R.np && rc == MPI_SUCCESS; p++) rc = pipe_post(&R, p);
+  for (int p = 0; p < R.np; p++) left -= pipe_done(&R.p[p]);
+  while (rc == MPI_SUCCESS && left > 0) {
     int idx;
-    rc = MPI_Waitany(2 * S_PER_TREE, R.req, &idx, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) break;
-    if (idx == MPI_UNDEFINED) { /* nothing in flight but not done: a logic error */
+    if (R.n_req == 0) { /* nothing in flight but not done: a logic error */
       rc = MPI_ERR_INTERN;
       break;
     }
-    tree_complete(&R, idx);
+    if ((rc = MPI_Waitany(R.n_req, R.req, &idx, MPI_STATUS_IGNORE)) != MPI_SUCCESS) break;
+    const int p = R.slot_of[idx] / S_PER_PIPE, was = pipe_done(&R.p[p]);
+    complete(&R, idx);
+    rc = pipe_post(&R, p);
+    left -= pipe_done(&R.p[p]) - was;
   }
-  /* Up sends of a broadcast never exist; of an all-reduce they complete before down receives. */
-  coll_buf_free(R.tmp);
+  for (int i = 1; i < MAX_CHILDREN; i++) coll_buf_free(R.tmp[i]);
   coll_buf_free(R.wire);
+  g_free(R.p);
+  g_free(R.req);
+  g_free(R.slot_of);
+  /* NCCL's latency where it exceeds the routes' of the chunks' 2D + C - 1 chunk times */
   if (rc == MPI_SUCCESS)
-    coll_tree_settle(&R.nc, P,
+    coll_tree_settle(&R.nc, P, R.rpn, 2 * coll_tree_depth(P, R.rpn) + chunks - 1,
                      nccl_wire_bytes(&R.nc, topo && topo->n_nodes == 1,
-                                     MIN((double)n / 2 * COLL_ELEM_BYTES, COLL_PIPE_CHUNK_BYTES)),
+                                     MIN((double)n / R.np * COLL_ELEM_BYTES, COLL_PIPE_CHUNK_BYTES)),
                      comm);
   return rc;
 }
@@ -243,9 +268,9 @@ int coll_broadcast_tree(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Co
   if (r == 0) {
     coll_copy((char *)recvbuf + head, (const char *)sendbuf + head, tail);
     for (int d = 1; d < P && rc == MPI_SUCCESS; d++)
-      rc = MPI_Send((const char *)sendbuf + head, (int)tail, MPI_BYTE, d, TAG_TREE + 9, comm);
+      rc = MPI_Send((const char *)sendbuf + head, (int)tail, MPI_BYTE, d, TAG_TAIL, comm);
     return rc;
   }
-  return MPI_Recv((char *)recvbuf + head, (int)tail, MPI_BYTE, 0, TAG_TREE + 9, comm,
+  return MPI_Recv((char *)recvbuf + head, (int)tail, MPI_BYTE, 0, TAG_TAIL, comm,
                   MPI_STATUS_IGNORE);
 }

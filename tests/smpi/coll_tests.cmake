@@ -37,6 +37,10 @@ dl_coll_exact(allreduce_ring_p8_64KB 8 allreduce ring 64000 151.2)
 # 7 · (10 + 100)
 dl_coll_exact(allgather_ring_p8_8MB 8 allgather ring 8000000 770)
 dl_coll_exact(reducescatter_ring_p8_8MB 8 reducescatter ring 8000000 770)
+# The tree's pipelines: P = 2 on one node is a chain of two; its 2 pipelines (one per tree) of
+# 1 MiB each move in C = 2 chunks of c = 512 KiB, both sharing each link direction, so a chunk
+# takes α + c/(β/2) = 10 + 104.8576 us, and C + 2D - 1 = 3 chunk times pass (D = 1)
+dl_coll_exact(allreduce_tree_p2_2MiB 2 allreduce tree 2097152 344.5728)
 # k = 8 chunks, P = 4: 10 · (10 + 52.4288)
 dl_coll_exact(broadcast_ring_p4_4MiB 4 broadcast ring 4194304 624.288)
 
@@ -66,6 +70,10 @@ foreach(P 2 3 4 8)
   dl_coll_check(${P} broadcast smpi:binomial_tree --cfg=smpi/bcast:binomial_tree)
   dl_coll_check(${P} alltoall smpi:ring --cfg=smpi/alltoall:ring)
 endforeach()
+# The trees over 3 nodes of 4 (an odd node count: tree 1 is tree 0 shifted by one node), and over
+# 4 nodes of 4 (tree 1 mirrored): 4 channels, 8 pipelines, chunks widened by nothing
+dl_coll_check(12 allreduce tree --ranks-per-node 4)
+dl_coll_check(16 allreduce tree --ranks-per-node 4)
 # Non-powers of two beyond 3, and more ranks than hosts (ranks wrap round the 8 hosts).
 foreach(P 5 13)
   foreach(oa allreduce:tree allreduce:rhd allreduce:hier reducescatter:rhd allgather:rhd

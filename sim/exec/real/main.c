@@ -37,8 +37,9 @@ void coll_ring_settle(const coll_rings *R, int steps, double chunk_bytes, MPI_Co
   (void)R, (void)steps, (void)chunk_bytes, (void)comm; /* real time is what it is */
 }
 
-void coll_tree_settle(const nccl_call *nc, int P, double chunk_bytes, MPI_Comm comm) {
-  (void)nc, (void)P, (void)chunk_bytes, (void)comm;
+void coll_tree_settle(const nccl_call *nc, int P, int rpn, int steps, double chunk_bytes,
+                      MPI_Comm comm) {
+  (void)nc, (void)P, (void)rpn, (void)steps, (void)chunk_bytes, (void)comm;
 }
 
 typedef struct {

@@ -249,16 +249,16 @@ void coll_ring_settle(const coll_rings *R, int steps, double chunk_bytes, MPI_Co
   hold(me, R->nc.lat_s - routes);
 }
 
-void coll_tree_settle(const nccl_call *nc, int P, double chunk_bytes, MPI_Comm comm) {
+void coll_tree_settle(const nccl_call *nc, int P, int rpn, int steps, double chunk_bytes,
+                      MPI_Comm comm) {
   if (nc->proto < 0 || !host_of_rank || coll_real_data || P < 2) return;
   read_factors();
   int me;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  /* the group's ring in rank order: the route latency the closed form charges a tree */
-  const coll_rings ring = {.k = 1, .g = P, .rpn = 1};
-  const double routes = 2 * ceil(log2((double)P)) * ring_latency(&ring, comm) *
-                        plat_factor_at(&lat_factor, chunk_bytes);
-  hold(me, nc->lat_s - routes);
+  /* the route latency the closed form charges a tree: the slowest hop of the group's rings
+   * (coll_ring_channels) at every chunk time */
+  const coll_rings ring = {.k = coll_ring_channels(P, rpn), .g = P, .rpn = rpn};
+  hold(me, nc->lat_s - steps * ring_latency(&ring, comm) * plat_factor_at(&lat_factor, chunk_bytes));
 }
 
 void smpi_phase_defer(int rank) {
