@@ -128,15 +128,17 @@ double coll_cost_rhd(coll_op op, double n, const coll_group *g) {
 double coll_cost_tree(coll_op op, double n, const coll_group *g) {
   if (op != COLL_ALLREDUCE && op != COLL_BROADCAST) return coll_cost_ring(op, n, g);
   const int P = g->P, ar = op == COLL_ALLREDUCE;
+  if (P < 2 || !(n > 0)) return 0;
   const int rpn = g->chan_k > 1 ? g->per_node : g->nodes <= 1 ? P : 1;
   const int k = ar ? MAX(1, g->chan_k) : 1, depth = coll_tree_depth(P, rpn);
   const double hops = (ar ? 2 : 1) * depth, part = n / (2.0 * k);
   const double c = MIN(part, (double)COLL_PIPE_CHUNK_BYTES), chunks = ceil(part / c);
-  /* hops of a chunk's round trip across nodes [0] and inside one [1] */
-  const double path[2] = {hops * (depth - (rpn - 1)) / MAX(depth, 1), hops * (rpn - 1) / MAX(depth, 1)};
+  /* hops of a chunk's way across nodes [0] and inside one [1] */
+  const double path[2] = {hops / depth * (depth - (rpn - 1)), hops / depth * (rpn - 1)};
   double tree[2] = {2, 2}, ring[2] = {1, 1};
   if (ar) coll_tree_flows(P, rpn, tree, ring);
-  const double on = (P + rpn - 1) / rpn > 1 || rpn == 1 ? chunks / (chunks + hops - 1) : 1;
+  /* the share of a link's flows on at once (all of them on one node's chain) */
+  const double on = rpn < P ? chunks / (chunks + hops - 1) : 1;
   nccl_call nc;
   nccl_plan(&nc, g->nccl, op, "tree", n, P, g->nodes);
   double lat = 0, slowest = 0, fill = 0;

@@ -13,10 +13,11 @@
  *   rhd    recursive halving-doubling / Bruck — what Gholami et al. assume:
  *          allreduce 2(α⌈log₂P⌉ + (P−1)/P · n/β); allgather, reducescatter α⌈log₂P⌉ + (P−1)/P·n/β
  *   tree   NCCL's trees (coll.h): 2k pipelines of n/(2k) over k channels, depth D = GPUs per
- *          node − 1 + ⌊log₂ nodes⌋, chunks c = min(n/(2k), 512 KiB), each hop at a quarter of
- *          the channel rings' rate β_k (four flows per link direction): allreduce
- *          2D(α + 4c/β_k) + 4n/(2kβ_k) (reduce then broadcast); broadcast (k = 1, one tree)
- *          D(α + 2c/β) + n/β
+ *          node − 1 + ⌊log₂ nodes⌋, C chunks of c = min(n/(2k), 512 KiB): allreduce
+ *          (2D + C − 1)α + Σ over the 2D hops of c/β_hop + (n/(2kc) − 1)·c/β_slowest (reduce
+ *          then broadcast), β_hop the link's rate over the trees' flows on it at once
+ *          (coll_tree_flows, a share C/(C + 2D − 1) of them); broadcast (k = 1, one tree, D
+ *          hops) likewise, its two halves sharing a link
  *   hier   intra-node ring reduce-scatter over G GPUs, inter-node ring allreduce of n/G over the
  *          N nodes (same local GPU index: one rail), intra-node ring allgather; a group inside one
  *          node, or of one GPU per node, costs a flat ring.

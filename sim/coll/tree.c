@@ -18,10 +18,11 @@
 #include <glib.h>
 #include <string.h>
 
-#define TAG_TREE 0x6c20 /* + 2 pipeline (up), + 2 pipeline + 1 (down); below TAG_PHASE */
-#define TAG_TAIL (TAG_TREE - 1)
+/* + 2 pipeline (up), + 2 pipeline + 1 (down), for up to 2 COLL_MAX_RINGS pipelines: apart from
+ * ring.c, rhd.c, pairwise.c and the SMPI phases (0x6c30 to 0x6d1f) */
+#define TAG_TREE 0x6e00
+#define TAG_TAIL (TAG_TREE + 4 * COLL_MAX_RINGS)
 #define MAX_CHILDREN 3 /* the next GPU of the chain and two child nodes */
-#define MAX_PIPES (2 * COLL_MAX_RINGS)
 
 enum { S_CREC0, S_UP = MAX_CHILDREN, S_DREC, S_DSEND0, S_PER_PIPE = S_DSEND0 + MAX_CHILDREN };
 
@@ -76,6 +77,12 @@ static int c_len(const pipe_state *s, int c) {
   return (int)(left < chunk_elems() ? left : chunk_elems());
 }
 
+/* Comm rank at place `pos` of the chain of channel j in node x (P ranks, rpn per node; the last
+ * node may be short): local GPU (j + pos) mod the node's GPUs. */
+static int chain_rank(int x, int pos, int j, int P, int rpn) {
+  return x * rpn + (j + pos) % MIN(rpn, P - x * rpn);
+}
+
 /* Rank `r`'s place in the pipeline of channel j and node tree t, over P ranks of rpn per node:
  * its parent and children. */
 static void pipe_setup(pipe_state *s, int j, int t, int r, int P, int rpn, size_t base, size_t n) {
@@ -85,19 +92,15 @@ static void pipe_setup(pipe_state *s, int j, int t, int r, int P, int rpn, size_
   s->k = (int)((n + chunk_elems() - 1) / chunk_elems());
   const int N = (P + rpn - 1) / rpn, node = r / rpn;
   const int L = MIN(rpn, P - node * rpn), i = coll_mod(r % rpn - j, L);
-  /* chain position i of node x: local (j + i) mod L(x) */
-#define CHAIN(x, pos) ((x) * rpn + ((j) + (pos)) % MIN(rpn, P - (x) * rpn))
-  s->parent = -1;
-  if (i > 0) s->parent = CHAIN(node, i - 1);
-  if (i + 1 < L) s->child[s->nc++] = CHAIN(node, i + 1);
+  s->parent = i > 0 ? chain_rank(node, i - 1, j, P, rpn) : -1;
+  if (i + 1 < L) s->child[s->nc++] = chain_rank(node, i + 1, j, P, rpn);
   if (i == 0) {
     int up, d[2];
     coll_tree_node(N, t, node, &up, &d[0], &d[1]);
-    if (up >= 0) s->parent = CHAIN(up, 0);
+    if (up >= 0) s->parent = chain_rank(up, 0, j, P, rpn);
     for (int c = 0; c < 2; c++)
-      if (d[c] >= 0) s->child[s->nc++] = CHAIN(d[c], 0);
+      if (d[c] >= 0) s->child[s->nc++] = chain_rank(d[c], 0, j, P, rpn);
   }
-#undef CHAIN
 }
 
 /* Chunks whose final value is available here. */
