@@ -152,6 +152,19 @@ void coll_ring_settle(const coll_rings *R, int steps, double chunk_bytes, MPI_Co
 void coll_tree_settle(const nccl_call *nc, int P, int rpn, int steps, double chunk_bytes,
                       MPI_Comm comm);
 
+/* Whether the trees may send a pipeline's chunks after its first as one message per link and
+ * direction, started as soon as the first has gone (the SMPI flavour on payload-free buffers,
+ * unless --message-level or the platform's bandwidth factor differs between a chunk of
+ * `chunk_bytes` and `whole_bytes`, both as they go on the wire). Every rank must decide alike:
+ * the arguments are the same on every rank of the call. */
+int coll_tree_bulk(double chunk_bytes, double whole_bytes);
+/* After a tree call whose chunks after the first went as one message of whole_bytes: holds the
+ * caller for the route latencies of the `steps` chunks of chunk_bytes that it stood for, less
+ * its own, on the slowest route between the caller and comm ranks peers[0..n-1]. The SMPI
+ * flavour's; a no-op in the real one. */
+void coll_tree_hold(const int *peers, int n, int steps, double chunk_bytes, double whole_bytes,
+                    MPI_Comm comm);
+
 /* Chunk c of n elements cut into k chunks: first element and count. */
 static inline size_t coll_chunk_off(size_t n, int k, int c) {
   return (size_t)((unsigned long long)n * (unsigned)c / (unsigned)k);

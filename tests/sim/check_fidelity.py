@@ -1,14 +1,17 @@
 #!/usr/bin/python3
-"""The fast simulation of collectives (a ring phase as one message each way) against the
-message-level simulation (--message-level: every step its own messages), where both run.
+"""The fast simulation of collectives (a ring phase as one message each way, a long tree
+pipeline as three messages per link and direction) against the message-level simulation
+(--message-level: every step and chunk its own messages), where both run.
 
 For ring, tree and hierarchical all-reduce, a data-parallel ResNet-18 iteration on 64 GPUs
 (8 DGX A100 nodes) must take the same simulated time within 1% both ways, on ThetaGPU's
 non-blocking rail fabric and on a fat tree oversubscribed 4:1 (2 nodes per leaf), where the
 rings' flows contend for the uplinks. A 3-D GPT (tensor rings in the node, pipeline messages,
 data-parallel rings across nodes) is checked the same way. The contended case must differ from
-the non-blocking one, or the test would not test contention. The all-reduces and the 3-D GPT are
-checked again on 256 GPUs of the oversubscribed fat tree.
+the non-blocking one, or the test would not test contention. The tree's long pipelines are checked
+on gpt-1.7b's data-parallel all-reduces (tp 8, dp 8) on both fabrics, where the two must also
+differ, or the fast path did not run. The all-reduces and the 3-D GPT are checked again on 256
+GPUs of the oversubscribed fat tree.
 Usage: check_fidelity.py DLSIM
 """
 import json
@@ -69,6 +72,20 @@ def main(dlsim):
             err = abs(fast - msg) / msg
             check(f"{pname}, 3-D GPT (tp 4, pp 2, dp 8): fast {fast * 1e3:.4f} ms vs "
                   f"message-level {msg * 1e3:.4f} ms", err <= TOL, f"{err * 100:.4f}% apart")
+        # the trees' long pipelines (first chunk, middle chunks as one message, last chunk):
+        # gpt-1.7b's data-parallel all-reduces over 8 nodes, one GPU of each (tp 8), 25
+        # chunks per pipeline; ResNet-18's above have 3 and go chunk by chunk both ways
+        long = ["--workload", "gpt-1.7b", "--gpus", "64", "--tp", "8", "--batch", "64",
+                "--precision", "bf16", "--coll", "tree"]
+        for pname, plat in (("thetagpu", rail), ("fat tree 4:1", tree)):
+            fast = iteration(dlsim, d, plat, long, False)
+            msg = iteration(dlsim, d, plat, long, True)
+            err = abs(fast - msg) / msg
+            check(f"{pname}, tree all-reduce of 25-chunk pipelines (gpt-1.7b, tp 8, dp 8): fast "
+                  f"{fast * 1e3:.4f} ms vs message-level {msg * 1e3:.4f} ms", err <= TOL,
+                  f"{err * 100:.4f}% apart")
+            check(f"{pname}: the long pipelines took the fast path", fast != msg,
+                  "fast and message-level runs gave the same time")
         # 256 GPUs (32 nodes, 16 leaves) on the oversubscribed fat tree, where rings across
         # nodes contend the most: the all-reduces and the 3-D GPT again (dp 32)
         big = os.path.join(d, "fattree32.xml")

@@ -42,6 +42,16 @@ void coll_tree_settle(const nccl_call *nc, int P, int rpn, int steps, double chu
   (void)nc, (void)P, (void)rpn, (void)steps, (void)chunk_bytes, (void)comm;
 }
 
+int coll_tree_bulk(double chunk_bytes, double whole_bytes) {
+  (void)chunk_bytes, (void)whole_bytes;
+  return 0; /* real data moves chunk by chunk */
+}
+
+void coll_tree_hold(const int *peers, int n, int steps, double chunk_bytes, double whole_bytes,
+                    MPI_Comm comm) {
+  (void)peers, (void)n, (void)steps, (void)chunk_bytes, (void)whole_bytes, (void)comm;
+}
+
 typedef struct {
   const char *name;                 /* first argument */
   const char *summary;              /* one line for the usage text */

@@ -261,6 +261,24 @@ void coll_tree_settle(const nccl_call *nc, int P, int rpn, int steps, double chu
   hold(me, nc->lat_s - steps * ring_latency(&ring, comm) * plat_factor_at(&lat_factor, chunk_bytes));
 }
 
+int coll_tree_bulk(double chunk_bytes, double whole_bytes) {
+  if (phases_off || coll_real_data || !host_of_rank) return 0;
+  read_factors();
+  return factor_flat(&bw_factor, floor(chunk_bytes) - 8, ceil(whole_bytes) + 64);
+}
+
+void coll_tree_hold(const int *peers, int n, int steps, double chunk_bytes, double whole_bytes,
+                    MPI_Comm comm) {
+  if (!host_of_rank || coll_real_data || steps < 2) return;
+  read_factors();
+  int me;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  double lat = 0;
+  for (int i = 0; i < n; i++) lat = MAX(lat, route_latency(me, world_rank(comm, peers[i])));
+  hold(me, lat * (steps * plat_factor_at(&lat_factor, chunk_bytes) -
+                  plat_factor_at(&lat_factor, whole_bytes)));
+}
+
 void smpi_phase_defer(int rank) {
   may_defer[rank] = TRUE;
   deferred[rank] = 0;
