@@ -51,7 +51,8 @@ int cmd_coll(int argc, char **argv) {
       {"json", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &json, "the same as --out",
        "FILE"},
       {"message-level", 0, 0, G_OPTION_ARG_NONE, &message_level,
-       "simulate every step as its own messages (default: a ring phase as one message each way)",
+       "simulate every step as its own messages (default: a ring phase as one message each way, "
+       "a tree pipeline of 16 chunks or more as three)",
        NULL},
       {"check", 0, 0, G_OPTION_ARG_NONE, &check,
        "real data and real sums, every output element checked against its known value", NULL},

@@ -99,7 +99,7 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c) {
        "N"},
       {"message-level", 0, 0, G_OPTION_ARG_NONE, &c->message_level,
        "sim: simulate every step of every collective as its own messages (default: a ring phase "
-       "as one message each way, same simulated time; README)", NULL},
+       "as one message each way, a tree pipeline of 16 chunks or more as three; README)", NULL},
       {"simgrid-cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &r->simgrid_cfg,
        "sim: a SimGrid setting over the platform file's (repeatable; SimGrid's --cfg=KEY:VALUE; "
        "refused by --mode analytic and real, which run no SimGrid)", "KEY:VALUE"},

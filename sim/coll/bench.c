@@ -124,7 +124,7 @@ int coll_bench_main(int argc, char **argv) {
       {"nccl", 0, 0, G_OPTION_ARG_STRING, &o.nccl, "NCCL's view of the machine (the driver's)",
        "ENV"},
       {"message-level", 0, 0, G_OPTION_ARG_NONE, &o.message_level,
-       "every step as its own messages (SMPI flavour)", NULL},
+       "every step and chunk as its own messages (SMPI flavour)", NULL},
       {"expect-us", 0, 0, G_OPTION_ARG_DOUBLE, &o.expect_us, "fail unless time is this", "US"},
       {"tolerance", 0, 0, G_OPTION_ARG_DOUBLE, &o.tolerance, "relative tolerance (0.01)", "F"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};

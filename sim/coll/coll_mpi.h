@@ -152,13 +152,13 @@ void coll_ring_settle(const coll_rings *R, int steps, double chunk_bytes, MPI_Co
 void coll_tree_settle(const nccl_call *nc, int P, int rpn, int steps, double chunk_bytes,
                       MPI_Comm comm);
 
-/* Whether the trees may send a pipeline's chunks after its first as one message per link and
- * direction, started as soon as the first has gone (the SMPI flavour on payload-free buffers,
- * unless --message-level or the platform's bandwidth factor differs between a chunk of
- * `chunk_bytes` and `whole_bytes`, both as they go on the wire). Every rank must decide alike:
+/* Whether the trees may send a long pipeline's middle chunks as one message per link and
+ * direction (tree.c: first chunk, middle chunks, last chunk): the SMPI flavour on payload-free
+ * buffers, unless --message-level or the platform's bandwidth factor differs between
+ * `chunk_bytes` and `whole_bytes`, both as they go on the wire. Every rank must decide alike:
  * the arguments are the same on every rank of the call. */
 int coll_tree_bulk(double chunk_bytes, double whole_bytes);
-/* After a tree call whose chunks after the first went as one message of whole_bytes: holds the
+/* After a tree call whose middle chunks went as one message of whole_bytes: holds the
  * caller for the route latencies of the `steps` chunks of chunk_bytes that it stood for, less
  * its own, on the slowest route between the caller and comm ranks peers[0..n-1]. The SMPI
  * flavour's; a no-op in the real one. */

@@ -27,9 +27,10 @@
 /* Pipelines of this many chunks or more go as three messages per link and direction where the
  * flavour allows (coll_tree_bulk): the first chunk, the middle ones, the last. With fewer, the
  * middle message running ahead of chunks still on their way to the sender shifts the links'
- * sharing too much (4 to 8 chunks: up to 7 % faster than chunk by chunk); from 16 on, the
- * all-reduce alone comes within 0.2 to 4 % (16 to 64 ThetaGPU GPUs, 128 to 512 MB), an
- * iteration within 1 % (tests/sim/check_fidelity.py). */
+ * sharing too much (4 to 8 chunks: up to 9.5 % faster than chunk by chunk); from 16 on, the
+ * all-reduce alone comes within 0.2 to 3.6 % (16 and 64 ThetaGPU GPUs, 128 to 512 MB; 5 to 16
+ * nodes of one GPU, 32 to 256 MB: -2.6 to +1.4 %), an iteration within 1 %
+ * (tests/sim/check_fidelity.py). */
 #define TREE_BULK_CHUNKS 16
 
 enum { S_CREC0, S_UP = MAX_CHILDREN, S_DREC, S_DSEND0, S_PER_PIPE = S_DSEND0 + MAX_CHILDREN };

@@ -161,6 +161,20 @@ static void hold(int me, double s) {
   else sg_actor_sleep_for(s);
 }
 
+/* Whether messages that stand for several may go: payload-free, not --message-level, and one
+ * bandwidth factor over every size from `lo` to `hi` bytes that the steps or the whole send. */
+static gboolean may_bundle(double lo, double hi) {
+  if (phases_off || coll_real_data || !host_of_rank) return FALSE;
+  read_factors();
+  return factor_flat(&bw_factor, lo, hi);
+}
+
+/* What one message of `whole` bytes on a route of latency `lat` lacks of the latencies of the
+ * `steps` messages of `chunk` bytes it stands for, s. */
+static double bundled_wait(double lat, int steps, double chunk, double whole) {
+  return steps * lat * plat_factor_at(&lat_factor, chunk) - lat * plat_factor_at(&lat_factor, whole);
+}
+
 /* The largest route latency of any hop of R's rings, s: what a lock-step ring waits for at
  * every step. The same for every member: found once per communicator and layout. */
 static double ring_latency(const coll_rings *R, MPI_Comm comm) {
@@ -185,17 +199,12 @@ static double ring_latency(const coll_rings *R, MPI_Comm comm) {
 int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t n_bytes,
                     MPI_Comm comm) {
   /* every rank of the ring must decide alike: from what they share (steps, n_bytes) */
-  if (phases_off || coll_real_data || !host_of_rank || steps < 2 || n_bytes == 0 ||
-      n_bytes > INT_MAX / 4)
-    return 0;
-  read_factors();
+  if (steps < 2 || n_bytes == 0 || n_bytes > INT_MAX / 4) return 0;
   /* the protocol puts more bytes on the wire than the data (nccl.h) */
   double widen = 1;
   for (int intra = 0; intra < 2; intra++)
     widen = MAX(widen, nccl_wire_bytes(&R->nc, intra, 1.0));
-  /* every size a step or the whole phase sends must get one bandwidth factor */
-  if (!factor_flat(&bw_factor, floor((double)n_bytes / R->k / (steps + 2)) - 8,
-                   2.0 * widen * (double)n_bytes))
+  if (!may_bundle(floor((double)n_bytes / R->k / (steps + 2)) - 8, 2.0 * widen * (double)n_bytes))
     return 0;
   int me;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
@@ -222,8 +231,7 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
     const int wr = world_rank(comm, right[j]);
     g_assert(wr >= 0 && wr < n_ranks && host_of_rank[wr]); /* every rank registered at start */
     const double lat = route_latency(me, wr), chunk = (double)wire[j] / steps;
-    wait = MAX(wait, steps * lat * plat_factor_at(&lat_factor, chunk) -
-                         lat * plat_factor_at(&lat_factor, (double)wire[j]));
+    wait = MAX(wait, bundled_wait(lat, steps, chunk, (double)wire[j]));
     chunk_max = MAX(chunk_max, chunk);
     MPI_Irecv(buf + at_in, (int)in[j] + slack, MPI_BYTE, left[j], TAG_PHASE + j, comm, &q[m++]);
     MPI_Isend(buf + at, (int)wire[j], MPI_BYTE, right[j], TAG_PHASE + j, comm, &q[m++]);
@@ -262,9 +270,7 @@ void coll_tree_settle(const nccl_call *nc, int P, int rpn, int steps, double chu
 }
 
 int coll_tree_bulk(double chunk_bytes, double whole_bytes) {
-  if (phases_off || coll_real_data || !host_of_rank) return 0;
-  read_factors();
-  return factor_flat(&bw_factor, floor(chunk_bytes) - 8, ceil(whole_bytes) + 64);
+  return may_bundle(floor(chunk_bytes) - 8, ceil(whole_bytes) + 64);
 }
 
 void coll_tree_hold(const int *peers, int n, int steps, double chunk_bytes, double whole_bytes,
@@ -275,8 +281,7 @@ void coll_tree_hold(const int *peers, int n, int steps, double chunk_bytes, doub
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   double lat = 0;
   for (int i = 0; i < n; i++) lat = MAX(lat, route_latency(me, world_rank(comm, peers[i])));
-  hold(me, lat * (steps * plat_factor_at(&lat_factor, chunk_bytes) -
-                  plat_factor_at(&lat_factor, whole_bytes)));
+  hold(me, bundled_wait(lat, steps, chunk_bytes, whole_bytes));
 }
 
 void smpi_phase_defer(int rank) {
