@@ -17,6 +17,12 @@
  * succeeded). */
 static gboolean request_write(const char *path, const run_ctx *x, const cfg_run *c,
                               const char *trace, const char *weights, GError **err) {
+  GError *e = NULL;
+  const gboolean private = x->platform && plat_node_links_private(x->platform, &e);
+  if (e) {
+    g_propagate_error(err, e);
+    return FALSE;
+  }
   cJSON *root = cJSON_CreateObject();
   cJSON_AddItemToObject(root, "config", cfg_to_json(c));
   cJSON *gpu = cJSON_AddObjectToObject(root, "gpu");
@@ -25,6 +31,7 @@ static gboolean request_write(const char *path, const run_ctx *x, const cfg_run 
   char *nccl = nccl_env_to_string(&x->nccl);
   cJSON_AddStringToObject(root, "nccl", nccl);
   g_free(nccl);
+  cJSON_AddBoolToObject(root, "node_links_private", private);
   if (trace) cJSON_AddStringToObject(root, "trace", trace);
   else cJSON_AddNullToObject(root, "trace");
   if (weights) cJSON_AddStringToObject(root, "dump_weights", weights);
@@ -90,7 +97,14 @@ gboolean exec_request_read(const char *path, cfg_run *c, exec_request *req, GErr
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: nccl: expected a string", path);
     ok = FALSE;
   }
+  const cJSON *priv = root ? cJSON_GetObjectItemCaseSensitive(root, "node_links_private") : NULL;
+  if (ok && !cJSON_IsBool(priv)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: node_links_private: expected true or false",
+                path);
+    ok = FALSE;
+  }
   if (ok) {
+    req->node_links_private = cJSON_IsTrue(priv);
     req->nccl = g_strdup(nccl->valuestring);
     req->gpu_model = g_strdup(model->valuestring);
     req->gpu_mem_bytes = mem->valuedouble;

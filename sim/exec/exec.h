@@ -8,9 +8,10 @@
  *             per rank on this machine (--oversubscribe; --allow-run-as-root as root).
  * The driver and a rank-side executor exchange two documents in a temporary directory: the
  * request, {"config": <the resolved configuration, cfg_to_json>, "trace": path|null,
- * "dump_weights": path|null, "gpu": {"model": name, "mem_bytes": n}, "nccl": string} (the GPU
- * and NCCL's view of the machine, nccl_env_to_string, as the driver found them on the platform:
- * the rank-side executors do not load it), and the result, which is the result document itself
+ * "dump_weights": path|null, "gpu": {"model": name, "mem_bytes": n}, "nccl": string,
+ * "node_links_private": bool} (the GPU, NCCL's view of the machine, nccl_env_to_string, and
+ * plat_node_links_private, as the driver found them on the platform: the rank-side executors do
+ * not load it), and the result, which is the result document itself
  * (res_to_json, read back with res_from_json). An executor that ends "successfully" without a result (smpirun
  * exits 0 when SimGrid finds the ranks deadlocked) is an internal error.
  *
@@ -59,6 +60,7 @@ typedef struct {
   char *gpu_model;      /* the GPU the driver found on the platform (owned) */
   double gpu_mem_bytes; /* its memory, bytes */
   char *nccl;           /* NCCL's view of the machine, nccl_env_to_string (owned) */
+  gboolean node_links_private; /* plat_node_links_private of the platform */
 } exec_request;
 
 /* Reads the request at `path` into `c` (cfg_init'ed; resolved as the driver resolved it) and

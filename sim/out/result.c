@@ -168,6 +168,7 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   cJSON_AddNumberToObject(si, "ranks", r->ranks);
   cJSON_AddNumberToObject(si, "slowest_rank", r->slowest_rank);
   cJSON_AddNumberToObject(si, "folded", r->folded);
+  cJSON_AddNumberToObject(si, "computed_phases", r->computed_phases);
 
   char *txt = cJSON_Print(root);
   cJSON_Delete(root);
@@ -336,6 +337,7 @@ gboolean res_from_json(res_result *r, const char *text, const char *what, GError
   r->ranks = (int)num(&rd, si, "simulation", "ranks");
   r->slowest_rank = (int)num(&rd, si, "simulation", "slowest_rank");
   r->folded = (int)num(&rd, si, "simulation", "folded");
+  r->computed_phases = num(&rd, si, "simulation", "computed_phases");
   cJSON_Delete(root);
   return rd.ok;
 }
@@ -356,6 +358,7 @@ void res_take_measured(res_result *dst, res_result *src) {
   dst->slowest_rank = src->slowest_rank;
   dst->ranks = src->ranks;
   dst->folded = src->folded;
+  dst->computed_phases = src->computed_phases;
   dst->wall_s = src->wall_s;
   GArray *t;
   t = dst->colls, dst->colls = src->colls, src->colls = t;

@@ -74,6 +74,8 @@ typedef struct {
   double wall_s;             /* host time the run took */
   int ranks;                 /* ranks evaluated */
   int folded;                /* ranks each evaluated rank stands for (closed form; 1: none) */
+  double computed_phases;    /* simulation: ring phases inside a node computed rather than sent,
+                                all ranks and iterations (exact; 0: every message was sent) */
   int slowest_rank;
   double gholami_comm_s;     /* analytic: the paper's Eq. 4 or 8 as written, s; <0 when n/a */
   double moe_max_over_mean;  /* MoE: busiest expert's tokens / mean tokens per expert (worst) */

@@ -611,6 +611,49 @@ gboolean plat_route(const plat *pl, int src_host, int dst_host, plat_route_info 
   return TRUE;
 }
 
+gboolean plat_node_links_private(const plat *pl, GError **err) {
+  const char *model = plat_config(pl, "network/model");
+  if (!pl->structured || pl->s_nics <= 0 || pl->s_gpn < 2 || pl->crosstraffic ||
+      pl->tcp_gamma_bytes > 0 || (model && strcmp(model, "SMPI") != 0))
+    return FALSE;
+  const int g = pl->s_gpn;
+  const plat_route_rec **in = g_new0(const plat_route_rec *, (size_t)g * g);
+  GHashTable *inside = g_hash_table_new(g_direct_hash, g_direct_equal); /* link + 1 */
+  gboolean ok = TRUE, private = TRUE;
+  for (int a = 0; a < g && ok; a++)
+    for (int b = 0; b < g && ok; b++)
+      if (a != b && (ok = (in[a * g + b] = route_of(pl, a, b, err)) != NULL))
+        for (int i = 0; i < in[a * g + b]->n; i++)
+          g_hash_table_add(inside, GINT_TO_POINTER(in[a * g + b]->links[i] + 1));
+  /* two flows of unrelated ends inside the node */
+  for (int x = 0; ok && private && x < g * g; x++)
+    for (int y = 0; in[x] && private && y < g * g; y++) {
+      if (!in[y] || x / g == y / g || x % g == y % g) continue;
+      for (int i = 0; private && i < in[x]->n; i++)
+        for (int j = 0; private && j < in[y]->n; j++) private = in[x]->links[i] != in[y]->links[j];
+    }
+  /* routes between the node and a node of its leaf group or the last node, GPU to GPU of the
+   * same index (one rail); and every route between those two nodes */
+  const int others[2] = {1, pl->s_nodes - 1};
+  for (int o = 0; ok && private && o < 3; o++) {
+    const int na = o < 2 ? 0 : others[0], nb = o < 2 ? others[o] : others[1];
+    if (nb < 1 || nb >= pl->s_nodes || na == nb) continue;
+    for (int a = na * g; ok && private && a < (na + 1) * g; a++)
+      for (int y = nb * g; ok && private && y < (nb + 1) * g; y++) {
+        if (o < 2 && y % g != a % g) continue;
+        for (int dir = 0; ok && private && dir < 2; dir++) {
+          const plat_route_rec *r = dir ? route_of(pl, y, a, err) : route_of(pl, a, y, err);
+          if (!(ok = r != NULL)) break;
+          for (int i = 0; private && i < r->n; i++)
+            private = !g_hash_table_contains(inside, GINT_TO_POINTER(r->links[i] + 1));
+        }
+      }
+  }
+  g_hash_table_destroy(inside);
+  g_free(in);
+  return ok && private;
+}
+
 /* ---- concurrent flows ------------------------------------------------------------------------ */
 
 /* A flow alone on route r is held to the route's narrowest link and to TCP's window. */

@@ -229,6 +229,17 @@ typedef struct {
 gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_flow_info *out,
                     GError **err);
 
+/* Whether, on every node, flows between GPUs of the node share no link with one another unless
+ * they leave one GPU or enter one GPU, nor with a route between the node and another node's GPU
+ * of the same index (one rail), nor with any route between two other nodes: then a flow from
+ * GPU a to GPU b of a node is alone on its links while nothing else leaves a or enters b inside
+ * the node and nothing crosses rails into or out of it (a cross-rail route may take a node's
+ * NVLink). Checked on a cluster written by `dlsim platform` (its nodes alike: node 0's routes
+ * inside against those of a node of its leaf group and of the last node), with SimGrid's
+ * default network model, no cross traffic and no TCP window; FALSE on anything else. FALSE with
+ * *err set when a route cannot be asked. */
+gboolean plat_node_links_private(const plat *pl, GError **err);
+
 /* On a generated cluster (see plat_route): the route class of hosts a and b, two pairs of one
  * class having the same route figures; FALSE on any other platform. */
 gboolean plat_route_class(const plat *pl, int a, int b, gint64 *key);

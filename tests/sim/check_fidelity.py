@@ -12,6 +12,11 @@ the non-blocking one, or the test would not test contention. The tree's long pip
 on gpt-1.7b's data-parallel all-reduces (tp 8, dp 8) on both fabrics, where the two must also
 differ, or the fast path did not run. The all-reduces and the 3-D GPT are checked again on 256
 GPUs of the oversubscribed fat tree.
+Ring phases of a group inside one node whose NVLink carries nothing else are computed rather than
+sent (simulation.computed_phases): on gpt-1.7b with tp 8 (the node's only traffic inside it) they
+must be, and must give the time of sending each phase as one message (DLSIM_SEND_NODE_PHASES=1)
+within SimGrid's rounding (1e-6), and of the message-level simulation within 1%; where a
+data-parallel group also has two GPUs in a node (tp 4) none may be.
 Usage: check_fidelity.py DLSIM
 """
 import json
@@ -25,11 +30,12 @@ from checklib import check, finish
 TOL = 0.01
 
 
-def result(dlsim, d, platform, opts, message_level):
+def result(dlsim, d, platform, opts, message_level, env=None):
     out = os.path.join(d, "r.json")
     cmd = [dlsim, "run", "--mode", "sim", "--platform", platform, "--iters", "2", *opts,
            "--out", out] + (["--message-level"] if message_level else [])
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                   env=dict(os.environ, **env) if env else None)
     with open(out) as f:
         return json.load(f)
 
@@ -67,11 +73,35 @@ def main(dlsim):
         gpt = ["--workload", "gpt-tiny", "--gpus", "64", "--tp", "4", "--pp", "2", "--batch",
                "64", "--microbatches", "4", "--schedule", "1f1b"]
         for pname, plat in (("thetagpu", rail), ("fat tree 4:1", tree)):
-            fast = iteration(dlsim, d, plat, gpt, False)
+            r = result(dlsim, d, plat, gpt, False)
+            fast = r["iteration_time_s"]
             msg = iteration(dlsim, d, plat, gpt, True)
+            check(f"{pname}, 3-D GPT (tp 4): data-parallel pairs inside the nodes, no ring phase "
+                  "computed", r["simulation"]["computed_phases"] == 0, str(r["simulation"]))
             err = abs(fast - msg) / msg
             check(f"{pname}, 3-D GPT (tp 4, pp 2, dp 8): fast {fast * 1e3:.4f} ms vs "
                   f"message-level {msg * 1e3:.4f} ms", err <= TOL, f"{err * 100:.4f}% apart")
+        # tensor-parallel rings inside the node, its only traffic there: computed
+        tp8 = ["--workload", "gpt-1.7b", "--gpus", "64", "--tp", "8", "--batch", "64",
+               "--precision", "bf16"]
+        for pname, plat in (("thetagpu", rail), ("fat tree 4:1", tree)):
+            r = result(dlsim, d, plat, tp8, False)
+            fast, computed = r["iteration_time_s"], r["simulation"]["computed_phases"]
+            s = result(dlsim, d, plat, tp8, False, {"DLSIM_SEND_NODE_PHASES": "1"})
+            m = result(dlsim, d, plat, tp8, True)
+            check(f"{pname}, gpt-1.7b tp 8: the tensor-parallel ring phases are computed",
+                  computed > 0 and s["simulation"]["computed_phases"] == 0 and
+                  m["simulation"]["computed_phases"] == 0,
+                  f"{computed}, sent {s['simulation']['computed_phases']}, message-level "
+                  f"{m['simulation']['computed_phases']}")
+            sent = s["iteration_time_s"]
+            err = abs(fast - sent) / sent
+            check(f"{pname}, gpt-1.7b tp 8: computed {fast * 1e3:.6f} ms vs sent {sent * 1e3:.6f} ms",
+                  err <= 1e-6, f"{err:.3g} apart")
+            msg = m["iteration_time_s"]
+            err = abs(fast - msg) / msg
+            check(f"{pname}, gpt-1.7b tp 8: computed {fast * 1e3:.4f} ms vs message-level "
+                  f"{msg * 1e3:.4f} ms", err <= TOL, f"{err * 100:.4f}% apart")
         # the trees' long pipelines (first chunk, middle chunks as one message, last chunk):
         # gpt-1.7b's data-parallel all-reduces over 8 nodes, one GPU of each (tp 8), 25
         # chunks per pipeline; ResNet-18's above have 3 and go chunk by chunk both ways

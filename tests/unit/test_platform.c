@@ -207,11 +207,37 @@ static void test_reader_errors(void) {
   g_clear_error(&err);
 }
 
+/* A generated cluster of the given shape (gpus_per_node 0: the generator's default), loaded as
+ * written (*gen, its structure known) and without the generator's comment (*raw, searched route
+ * by route); both non-NULL or the test stops. */
+typedef struct { plat_topology t; int nodes, npl, nics; double oversub; } gen_case;
+static void load_with_and_without_structure(const gen_case *c, int gpus_per_node, plat **gen, plat **raw) {
+  plat_gen_params p;
+  plat_gen_defaults(&p);
+  p.topology = c->t;
+  p.nodes = c->nodes;
+  p.nodes_per_leaf = c->npl;
+  p.nics_per_node = c->nics;
+  p.oversubscription = c->oversub;
+  if (gpus_per_node > 0) p.gpus_per_node = gpus_per_node;
+  GError *err = NULL;
+  char *xml = plat_generate_xml(&p, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(xml);
+  char *mark = strstr(xml, "<!-- written by dlsim platform:");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mark);
+  *gen = plat_load_xml("gen.xml", xml, strlen(xml), &err);
+  memcpy(mark, "<!-- written by someone else:  ", 31); /* same file, no structure */
+  *raw = plat_load_xml("gen.xml", xml, strlen(xml), &err);
+  g_free(xml);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(*gen);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(*raw);
+}
+
 /* A generated cluster's route depends only on the route class of its ends (same node, same
  * leaf group, GPU indices): plat_route answers per class; the same file without the generator's
  * comment is searched pair by pair, and every pair must agree. */
 static void test_route_classes(void) {
-  static const struct { plat_topology t; int nodes, npl, nics; double oversub; } cases[] = {
+  static const gen_case cases[] = {
       {PLAT_TOPO_RAIL, 12, 4, 8, 1},    {PLAT_TOPO_RAIL, 6, 0, 8, 1},
       {PLAT_TOPO_RAIL, 12, 3, 4, 1},    {PLAT_TOPO_RAIL, 9, 4, 2, 2},
       {PLAT_TOPO_FATTREE, 12, 4, 8, 2}, {PLAT_TOPO_FATTREE, 8, 2, 4, 4},
@@ -220,23 +246,9 @@ static void test_route_classes(void) {
       {PLAT_TOPO_RAIL, 5, 4, 8, 1},     {PLAT_TOPO_FATTREE, 5, 4, 2, 1},
   };
   for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
-    plat_gen_params p;
-    plat_gen_defaults(&p);
-    p.topology = cases[k].t;
-    p.nodes = cases[k].nodes;
-    p.nodes_per_leaf = cases[k].npl;
-    p.nics_per_node = cases[k].nics;
-    p.oversubscription = cases[k].oversub;
+    plat *by_class, *by_pair;
+    load_with_and_without_structure(&cases[k], 0, &by_class, &by_pair);
     GError *err = NULL;
-    char *xml = plat_generate_xml(&p, &err);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(xml);
-    char *mark = strstr(xml, "<!-- written by dlsim platform:");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(mark);
-    plat *by_class = plat_load_xml("gen.xml", xml, strlen(xml), &err);
-    memcpy(mark, "<!-- written by someone else:  ", 31); /* same file, no structure */
-    plat *by_pair = plat_load_xml("gen.xml", xml, strlen(xml), &err);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(by_class);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(by_pair);
     int n = plat_n_hosts(by_pair), bad = 0;
     for (int a = 0; a < n; a++)
       for (int b = 0; b < n; b++) {
@@ -252,8 +264,68 @@ static void test_route_classes(void) {
     CU_ASSERT_EQUAL(bad, 0);
     plat_free(by_class);
     plat_free(by_pair);
-    g_free(xml);
   }
+}
+
+/* Whether route x (n links) and route y share a link. */
+static gboolean share(const plat_route_info *x, const plat_route_info *y) {
+  for (int i = 0; i < x->n_links; i++)
+    for (int j = 0; j < y->n_links; j++)
+      if (x->links[i] == y->links[j]) return TRUE;
+  return FALSE;
+}
+
+/* plat_node_links_private, which asks node 0 and two others of a generated cluster, against every
+ * node and every route of the same file read without its structure: flows between unrelated
+ * GPUs of a node apart, and no route but a cross-rail one into or out of the node on its links. */
+static void test_node_links_private(void) {
+  static const gen_case cases[] = {
+      {PLAT_TOPO_RAIL, 6, 2, 4, 1},    {PLAT_TOPO_RAIL, 5, 0, 2, 1},
+      {PLAT_TOPO_FATTREE, 6, 2, 4, 4}, {PLAT_TOPO_FATTREE, 4, 0, 2, 1},
+      {PLAT_TOPO_STAR, 3, 0, 4, 1},    {PLAT_TOPO_RAIL, 1, 0, 4, 1},
+  };
+  for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+    plat *gen, *raw;
+    load_with_and_without_structure(&cases[k], 4, &gen, &raw);
+    GError *err = NULL;
+    const int n = plat_n_hosts(raw), g = plat_gpus_per_node(raw);
+    plat_route_info *r = g_new(plat_route_info, (size_t)n * n);
+    for (int a = 0; a < n; a++)
+      for (int b = 0; b < n; b++) CU_ASSERT_FATAL(plat_route(raw, a, b, &r[a * n + b], &err));
+    gboolean expect = cases[k].t != PLAT_TOPO_STAR;
+    for (int a = 0; a < n; a++)
+      for (int b = 0; b < n; b++) {
+        if (a == b || a / g != b / g) continue;
+        for (int c = 0; c < n; c++)
+          for (int d = 0; d < n; d++) {
+            if (c == d || (c == a && d == b)) continue;
+            const int inside = c / g == d / g, node = c / g == a / g || d / g == a / g;
+            /* a flow of unrelated ends in the node; any flow inside another node; a flow
+             * between nodes, but for a cross-rail one into or out of this node */
+            if (inside ? !node || (c != a && d != b) : !(node && c % g != d % g))
+              expect &= !share(&r[a * n + b], &r[c * n + d]);
+          }
+      }
+    GError *e = NULL;
+    CU_ASSERT_EQUAL(plat_node_links_private(gen, &e), expect);
+    CU_ASSERT_PTR_NULL(e);
+    if (plat_node_links_private(gen, NULL) != expect) fprintf(stderr, "case %zu\n", k);
+    CU_ASSERT_FALSE(plat_node_links_private(raw, NULL)); /* no structure: not asked */
+    g_free(r);
+    plat_free(gen);
+    plat_free(raw);
+  }
+  /* acknowledgements on the reverse route share links */
+  GError *err = NULL;
+  static const char *const cross[] = {"network/crosstraffic:1", NULL};
+  plat *pl = plat_load_cfg("thetagpu", cross, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
+  CU_ASSERT_FALSE(plat_node_links_private(pl, NULL));
+  plat_free(pl);
+  pl = plat_load("thetagpu", &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
+  CU_ASSERT_TRUE(plat_node_links_private(pl, NULL));
+  plat_free(pl);
 }
 
 static const dl_cu_test gen_tests[] = {
@@ -261,7 +333,8 @@ static const dl_cu_test gen_tests[] = {
     DL_CU_END};
 static const dl_cu_test route_tests[] = {DL_CU_TEST(test_thetagpu_routes),
                                          DL_CU_TEST(test_route_classes),
-                                         DL_CU_TEST(test_fattree_oversubscribed), DL_CU_END};
+                                         DL_CU_TEST(test_fattree_oversubscribed),
+                                         DL_CU_TEST(test_node_links_private), DL_CU_END};
 static const dl_cu_test reader_tests[] = {DL_CU_TEST(test_reader_errors), DL_CU_END};
 
 const dl_cu_suite dl_cu_suites[] = {

@@ -1,5 +1,6 @@
 /* phase.c — the SMPI flavour's side of coll_mpi.h: payload-free scratch memory, and ring phases
- * simulated as one message each way (coll_ring_phase).
+ * simulated as one message each way (coll_ring_phase), or computed inside a node whose NVLink
+ * carries nothing else (see "ring phases inside a node, computed" below).
  *
  * A ring phase of k steps, each sending a chunk c to the right neighbour and receiving one from
  * the left, takes k·(λ·fλ(c) + c/(β·fβ(c))) on a ring whose ranks move in lock step: λ the route's
@@ -17,7 +18,9 @@
  */
 #include <mpi.h>
 #include <simgrid/actor.h>
+#include <simgrid/engine.h>
 #include <simgrid/host.h>
+#include <simgrid/semaphore.h>
 #include <smpi/smpi.h>
 
 #include <glib.h>
@@ -131,19 +134,23 @@ static int world_rank(MPI_Comm comm, int r) {
   return map[r];
 }
 
-/* Raw latency of the route between the hosts of world ranks `a` and `b` (cached). */
-static double route_latency(int a, int b) {
+/* The route between the hosts of world ranks `a` and `b` (cached): [0] its raw latency, s,
+ * [1] its narrowest link, bytes/s. */
+static const double *route_of(int a, int b) {
   static GHashTable *cache;
   if (!cache) cache = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
   gint64 key = (gint64)a * n_ranks + b;
   double *v = g_hash_table_lookup(cache, &key);
   if (!v) {
-    v = g_new(double, 1);
-    *v = sg_host_get_route_latency(host_of_rank[a], host_of_rank[b]);
+    v = g_new(double, 2);
+    v[0] = sg_host_get_route_latency(host_of_rank[a], host_of_rank[b]);
+    v[1] = sg_host_get_route_bandwidth(host_of_rank[a], host_of_rank[b]);
     g_hash_table_insert(cache, g_memdup2(&key, sizeof key), v);
   }
-  return *v;
+  return v;
 }
+
+static double route_latency(int a, int b) { return route_of(a, b)[0]; }
 
 /* Whether the factor is one value over sizes [lo, hi]. */
 static gboolean factor_flat(const plat_factor *f, double lo, double hi) {
@@ -196,6 +203,139 @@ static double ring_latency(const coll_rings *R, MPI_Comm comm) {
   return *v;
 }
 
+/* ---- ring phases inside a node, computed --------------------------------------------------------
+ * Where every NVLink flow inside a node belongs to one kind of group (the executor's
+ * smpi_phase_node_private) and the platform keeps a flow between two GPUs of a node alone on its
+ * links while nothing else leaves its sender or enters its receiver (plat_node_links_private),
+ * the one message of a ring phase (one ring: a group inside one node) from member i to i+1 is
+ * alone on its links from start to end: i sends nothing else and i+1 receives nothing else
+ * during the phase, and a message of the group's next collective cannot start before both ends
+ * have finished this one (sends are never detached: smpi/send-is-detached-thresh:0). SimGrid
+ * would start it when the later of the two posts it, a(i) or a(i+1), and end it the route's
+ * latency times the latency factor and its bytes over the narrowest link times the bandwidth
+ * factor later, in that order. So each member, instead of sending, waits for its neighbours to
+ * arrive and holds itself until both its message and its left neighbour's would have ended: the
+ * same times, with no simulated message. */
+
+/* A group whose ring phases are computed, shared by its members (-no-privatize: one process).
+ * Neighbours are at most one call apart (a member leaves call n only once both of its
+ * neighbours have arrived at it), so members g/2 places apart at most g/2 calls: 2g slots, each
+ * call in slot call mod 2g, are never used by two calls at once. */
+typedef struct {
+  int g;
+  int *world;       /* world rank per ring position */
+  double *at;       /* [slot * g + position]: when the member arrived at the slot's call, s */
+  double *wire;     /* and the bytes it sends to its right neighbour */
+  guint64 *call;    /* [slot * g + position]: the call it arrived at there, + 1 (0: none) */
+  sg_sem_t *sem;    /* per position: a member waiting for a neighbour blocks on its own */
+  int *asleep;      /* per position: the call + 1 it waits in, 0 when not waiting */
+} node_group;
+
+#define PRIVATE_MAX 8 /* communicators per rank */
+typedef struct {
+  MPI_Comm comm;
+  guint64 calls;    /* computed phases so far */
+  node_group *grp;  /* set at the first call */
+  int pos;          /* the rank's ring position */
+  double ring_lat;  /* ring_latency of the group, s */
+  double lat[2], bw[2]; /* routes to the right neighbour, [0], and from the left, [1] */
+} private_comm;
+typedef struct {
+  private_comm c[PRIVATE_MAX];
+  int n;
+} private_comms;
+static private_comms *private_of; /* per world rank */
+static GHashTable *node_groups;   /* world rank of ring position 0 -> node_group */
+
+void smpi_phase_node_private(int rank, MPI_Comm comm) {
+  if (!private_of) private_of = g_new0(private_comms, n_ranks);
+  private_comms *p = &private_of[rank];
+  if (p->n < PRIVATE_MAX) p->c[p->n++] = (private_comm){.comm = comm};
+}
+
+double smpi_phase_computed(void) {
+  double n = 0;
+  for (int r = 0; private_of && r < n_ranks; r++)
+    for (int i = 0; i < private_of[r].n; i++) n += (double)private_of[r].c[i].calls;
+  return n;
+}
+
+/* The caller's record of `comm`, or NULL when its phases are sent. */
+static private_comm *private_find(int me, MPI_Comm comm) {
+  if (!private_of) return NULL;
+  private_comms *p = &private_of[me];
+  for (int i = 0; i < p->n; i++)
+    if (p->c[i].comm == comm) return &p->c[i];
+  return NULL;
+}
+
+/* Fills pc at its first call: the group, the caller's place and routes. */
+static void private_setup(private_comm *pc, const coll_rings *R, MPI_Comm comm, int me) {
+  if (!node_groups) node_groups = g_hash_table_new(g_direct_hash, g_direct_equal);
+  const int g = R->g, first = world_rank(comm, coll_ring_rank(R, 0, 0));
+  node_group *x = g_hash_table_lookup(node_groups, GINT_TO_POINTER(first + 1));
+  if (!x) {
+    x = g_new0(node_group, 1);
+    x->g = g;
+    x->world = g_new(int, g);
+    for (int i = 0; i < g; i++) x->world[i] = world_rank(comm, coll_ring_rank(R, 0, i));
+    x->at = g_new0(double, 2 * g * g);
+    x->wire = g_new0(double, 2 * g * g);
+    x->call = g_new0(guint64, 2 * g * g);
+    x->sem = g_new(sg_sem_t, g);
+    for (int i = 0; i < g; i++) x->sem[i] = sg_sem_init(0);
+    x->asleep = g_new0(int, g);
+    g_hash_table_insert(node_groups, GINT_TO_POINTER(first + 1), x);
+  }
+  pc->grp = x;
+  pc->pos = R->me[0];
+  pc->ring_lat = ring_latency(R, comm);
+  const int right = x->world[coll_mod(pc->pos + 1, g)], left = x->world[coll_mod(pc->pos - 1, g)];
+  pc->lat[0] = route_of(me, right)[0];
+  pc->bw[0] = route_of(me, right)[1];
+  pc->lat[1] = route_of(left, me)[0];
+  pc->bw[1] = route_of(left, me)[1];
+}
+
+/* When a message of `bytes` on a route of latency `lat` and narrowest link `bw`, started at `t`,
+ * ends alone on it: SimGrid's order of operations. */
+static double alone_end(double lat, double bw, double bytes, double t) {
+  return (t + lat * plat_factor_at(&lat_factor, bytes)) + bytes / (bw * plat_factor_at(&bw_factor, bytes));
+}
+
+/* The ring phase of the caller's group computed: it sends `wire` bytes to its right neighbour.
+ * Returns how long from now its message and its left neighbour's would still take, s. */
+static double node_phase_run(private_comm *pc, double wire) {
+  node_group *x = pc->grp;
+  const int g = x->g, pos = pc->pos, lp = coll_mod(pos - 1, g), rp = coll_mod(pos + 1, g);
+  const guint64 call = pc->calls++;
+  const int slot = (int)(call % (guint64)(2 * g)) * g;
+  x->at[slot + pos] = simgrid_get_clock();
+  x->wire[slot + pos] = wire;
+  x->call[slot + pos] = call + 1;
+  for (int n = 0; n < 2; n++) { /* wake a neighbour waiting for this member */
+    const int q = n ? rp : lp;
+    if (x->asleep[q] == (int)(call % G_MAXINT) + 1) {
+      x->asleep[q] = 0;
+      sg_sem_release(x->sem[q]);
+    }
+  }
+  /* ranks of a group usually arrive at one simulated time, one after the other: let the others
+   * of this round run first, and block only when a neighbour is still not there */
+  for (int tries = 0; x->call[slot + lp] != call + 1 || x->call[slot + rp] != call + 1; tries++) {
+    if (tries == 0) {
+      sg_actor_yield();
+      continue;
+    }
+    x->asleep[pos] = (int)(call % G_MAXINT) + 1;
+    sg_sem_acquire(x->sem[pos]);
+  }
+  const double sent = alone_end(pc->lat[0], pc->bw[0], wire, MAX(x->at[slot + pos], x->at[slot + rp]));
+  const double got = alone_end(pc->lat[1], pc->bw[1], x->wire[slot + lp],
+                               MAX(x->at[slot + lp], x->at[slot + pos]));
+  return MAX(sent, got) - simgrid_get_clock();
+}
+
 int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t n_bytes,
                     MPI_Comm comm) {
   /* every rank of the ring must decide alike: from what they share (steps, n_bytes) */
@@ -219,6 +359,19 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
     in[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, left[j], R->rank), b) + 0.5);
     total += wire[j];
     total_in += in[j];
+  }
+  int size;
+  MPI_Comm_size(comm, &size);
+  private_comm *pc = R->k == 1 && !R->members && R->g == size ? private_find(me, comm) : NULL;
+  if (pc) { /* inside a node whose links are the group's alone: computed */
+    if (!pc->grp) private_setup(pc, R, comm, me);
+    const double chunk = (double)wire[0] / steps;
+    const double wait = bundled_wait(pc->lat[0], steps, chunk, (double)wire[0]);
+    const double routes = R->nc.proto >= 0 ? steps * pc->ring_lat *
+                                                 plat_factor_at(&lat_factor, chunk) : 0;
+    const double ends = node_phase_run(pc, (double)wire[0]);
+    hold(me, MAX(ends, 0) + MAX(wait, 0) + MAX(0, R->nc.proto >= 0 ? R->nc.lat_s - routes : 0));
+    return 1;
   }
   /* what a left neighbour sends may differ from this rank's bytes by the rounding of chunks */
   const int slack = 64;

@@ -67,6 +67,10 @@ static struct {
   run_ctx ctx;           /* the run, opened from the request */
   exec_request req;      /* output paths */
   int *node_of;          /* node index of each rank's host */
+  int *gpu_of;           /* its GPU index in the node (host property gpu), -1 if unknown */
+  guint32 *node_traffic; /* per rank: node_traffic's */
+  int *node_first;       /* per node index: where its ranks start in node_ranks (n_nodes + 1) */
+  int *node_ranks;       /* ranks by node */
   gboolean debug_ops;    /* DLSIM_DEBUG_OPS set: print every op as the ranks reach it */
   GHashTable *sent;      /* "src:dst:iter:tag" -> simulated time the send was posted (double*) */
   rec_rank *recs;        /* per rank */
@@ -282,6 +286,8 @@ static void open_shared(const char *request_path) {
   }
   shared.sent = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   shared.node_of = g_new0(int, shared.ctx.cfg.gpus);
+  shared.node_traffic = g_new0(guint32, shared.ctx.cfg.gpus);
+  shared.gpu_of = g_new0(int, shared.ctx.cfg.gpus);
   shared.debug_ops = g_getenv("DLSIM_DEBUG_OPS") != NULL;
   shared.recs = g_new0(rec_rank, shared.ctx.cfg.gpus);
   shared.plans = g_new0(shared_plan *, shared.ctx.cfg.gpus);
@@ -319,12 +325,74 @@ static char *write_result(int P, const char *result_path) {
   res_init(&r);
   rec_result(shared.recs, P, &x->cfg, x->gpu_mem_bytes, &r);
   r.gpu_model = x->gpu->name;
+  r.computed_phases = smpi_phase_computed();
   res_kdb_set_source(&r.kdb, &x->kernels);
   GString *trace = shared.req.trace ? rec_trace(shared.recs, P, &x->cfg) : NULL;
   char *err = exec_result_write(&r, x, result_path, shared.req.trace, trace);
   if (trace) g_string_free(trace, TRUE);
   res_release(&r);
   return err;
+}
+
+/* Traffic between rank `me` and `peer` as node_traffic counts it into *mask for slot bit `s`. */
+static void count_peer(int me, int peer, int s, guint32 *mask) {
+  if (peer == me) return;
+  if (shared.node_of[peer] == shared.node_of[me]) *mask |= 1u << s;
+  else if (shared.gpu_of[peer] != shared.gpu_of[me] || shared.gpu_of[me] < 0) *mask |= 1u << 30;
+}
+
+/* What this rank's communication does inside its node: the slots (plan_op_slot) whose ops reach
+ * another rank of the node, a bit each (bit 31 for point-to-point messages and slots past 29);
+ * bit 30 when any op reaches a GPU of another index on another node (another rail: such a route
+ * may cross NVLink). */
+static guint32 node_traffic(const smpi_rank *g, const cfg_run *c) {
+  const int P = c->gpus, me = g->rank;
+  int *members = g_new(int, P);
+  guint32 mask = 0, seen = 0;
+  for (int i = 0; i < g->plan->n_ops; i++) {
+    const plan_op *op = &g->plan->ops[i];
+    if (op->kind == PLAN_SEND || op->kind == PLAN_RECV) {
+      const int peer = plan_op_peer(g->plan, op);
+      if (peer >= 0 && peer < P) count_peer(me, peer, 31, &mask);
+    } else if (op->kind == PLAN_COLL) {
+      const int slot = plan_op_slot(op), s = slot < 30 ? slot : 31;
+      if (s < 30 && (seen & (1u << s))) continue;
+      if (s < 30) seen |= 1u << s;
+      const int n = plan_op_members(g->plan, c, op, me, members);
+      for (int j = 0; j < n; j++) count_peer(me, members[j], s, &mask);
+    }
+  }
+  g_free(members);
+  return mask;
+}
+
+/* Ranks by node, once every rank has said its node. */
+static void index_nodes(int P) {
+  if (shared.node_first) return;
+  int n = 0;
+  for (int r = 0; r < P; r++) n = MAX(n, shared.node_of[r] + 1);
+  shared.node_first = g_new0(int, n + 2);
+  shared.node_ranks = g_new(int, P);
+  for (int r = 0; r < P; r++) shared.node_first[shared.node_of[r] + 2]++;
+  for (int i = 2; i < n + 2; i++) shared.node_first[i] += shared.node_first[i - 1];
+  for (int r = 0; r < P; r++) shared.node_ranks[shared.node_first[shared.node_of[r] + 1]++] = r;
+}
+
+/* Tells phase.c which of the rank's groups may have their ring phases computed: a group inside
+ * the node, on a platform that keeps flows inside a node apart (plat_node_links_private), whose
+ * kind is the only one with traffic between GPUs of the node. */
+static void node_private_groups(const smpi_rank *g, int P) {
+  if (!shared.req.node_links_private || shared.ctx.cfg.message_level ||
+      g_getenv("DLSIM_SEND_NODE_PHASES"))
+    return;
+  index_nodes(P);
+  const int node = shared.node_of[g->rank];
+  guint32 all = 0;
+  for (int i = shared.node_first[node]; i < shared.node_first[node + 1]; i++)
+    all |= shared.node_traffic[shared.node_ranks[i]];
+  for (int k = 0; k < g->groups.n && k < 30; k++)
+    if (g->groups.size[k] > 1 && g->groups.nodes[k] == 1 && all == 1u << k)
+      smpi_phase_node_private(g->rank, g->groups.comm[k]);
 }
 
 int smpi_exec_main(int argc, char **argv) {
@@ -358,6 +426,8 @@ int smpi_exec_main(int argc, char **argv) {
   plan_rank *plan = plan_view(sp->plan, rep, rank);
   const char *node = sg_host_get_property_value(sg_host_self(), "node");
   shared.node_of[rank] = node ? atoi(node) : rank;
+  const char *gpu_index = sg_host_get_property_value(sg_host_self(), "gpu");
+  shared.gpu_of[rank] = gpu_index ? atoi(gpu_index) : -1;
   /* buffers: payload-free, as large as the largest collective or message of any rank */
   shared.buf_bytes = MAX(shared.buf_bytes, (size_t)sp->max_bytes + 64);
   MPI_Barrier(MPI_COMM_WORLD);
@@ -377,6 +447,7 @@ int smpi_exec_main(int argc, char **argv) {
   g.speed = sg_host_get_speed(sg_host_self());
   coll_groups_init(&g.groups, c, plan->comms, rank, shared.node_of);
   for (int k = 0; k < g.groups.n; k++) g.groups.topo[k].nccl = &shared.ctx.nccl;
+  shared.node_traffic[rank] = node_traffic(&g, c);
   g.sendbuf = shared.sendbuf;
   g.recvbuf = shared.recvbuf;
   MPI_Op_create(noop_op, 1, &g.noop);
@@ -394,6 +465,7 @@ int smpi_exec_main(int argc, char **argv) {
   exec_stream stream = {&smpi_stream, &g, plan, rec, c->iters, shared.debug_ops};
 
   MPI_Barrier(MPI_COMM_WORLD);
+  node_private_groups(&g, P); /* every rank has said what its traffic is */
   double t_start = simgrid_get_clock();
   char name[32];
   g_snprintf(name, sizeof name, "gpu%d", rank);

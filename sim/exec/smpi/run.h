@@ -2,6 +2,8 @@
 #ifndef SMPI_EXEC_H
 #define SMPI_EXEC_H
 
+#include <mpi.h>
+
 /* argv[0] = "run", argv[1] = the request, argv[2] = where to write the result (exec.h).
  * Collective over MPI_COMM_WORLD; returns the exit status. */
 int smpi_exec_main(int argc, char **argv);
@@ -19,6 +21,14 @@ void smpi_phase_init(int rank, int P);
  * after its phase, must not defer. */
 void smpi_phase_defer(int rank);
 double smpi_phase_deferred(int rank);
+
+/* Ring phases on `comm` (the caller's communicator of a group whose members share one node) may
+ * be computed rather than sent: every flow of NVLink traffic inside the node belongs to this kind
+ * of group, and the platform keeps each flow inside a node alone on its links (the driver's
+ * plat_node_links_private). Every member of the group must say the same. */
+void smpi_phase_node_private(int rank, MPI_Comm comm);
+/* Ring phases computed so far, all ranks together. */
+double smpi_phase_computed(void);
 
 /* Maps the payload-free scratch regions of the collectives once, at `bytes` each (a mapping
  * populates its pages: growing them call by call cost host time). */
