@@ -28,6 +28,12 @@
  *
  * A send notes its simulated post time in a shared table, so the receive knows how long it
  * waited for the sender (bubble) and how long the transfer took (communication).
+ *
+ * Sends are waited for at the end of the iteration, but one whose receive has completed is
+ * waited for (at no simulated time: it is over) before the sender's next MPI call. SimGrid keeps
+ * a list of each actor's unfinished communications and walks it whenever one of them ends; a
+ * middle pipeline stage's 32 finished sends on it made every message of the data-parallel
+ * all-reduce that follows walk 32 more entries.
  */
 #include <mpi.h>
 #include <simgrid/actor.h>
@@ -72,7 +78,8 @@ static struct {
   int *node_first;       /* per node index: where its ranks start in node_ranks (n_nodes + 1) */
   int *node_ranks;       /* ranks by node */
   gboolean debug_ops;    /* DLSIM_DEBUG_OPS set: print every op as the ranks reach it */
-  GHashTable *sent;      /* "src:dst:iter:tag" -> simulated time the send was posted (double*) */
+  GHashTable *sent;      /* "src:dst:iter:tag" -> the send (sent_note*) */
+  struct smpi_rank **rank; /* per rank: its backend, while it runs */
   rec_rank *recs;        /* per rank */
   shared_plan **plans;   /* per representative rank (run_ctx_representative), else NULL */
   guint64 clock_reads;   /* be_now calls, to look at the host's clock on few of them */
@@ -81,6 +88,12 @@ static struct {
   void *sendbuf, *recvbuf; /* payload-free buffers every rank uses (one mapping each) */
 } shared;
 
+/* A posted send, as its receiver finds it. */
+typedef struct {
+  double posted_s;       /* simulated time the send was posted */
+  int slot;              /* its request among the sender's sends of the iteration */
+} sent_note;
+
 /* A stream blocked on an event not yet recorded. */
 typedef struct {
   gint64 ev;             /* iter · n_events + event, -1: nobody waits here */
@@ -88,7 +101,7 @@ typedef struct {
 } ev_waiter;
 
 /* One rank's backend of the two-stream loop. */
-typedef struct {
+typedef struct smpi_rank {
   int rank;
   const plan_rank *plan;
   const shared_plan *sp; /* what plan is a view of */
@@ -101,6 +114,9 @@ typedef struct {
   MPI_Request *rreq;     /* per receive (sp->recv_slot): the posted receive */
   MPI_Request *sreq;     /* the iteration's sends */
   int n_sends;
+  int send_iter;         /* the iteration of sreq's sends */
+  gint64 *sends_over;    /* iter << 32 | slot of sends whose receive completed, n_over of them */
+  int n_over;
   sg_actor_t gpu;        /* the compute stream's actor */
   double ready_at[PLAN_N_STREAMS]; /* a stream's clock reads at least this (held time), s */
   double *ev_time;       /* iters × n_events: when it was recorded, s */
@@ -159,6 +175,16 @@ static void sent_key(char *key, size_t n, int src, int dst, int iter, int tag) {
   g_snprintf(key, n, "%d:%d:%d:%d", src, dst, iter, tag);
 }
 
+/* Waits for the sends that its receivers have seen complete (no simulated time). */
+static void reap_sends(smpi_rank *g) {
+  for (int i = 0; i < g->n_over; i++) {
+    const int it = (int)(g->sends_over[i] >> 32), slot = (int)(g->sends_over[i] & 0xffffffff);
+    if (it == g->send_iter && g->sreq[slot] != MPI_REQUEST_NULL)
+      MPI_Wait(&g->sreq[slot], MPI_STATUS_IGNORE);
+  }
+  g->n_over = 0;
+}
+
 static void be_recv_post(void *be, const plan_op *op, int iter) {
   (void)iter;
   smpi_rank *g = be;
@@ -170,11 +196,19 @@ static void be_recv_post(void *be, const plan_op *op, int iter) {
 static double be_recv_wait(void *be, const plan_op *op, int iter) {
   smpi_rank *g = be;
   settle(g);
+  reap_sends(g);
   MPI_Wait(&g->rreq[g->sp->recv_slot[op - g->plan->ops]], MPI_STATUS_IGNORE);
   char key[64];
-  sent_key(key, sizeof key, plan_op_peer(g->plan, op), g->rank, iter, op->tag);
-  const double *posted = g_hash_table_lookup(shared.sent, key);
-  return posted ? *posted : -INFINITY;
+  const int peer = plan_op_peer(g->plan, op);
+  sent_key(key, sizeof key, peer, g->rank, iter, op->tag);
+  const sent_note *s = g_hash_table_lookup(shared.sent, key);
+  if (!s) return -INFINITY;
+  /* the sender waits for it before its next call; a note from an iteration it has already
+   * waited for is dropped there */
+  smpi_rank *sender = shared.rank[peer];
+  if (sender && sender->n_over < sender->sp->n_send)
+    sender->sends_over[sender->n_over++] = (gint64)iter << 32 | s->slot;
+  return s->posted_s;
 }
 
 static void be_send(void *be, const plan_op *op, int iter) {
@@ -182,9 +216,12 @@ static void be_send(void *be, const plan_op *op, int iter) {
   settle(g);
   char key[64];
   const int peer = plan_op_peer(g->plan, op);
+  reap_sends(g);
   sent_key(key, sizeof key, g->rank, peer, iter, op->tag);
-  double *v = g_new(double, 1);
-  *v = simgrid_get_clock();
+  sent_note *v = g_new(sent_note, 1);
+  v->posted_s = simgrid_get_clock();
+  v->slot = g->n_sends;
+  g->send_iter = iter;
   g_hash_table_replace(shared.sent, g_strdup(key), v);
   MPI_Isend(g->sendbuf, (int)op->bytes, MPI_BYTE, peer, op->tag, MPI_COMM_WORLD,
             &g->sreq[g->n_sends++]);
@@ -196,6 +233,7 @@ static void be_sends_wait(void *be, int iter) {
   settle(g);
   MPI_Waitall(g->n_sends, g->sreq, MPI_STATUSES_IGNORE);
   g->n_sends = 0;
+  g->n_over = 0;
 }
 
 static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) {
@@ -209,6 +247,7 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
   const coll_algo *a = coll_find(cop, algo);
   const size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
   settle(g);
+  reap_sends(g);
   if (op->peer_send_bytes) { /* MoE all-to-all with uneven blocks */
     coll_alltoallv_pairwise(g->sendbuf, op->peer_send_bytes, g->recvbuf, op->peer_recv_bytes,
                             g->groups.comm[grp]);
@@ -290,6 +329,7 @@ static void open_shared(const char *request_path) {
   shared.gpu_of = g_new0(int, shared.ctx.cfg.gpus);
   shared.debug_ops = g_getenv("DLSIM_DEBUG_OPS") != NULL;
   shared.recs = g_new0(rec_rank, shared.ctx.cfg.gpus);
+  shared.rank = g_new0(smpi_rank *, shared.ctx.cfg.gpus);
   shared.plans = g_new0(shared_plan *, shared.ctx.cfg.gpus);
 }
 
@@ -453,6 +493,7 @@ int smpi_exec_main(int argc, char **argv) {
   MPI_Op_create(noop_op, 1, &g.noop);
   g.rreq = g_new(MPI_Request, sp->n_recv + 1);
   g.sreq = g_new(MPI_Request, sp->n_send + 1);
+  g.sends_over = g_new(gint64, sp->n_send + 1);
   g.ev_set = g_new0(guint8, (size_t)c->iters * plan->n_events + 1);
   g.ev_time = g_new0(double, (size_t)c->iters * plan->n_events + 1);
   for (int s = 0; s < PLAN_N_STREAMS; s++) {
@@ -463,6 +504,7 @@ int smpi_exec_main(int argc, char **argv) {
   rec_rank *rec = &shared.recs[rank];
   rec_init(rec, rank, plan, c->iters);
   exec_stream stream = {&smpi_stream, &g, plan, rec, c->iters, shared.debug_ops};
+  shared.rank[rank] = &g;
 
   MPI_Barrier(MPI_COMM_WORLD);
   node_private_groups(&g, P); /* every rank has said what its traffic is */
@@ -493,11 +535,13 @@ int smpi_exec_main(int argc, char **argv) {
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
+  shared.rank[rank] = NULL; /* every rank is past its last receive */
   for (int s = 0; s < PLAN_N_STREAMS; s++) sg_sem_destroy(g.waiter[s].sem);
   g_free(g.ev_set);
   g_free(g.ev_time);
   g_free(g.rreq);
   g_free(g.sreq);
+  g_free(g.sends_over);
   coll_groups_release(&g.groups);
   MPI_Op_free(&g.noop);
   /* the shared table, records and plans stay until the process ends: other ranks may still
