@@ -76,6 +76,12 @@ void coll_topo_init(coll_topo *t, int rank, int P, int ranks_per_node);
 #define COLL_MAX_RINGS 32
 int coll_ring_channels(int P, int rpn);
 
+/* The collectives' message tags (and the SMPI executor's ring phases) lie in [COLL_TAG_BASE,
+ * COLL_TAG_BASE + 0x400); a plan's own messages (plan.h) stay below COLL_TAG_BASE, for they share
+ * MPI_COMM_WORLD with the collectives of groups that span every rank. 2^18 + 2^10 is below the
+ * MPI_TAG_UB of SMPI, Open MPI (ob1 and UCX) and MPICH. */
+#define COLL_TAG_BASE 0x40000
+
 /* a mod m in [0, m) for any a. */
 static inline int coll_mod(int a, int m) { return ((a % m) + m) % m; }
 

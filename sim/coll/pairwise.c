@@ -6,7 +6,7 @@
 
 #include "coll/coll_mpi.h"
 
-#define TAG_PAIR 0x6c30
+#define TAG_PAIR (COLL_TAG_BASE + 0x30)
 
 int coll_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
                            const coll_topo *topo, MPI_Op op) {

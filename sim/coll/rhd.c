@@ -12,7 +12,7 @@
 #include <glib.h>
 #include <string.h>
 
-#define TAG_RHD 0x6c40
+#define TAG_RHD (COLL_TAG_BASE + 0x40)
 
 static int exchange(const void *sbuf, int sn, void *rbuf, int rn, int peer, MPI_Datatype type,
                     MPI_Comm comm) {

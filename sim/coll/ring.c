@@ -13,7 +13,7 @@
 #include <glib.h>
 #include <string.h>
 
-#define TAG_RING 0x6c80 /* + ring: apart from tree.c (0x6e00 on), rhd.c, pairwise.c, the phases */
+#define TAG_RING (COLL_TAG_BASE + 0x80) /* + ring: apart from tree.c, rhd.c, pairwise.c, the phases */
 #define TAG_PAD (TAG_RING + COLL_MAX_RINGS)
 
 void coll_rings_flat(coll_rings *R, int P, int rank, const coll_topo *topo, coll_op op,

@@ -20,8 +20,8 @@
 #include <string.h>
 
 /* + 2 pipeline (up), + 2 pipeline + 1 (down), for up to 2 COLL_MAX_RINGS pipelines: apart from
- * ring.c, rhd.c, pairwise.c and the SMPI phases (0x6c30 to 0x6d1f) */
-#define TAG_TREE 0x6e00
+ * ring.c, rhd.c, pairwise.c and the SMPI phases (COLL_TAG_BASE + 0x30 to + 0x11f) */
+#define TAG_TREE (COLL_TAG_BASE + 0x200)
 #define TAG_TAIL (TAG_TREE + 4 * COLL_MAX_RINGS)
 #define MAX_CHILDREN 3 /* the next GPU of the chain and two child nodes */
 /* Pipelines of this many chunks or more go as three messages per link and direction where the

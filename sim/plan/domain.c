@@ -60,8 +60,20 @@ int plan_domain_end(const wl_model *m) {
 
 static gboolean applies(const cfg_run *c) { return c->domain_conv; }
 
+/* A halo message's tag: layer, direction, which neighbour receives it (its up = our down),
+ * micro-batch; below COLL_TAG_BASE (coll.h) for models of up to DOMAIN_MAX_LAYERS layers. */
+static int halo_tag(int layer, int dir, int up, int mb) {
+  return 16384 + ((layer * 2 + dir) * 2 + up) * 64 + mb % 64;
+}
+#define DOMAIN_MAX_LAYERS ((COLL_TAG_BASE - 16384) / 256)
+
 static gboolean check(const wl_model *m, const cfg_run *c, GError **err) {
-  (void)m;
+  if (m->n_layers > DOMAIN_MAX_LAYERS) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--domain conv: the workload has %d layers; halo messages are tagged per layer, "
+                "for up to %d", m->n_layers, DOMAIN_MAX_LAYERS);
+    return FALSE;
+  }
   if (c->tp_style == CFG_TP_MEGATRON || c->grid_fc_only) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--domain conv: splits the convolutions' images over Pr, so it combines with "
@@ -174,8 +186,7 @@ void plan_domain_halo(plan_builder *b, int rank, const plan_shard *x, int layer,
                          rows * x->halo_row_bytes[dir], pending);
     op->group = PLAN_GRP_TP;
     op->purpose = PLAN_WHY_HALO;
-    /* tag: layer, direction, which neighbour receives it (its up = our down), micro-batch */
-    op->tag = 16384 + ((layer * 2 + dir) * 2 + (1 - k)) * 64 + mb % 64;
+    op->tag = halo_tag(layer, dir, 1 - k, mb);
   }
   for (int k = 0; k < 2; k++) {
     int rows = x->halo[dir][0][k];
@@ -185,6 +196,6 @@ void plan_domain_halo(plan_builder *b, int rank, const plan_shard *x, int layer,
                          rows * x->halo_row_bytes[dir], pending);
     op->group = PLAN_GRP_TP;
     op->purpose = PLAN_WHY_HALO;
-    op->tag = 16384 + ((layer * 2 + dir) * 2 + k) * 64 + mb % 64;
+    op->tag = halo_tag(layer, dir, k, mb);
   }
 }

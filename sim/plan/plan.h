@@ -82,7 +82,8 @@ typedef struct {
   double bytes;        /* collective buffer size n (the result's size for allgather, the input's for
                           reduce-scatter), or message size for send/recv */
   int peer;            /* send/recv partner rank, -1 otherwise */
-  int tag;             /* send/recv: micro-batch · 2 + (0 activation, 1 its gradient) */
+  int tag;             /* send/recv: micro-batch · 2 + (0 activation, 1 its gradient); halo and
+                          trace messages their own; always below COLL_TAG_BASE (coll.h) */
   const double *peer_send_bytes; /* all-to-all with uneven blocks: bytes to each group member
                                     (group order), NULL when blocks are even (owned by the plan) */
   const double *peer_recv_bytes; /* and bytes from each member */

@@ -11,6 +11,12 @@ hand-computed iteration times, in closed form (1e-9) and in simulation (0.1 %):
   GPipe pipeline, 2 stages x 2 micro-batches, 1 MB activations (alpha + 1 MB / beta = 42 us):
     stage 1 runs F0 142-242, F1 242-342, B0 342-542, B1 542-742; gradients reach stage 0 at 584
     and 784; stage 0 runs B0 584-784, B1 784-984: 984 us.
+  All-reduce, then a message on the same pair, 2 ranks: 50 us of compute, the ring all-reduce
+    of its 10 MB (404 us), then 1 MB from rank 0 to rank 1 (42 us), then 100 us of compute on
+    rank 1, which the next iteration's first compute follows: 596 us. The
+    message's tag, 27904, is one a trace may use (0..32767) and the receive is posted at the
+    start of the iteration, before the all-reduce's messages arrive: the collectives' own tags
+    lie above every trace tag, so neither message is taken for the other.
   MoE layer, 2 ranks (expert parallel): router 50 us, all-to-all dispatch of 4 MB (pairwise,
     (P-1)(alpha + n/P/beta) = 82 us), experts 300 us, all-to-all combine 82 us, head 50 us:
     564 us; its communicator comes from comm_groups.json.
@@ -92,6 +98,21 @@ def write_pipeline(d):
     ])
 
 
+def write_coll_then_p2p(d):
+    MB = 1_000_000
+    et.write(os.path.join(d, "pair.0.et"), [
+        comp(0, "before", 50),
+        coll(1, "allreduce", et.ALL_REDUCE, 10 * MB, data=[0]),
+        p2p(2, "send", True, 0, 1, 27904, MB, ctrl=[1]),
+    ])
+    et.write(os.path.join(d, "pair.1.et"), [
+        comp(0, "before", 50),
+        coll(1, "allreduce", et.ALL_REDUCE, 10 * MB, data=[0]),
+        p2p(2, "recv", False, 0, 1, 27904, MB, ctrl=[1]),
+        comp(3, "after", 100, data=[2]),
+    ])
+
+
 def write_moe(d):
     for r in range(2):
         et.write(os.path.join(d, "moe.%d.et" % r), [
@@ -123,6 +144,7 @@ def write_moe_pytorch(d):
 
 
 FIXTURES = {"dp-mlp": (write_dp, 1058e-6), "pipeline": (write_pipeline, 984e-6),
+            "coll-then-p2p": (write_coll_then_p2p, 596e-6),
             "moe": (write_moe, 564e-6), "moe-pytorch-groups": (write_moe_pytorch, 564e-6)}
 TOL = {"analytic": 1e-9, "sim": 1e-3}
 

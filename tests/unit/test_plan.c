@@ -17,6 +17,7 @@
 #include "coll/cost.h"
 #include "cu_main.h"
 #include "plan/plan.h"
+#include "plan/strategy.h"
 #include "platform/platform.h"
 
 static const double W[3] = {401920, 262656, 5130};
@@ -269,6 +270,16 @@ static double p2p_bytes(const plan_rank *p, plan_op_kind kind, int layer, plan_p
   return s;
 }
 
+/* Grid 4x1 with --domain conv on 4 GPUs. */
+static void domain_config(cfg_run *c, int batch) {
+  cfg_init(c);
+  c->gpus = 4;
+  c->batch = batch;
+  c->domain_conv = TRUE;
+  CU_ASSERT_FATAL(cfg_grid_parse(c, "4x1", NULL));
+  CU_ASSERT_FATAL(cfg_resolve(c, 64, NULL));
+}
+
 static void test_domain_halos(void) {
   /* cnn-small split 4 ways along the height (grid 4x1, --domain conv), batch 8, fp32.
    * conv1 (3x3, stride 1, pad 1, input 3x32x32): rank 1 holds input rows [8, 16) and needs
@@ -283,12 +294,7 @@ static void test_domain_halos(void) {
   wl_model *m = wl_load("cnn-small", &e);
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   cfg_run c;
-  cfg_init(&c);
-  c.gpus = 4;
-  c.batch = 8;
-  c.domain_conv = TRUE;
-  CU_ASSERT_FATAL(cfg_grid_parse(&c, "4x1", NULL));
-  CU_ASSERT_FATAL(cfg_resolve(&c, 64, NULL));
+  domain_config(&c, 8);
   plan_rank *p = plan_build(m, &c, NULL, 1, &e);
   CU_ASSERT_PTR_NOT_NULL_FATAL(p);
   int n;
@@ -380,12 +386,7 @@ static void test_domain_parts(void) {
   wl_model *m = wl_load("cnn-small", &e);
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   cfg_run c;
-  cfg_init(&c);
-  c.gpus = 4;
-  c.batch = 8;
-  c.domain_conv = TRUE;
-  CU_ASSERT_FATAL(cfg_grid_parse(&c, "4x1", NULL));
-  CU_ASSERT_FATAL(cfg_resolve(&c, 64, NULL));
+  domain_config(&c, 8);
   plan_rank *p = plan_build(m, &c, NULL, 1, &e);
   CU_ASSERT_PTR_NOT_NULL_FATAL(p);
   double interior = 0, boundary = 0;
@@ -504,10 +505,46 @@ static void test_equivalent_ranks(void) {
   }
 }
 
+/* A plan's messages share MPI_COMM_WORLD with the collectives of groups that span every rank
+ * (a domain-parallel run's weight all-reduce): their tags stay below the collectives'. A model
+ * too deep for the halo tags is refused, naming the option. */
+static void test_tags_below_collectives(void) {
+  GError *e = NULL;
+  wl_model *m = wl_load("resnet50-imagenet", &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  cfg_run c;
+  domain_config(&c, 16);
+  int max_tag = -1, n_p2p = 0;
+  for (int rank = 0; rank < 4; rank++) {
+    plan_rank *p = plan_build(m, &c, NULL, rank, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    for (int i = 0; i < p->n_ops; i++)
+      if (p->ops[i].kind == PLAN_SEND || p->ops[i].kind == PLAN_RECV) {
+        max_tag = MAX(max_tag, p->ops[i].tag);
+        n_p2p++;
+      }
+    plan_rank_free(p);
+  }
+  CU_ASSERT(n_p2p > 0);
+  CU_ASSERT(max_tag >= 0 && max_tag < COLL_TAG_BASE);
+  wl_model deep = *m;
+  deep.n_layers = (COLL_TAG_BASE - 16384) / 256 + 1;
+  CU_ASSERT_FALSE(plan_domain.check(&deep, &c, &e));
+  char want[32]; /* 960 layers: the last one's tags end at COLL_TAG_BASE - 1 */
+  g_snprintf(want, sizeof want, "has %d layers", deep.n_layers);
+  CU_ASSERT_EQUAL(deep.n_layers, 961);
+  CU_ASSERT_TRUE(e && strstr(e->message, "--domain conv") && strstr(e->message, want));
+  g_clear_error(&e);
+  deep.n_layers--;
+  CU_ASSERT_TRUE(plan_domain.check(&deep, &c, &e));
+  cfg_release(&c);
+  wl_free(m);
+}
+
 static const dl_cu_test plan_tests[] = {
     DL_CU_TEST(test_equivalent_ranks),
     DL_CU_TEST(test_op_says_what_it_is), DL_CU_TEST(test_domain_parts),
-    DL_CU_TEST(test_domain_halos),
+    DL_CU_TEST(test_domain_halos), DL_CU_TEST(test_tags_below_collectives),
     DL_CU_TEST(test_grid_volumes_eq8), DL_CU_TEST(test_pure_model_and_batch),
     DL_CU_TEST(test_ddp_buckets), DL_CU_END};
 static const dl_cu_test analytic_tests[] = {

@@ -34,7 +34,7 @@
 
 char *dl_sg_cfg_string(const char *key); /* sgcfg.cpp */
 
-#define TAG_PHASE 0x6d00 /* + ring: apart from the steps' tags (ring.c, tree.c) */
+#define TAG_PHASE (COLL_TAG_BASE + 0x100) /* + ring: apart from the steps' tags (ring.c, tree.c) */
 
 static gboolean coll_real_data; /* TRUE: real malloc'd memory (--check); set before any call */
 static gboolean phases_off;     /* --message-level */
