@@ -17,7 +17,8 @@ Cases: resnet50-dp (ResNet-50 data parallel, 32 samples per GPU, 64 to 10,000 GP
 (gpt-18b, tp 8 x pp 4 x dp, 1F1B with 16 micro-batches, bf16, recomputation, 32 samples per
 replica; 1,024 and 9,984 GPUs), closed-form (both at 3,072 GPUs in --mode analytic). A run
 that fails is a row saying why; the others are still measured. The whole table takes about
-20 minutes on a 2-core machine; --max-gpus 4096 leaves out the two longest rows.
+27 minutes on a 2-core machine (7 of them the 10,000-GPU ResNet-50, 14 the 9,984-GPU GPT);
+--max-gpus 4096 leaves those two out.
 """
 import argparse
 import json
