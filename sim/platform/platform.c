@@ -632,15 +632,16 @@ gboolean plat_node_links_private(const plat *pl, GError **err) {
       for (int i = 0; private && i < in[x]->n; i++)
         for (int j = 0; private && j < in[y]->n; j++) private = in[x]->links[i] != in[y]->links[j];
     }
-  /* routes between the node and a node of its leaf group or the last node, GPU to GPU of the
+  /* routes between node 0 and node 1 (of its leaf group) or the last node, GPU to GPU of the
    * same index (one rail); and every route between those two nodes */
-  const int others[2] = {1, pl->s_nodes - 1};
-  for (int o = 0; ok && private && o < 3; o++) {
-    const int na = o < 2 ? 0 : others[0], nb = o < 2 ? others[o] : others[1];
-    if (nb < 1 || nb >= pl->s_nodes || na == nb) continue;
+  const struct { int na, nb; gboolean one_rail; } pairs[] = {
+      {0, 1, TRUE}, {0, pl->s_nodes - 1, TRUE}, {1, pl->s_nodes - 1, FALSE}};
+  for (size_t o = 0; ok && private && o < G_N_ELEMENTS(pairs); o++) {
+    const int na = pairs[o].na, nb = pairs[o].nb;
+    if (nb <= na || nb >= pl->s_nodes) continue;
     for (int a = na * g; ok && private && a < (na + 1) * g; a++)
       for (int y = nb * g; ok && private && y < (nb + 1) * g; y++) {
-        if (o < 2 && y % g != a % g) continue;
+        if (pairs[o].one_rail && y % g != a % g) continue;
         for (int dir = 0; ok && private && dir < 2; dir++) {
           const plat_route_rec *r = dir ? route_of(pl, y, a, err) : route_of(pl, a, y, err);
           if (!(ok = r != NULL)) break;

@@ -228,7 +228,7 @@ typedef struct {
   double *wire;     /* and the bytes it sends to its right neighbour */
   guint64 *call;    /* [slot * g + position]: the call it arrived at there, + 1 (0: none) */
   sg_sem_t *sem;    /* per position: a member waiting for a neighbour blocks on its own */
-  int *asleep;      /* per position: the call + 1 it waits in, 0 when not waiting */
+  guint64 *asleep;  /* per position: the call + 1 it waits in, 0 when not waiting */
 } node_group;
 
 #define PRIVATE_MAX 8 /* communicators per rank */
@@ -237,8 +237,6 @@ typedef struct {
   guint64 calls;    /* computed phases so far */
   node_group *grp;  /* set at the first call */
   int pos;          /* the rank's ring position */
-  double ring_lat;  /* ring_latency of the group, s */
-  double lat[2], bw[2]; /* routes to the right neighbour, [0], and from the left, [1] */
 } private_comm;
 typedef struct {
   private_comm c[PRIVATE_MAX];
@@ -269,8 +267,8 @@ static private_comm *private_find(int me, MPI_Comm comm) {
   return NULL;
 }
 
-/* Fills pc at its first call: the group, the caller's place and routes. */
-static void private_setup(private_comm *pc, const coll_rings *R, MPI_Comm comm, int me) {
+/* Fills pc at its first call: the group and the caller's place in it. */
+static void private_setup(private_comm *pc, const coll_rings *R, MPI_Comm comm) {
   if (!node_groups) node_groups = g_hash_table_new(g_direct_hash, g_direct_equal);
   const int g = R->g, first = world_rank(comm, coll_ring_rank(R, 0, 0));
   node_group *x = g_hash_table_lookup(node_groups, GINT_TO_POINTER(first + 1));
@@ -284,23 +282,19 @@ static void private_setup(private_comm *pc, const coll_rings *R, MPI_Comm comm, 
     x->call = g_new0(guint64, 2 * g * g);
     x->sem = g_new(sg_sem_t, g);
     for (int i = 0; i < g; i++) x->sem[i] = sg_sem_init(0);
-    x->asleep = g_new0(int, g);
+    x->asleep = g_new0(guint64, g);
     g_hash_table_insert(node_groups, GINT_TO_POINTER(first + 1), x);
   }
   pc->grp = x;
   pc->pos = R->me[0];
-  pc->ring_lat = ring_latency(R, comm);
-  const int right = x->world[coll_mod(pc->pos + 1, g)], left = x->world[coll_mod(pc->pos - 1, g)];
-  pc->lat[0] = route_of(me, right)[0];
-  pc->bw[0] = route_of(me, right)[1];
-  pc->lat[1] = route_of(left, me)[0];
-  pc->bw[1] = route_of(left, me)[1];
 }
 
-/* When a message of `bytes` on a route of latency `lat` and narrowest link `bw`, started at `t`,
- * ends alone on it: SimGrid's order of operations. */
-static double alone_end(double lat, double bw, double bytes, double t) {
-  return (t + lat * plat_factor_at(&lat_factor, bytes)) + bytes / (bw * plat_factor_at(&bw_factor, bytes));
+/* When a message of `bytes` from world rank a to b, started at `t`, ends alone on its route:
+ * SimGrid's order of operations. */
+static double alone_end(int a, int b, double bytes, double t) {
+  const double *r = route_of(a, b);
+  return (t + r[0] * plat_factor_at(&lat_factor, bytes)) +
+         bytes / (r[1] * plat_factor_at(&bw_factor, bytes));
 }
 
 /* The ring phase of the caller's group computed: it sends `wire` bytes to its right neighbour.
@@ -315,7 +309,7 @@ static double node_phase_run(private_comm *pc, double wire) {
   x->call[slot + pos] = call + 1;
   for (int n = 0; n < 2; n++) { /* wake a neighbour waiting for this member */
     const int q = n ? rp : lp;
-    if (x->asleep[q] == (int)(call % G_MAXINT) + 1) {
+    if (x->asleep[q] == call + 1) {
       x->asleep[q] = 0;
       sg_sem_release(x->sem[q]);
     }
@@ -327,11 +321,12 @@ static double node_phase_run(private_comm *pc, double wire) {
       sg_actor_yield();
       continue;
     }
-    x->asleep[pos] = (int)(call % G_MAXINT) + 1;
+    x->asleep[pos] = call + 1;
     sg_sem_acquire(x->sem[pos]);
   }
-  const double sent = alone_end(pc->lat[0], pc->bw[0], wire, MAX(x->at[slot + pos], x->at[slot + rp]));
-  const double got = alone_end(pc->lat[1], pc->bw[1], x->wire[slot + lp],
+  const int me = x->world[pos];
+  const double sent = alone_end(me, x->world[rp], wire, MAX(x->at[slot + pos], x->at[slot + rp]));
+  const double got = alone_end(x->world[lp], me, x->wire[slot + lp],
                                MAX(x->at[slot + lp], x->at[slot + pos]));
   return MAX(sent, got) - simgrid_get_clock();
 }
@@ -363,40 +358,38 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
   int size;
   MPI_Comm_size(comm, &size);
   private_comm *pc = R->k == 1 && !R->members && R->g == size ? private_find(me, comm) : NULL;
-  if (pc) { /* inside a node whose links are the group's alone: computed */
-    if (!pc->grp) private_setup(pc, R, comm, me);
-    const double chunk = (double)wire[0] / steps;
-    const double wait = bundled_wait(pc->lat[0], steps, chunk, (double)wire[0]);
-    const double routes = R->nc.proto >= 0 ? steps * pc->ring_lat *
-                                                 plat_factor_at(&lat_factor, chunk) : 0;
-    const double ends = node_phase_run(pc, (double)wire[0]);
-    hold(me, MAX(ends, 0) + MAX(wait, 0) + MAX(0, R->nc.proto >= 0 ? R->nc.lat_s - routes : 0));
-    return 1;
-  }
-  /* what a left neighbour sends may differ from this rank's bytes by the rounding of chunks */
-  const int slack = 64;
-  char *buf = coll_buf_alloc(total + (size_t)R->k * (size_t)slack + total_in);
-  MPI_Request q[2 * COLL_MAX_RINGS];
-  int m = 0;
-  double wait = 0, chunk_max = 0;
-  size_t at = 0, at_in = total;
+  double wait = 0, chunk_max = 0, ends = 0;
   for (int j = 0; j < R->k; j++) {
     const int wr = world_rank(comm, right[j]);
     g_assert(wr >= 0 && wr < n_ranks && host_of_rank[wr]); /* every rank registered at start */
-    const double lat = route_latency(me, wr), chunk = (double)wire[j] / steps;
-    wait = MAX(wait, bundled_wait(lat, steps, chunk, (double)wire[j]));
+    const double chunk = (double)wire[j] / steps;
+    wait = MAX(wait, bundled_wait(route_latency(me, wr), steps, chunk, (double)wire[j]));
     chunk_max = MAX(chunk_max, chunk);
-    MPI_Irecv(buf + at_in, (int)in[j] + slack, MPI_BYTE, left[j], TAG_PHASE + j, comm, &q[m++]);
-    MPI_Isend(buf + at, (int)wire[j], MPI_BYTE, right[j], TAG_PHASE + j, comm, &q[m++]);
-    at += wire[j];
-    at_in += in[j] + (size_t)slack;
   }
-  MPI_Waitall(m, q, MPI_STATUSES_IGNORE);
+  if (pc) { /* inside a node whose links are the group's alone: computed, not sent */
+    if (!pc->grp) private_setup(pc, R, comm);
+    ends = node_phase_run(pc, (double)wire[0]);
+  } else {
+    /* what a left neighbour sends may differ from this rank's bytes by the rounding of chunks */
+    const int slack = 64;
+    char *buf = coll_buf_alloc(total + (size_t)R->k * (size_t)slack + total_in);
+    MPI_Request q[2 * COLL_MAX_RINGS];
+    int m = 0;
+    size_t at = 0, at_in = total;
+    for (int j = 0; j < R->k; j++) {
+      MPI_Irecv(buf + at_in, (int)in[j] + slack, MPI_BYTE, left[j], TAG_PHASE + j, comm, &q[m++]);
+      MPI_Isend(buf + at, (int)wire[j], MPI_BYTE, right[j], TAG_PHASE + j, comm, &q[m++]);
+      at += wire[j];
+      at_in += in[j] + (size_t)slack;
+    }
+    MPI_Waitall(m, q, MPI_STATUSES_IGNORE);
+    coll_buf_free(buf);
+  }
   /* NCCL's latency of the call, where it exceeds the routes' (every step waiting for the
    * ring's slowest hop) */
   const double routes = R->nc.proto >= 0 ? steps * ring_latency(R, comm) *
                                                plat_factor_at(&lat_factor, chunk_max) : 0;
-  hold(me, MAX(wait, 0) + MAX(0, R->nc.proto >= 0 ? R->nc.lat_s - routes : 0));
+  hold(me, MAX(ends, 0) + MAX(wait, 0) + MAX(0, R->nc.proto >= 0 ? R->nc.lat_s - routes : 0));
   return 1;
 }
 

@@ -115,7 +115,7 @@ typedef struct smpi_rank {
   MPI_Request *sreq;     /* the iteration's sends */
   int n_sends;
   int send_iter;         /* the iteration of sreq's sends */
-  gint64 *sends_over;    /* iter << 32 | slot of sends whose receive completed, n_over of them */
+  struct { int iter, slot; } *sends_over; /* sends whose receive completed, n_over of them */
   int n_over;
   sg_actor_t gpu;        /* the compute stream's actor */
   double ready_at[PLAN_N_STREAMS]; /* a stream's clock reads at least this (held time), s */
@@ -131,10 +131,23 @@ static double stream_now(const smpi_rank *g, int s) {
   return MAX(simgrid_get_clock(), g->ready_at[s]);
 }
 
-/* The communication stream spends the time it holds before it next calls MPI. */
+/* Waits for the sends that its receivers have seen complete (no simulated time); a note from
+ * an iteration whose sends were all waited for is dropped. */
+static void reap_sends(smpi_rank *g) {
+  for (int i = 0; i < g->n_over; i++) {
+    const int slot = g->sends_over[i].slot;
+    if (g->sends_over[i].iter == g->send_iter && g->sreq[slot] != MPI_REQUEST_NULL)
+      MPI_Wait(&g->sreq[slot], MPI_STATUS_IGNORE);
+  }
+  g->n_over = 0;
+}
+
+/* Before it next calls MPI, the communication stream spends the time it holds and waits for
+ * its sends that are over. */
 static void settle(smpi_rank *g) {
   const double d = g->ready_at[PLAN_STREAM_COMM] - simgrid_get_clock();
   if (d > 0) sg_actor_sleep_for(d);
+  reap_sends(g);
 }
 
 /* The simulated clock, and about once a second of host time a progress line with it for the
@@ -175,16 +188,6 @@ static void sent_key(char *key, size_t n, int src, int dst, int iter, int tag) {
   g_snprintf(key, n, "%d:%d:%d:%d", src, dst, iter, tag);
 }
 
-/* Waits for the sends that its receivers have seen complete (no simulated time). */
-static void reap_sends(smpi_rank *g) {
-  for (int i = 0; i < g->n_over; i++) {
-    const int it = (int)(g->sends_over[i] >> 32), slot = (int)(g->sends_over[i] & 0xffffffff);
-    if (it == g->send_iter && g->sreq[slot] != MPI_REQUEST_NULL)
-      MPI_Wait(&g->sreq[slot], MPI_STATUS_IGNORE);
-  }
-  g->n_over = 0;
-}
-
 static void be_recv_post(void *be, const plan_op *op, int iter) {
   (void)iter;
   smpi_rank *g = be;
@@ -196,18 +199,18 @@ static void be_recv_post(void *be, const plan_op *op, int iter) {
 static double be_recv_wait(void *be, const plan_op *op, int iter) {
   smpi_rank *g = be;
   settle(g);
-  reap_sends(g);
   MPI_Wait(&g->rreq[g->sp->recv_slot[op - g->plan->ops]], MPI_STATUS_IGNORE);
   char key[64];
   const int peer = plan_op_peer(g->plan, op);
   sent_key(key, sizeof key, peer, g->rank, iter, op->tag);
   const sent_note *s = g_hash_table_lookup(shared.sent, key);
   if (!s) return -INFINITY;
-  /* the sender waits for it before its next call; a note from an iteration it has already
-   * waited for is dropped there */
+  /* the sender waits for it before its next call (settle) */
   smpi_rank *sender = shared.rank[peer];
-  if (sender && sender->n_over < sender->sp->n_send)
-    sender->sends_over[sender->n_over++] = (gint64)iter << 32 | s->slot;
+  if (sender && sender->n_over < sender->sp->n_send) {
+    sender->sends_over[sender->n_over].iter = iter;
+    sender->sends_over[sender->n_over++].slot = s->slot;
+  }
   return s->posted_s;
 }
 
@@ -216,7 +219,6 @@ static void be_send(void *be, const plan_op *op, int iter) {
   settle(g);
   char key[64];
   const int peer = plan_op_peer(g->plan, op);
-  reap_sends(g);
   sent_key(key, sizeof key, g->rank, peer, iter, op->tag);
   sent_note *v = g_new(sent_note, 1);
   v->posted_s = simgrid_get_clock();
@@ -247,7 +249,6 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
   const coll_algo *a = coll_find(cop, algo);
   const size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
   settle(g);
-  reap_sends(g);
   if (op->peer_send_bytes) { /* MoE all-to-all with uneven blocks */
     coll_alltoallv_pairwise(g->sendbuf, op->peer_send_bytes, g->recvbuf, op->peer_recv_bytes,
                             g->groups.comm[grp]);
@@ -493,7 +494,7 @@ int smpi_exec_main(int argc, char **argv) {
   MPI_Op_create(noop_op, 1, &g.noop);
   g.rreq = g_new(MPI_Request, sp->n_recv + 1);
   g.sreq = g_new(MPI_Request, sp->n_send + 1);
-  g.sends_over = g_new(gint64, sp->n_send + 1);
+  g.sends_over = g_malloc_n((size_t)sp->n_send + 1, sizeof *g.sends_over);
   g.ev_set = g_new0(guint8, (size_t)c->iters * plan->n_events + 1);
   g.ev_time = g_new0(double, (size_t)c->iters * plan->n_events + 1);
   for (int s = 0; s < PLAN_N_STREAMS; s++) {
