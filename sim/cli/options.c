@@ -104,8 +104,10 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c) {
        "sim: a SimGrid setting over the platform file's (repeatable; SimGrid's --cfg=KEY:VALUE; "
        "refused by --mode analytic and real, which run no SimGrid)", "KEY:VALUE"},
       {"no-folding", 0, 0, G_OPTION_ARG_NONE, &c->no_folding,
-       "closed form: evaluate every rank (default: one data-parallel replica, or one pipeline "
-       "under Megatron tp, stands for the others where they are equivalent; README)", NULL},
+       "evaluate every rank, and in sim every channel of a collective (default: one "
+       "data-parallel replica, or one pipeline under Megatron tp, stands for the others in the "
+       "closed form; a data-parallel run's ring or tree all-reduce simulates channel 0 for all "
+       "its channels; README)", NULL},
       {"ignore-memory", 0, 0, G_OPTION_ARG_NONE, &c->ignore_memory,
        "go on when the model does not fit in GPU memory (fits_in_memory: false)", NULL},
       {"reproducible", 0, 0, G_OPTION_ARG_NONE, &c->reproducible,

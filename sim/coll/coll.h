@@ -62,6 +62,10 @@ typedef struct {
   /* NCCL's view of the machine (coll/nccl.h), for the protocol model of the ring and tree
    * collectives; NULL: none (the real flavour, platforms without NVIDIA GPUs). Borrowed. */
   const struct nccl_env *nccl;
+  /* Channels folded (1: none): the ranks run channel 0 of the group's coll_ring_channels rings
+   * or tree pipelines, on a platform where it stands for all of them (plat_fold_xml); set only
+   * where that many channels run, on payload-free buffers, by the SMPI executor. */
+  int fold;
 } coll_topo;
 
 /* Fills `t` for rank `rank` of `P` ranks with `ranks_per_node` (values < 1 mean 1); nccl NULL. */

@@ -93,6 +93,8 @@ COLL_ALGO_LIST(COLL_DECLARE)
  * all-gather starts from it. */
 typedef struct {
   int k, g, rpn;      /* rings, members, consecutive comm ranks per node */
+  int kr;             /* rings that run: k, or 1 when the topology folds the k channels (ring 0
+                         stands for all; the buffer is still cut into k slices) */
   const int *members; /* explicit positions (k = 1), or NULL: flat rings (borrowed) */
   int rank;           /* the caller's comm rank */
   int me[COLL_MAX_RINGS]; /* its position in each ring */

@@ -33,6 +33,7 @@ void coll_topo_init(coll_topo *t, int rank, int P, int ranks_per_node) {
   t->node = rank / rpn;
   t->local_rank = rank % rpn;
   t->nccl = NULL;
+  t->fold = 1;
 }
 
 int coll_ring_channels(int P, int rpn) {

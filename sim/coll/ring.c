@@ -26,12 +26,13 @@ void coll_rings_flat(coll_rings *R, int P, int rank, const coll_topo *topo, coll
   R->rank = rank;
   R->k = coll_ring_channels(P, rpn);
   for (int j = 0; j < R->k; j++) R->me[j] = coll_flat_ring_pos(R->k, rpn, j, rank);
+  R->kr = topo && topo->fold > 1 && topo->fold == R->k && !coll_buf_has_data() ? 1 : R->k;
   nccl_plan(&R->nc, topo ? topo->nccl : NULL, op, "ring", bytes, P, topo ? topo->n_nodes : 1);
 }
 
 void coll_rings_list(coll_rings *R, const int *members, int g, int me, int rpn) {
   memset(R, 0, sizeof *R);
-  R->k = 1;
+  R->k = R->kr = 1;
   R->g = g;
   R->rpn = rpn < 1 ? 1 : rpn;
   R->members = members;
@@ -53,14 +54,14 @@ static void chunk(const coll_rings *R, size_t n, int j, int pos, size_t *off, si
  * travel beside them (payload-free padding: they carry no data). */
 static int rings_step(const coll_rings *R, const float *const *sb, const int *sn, float *const *rb,
                       const int *rn, MPI_Comm comm) {
-  if (R->k == 1 && R->nc.proto < 0) /* one MPI call: under SMPI each call costs host time */
+  if (R->kr == 1 && R->nc.proto < 0) /* one MPI call: under SMPI each call costs host time */
     return MPI_Sendrecv(sb[0], sn[0], MPI_FLOAT, coll_ring_rank(R, 0, R->me[0] + 1), TAG_RING,
                         rb[0], rn[0], MPI_FLOAT, coll_ring_rank(R, 0, R->me[0] - 1), TAG_RING,
                         comm, MPI_STATUS_IGNORE);
   MPI_Request q[4 * COLL_MAX_RINGS];
   int right[COLL_MAX_RINGS], left[COLL_MAX_RINGS], ps[COLL_MAX_RINGS], pr[COLL_MAX_RINGS];
   int m = 0, pad_max = 0, rc = MPI_SUCCESS;
-  for (int j = 0; j < R->k; j++) {
+  for (int j = 0; j < R->kr; j++) {
     right[j] = coll_ring_rank(R, j, R->me[j] + 1);
     left[j] = coll_ring_rank(R, j, R->me[j] - 1);
     const double s = (double)sn[j] * COLL_ELEM_BYTES, r = (double)rn[j] * COLL_ELEM_BYTES;
@@ -74,17 +75,17 @@ static int rings_step(const coll_rings *R, const float *const *sb, const int *sn
    * message is longer than the chunk) */
   const int whole = pad_max > 0 && !coll_buf_has_data();
   size_t span = 0;
-  for (int j = 0; j < R->k && whole; j++)
+  for (int j = 0; j < R->kr && whole; j++)
     span = MAX(span, (size_t)MAX(sn[j] * COLL_ELEM_BYTES + ps[j], rn[j] * COLL_ELEM_BYTES + pr[j]));
   char *pad = pad_max ? coll_buf_alloc(whole ? 2 * span : (size_t)pad_max) : NULL;
-  for (int j = 0; j < R->k && rc == MPI_SUCCESS && whole; j++) {
+  for (int j = 0; j < R->kr && rc == MPI_SUCCESS && whole; j++) {
     rc = MPI_Irecv(pad + span, rn[j] * COLL_ELEM_BYTES + pr[j], MPI_BYTE, left[j], TAG_RING + j,
                    comm, &q[m++]);
     if (rc == MPI_SUCCESS)
       rc = MPI_Isend(pad, sn[j] * COLL_ELEM_BYTES + ps[j], MPI_BYTE, right[j], TAG_RING + j, comm,
                      &q[m++]);
   }
-  for (int j = 0; j < R->k && rc == MPI_SUCCESS && !whole; j++) {
+  for (int j = 0; j < R->kr && rc == MPI_SUCCESS && !whole; j++) {
     rc = MPI_Irecv(rb[j], rn[j], MPI_FLOAT, left[j], TAG_RING + j, comm, &q[m++]);
     if (rc == MPI_SUCCESS)
       rc = MPI_Isend(sb[j], sn[j], MPI_FLOAT, right[j], TAG_RING + j, comm, &q[m++]);
@@ -110,7 +111,7 @@ static size_t phase_bytes(const coll_rings *R, size_t n, int j, int skip) {
  * chunk i-s-1 and receives chunk i-s-2, reducing it; after g-1 steps chunk i is complete. */
 static int rs_steps(const float *src, float *acc, size_t n, const coll_rings *R, MPI_Comm comm,
                     MPI_Op op) {
-  const int g = R->g, k = R->k;
+  const int g = R->g, k = R->kr;
   const size_t stride = n / (size_t)g + 2;
   float *tmp = src ? NULL : coll_buf_alloc((size_t)k * stride * sizeof(float));
   const float *sb[COLL_MAX_RINGS];
@@ -145,7 +146,7 @@ static int ag_steps(float *buf, size_t n, const coll_rings *R, MPI_Comm comm) {
   int sn[COLL_MAX_RINGS], rn[COLL_MAX_RINGS];
   int rc = MPI_SUCCESS;
   for (int s = 0; s < R->g - 1 && rc == MPI_SUCCESS; s++) {
-    for (int j = 0; j < R->k; j++) {
+    for (int j = 0; j < R->kr; j++) {
       size_t so, sl, ro, rl;
       chunk(R, n, j, R->me[j] - s, &so, &sl);
       chunk(R, n, j, R->me[j] - s - 1, &ro, &rl);

@@ -227,6 +227,8 @@ static int tree_collective(int bcast, const float *src, float *dst, size_t n, MP
   tree_run R = {.bcast = bcast, .src = src, .dst = dst, .op = op, .comm = comm, .rank = r};
   R.rpn = topo && topo->ranks_per_node > 0 ? MIN(topo->ranks_per_node, P) : P;
   const int k = bcast ? 1 : coll_ring_channels(P, R.rpn);
+  /* folded (coll_topo): channel 0's two pipelines run, on a platform where they stand for all */
+  const int kr = topo && topo->fold > 1 && topo->fold == k && !coll_buf_has_data() ? 1 : k;
   R.np = 2 * k;
   nccl_plan(&R.nc, bcast || !topo ? NULL : topo->nccl, COLL_ALLREDUCE, "tree",
             (double)n * COLL_ELEM_BYTES, P, topo ? topo->n_nodes : 1);
@@ -267,6 +269,9 @@ static int tree_collective(int bcast, const float *src, float *dst, size_t n, MP
         if (s->parent >= 0) peers[n_peers++] = s->parent;
         for (int i = 0; i < s->nc; i++) peers[n_peers++] = s->child[i];
       }
+      /* a folded-away pipeline moves nothing, but its peers' latencies are held for as the
+       * full run holds them */
+      if (j >= kr) pipe_setup(s, j, bcast ? 0 : t, r, P, R.rpn, coll_chunk_off(n, R.np, p), 0);
     }
   /* payload-free with NCCL's model every chunk comes into the wire scratch */
   for (int i = 1; !bcast && !R.wire && i < most; i++) R.tmp[i] = coll_buf_alloc(n * sizeof(float));

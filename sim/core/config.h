@@ -100,7 +100,8 @@ typedef struct {
   unsigned seed;       /* seeds routing (which experts are hot) and the real flavour's data */
   gboolean ignore_memory; /* simulate even when the model does not fit (fits_in_memory false) */
   gboolean message_level; /* sim: every step of every collective as its own messages */
-  gboolean no_folding;    /* closed form: evaluate every rank, even equivalent replicas */
+  gboolean no_folding;    /* closed form: evaluate every rank, even equivalent replicas; sim:
+                             simulate every channel of a collective (exec.c sim_fold_channels) */
   char **simgrid_cfg;     /* --simgrid-cfg KEY:VALUE items for SimGrid (sim), NULL-terminated,
                              or NULL */
   gboolean reproducible;  /* write host-dependent figures (simulation.wall_s) as 0 */

@@ -16,7 +16,7 @@
  * run's temporary directory; the driver installs them where the user asked once the run
  * succeeded). */
 static gboolean request_write(const char *path, const run_ctx *x, const cfg_run *c,
-                              const char *trace, const char *weights, GError **err) {
+                              const char *trace, const char *weights, int fold, GError **err) {
   GError *e = NULL;
   const gboolean private = x->platform && plat_node_links_private(x->platform, &e);
   if (e) {
@@ -32,6 +32,7 @@ static gboolean request_write(const char *path, const run_ctx *x, const cfg_run 
   cJSON_AddStringToObject(root, "nccl", nccl);
   g_free(nccl);
   cJSON_AddBoolToObject(root, "node_links_private", private);
+  cJSON_AddNumberToObject(root, "fold_channels", fold);
   if (trace) cJSON_AddStringToObject(root, "trace", trace);
   else cJSON_AddNullToObject(root, "trace");
   if (weights) cJSON_AddStringToObject(root, "dump_weights", weights);
@@ -103,7 +104,15 @@ gboolean exec_request_read(const char *path, cfg_run *c, exec_request *req, GErr
                 path);
     ok = FALSE;
   }
+  const cJSON *fold = root ? cJSON_GetObjectItemCaseSensitive(root, "fold_channels") : NULL;
+  if (ok && (!cJSON_IsNumber(fold) || fold->valuedouble < 1 ||
+             fold->valuedouble > COLL_MAX_RINGS || fold->valuedouble != (int)fold->valuedouble)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: fold_channels: expected an integer 1..%d",
+                path, COLL_MAX_RINGS);
+    ok = FALSE;
+  }
   if (ok) {
+    req->fold_channels = (int)fold->valuedouble;
     req->node_links_private = cJSON_IsTrue(priv);
     req->nccl = g_strdup(nccl->valuestring);
     req->gpu_model = g_strdup(model->valuestring);
@@ -138,10 +147,30 @@ char *exec_result_write(const res_result *r, const run_ctx *x, const char *resul
 
 /* ---- launching a rank-side executor ---------------------------------------------------------- */
 
-/* Starts an executor with `prog_argv` (NULL-terminated); FALSE with `err` set when it could not
- * run or failed. */
-typedef gboolean (*start_fn)(const run_ctx *x, const cfg_run *c, const char *const *prog_argv,
-                             GError **err);
+/* Starts an executor with `prog_argv` (NULL-terminated), on platform file `platform` (NULL: the
+ * run's); FALSE with `err` set when it could not run or failed. */
+typedef gboolean (*start_fn)(const run_ctx *x, const cfg_run *c, const char *platform,
+                             const char *const *prog_argv, GError **err);
+
+/* Channel folding (plat_fold_xml, coll_topo.fold): the channels a simulation of `c` may fold, 1
+ * for none. Every collective of the run must be a ring or tree all-reduce over every rank, in
+ * whole nodes of at least two, with one channel per GPU of a node: a data-parallel run with
+ * nothing else (no tensor, pipeline, expert, grid or domain split, no trace), with NCCL's choice
+ * or --coll ring or tree. */
+static int sim_fold_channels(const run_ctx *x, const cfg_run *c) {
+  if (c->mode != CFG_MODE_SIM || c->no_folding || x->trace || !x->platform) return 1;
+  if (c->dp != c->gpus || c->tp > 1 || c->pp > 1 || c->ep > 1 || c->grid_pr > 0 ||
+      c->grid_auto || c->domain_conv)
+    return 1;
+  if (c->coll && strcmp(c->coll, "ring") != 0 && strcmp(c->coll, "tree") != 0) return 1;
+  const int G = plat_gpus_per_node(x->platform);
+  if (G < 2 || c->gpus % G || coll_ring_channels(c->gpus, G) != G) return 1;
+  for (int i = 0; i < c->gpus; i++) /* ranks on hosts node-major, whole nodes */
+    if (plat_host_at(x->platform, i)->node != plat_host_at(x->platform, i - i % G)->node ||
+        plat_host_at(x->platform, i)->gpu != i % G)
+      return 1;
+  return G;
+}
 
 /* Runs `c` through the executor `start` launches as `run REQUEST RESULT`, then reads its result
  * into `r`, with the wall time of the whole launch. */
@@ -155,7 +184,22 @@ static gboolean launch_run(const run_ctx *x, const cfg_run *c, start_fn start, r
   char *weights = c->dump_weights ? g_build_filename(dir, "weights.bin", NULL) : NULL;
   const char *argv[] = {"run", request, result, NULL};
   gint64 t0 = g_get_monotonic_time();
-  gboolean ok = request_write(request, x, c, trace, weights, err) && start(x, c, argv, err);
+  /* a folded simulation runs on the folded copy of the platform */
+  int fold = sim_fold_channels(x, c);
+  char *folded = NULL, *platform = NULL;
+  gboolean ok = TRUE;
+  if (fold > 1) {
+    folded = plat_fold_xml(x->platform, err);
+    ok = folded || !(err && *err);
+    if (folded) {
+      platform = g_build_filename(dir, "platform.xml", NULL);
+      ok = dl_write_file_atomic(platform, folded, strlen(folded), err);
+    } else {
+      fold = 1;
+    }
+  }
+  ok = ok && request_write(request, x, c, trace, weights, fold, err) &&
+       start(x, c, platform, argv, err);
   char *txt = NULL;
   if (ok && !(txt = dl_read_file(result, NULL, NULL))) {
     g_set_error(err, DL_ERROR, DL_ERR_INTERNAL,
@@ -173,6 +217,8 @@ static gboolean launch_run(const run_ctx *x, const cfg_run *c, start_fn start, r
        (!weights || install(weights, c->dump_weights, err));
   g_free(txt);
   dl_tmpdir_remove(dir);
+  g_free(folded);
+  g_free(platform);
   g_free(request);
   g_free(result);
   g_free(trace);
@@ -213,8 +259,8 @@ static void progress_line(const char *text, void *data) {
   p->drawn = p->tty;
 }
 
-static gboolean start_smpi(const run_ctx *x, const cfg_run *c, const char *const *argv,
-                           GError **err) {
+static gboolean start_smpi(const run_ctx *x, const cfg_run *c, const char *platform,
+                           const char *const *argv, GError **err) {
   const char **hosts = g_new(const char *, c->gpus);
   for (int i = 0; i < c->gpus; i++) hosts[i] = plat_host_at(x->platform, i)->id;
   /* --coll smpi:NAME pins SMPI's algorithm NAME for every operation that has a selector */
@@ -227,7 +273,7 @@ static gboolean start_smpi(const run_ctx *x, const cfg_run *c, const char *const
   g_ptr_array_add(extra, NULL);
   sim_progress pg = {g_get_monotonic_time(), isatty(2), FALSE, -1};
   const dl_child_watch watch = {EXEC_PROGRESS, progress_line, &pg};
-  gboolean ok = launch_smpi(plat_path(x->platform), c->gpus, hosts, argv,
+  gboolean ok = launch_smpi(platform ? platform : plat_path(x->platform), c->gpus, hosts, argv,
                             (const char *const *)extra->pdata, NULL, &watch, err);
   if (pg.drawn) fprintf(stderr, "\r\033[K");
   g_ptr_array_free(extra, TRUE);
@@ -235,9 +281,9 @@ static gboolean start_smpi(const run_ctx *x, const cfg_run *c, const char *const
   return ok;
 }
 
-static gboolean start_real(const run_ctx *x, const cfg_run *c, const char *const *argv,
-                           GError **err) {
-  (void)x;
+static gboolean start_real(const run_ctx *x, const cfg_run *c, const char *platform,
+                           const char *const *argv, GError **err) {
+  (void)x, (void)platform;
   return launch_mpirun(c->gpus, argv, NULL, err);
 }
 

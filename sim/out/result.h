@@ -74,6 +74,8 @@ typedef struct {
   double wall_s;             /* host time the run took */
   int ranks;                 /* ranks evaluated */
   int folded;                /* ranks each evaluated rank stands for (closed form; 1: none) */
+  int folded_channels;       /* simulation: the channels each ring or tree collective ran, of
+                                which channel 0 stood for all (plat_fold_xml; 1: none folded) */
   double computed_phases;    /* simulation: ring phases inside a node computed rather than sent,
                                 all ranks and iterations (exact; 0: every message was sent) */
   int slowest_rank;

@@ -43,6 +43,7 @@ struct plat {
   gboolean structured;
   int s_nodes, s_gpn, s_npl; /* nodes, GPUs per node, nodes per leaf group */
   int s_nics;                /* NICs per node (0: a star) */
+  int s_topo;                /* plat_topology of the comment, -1 when it names none */
 };
 
 /* ---- loading --------------------------------------------------------------------------------- */
@@ -84,6 +85,15 @@ static void read_generator_comment(plat *pl, const char *file) {
   pl->s_gpn = comment_int(t, "gpus-per-node");
   pl->s_npl = comment_int(t, "nodes-per-leaf");
   pl->s_nics = comment_int(t, "nics-per-node");
+  pl->s_topo = -1;
+  const char *tp = strstr(t, " topology=");
+  if (tp) {
+    tp += strlen(" topology=");
+    char *name = g_strndup(tp, strcspn(tp, " "));
+    plat_topology topo;
+    if (plat_topology_parse(name, &topo)) pl->s_topo = (int)topo;
+    g_free(name);
+  }
   if (pl->s_nics < 0 || (pl->s_gpn > 0 && pl->s_gpn % pl->s_nics)) pl->s_nics = 0;
   if (pl->s_npl < 0) pl->s_npl = pl->s_nodes;
   pl->structured = pl->s_nodes > 0 && pl->s_gpn > 0 && pl->s_npl > 0;
@@ -351,6 +361,7 @@ static plat *plat_new(const char *path) {
   pl->config = g_hash_table_new(g_str_hash, g_str_equal);
   pl->routes = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
   pl->sg.pid = -1;
+  pl->s_topo = -1;
   return pl;
 }
 
@@ -653,6 +664,64 @@ gboolean plat_node_links_private(const plat *pl, GError **err) {
   g_hash_table_destroy(inside);
   g_free(in);
   return ok && private;
+}
+
+/* ---- folding the rotations of a node ------------------------------------------------------- */
+
+/* A leaf uplink's bandwidth, divided by the data's k. */
+static gboolean divide_bandwidth(const GMatchInfo *m, GString *out, gpointer data) {
+  const int k = *(const int *)data;
+  char *head = g_match_info_fetch(m, 1), *bw = g_match_info_fetch(m, 2);
+  double bps = 0;
+  char num[G_ASCII_DTOSTR_BUF_SIZE];
+  if (plat_parse_bandwidth(bw, &bps))
+    g_string_append_printf(out, "%sbandwidth=\"%sBps\"", head,
+                           g_ascii_formatd(num, sizeof num, "%.17g", bps / k));
+  else
+    g_string_append_printf(out, "%sbandwidth=\"%s\"", head, bw);
+  g_free(head);
+  g_free(bw);
+  return FALSE;
+}
+
+char *plat_fold_xml(const plat *pl, GError **err) {
+  const char *model = plat_config(pl, "network/model");
+  const int g = pl->s_gpn;
+  if (!pl->structured || g < 2 || pl->s_nics != g ||
+      (pl->s_topo != PLAT_TOPO_RAIL && pl->s_topo != PLAT_TOPO_FATTREE) ||
+      (model && strcmp(model, "SMPI") && strcmp(model, "CM02") && strcmp(model, "LV08")))
+    return NULL;
+  char *xml = NULL;
+  GError *e = NULL;
+  if (!g_file_get_contents(pl->path, &xml, NULL, &e)) { /* loaded from text: nothing to fold */
+    g_error_free(e);
+    return NULL;
+  }
+  /* every GPU's route to its NVSwitch takes GPU 0's NVLink link */
+  GRegex *nvl = g_regex_new("(<route src=\"n([0-9]+)g[0-9]+\" dst=\"n\\2_nvsw\"><link_ctn "
+                            "id=\"n\\2g)[0-9]+(_nvl\")",
+                            G_REGEX_OPTIMIZE, 0, NULL);
+  GRegex *up = g_regex_new("(<link id=\"l[0-9]+_up\" )bandwidth=\"([^\"]*)\"", G_REGEX_OPTIMIZE,
+                           0, NULL);
+  g_assert(nvl && up);
+  GMatchInfo *m = NULL;
+  int routes = 0;
+  for (g_regex_match(nvl, xml, 0, &m); g_match_info_matches(m); g_match_info_next(m, NULL))
+    routes++;
+  g_match_info_free(m);
+  char *out = NULL;
+  if (routes == pl->s_nodes * g) { /* as the generator writes them: one per GPU */
+    char *merged = g_regex_replace(nvl, xml, -1, 0, "\\g<1>0\\g<3>", 0, err);
+    int k = g;
+    out = merged && pl->s_topo == PLAT_TOPO_FATTREE
+              ? g_regex_replace_eval(up, merged, -1, 0, 0, divide_bandwidth, &k, err)
+              : g_steal_pointer(&merged);
+    g_free(merged);
+  }
+  g_regex_unref(nvl);
+  g_regex_unref(up);
+  g_free(xml);
+  return out;
 }
 
 /* ---- concurrent flows ------------------------------------------------------------------------ */

@@ -240,6 +240,22 @@ gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_
  * *err set when a route cannot be asked. */
 gboolean plat_node_links_private(const plat *pl, GError **err);
 
+/* The platform a folded simulation runs on (the SMPI executor's channel folding): a cluster
+ * written by `dlsim platform` with a NIC per GPU, rail or fat-tree topology, is the same after
+ * turning every node's GPU indices by one (GPU a takes the place of a + 1 mod G, with its NVLink,
+ * NIC and rail), and so are NCCL's rings and trees over whole nodes: channel j is channel 0
+ * turned j times. A collective's G channels then load every link as channel 0 alone loads the
+ * links of its orbit under that turn, all together. This copy makes each orbit one link: every
+ * GPU of a node routes to its NVSwitch over GPU 0's NVLink link (the node's G links, turned into
+ * each other, become one of the same bandwidth), a fat tree's leaf uplinks (crossed by every
+ * rail's copy of a flow) keep 1/G of their bandwidth, and the rest is unchanged (NIC links and
+ * rail leaves are each their own orbit's single link that channel 0 uses). Routes keep their
+ * links' latencies and count. Under max-min sharing, channel 0 alone on the copy then runs as it
+ * does among the G channels on the original. Newly allocated XML, or NULL (err unset) for any
+ * other platform, a network model other than SMPI's, CM02 or LV08, or a platform loaded from
+ * text; NULL with err set on a failure to rewrite. */
+char *plat_fold_xml(const plat *pl, GError **err);
+
 /* On a generated cluster (see plat_route): the route class of hosts a and b, two pairs of one
  * class having the same route figures; FALSE on any other platform. */
 gboolean plat_route_class(const plat *pl, int a, int b, gint64 *key);

@@ -10,9 +10,11 @@ nodes as the GPUs need, and reports:
                   many times, so RSS counts the same pages once per mapping and says nothing;
   iteration (s)   simulated (or closed-form) time of one training iteration;
   evaluated       ranks the run evaluated, and how many each stands for (the closed form folds
-                  equivalent data-parallel replicas; the simulation runs every rank).
+                  equivalent data-parallel replicas; the simulation runs every rank), and in the
+                  simulation "ch 1/8" when channel 0 of each all-reduce's 8 stood for all
+                  (simulation.folded_channels; --no-folding runs every channel).
 
-Usage: tests/bench/scale.py [--dlsim build/dlsim] [--only NAME ...] [--max-gpus N]
+Usage: tests/bench/scale.py [--dlsim build/dlsim] [--only NAME ...] [--max-gpus N] [--no-folding]
 Cases: resnet50-dp (ResNet-50 data parallel, 32 samples per GPU, 64 to 10,000 GPUs), gpt-3d
 (gpt-18b, tp 8 x pp 4 x dp, 1F1B with 16 micro-batches, bf16, recomputation, 32 samples per
 replica; 1,024 and 9,984 GPUs), closed-form (both at 3,072 GPUs in --mode analytic). A run
@@ -67,10 +69,10 @@ def cases():
            ["--workload", "resnet50-imagenet", "--batch", str(32 * 3072)])
 
 
-def measure(dlsim, mode, gpus, opts, d):
+def measure(dlsim, mode, gpus, opts, d, extra):
     out = os.path.join(d, "r.json")
     cmd = [dlsim, "run", "--mode", mode, "--platform", f"thetagpu:{(gpus + 7) // 8}",
-           "--gpus", str(gpus), "--iters", "1", *opts, "--out", out]
+           "--gpus", str(gpus), "--iters", "1", *opts, *extra, "--out", out]
     print("running:", " ".join(cmd), file=sys.stderr)
     t0 = time.monotonic()
     with tempfile.TemporaryFile("w+") as err:
@@ -93,30 +95,34 @@ def main():
     ap.add_argument("--dlsim", default="build/dlsim")
     ap.add_argument("--only", nargs="*", help="case names to run (default: all)")
     ap.add_argument("--max-gpus", type=int, default=10000)
+    ap.add_argument("--no-folding", action="store_true",
+                    help="pass --no-folding: every rank evaluated, every channel simulated")
     a = ap.parse_args()
+    extra = ["--no-folding"] if a.no_folding else []
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for name, mode, gpus, opts in cases():
             if (a.only and name not in a.only) or gpus > a.max_gpus:
                 continue
-            wall, gib, r, failed = measure(a.dlsim, mode, gpus, opts, d)
+            wall, gib, r, failed = measure(a.dlsim, mode, gpus, opts, d, extra)
             wl = opts[opts.index("--workload") + 1]
             if failed:
-                rows.append((name, wl, mode, gpus, wall, gib, None, failed, 1))
+                rows.append((name, wl, mode, gpus, wall, gib, None, failed, 1, 1))
                 print(f"  {name} {gpus}: failed after {wall:.1f} s ({failed})", file=sys.stderr)
                 continue
             sim = r["simulation"]
             rows.append((name, wl, mode, gpus, wall, gib, r["iteration_time_s"], sim["ranks"],
-                         sim["folded"]))
+                         sim["folded"], sim.get("folded_channels", 1)))
             print(f"  {name} {gpus}: {wall:.1f} s, {gib:.2f} GiB", file=sys.stderr)
     print(f"{'case':<12} {'workload':<18} {'mode':<9} {'GPUs':>6} {'wall (s)':>9} "
           f"{'RssAnon (GiB)':>14} {'iteration (s)':>14} {'evaluated':>16}")
-    for name, wl, mode, gpus, wall, gib, it, ranks, folded in rows:
+    for name, wl, mode, gpus, wall, gib, it, ranks, folded, channels in rows:
         if it is None:  # failed: `ranks` holds why
             print(f"{name:<12} {wl:<18} {mode:<9} {gpus:>6} {wall:>9.2f} {gib:>14.2f} "
                   f"{'failed':>14}  {ranks}")
             continue
-        ev = f"{ranks}" + (f" x{folded}" if folded > 1 else "")
+        ev = f"{ranks}" + (f" x{folded}" if folded > 1 else "") + \
+            (f" ch 1/{channels}" if channels > 1 else "")
         print(f"{name:<12} {wl:<18} {mode:<9} {gpus:>6} {wall:>9.2f} {gib:>14.2f} {it:>14.6f} "
               f"{ev:>16}")
 

@@ -3,9 +3,11 @@
  * NIC link 25 GB/s, 1 us + 130 ns / 2; the same values the SMPI ping-pong tests check SimGrid
  * against (tests/smpi/smpi_tests.cmake). */
 #include "cu_main.h"
+#include "core/child.h"
 #include "core/dl_common.h"
 #include "platform/platform.h"
 
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -328,13 +330,98 @@ static void test_node_links_private(void) {
   plat_free(pl);
 }
 
+/* plat_fold_xml: a generated cluster with a NIC per GPU (rail or fat tree) written to a file, and
+ * its folded copy. Every route keeps its links' count and latency; the bandwidth of each link on
+ * it is kept, but for a fat tree's leaf uplinks, which keep 1/G; every route inside node x takes
+ * the NVLink link of GPU 0 of the node each way. Other platforms are not folded. */
+static void test_fold(void) {
+  static const gen_case cases[] = {
+      {PLAT_TOPO_RAIL, 4, 2, 4, 1},    {PLAT_TOPO_FATTREE, 4, 2, 4, 4},
+      {PLAT_TOPO_FATTREE, 3, 0, 4, 1}, {PLAT_TOPO_RAIL, 3, 0, 2, 1}, /* a NIC per 2 GPUs */
+      {PLAT_TOPO_STAR, 2, 0, 4, 1},
+  };
+  GError *err = NULL;
+  char *dir = dl_tmpdir_new("test-fold", &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+  char *file = g_build_filename(dir, "gen.xml", NULL);
+  for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+    plat_gen_params p;
+    plat_gen_defaults(&p);
+    p.topology = cases[k].t;
+    p.nodes = cases[k].nodes;
+    p.nodes_per_leaf = cases[k].npl;
+    p.nics_per_node = cases[k].nics;
+    p.oversubscription = cases[k].oversub;
+    p.gpus_per_node = 4;
+    char *xml = plat_generate_xml(&p, &err);
+    CU_ASSERT_FATAL(xml && g_file_set_contents(file, xml, -1, NULL));
+    plat *pl = plat_load(file, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
+    char *folded = plat_fold_xml(pl, &err);
+    CU_ASSERT_PTR_NULL(err);
+    const gboolean foldable = cases[k].t != PLAT_TOPO_STAR && cases[k].nics == 4;
+    CU_ASSERT_EQUAL(folded != NULL, foldable);
+    /* loaded from text, the same platform is not folded */
+    plat *text = plat_load_xml("gen.xml", xml, strlen(xml), &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_PTR_NULL(plat_fold_xml(text, &err));
+    plat_free(text);
+    plat_free(pl);
+    if (!folded) {
+      g_free(xml);
+      continue;
+    }
+    /* both read without the generator's comment: routed pair by pair, with their own links */
+    char *mark[2] = {strstr(xml, "<!-- written by dlsim platform:"),
+                     strstr(folded, "<!-- written by dlsim platform:")};
+    CU_ASSERT_FATAL(mark[0] && mark[1]);
+    memcpy(mark[0], "<!-- written by someone else:  ", 31);
+    memcpy(mark[1], "<!-- written by someone else:  ", 31);
+    pl = plat_load_xml("gen.xml", xml, strlen(xml), &err);
+    plat *f = plat_load_xml("folded.xml", folded, strlen(folded), &err);
+    g_free(xml);
+    CU_ASSERT_FATAL(pl && f);
+    const int n = plat_n_hosts(pl), g = 4;
+    CU_ASSERT_EQUAL_FATAL(plat_n_hosts(f), n);
+    GRegex *nvl = g_regex_new("^(n[0-9]+g)[0-9]+(_nvl_)", 0, 0, NULL);
+    int bad = 0;
+    for (int a = 0; a < n; a++)
+      for (int b = 0; b < n; b++) {
+        plat_route_info x, y;
+        CU_ASSERT_FATAL(plat_route(pl, a, b, &x, &err) && plat_route(f, a, b, &y, &err));
+        gboolean ok = x.n_links == y.n_links && x.latency_s == y.latency_s;
+        for (int i = 0; ok && i < x.n_links; i++) {
+          const plat_link *lx = plat_link_at(pl, x.links[i]), *ly = plat_link_at(f, y.links[i]);
+          const gboolean uplink = g_regex_match_simple("^l[0-9]+_up_", lx->name, 0, 0);
+          ok = lx->lat_s == ly->lat_s &&
+               fabs(ly->bps - (uplink && cases[k].t == PLAT_TOPO_FATTREE ? lx->bps / g : lx->bps)) <=
+                   1e-9 * lx->bps;
+          /* NVLink links become GPU 0's of their node; every other link stays itself */
+          char *want = g_regex_replace(nvl, lx->name, -1, 0, "\\g<1>0\\g<2>", 0, NULL);
+          ok = ok && strcmp(ly->name, want) == 0;
+          g_free(want);
+        }
+        if (!ok && !bad++) fprintf(stderr, "case %zu: route %d -> %d differs\n", k, a, b);
+      }
+    CU_ASSERT_EQUAL(bad, 0);
+    g_regex_unref(nvl);
+    g_free(folded);
+    plat_free(f);
+    plat_free(pl);
+  }
+  g_remove(file);
+  g_free(file);
+  dl_tmpdir_remove(dir);
+}
+
 static const dl_cu_test gen_tests[] = {
     DL_CU_TEST(test_generated_hosts), DL_CU_TEST(test_star), DL_CU_TEST(test_generator_errors),
     DL_CU_END};
 static const dl_cu_test route_tests[] = {DL_CU_TEST(test_thetagpu_routes),
                                          DL_CU_TEST(test_route_classes),
                                          DL_CU_TEST(test_fattree_oversubscribed),
-                                         DL_CU_TEST(test_node_links_private), DL_CU_END};
+                                         DL_CU_TEST(test_node_links_private),
+                                         DL_CU_TEST(test_fold), DL_CU_END};
 static const dl_cu_test reader_tests[] = {DL_CU_TEST(test_reader_errors), DL_CU_END};
 
 const dl_cu_suite dl_cu_suites[] = {

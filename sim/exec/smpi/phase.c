@@ -352,14 +352,16 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
     const double b = (double)(bytes[j] ? bytes[j] : 1);
     wire[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, R->rank, right[j]), b) + 0.5);
     in[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, left[j], R->rank), b) + 0.5);
-    total += wire[j];
-    total_in += in[j];
+    if (j < R->kr) { /* the rings that send (folded: ring 0) */
+      total += wire[j];
+      total_in += in[j];
+    }
   }
   int size;
   MPI_Comm_size(comm, &size);
   private_comm *pc = R->k == 1 && !R->members && R->g == size ? private_find(me, comm) : NULL;
   double wait = 0, chunk_max = 0, ends = 0;
-  for (int j = 0; j < R->k; j++) {
+  for (int j = 0; j < R->k; j++) { /* every ring's latencies, folded or not */
     const int wr = world_rank(comm, right[j]);
     g_assert(wr >= 0 && wr < n_ranks && host_of_rank[wr]); /* every rank registered at start */
     const double chunk = (double)wire[j] / steps;
@@ -372,11 +374,11 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
   } else {
     /* what a left neighbour sends may differ from this rank's bytes by the rounding of chunks */
     const int slack = 64;
-    char *buf = coll_buf_alloc(total + (size_t)R->k * (size_t)slack + total_in);
+    char *buf = coll_buf_alloc(total + (size_t)R->kr * (size_t)slack + total_in);
     MPI_Request q[2 * COLL_MAX_RINGS];
     int m = 0;
     size_t at = 0, at_in = total;
-    for (int j = 0; j < R->k; j++) {
+    for (int j = 0; j < R->kr; j++) {
       MPI_Irecv(buf + at_in, (int)in[j] + slack, MPI_BYTE, left[j], TAG_PHASE + j, comm, &q[m++]);
       MPI_Isend(buf + at, (int)wire[j], MPI_BYTE, right[j], TAG_PHASE + j, comm, &q[m++]);
       at += wire[j];

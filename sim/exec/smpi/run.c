@@ -248,6 +248,13 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
                                   &shared.ctx.nccl);
   const coll_algo *a = coll_find(cop, algo);
   const size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
+  /* a folded run (sim_fold_channels) holds only collectives whose channel 0 stands for all */
+  if (shared.req.fold_channels > 1 &&
+      (g->groups.topo[grp].fold != shared.req.fold_channels || op->peer_send_bytes || !a ||
+       !((strcmp(a->name, "ring") == 0 && cop != COLL_BROADCAST) ||
+         (strcmp(a->name, "tree") == 0 && cop == COLL_ALLREDUCE))))
+    g_error("dlsim-smpi: a folded run called %s (%s) over %d ranks: a planner bug, please report "
+            "this command", coll_op_name(cop), algo, n);
   settle(g);
   if (op->peer_send_bytes) { /* MoE all-to-all with uneven blocks */
     coll_alltoallv_pairwise(g->sendbuf, op->peer_send_bytes, g->recvbuf, op->peer_recv_bytes,
@@ -367,6 +374,7 @@ static char *write_result(int P, const char *result_path) {
   rec_result(shared.recs, P, &x->cfg, x->gpu_mem_bytes, &r);
   r.gpu_model = x->gpu->name;
   r.computed_phases = smpi_phase_computed();
+  r.folded_channels = shared.req.fold_channels;
   res_kdb_set_source(&r.kdb, &x->kernels);
   GString *trace = shared.req.trace ? rec_trace(shared.recs, P, &x->cfg) : NULL;
   char *err = exec_result_write(&r, x, result_path, shared.req.trace, trace);
@@ -487,7 +495,13 @@ int smpi_exec_main(int argc, char **argv) {
   g.sp = sp;
   g.speed = sg_host_get_speed(sg_host_self());
   coll_groups_init(&g.groups, c, plan->comms, rank, shared.node_of);
-  for (int k = 0; k < g.groups.n; k++) g.groups.topo[k].nccl = &shared.ctx.nccl;
+  for (int k = 0; k < g.groups.n; k++) {
+    g.groups.topo[k].nccl = &shared.ctx.nccl;
+    /* folded (the driver's sim_fold_channels): the one group, every rank in whole nodes */
+    if (shared.req.fold_channels > 1 && g.groups.size[k] == P &&
+        coll_ring_channels(P, g.groups.topo[k].ranks_per_node) == shared.req.fold_channels)
+      g.groups.topo[k].fold = shared.req.fold_channels;
+  }
   shared.node_traffic[rank] = node_traffic(&g, c);
   g.sendbuf = shared.sendbuf;
   g.recvbuf = shared.recvbuf;
