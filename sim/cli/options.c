@@ -104,10 +104,11 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c) {
        "sim: a SimGrid setting over the platform file's (repeatable; SimGrid's --cfg=KEY:VALUE; "
        "refused by --mode analytic and real, which run no SimGrid)", "KEY:VALUE"},
       {"no-folding", 0, 0, G_OPTION_ARG_NONE, &c->no_folding,
-       "evaluate every rank, and in sim every channel of a collective (default: one "
-       "data-parallel replica, or one pipeline under Megatron tp, stands for the others in the "
-       "closed form; a data-parallel run's ring or tree all-reduce simulates channel 0 for all "
-       "its channels; README)", NULL},
+       "evaluate every rank, and in sim every channel of a collective and every data-parallel "
+       "group (default: one data-parallel replica, or one pipeline under Megatron tp, stands for "
+       "the others in the closed form; the simulation runs channel 0 of a data-parallel "
+       "all-reduce for all its channels, and GPU 0's data-parallel groups for every rail; "
+       "README)", NULL},
       {"ignore-memory", 0, 0, G_OPTION_ARG_NONE, &c->ignore_memory,
        "go on when the model does not fit in GPU memory (fits_in_memory: false)", NULL},
       {"reproducible", 0, 0, G_OPTION_ARG_NONE, &c->reproducible,

@@ -16,7 +16,8 @@
  * run's temporary directory; the driver installs them where the user asked once the run
  * succeeded). */
 static gboolean request_write(const char *path, const run_ctx *x, const cfg_run *c,
-                              const char *trace, const char *weights, int fold, GError **err) {
+                              const char *trace, const char *weights, int fold, int rails,
+                              GError **err) {
   GError *e = NULL;
   const gboolean private = x->platform && plat_node_links_private(x->platform, &e);
   if (e) {
@@ -33,6 +34,7 @@ static gboolean request_write(const char *path, const run_ctx *x, const cfg_run 
   g_free(nccl);
   cJSON_AddBoolToObject(root, "node_links_private", private);
   cJSON_AddNumberToObject(root, "fold_channels", fold);
+  cJSON_AddNumberToObject(root, "fold_rails", rails);
   if (trace) cJSON_AddStringToObject(root, "trace", trace);
   else cJSON_AddNullToObject(root, "trace");
   if (weights) cJSON_AddStringToObject(root, "dump_weights", weights);
@@ -111,7 +113,14 @@ gboolean exec_request_read(const char *path, cfg_run *c, exec_request *req, GErr
                 path, COLL_MAX_RINGS);
     ok = FALSE;
   }
+  const cJSON *rails = root ? cJSON_GetObjectItemCaseSensitive(root, "fold_rails") : NULL;
+  if (ok && (!cJSON_IsNumber(rails) || rails->valuedouble < 1 || rails->valuedouble > 1024 ||
+             rails->valuedouble != (int)rails->valuedouble)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: fold_rails: expected an integer 1..1024", path);
+    ok = FALSE;
+  }
   if (ok) {
+    req->fold_rails = (int)rails->valuedouble;
     req->fold_channels = (int)fold->valuedouble;
     req->node_links_private = cJSON_IsTrue(priv);
     req->nccl = g_strdup(nccl->valuestring);
@@ -198,7 +207,12 @@ static gboolean launch_run(const run_ctx *x, const cfg_run *c, start_fn start, r
       fold = 1;
     }
   }
-  ok = ok && request_write(request, x, c, trace, weights, fold, err) &&
+  const int rails = c->mode == CFG_MODE_SIM && !c->no_folding && !x->trace && x->platform &&
+                            c->dp > 1 && c->tp == plat_gpus_per_node(x->platform) &&
+                            plat_rails_apart(x->platform)
+                        ? plat_gpus_per_node(x->platform)
+                        : 1;
+  ok = ok && request_write(request, x, c, trace, weights, fold, rails, err) &&
        start(x, c, platform, argv, err);
   char *txt = NULL;
   if (ok && !(txt = dl_read_file(result, NULL, NULL))) {

@@ -9,9 +9,9 @@
  * The driver and a rank-side executor exchange two documents in a temporary directory: the
  * request, {"config": <the resolved configuration, cfg_to_json>, "trace": path|null,
  * "dump_weights": path|null, "gpu": {"model": name, "mem_bytes": n}, "nccl": string,
- * "node_links_private": bool, "fold_channels": n} (the GPU, NCCL's view of the machine,
+ * "node_links_private": bool, "fold_channels": n, "fold_rails": n} (the GPU, NCCL's view of the machine,
  * nccl_env_to_string, and plat_node_links_private, as the driver found them on the platform:
- * the rank-side executors do not load it; the channels a simulation folds, 1 for none), and the
+ * the rank-side executors do not load it; the channels and rails a simulation folds, 1 for none), and the
  * result, which is the result document itself (res_to_json, read back with res_from_json). An
  * executor that ends "successfully" without a result (smpirun exits 0 when SimGrid finds the
  * ranks deadlocked) is an internal error.
@@ -64,6 +64,8 @@ typedef struct {
   gboolean node_links_private; /* plat_node_links_private of the platform */
   int fold_channels;    /* channels folded (coll_topo.fold; 1: none): the platform the executor
                            runs on is then plat_fold_xml's copy */
+  int fold_rails;       /* rails a data-parallel group over GPU 0 of its nodes may stand for
+                           (the platform's GPUs per node, its rails sharing no link); 1: none */
 } exec_request;
 
 /* Reads the request at `path` into `c` (cfg_init'ed; resolved as the driver resolved it) and

@@ -16,6 +16,7 @@ void res_init(res_result *r) {
   r->gholami_comm_s = -1;
   r->folded = 1;
   r->folded_channels = 1;
+  r->folded_rails = 1;
 }
 
 void res_release(res_result *r) {
@@ -170,6 +171,7 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   cJSON_AddNumberToObject(si, "slowest_rank", r->slowest_rank);
   cJSON_AddNumberToObject(si, "folded", r->folded);
   cJSON_AddNumberToObject(si, "folded_channels", r->folded_channels);
+  cJSON_AddNumberToObject(si, "folded_rails", r->folded_rails);
   cJSON_AddNumberToObject(si, "computed_phases", r->computed_phases);
 
   char *txt = cJSON_Print(root);
@@ -340,6 +342,7 @@ gboolean res_from_json(res_result *r, const char *text, const char *what, GError
   r->slowest_rank = (int)num(&rd, si, "simulation", "slowest_rank");
   r->folded = (int)num(&rd, si, "simulation", "folded");
   r->folded_channels = (int)num(&rd, si, "simulation", "folded_channels");
+  r->folded_rails = (int)num(&rd, si, "simulation", "folded_rails");
   r->computed_phases = num(&rd, si, "simulation", "computed_phases");
   cJSON_Delete(root);
   return rd.ok;
@@ -362,6 +365,7 @@ void res_take_measured(res_result *dst, res_result *src) {
   dst->ranks = src->ranks;
   dst->folded = src->folded;
   dst->folded_channels = src->folded_channels;
+  dst->folded_rails = src->folded_rails;
   dst->computed_phases = src->computed_phases;
   dst->wall_s = src->wall_s;
   GArray *t;
@@ -444,6 +448,9 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
   if (r->kdb.count[KDB_RECORDED]) fprintf(out, ", %d recorded", r->kdb.count[KDB_RECORDED]);
   fputc('\n', out);
   if (r->kdb.note) fprintf(out, "                  note: %s\n", r->kdb.note);
+  if (r->folded_rails > 1)
+    fprintf(out, "  folded          data-parallel groups of GPU 0 simulated, standing for the "
+            "node's %d rails (--no-folding runs every group)\n", r->folded_rails);
   if (r->folded_channels > 1)
     fprintf(out, "  folded          channel 0 of each all-reduce's %d simulated, standing for all "
             "(--no-folding runs every channel)\n", r->folded_channels);

@@ -76,6 +76,8 @@ typedef struct {
   int folded;                /* ranks each evaluated rank stands for (closed form; 1: none) */
   int folded_channels;       /* simulation: the channels each ring or tree collective ran, of
                                 which channel 0 stood for all (plat_fold_xml; 1: none folded) */
+  int folded_rails;          /* simulation: the rails of a node whose data-parallel groups GPU 0's
+                                stood for (1: none folded) */
   double computed_phases;    /* simulation: ring phases inside a node computed rather than sent,
                                 all ranks and iterations (exact; 0: every message was sent) */
   int slowest_rank;

@@ -724,6 +724,11 @@ char *plat_fold_xml(const plat *pl, GError **err) {
   return out;
 }
 
+gboolean plat_rails_apart(const plat *pl) {
+  return pl->structured && pl->s_gpn >= 2 && pl->s_nics == pl->s_gpn &&
+         pl->s_topo == PLAT_TOPO_RAIL;
+}
+
 /* ---- concurrent flows ------------------------------------------------------------------------ */
 
 /* A flow alone on route r is held to the route's narrowest link and to TCP's window. */

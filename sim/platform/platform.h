@@ -256,6 +256,13 @@ gboolean plat_node_links_private(const plat *pl, GError **err);
  * text; NULL with err set on a failure to rewrite. */
 char *plat_fold_xml(const plat *pl, GError **err);
 
+/* Whether the platform is a cluster written by `dlsim platform` with a NIC per GPU on
+ * rail-optimised leaves: then the links of rail j (GPU j's NIC links, the rail's leaves and their
+ * uplinks) carry no route between two GPUs of another index, and routes between GPUs of index j
+ * on different nodes take rail j's links and no other (the spine is a router, without capacity).
+ * Traffic of one rail that stays on its rail does not share a link with another rail's. */
+gboolean plat_rails_apart(const plat *pl);
+
 /* On a generated cluster (see plat_route): the route class of hosts a and b, two pairs of one
  * class having the same route figures; FALSE on any other platform. */
 gboolean plat_route_class(const plat *pl, int a, int b, gint64 *key);

@@ -21,6 +21,9 @@ A data-parallel run's ring and tree all-reduces fold their 8 channels (simulatio
 channel 0 alone, on the platform with each node's NVLink links made one and a fat tree's uplinks
 an eighth): the message-level references run every channel (--no-folding), and on 64 GPUs the
 folded run must give the time of the same fast run with every channel within 1e-6.
+With tp 8 on thetagpu, data-parallel groups over one GPU per node fold onto GPU 0's rail
+(simulation.folded_rails): the folded run must give the time of the one with every group within
+1e-9; on the fat tree, or with a tree tensor-parallel all-reduce, nothing may fold.
 Usage: check_fidelity.py DLSIM
 """
 import json
@@ -103,7 +106,7 @@ def main(dlsim):
             r = result(dlsim, d, plat, tp8, False)
             fast, computed = r["iteration_time_s"], r["simulation"]["computed_phases"]
             s = result(dlsim, d, plat, tp8, False, {"DLSIM_SEND_NODE_PHASES": "1"})
-            m = result(dlsim, d, plat, tp8, True)
+            m = result(dlsim, d, plat, tp8 + ["--no-folding"], True)
             check(f"{pname}, gpt-1.7b tp 8: the tensor-parallel ring phases are computed",
                   computed > 0 and s["simulation"]["computed_phases"] == 0 and
                   m["simulation"]["computed_phases"] == 0,
@@ -117,6 +120,26 @@ def main(dlsim):
             err = abs(fast - msg) / msg
             check(f"{pname}, gpt-1.7b tp 8: computed {fast * 1e3:.4f} ms vs message-level "
                   f"{msg * 1e3:.4f} ms", err <= TOL, f"{err * 100:.4f}% apart")
+        # rail folding: with tp 8 the node's GPUs reach their data-parallel calls together, and
+        # GPU j's data-parallel group runs on rail j alone (rails share no link on thetagpu):
+        # GPU 0's group stands for the others; not on the fat tree (its uplinks are shared), nor
+        # when the tensor-parallel all-reduce is a tree (its chain starts at GPU 0)
+        pp2 = ["--workload", "gpt-1.7b", "--gpus", "64", "--tp", "8", "--pp", "2", "--batch",
+               "64", "--microbatches", "4", "--schedule", "1f1b", "--precision", "bf16"]
+        for what, plat, opts, want in (("thetagpu, gpt-1.7b tp 8 dp 8", rail, tp8, 8),
+                                       ("thetagpu, gpt-1.7b tp 8 pp 2 dp 4, 1F1B", rail, pp2, 8),
+                                       ("fat tree 4:1, gpt-1.7b tp 8 dp 8", tree, tp8, 1),
+                                       ("thetagpu, gpt-1.7b tp 8 dp 8, --coll tree", rail,
+                                        tp8 + ["--coll", "tree"], 1)):
+            r = result(dlsim, d, plat, opts, False)
+            folded = r["simulation"]["folded_rails"]
+            check(f"{what}: data-parallel groups folded onto GPU 0's rail: {want}",
+                  folded == want, f"folded_rails {folded}")
+            if folded > 1:
+                u = iteration(dlsim, d, plat, opts + ["--no-folding"], False)
+                err = abs(r["iteration_time_s"] - u) / u
+                check(f"{what}: folded {r['iteration_time_s'] * 1e3:.6f} ms vs every group "
+                      f"{u * 1e3:.6f} ms", err <= 1e-9, f"{err:.3g} apart")
         # the trees' long pipelines (first chunk, middle chunks as one message, last chunk):
         # gpt-1.7b's data-parallel all-reduces over 8 nodes, one GPU of each (tp 8), 25
         # chunks per pipeline; ResNet-18's above have 3 and go chunk by chunk both ways

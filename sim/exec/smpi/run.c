@@ -65,6 +65,15 @@ typedef struct {
   double max_bytes;      /* the largest message, collective buffer or all-to-all arrival */
 } shared_plan;
 
+/* Rail folding (the request's fold_rails): a node's data-parallel collectives over one GPU per
+ * node, as GPU 0's group runs them. GPU 0 counts the calls it has finished; a GPU of another
+ * index waiting for call c of its own blocks on its semaphore until GPU 0 has finished c. */
+typedef struct {
+  guint64 done;          /* calls GPU 0 of the node has finished */
+  guint64 *want;         /* per GPU of the node: the call + 1 it waits for, 0 when not waiting */
+  sg_sem_t *sem;         /* per GPU of the node */
+} rail_fold;
+
 /* Process-wide, shared by all ranks (-no-privatize); written once, then read-only except each
  * rank's own slots. */
 static struct {
@@ -86,6 +95,10 @@ static struct {
   gint64 next_report_us; /* host time of the next progress line */
   size_t buf_bytes;      /* the largest message or collective of any rank, bytes */
   void *sendbuf, *recvbuf; /* payload-free buffers every rank uses (one mapping each) */
+  rail_fold *rails;      /* per node, when data-parallel groups fold onto GPU 0's (rail_folds) */
+  int rail_folded;       /* ranks whose data-parallel group GPU 0's stands for */
+  gboolean rail_uneven;  /* some rank runs a collective that treats its members unlike (a tree's
+                            chain, a root): no rail folding (rail_symmetric) */
 } shared;
 
 /* A posted send, as its receiver finds it. */
@@ -118,6 +131,9 @@ typedef struct smpi_rank {
   struct { int iter, slot; } *sends_over; /* sends whose receive completed, n_over of them */
   int n_over;
   sg_actor_t gpu;        /* the compute stream's actor */
+  int rail_fold;         /* its data-parallel group folds onto GPU 0's: 1 on GPU 0 (which
+                            runs it and counts), 2 on other GPUs (which wait), 0: neither */
+  guint64 rail_calls;    /* data-parallel collectives it has reached (rail_fold 2) */
   double ready_at[PLAN_N_STREAMS]; /* a stream's clock reads at least this (held time), s */
   double *ev_time;       /* iters × n_events: when it was recorded, s */
 } smpi_rank;
@@ -248,6 +264,17 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
                                   &shared.ctx.nccl);
   const coll_algo *a = coll_find(cop, algo);
   const size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
+  if (grp == PLAN_GRP_DP && g->rail_fold == 2 && n > 1) { /* GPU 0's group stands for this one */
+    settle(g);
+    rail_fold *f = &shared.rails[shared.node_of[g->rank]];
+    const int gpu = shared.gpu_of[g->rank];
+    if (f->done < ++g->rail_calls) {
+      f->want[gpu] = g->rail_calls;
+      sg_sem_acquire(f->sem[gpu]);
+    }
+    *wire = coll_wire_bytes(cop, algo, op->bytes, n, &g->groups.topo[grp]);
+    return a ? a->name : algo;
+  }
   /* a folded run (sim_fold_channels) holds only collectives whose channel 0 stands for all */
   if (shared.req.fold_channels > 1 &&
       (g->groups.topo[grp].fold != shared.req.fold_channels || op->peer_send_bytes || !a ||
@@ -269,6 +296,20 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
     a->fn(g->sendbuf, g->recvbuf, bytes, g->groups.comm[grp], &g->groups.topo[grp], g->noop);
     const double held = smpi_phase_deferred(g->rank);
     if (held > 0) g->ready_at[PLAN_STREAM_COMM] = simgrid_get_clock() + held;
+  }
+  if (grp == PLAN_GRP_DP && g->rail_fold == 1 && n > 1) { /* the node's other GPUs wait on it */
+    settle(g);
+    rail_fold *f = &shared.rails[shared.node_of[g->rank]];
+    f->done++;
+    const int first = shared.node_first[shared.node_of[g->rank]];
+    const int last = shared.node_first[shared.node_of[g->rank] + 1];
+    for (int i = first; i < last; i++) {
+      const int gpu = shared.gpu_of[shared.node_ranks[i]];
+      if (f->want[gpu] && f->want[gpu] <= f->done) {
+        f->want[gpu] = 0;
+        sg_sem_release(f->sem[gpu]);
+      }
+    }
   }
   *wire = coll_wire_bytes(cop, algo, op->bytes, n, &g->groups.topo[grp]);
   if (a && g_str_has_prefix(algo, "smpi:")) return g_intern_string(algo); /* which of SMPI's */
@@ -375,6 +416,7 @@ static char *write_result(int P, const char *result_path) {
   r.gpu_model = x->gpu->name;
   r.computed_phases = smpi_phase_computed();
   r.folded_channels = shared.req.fold_channels;
+  r.folded_rails = shared.rail_folded ? shared.req.fold_rails : 1;
   res_kdb_set_source(&r.kdb, &x->kernels);
   GString *trace = shared.req.trace ? rec_trace(shared.recs, P, &x->cfg) : NULL;
   char *err = exec_result_write(&r, x, result_path, shared.req.trace, trace);
@@ -415,6 +457,23 @@ static guint32 node_traffic(const smpi_rank *g, const cfg_run *c) {
   return mask;
 }
 
+/* Whether every collective of the rank but its data-parallel ones treats the members alike (a
+ * ring, but no broadcast; no uneven all-to-all), so that the GPUs of a node reach their
+ * data-parallel calls at the same times: what rail folding needs. */
+static gboolean rail_symmetric(const smpi_rank *g, const cfg_run *c) {
+  for (int i = 0; i < g->plan->n_ops; i++) {
+    const plan_op *op = &g->plan->ops[i];
+    if (op->kind != PLAN_COLL) continue;
+    const int slot = plan_op_slot(op), n = g->groups.size[slot];
+    if (slot == PLAN_GRP_DP || n <= 1) continue;
+    const char *algo = coll_resolve(op->coll, c->coll, op->bytes, n, g->groups.nodes[slot],
+                                    &shared.ctx.nccl);
+    if (op->peer_send_bytes || op->coll == COLL_BROADCAST || strcmp(algo, "ring") != 0)
+      return FALSE;
+  }
+  return TRUE;
+}
+
 /* Ranks by node, once every rank has said its node. */
 static void index_nodes(int P) {
   if (shared.node_first) return;
@@ -442,6 +501,51 @@ static void node_private_groups(const smpi_rank *g, int P) {
   for (int k = 0; k < g->groups.n && k < 30; k++)
     if (g->groups.size[k] > 1 && g->groups.nodes[k] == 1 && all == 1u << k)
       smpi_phase_node_private(g->rank, g->groups.comm[k]);
+}
+
+/* Rail folding (the driver's sim_fold_rails: a rail-optimised cluster whose rails share no
+ * link). A data-parallel group of one GPU per node, every member on GPU j != 0, runs on rail j
+ * alone; GPU 0 of the same nodes run an equivalent group (the same op list: tensor-parallel
+ * peers) on rail 0, which no other traffic of rail j touches. Its calls then end when GPU 0's
+ * end, and the group's members wait for those instead of running it (rail_fold 2); GPU 0 runs
+ * its group and counts (1). Decided from the group's members, so all of them decide alike. */
+static void rail_folds(smpi_rank *g, int P) {
+  if (shared.req.fold_rails < 2 || shared.rail_uneven || g->groups.size[PLAN_GRP_DP] < 2) return;
+  index_nodes(P);
+  const cfg_run *c = &shared.ctx.cfg;
+  /* tensor-parallel peers run one op list (the same as run_ctx_representative's) */
+  if (shared.ctx.trace || !plan_tp_alike(shared.ctx.model, c)) return;
+  const int j = shared.gpu_of[g->rank];
+  int *members = g_new(int, P);
+  const int n = plan_group_members(c, PLAN_GRP_DP, g->rank, members);
+  gboolean ok = n == g->groups.size[PLAN_GRP_DP] && n == g->groups.nodes[PLAN_GRP_DP] && j >= 0;
+  for (int i = 0; ok && i < n; i++) {
+    const int m = members[i], m0 = m - j; /* node-major: GPU 0 of m's node */
+    const guint32 cross_rail = 1u << 30; /* node_traffic's bit */
+    int dp, tp, pp, dp0, tp0, pp0;
+    plan_coords(c, m, &dp, &tp, &pp);
+    if (m0 >= 0) plan_coords(c, m0, &dp0, &tp0, &pp0);
+    ok = shared.gpu_of[m] == j && m0 >= 0 && shared.node_of[m0] == shared.node_of[m] &&
+         shared.gpu_of[m0] == 0 && !(shared.node_traffic[m] & cross_rail) &&
+         !(shared.node_traffic[m0] & cross_rail) && dp0 == dp && pp0 == pp;
+  }
+  g_free(members);
+  if (!ok) return;
+  g->rail_fold = j == 0 ? 1 : 2;
+  shared.rail_folded += j != 0;
+  if (!shared.rails) { /* the first rank here (ranks run one at a time) */
+    int nodes = 0, gpus = 0;
+    for (int r = 0; r < P; r++) {
+      nodes = MAX(nodes, shared.node_of[r] + 1);
+      gpus = MAX(gpus, shared.gpu_of[r] + 1);
+    }
+    shared.rails = g_new0(rail_fold, nodes);
+    for (int x = 0; x < nodes; x++) {
+      shared.rails[x].want = g_new0(guint64, gpus);
+      shared.rails[x].sem = g_new(sg_sem_t, gpus);
+      for (int i = 0; i < gpus; i++) shared.rails[x].sem[i] = sg_sem_init(0);
+    }
+  }
 }
 
 int smpi_exec_main(int argc, char **argv) {
@@ -503,6 +607,7 @@ int smpi_exec_main(int argc, char **argv) {
       g.groups.topo[k].fold = shared.req.fold_channels;
   }
   shared.node_traffic[rank] = node_traffic(&g, c);
+  if (shared.req.fold_rails > 1 && !rail_symmetric(&g, c)) shared.rail_uneven = TRUE;
   g.sendbuf = shared.sendbuf;
   g.recvbuf = shared.recvbuf;
   MPI_Op_create(noop_op, 1, &g.noop);
@@ -523,6 +628,7 @@ int smpi_exec_main(int argc, char **argv) {
 
   MPI_Barrier(MPI_COMM_WORLD);
   node_private_groups(&g, P); /* every rank has said what its traffic is */
+  rail_folds(&g, P);
   double t_start = simgrid_get_clock();
   char name[32];
   g_snprintf(name, sizeof name, "gpu%d", rank);
