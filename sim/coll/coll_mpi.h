@@ -167,6 +167,13 @@ int coll_tree_bulk(double chunk_bytes, double whole_bytes);
 void coll_tree_hold(const int *peers, int n, int steps, double chunk_bytes, double whole_bytes,
                     MPI_Comm comm);
 
+/* A folded collective (coll_topo.fold): channel j of a rank is channel 0 of the rank j places
+ * before it in its node, so a rank is through a phase of every channel when every rank of its
+ * node is through channel 0's. The caller waits for the other `size` - 1 ranks of its node
+ * (comm ranks first .. first + size - 1) to reach the same call, at no simulated time. The
+ * SMPI flavour's; never called in the real one (nothing folds there). */
+void coll_fold_sync(MPI_Comm comm, int first, int size);
+
 /* Chunk c of n elements cut into k chunks: first element and count. */
 static inline size_t coll_chunk_off(size_t n, int k, int c) {
   return (size_t)((unsigned long long)n * (unsigned)c / (unsigned)k);

@@ -96,6 +96,8 @@ static int rings_step(const coll_rings *R, const float *const *sb, const int *sn
   }
   if (rc == MPI_SUCCESS) rc = MPI_Waitall(m, q, MPI_STATUSES_IGNORE);
   coll_buf_free(pad);
+  /* folded: through this step of every ring once the node is through ring 0's */
+  if (rc == MPI_SUCCESS && R->kr < R->k) coll_fold_sync(comm, R->rank - R->rank % R->rpn, R->rpn);
   return rc;
 }
 

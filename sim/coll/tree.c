@@ -290,6 +290,8 @@ static int tree_collective(int bcast, const float *src, float *dst, size_t n, MP
     rc = pipe_post(&R, p);
     left -= pipe_done(&R, &R.p[p]) - was;
   }
+  /* folded: through every channel's pipelines once the node is through channel 0's */
+  if (rc == MPI_SUCCESS && kr < k) coll_fold_sync(comm, r - r % R.rpn, R.rpn);
   for (int i = 1; i < MAX_CHILDREN; i++) coll_buf_free(R.tmp[i]);
   coll_buf_free(R.wire);
   g_free(R.p);

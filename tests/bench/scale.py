@@ -12,14 +12,16 @@ nodes as the GPUs need, and reports:
   evaluated       ranks the run evaluated, and how many each stands for (the closed form folds
                   equivalent data-parallel replicas; the simulation runs every rank), and in the
                   simulation "ch 1/8" when channel 0 of each all-reduce's 8 stood for all
-                  (simulation.folded_channels; --no-folding runs every channel).
+                  (simulation.folded_channels) and "rail 1/8" when GPU 0's data-parallel groups
+                  stood for the node's 8 rails (simulation.folded_rails); --no-folding runs
+                  every channel and group.
 
 Usage: tests/bench/scale.py [--dlsim build/dlsim] [--only NAME ...] [--max-gpus N] [--no-folding]
 Cases: resnet50-dp (ResNet-50 data parallel, 32 samples per GPU, 64 to 10,000 GPUs), gpt-3d
 (gpt-18b, tp 8 x pp 4 x dp, 1F1B with 16 micro-batches, bf16, recomputation, 32 samples per
 replica; 1,024 and 9,984 GPUs), closed-form (both at 3,072 GPUs in --mode analytic). A run
 that fails is a row saying why; the others are still measured. The whole table takes about
-27 minutes on a 2-core machine (7 of them the 10,000-GPU ResNet-50, 14 the 9,984-GPU GPT);
+11 minutes on a 2-core machine (2 of them the 10,000-GPU ResNet-50, 8 the 9,984-GPU GPT);
 --max-gpus 4096 leaves those two out.
 """
 import argparse
@@ -107,24 +109,24 @@ def main():
             wall, gib, r, failed = measure(a.dlsim, mode, gpus, opts, d, extra)
             wl = opts[opts.index("--workload") + 1]
             if failed:
-                rows.append((name, wl, mode, gpus, wall, gib, None, failed, 1, 1))
+                rows.append((name, wl, mode, gpus, wall, gib, None, failed, 1, 1, 1))
                 print(f"  {name} {gpus}: failed after {wall:.1f} s ({failed})", file=sys.stderr)
                 continue
             sim = r["simulation"]
             rows.append((name, wl, mode, gpus, wall, gib, r["iteration_time_s"], sim["ranks"],
-                         sim["folded"], sim.get("folded_channels", 1)))
+                         sim["folded"], sim.get("folded_channels", 1), sim.get("folded_rails", 1)))
             print(f"  {name} {gpus}: {wall:.1f} s, {gib:.2f} GiB", file=sys.stderr)
     print(f"{'case':<12} {'workload':<18} {'mode':<9} {'GPUs':>6} {'wall (s)':>9} "
-          f"{'RssAnon (GiB)':>14} {'iteration (s)':>14} {'evaluated':>16}")
-    for name, wl, mode, gpus, wall, gib, it, ranks, folded, channels in rows:
+          f"{'RssAnon (GiB)':>14} {'iteration (s)':>14} {'evaluated':>18}")
+    for name, wl, mode, gpus, wall, gib, it, ranks, folded, channels, rails in rows:
         if it is None:  # failed: `ranks` holds why
             print(f"{name:<12} {wl:<18} {mode:<9} {gpus:>6} {wall:>9.2f} {gib:>14.2f} "
                   f"{'failed':>14}  {ranks}")
             continue
         ev = f"{ranks}" + (f" x{folded}" if folded > 1 else "") + \
-            (f" ch 1/{channels}" if channels > 1 else "")
+            (f" ch 1/{channels}" if channels > 1 else "") + (f" rail 1/{rails}" if rails > 1 else "")
         print(f"{name:<12} {wl:<18} {mode:<9} {gpus:>6} {wall:>9.2f} {gib:>14.2f} {it:>14.6f} "
-              f"{ev:>16}")
+              f"{ev:>18}")
 
 
 if __name__ == "__main__":

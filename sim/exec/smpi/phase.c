@@ -386,6 +386,7 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
     }
     MPI_Waitall(m, q, MPI_STATUSES_IGNORE);
     coll_buf_free(buf);
+    if (R->kr < R->k) coll_fold_sync(comm, R->rank - R->rank % R->rpn, R->rpn);
   }
   /* NCCL's latency of the call, where it exceeds the routes' (every step waiting for the
    * ring's slowest hop) */
@@ -415,6 +416,32 @@ void coll_tree_settle(const nccl_call *nc, int P, int rpn, int steps, double chu
    * (coll_ring_channels) at every chunk time */
   const coll_rings ring = {.k = coll_ring_channels(P, rpn), .g = P, .rpn = rpn};
   hold(me, nc->lat_s - steps * ring_latency(&ring, comm) * plat_factor_at(&lat_factor, chunk_bytes));
+}
+
+/* A node's ranks meeting at a folded collective: the last to arrive wakes the others (each
+ * blocked on the semaphore, so each release hands one of them the token). */
+typedef struct {
+  int waiting;
+  sg_sem_t sem;
+} fold_meet;
+
+void coll_fold_sync(MPI_Comm comm, int first, int size) {
+  static GHashTable *meets; /* world rank of the node's first member + 1 -> fold_meet */
+  if (size < 2) return;
+  if (!meets) meets = g_hash_table_new(g_direct_hash, g_direct_equal);
+  const gpointer key = GINT_TO_POINTER(world_rank(comm, first) + 1);
+  fold_meet *m = g_hash_table_lookup(meets, key);
+  if (!m) {
+    m = g_new0(fold_meet, 1);
+    m->sem = sg_sem_init(0);
+    g_hash_table_insert(meets, key, m);
+  }
+  if (++m->waiting < size) {
+    sg_sem_acquire(m->sem);
+    return;
+  }
+  m->waiting = 0;
+  for (int i = 1; i < size; i++) sg_sem_release(m->sem);
 }
 
 int coll_tree_bulk(double chunk_bytes, double whole_bytes) {
