@@ -54,7 +54,7 @@ static void chunk(const coll_rings *R, size_t n, int j, int pos, size_t *off, si
  * travel beside them (payload-free padding: they carry no data). */
 static int rings_step(const coll_rings *R, const float *const *sb, const int *sn, float *const *rb,
                       const int *rn, MPI_Comm comm) {
-  if (R->kr == 1 && R->nc.proto < 0) /* one MPI call: under SMPI each call costs host time */
+  if (R->k == 1 && R->nc.proto < 0) /* one MPI call: under SMPI each call costs host time */
     return MPI_Sendrecv(sb[0], sn[0], MPI_FLOAT, coll_ring_rank(R, 0, R->me[0] + 1), TAG_RING,
                         rb[0], rn[0], MPI_FLOAT, coll_ring_rank(R, 0, R->me[0] - 1), TAG_RING,
                         comm, MPI_STATUS_IGNORE);

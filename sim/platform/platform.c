@@ -668,20 +668,25 @@ gboolean plat_node_links_private(const plat *pl, GError **err) {
 
 /* ---- folding the rotations of a node ------------------------------------------------------- */
 
-/* A leaf uplink's bandwidth, divided by the data's k. */
+/* A leaf uplink's bandwidth, divided by k; a bandwidth it cannot read makes the copy bad. */
+typedef struct {
+  int k;
+  gboolean bad;
+} uplink_fold;
+
 static gboolean divide_bandwidth(const GMatchInfo *m, GString *out, gpointer data) {
-  const int k = *(const int *)data;
+  uplink_fold *u = data;
   char *head = g_match_info_fetch(m, 1), *bw = g_match_info_fetch(m, 2);
   double bps = 0;
   char num[G_ASCII_DTOSTR_BUF_SIZE];
-  if (plat_parse_bandwidth(bw, &bps))
+  if (plat_parse_bandwidth(bw, &bps) && bps > 0)
     g_string_append_printf(out, "%sbandwidth=\"%sBps\"", head,
-                           g_ascii_formatd(num, sizeof num, "%.17g", bps / k));
+                           g_ascii_formatd(num, sizeof num, "%.17g", bps / u->k));
   else
-    g_string_append_printf(out, "%sbandwidth=\"%s\"", head, bw);
+    u->bad = TRUE;
   g_free(head);
   g_free(bw);
-  return FALSE;
+  return u->bad; /* stop */
 }
 
 char *plat_fold_xml(const plat *pl, GError **err) {
@@ -712,11 +717,12 @@ char *plat_fold_xml(const plat *pl, GError **err) {
   char *out = NULL;
   if (routes == pl->s_nodes * g) { /* as the generator writes them: one per GPU */
     char *merged = g_regex_replace(nvl, xml, -1, 0, "\\g<1>0\\g<3>", 0, err);
-    int k = g;
+    uplink_fold u = {g, FALSE};
     out = merged && pl->s_topo == PLAT_TOPO_FATTREE
-              ? g_regex_replace_eval(up, merged, -1, 0, 0, divide_bandwidth, &k, err)
+              ? g_regex_replace_eval(up, merged, -1, 0, 0, divide_bandwidth, &u, err)
               : g_steal_pointer(&merged);
     g_free(merged);
+    if (u.bad) g_clear_pointer(&out, g_free); /* an uplink edited by hand: not folded */
   }
   g_regex_unref(nvl);
   g_regex_unref(up);

@@ -159,6 +159,14 @@ def main(dlsim):
                 err = abs(r["iteration_time_s"] - u) / u
                 check(f"{what}: folded {r['iteration_time_s'] * 1e3:.6f} ms vs every group "
                       f"{u * 1e3:.6f} ms", err <= 1e-9, f"{err:.3g} apart")
+                # every rank, one iteration: GPU j's messages on rail j run without its
+                # data-parallel flows beside them, which the tensor-parallel rings absorb
+                f1 = result(dlsim, d, plat, opts + ["--iters", "1"], False)
+                u1 = result(dlsim, d, plat, opts + ["--iters", "1", "--no-folding"], False)
+                for k, tol in (("iteration_time_s", 1e-9), ("comm_s", TOL)):
+                    worst = max(abs(a[k] - b[k]) / u for a, b in zip(f1["ranks"], u1["ranks"]))
+                    check(f"{what}: every rank's {k} as with every group", worst <= tol,
+                          f"worst {worst:.3g} of the iteration apart")
         # the trees' long pipelines (first chunk, middle chunks as one message, last chunk):
         # gpt-1.7b's data-parallel all-reduces over 8 nodes, one GPU of each (tp 8), 25
         # chunks per pipeline; ResNet-18's above have 3 and go chunk by chunk both ways

@@ -96,7 +96,7 @@ static struct {
   size_t buf_bytes;      /* the largest message or collective of any rank, bytes */
   void *sendbuf, *recvbuf; /* payload-free buffers every rank uses (one mapping each) */
   rail_fold *rails;      /* per node, when data-parallel groups fold onto GPU 0's (rail_folds) */
-  int rail_folded;       /* ranks whose data-parallel group GPU 0's stands for */
+  gboolean rail_decided; /* rail_folds has run */
   gboolean rail_uneven;  /* some rank runs a collective that treats its members unlike (a tree's
                             chain, a root): no rail folding (rail_symmetric) */
 } shared;
@@ -273,6 +273,7 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
       sg_sem_acquire(f->sem[gpu]);
     }
     *wire = coll_wire_bytes(cop, algo, op->bytes, n, &g->groups.topo[grp]);
+    if (a && g_str_has_prefix(algo, "smpi:")) return g_intern_string(algo); /* as below */
     return a ? a->name : algo;
   }
   /* a folded run (sim_fold_channels) holds only collectives whose channel 0 stands for all */
@@ -416,7 +417,7 @@ static char *write_result(int P, const char *result_path) {
   r.gpu_model = x->gpu->name;
   r.computed_phases = smpi_phase_computed();
   r.folded_channels = shared.req.fold_channels;
-  r.folded_rails = shared.rail_folded ? shared.req.fold_rails : 1;
+  r.folded_rails = shared.rails ? shared.req.fold_rails : 1;
   res_kdb_set_source(&r.kdb, &x->kernels);
   GString *trace = shared.req.trace ? rec_trace(shared.recs, P, &x->cfg) : NULL;
   char *err = exec_result_write(&r, x, result_path, shared.req.trace, trace);
@@ -503,48 +504,63 @@ static void node_private_groups(const smpi_rank *g, int P) {
       smpi_phase_node_private(g->rank, g->groups.comm[k]);
 }
 
-/* Rail folding (the driver's sim_fold_rails: a rail-optimised cluster whose rails share no
- * link). A data-parallel group of one GPU per node, every member on GPU j != 0, runs on rail j
- * alone; GPU 0 of the same nodes run an equivalent group (the same op list: tensor-parallel
- * peers) on rail 0, which no other traffic of rail j touches. Its calls then end when GPU 0's
- * end, and the group's members wait for those instead of running it (rail_fold 2); GPU 0 runs
- * its group and counts (1). Decided from the group's members, so all of them decide alike. */
-static void rail_folds(smpi_rank *g, int P) {
-  if (shared.req.fold_rails < 2 || shared.rail_uneven || g->groups.size[PLAN_GRP_DP] < 2) return;
-  index_nodes(P);
-  const cfg_run *c = &shared.ctx.cfg;
-  /* tensor-parallel peers run one op list (the same as run_ctx_representative's) */
-  if (shared.ctx.trace || !plan_tp_alike(shared.ctx.model, c)) return;
-  const int j = shared.gpu_of[g->rank];
-  int *members = g_new(int, P);
-  const int n = plan_group_members(c, PLAN_GRP_DP, g->rank, members);
-  gboolean ok = n == g->groups.size[PLAN_GRP_DP] && n == g->groups.nodes[PLAN_GRP_DP] && j >= 0;
-  for (int i = 0; ok && i < n; i++) {
+/* Rail folding (the driver's request: a rail-optimised cluster, tp filling the node). A
+ * data-parallel group of one GPU per node, every member on GPU j != 0, runs on rail j; GPU 0 of
+ * the same nodes run an equivalent group (the same op list: tensor-parallel peers) on rail 0,
+ * whose links rail j does not share. Where the node's GPUs reach each data-parallel call
+ * together (rail_symmetric, and nothing crosses rails), GPU j's calls end when GPU 0's do, and
+ * its group waits for those instead of running (rail_fold 2); GPU 0 runs its group and counts
+ * (1). GPU j's other messages on rail j then run without its data-parallel flows beside them
+ * and may end sooner; the node's tensor-parallel rings wait for GPU 0 after them, and the
+ * fidelity test compares every rank. All or nothing: decided once for every group. */
+
+/* Whether the data-parallel group of rank r (GPU j != 0) may wait for GPU 0's. */
+static gboolean rail_group_ok(const cfg_run *c, int r, int *members) {
+  const int j = shared.gpu_of[r];
+  const int n = plan_group_members(c, PLAN_GRP_DP, r, members);
+  const guint32 cross_rail = 1u << 30; /* node_traffic's bit */
+  if (j <= 0 || n < 2) return FALSE;
+  for (int i = 0; i < n; i++) {
     const int m = members[i], m0 = m - j; /* node-major: GPU 0 of m's node */
-    const guint32 cross_rail = 1u << 30; /* node_traffic's bit */
+    if (shared.gpu_of[m] != j || m0 < 0 || shared.node_of[m0] != shared.node_of[m] ||
+        shared.gpu_of[m0] != 0 || (shared.node_traffic[m] & cross_rail) ||
+        (shared.node_traffic[m0] & cross_rail) ||
+        (i > 0 && shared.node_of[m] == shared.node_of[members[i - 1]])) /* one per node */
+      return FALSE;
     int dp, tp, pp, dp0, tp0, pp0;
     plan_coords(c, m, &dp, &tp, &pp);
-    if (m0 >= 0) plan_coords(c, m0, &dp0, &tp0, &pp0);
-    ok = shared.gpu_of[m] == j && m0 >= 0 && shared.node_of[m0] == shared.node_of[m] &&
-         shared.gpu_of[m0] == 0 && !(shared.node_traffic[m] & cross_rail) &&
-         !(shared.node_traffic[m0] & cross_rail) && dp0 == dp && pp0 == pp;
+    plan_coords(c, m0, &dp0, &tp0, &pp0);
+    if (dp0 != dp || pp0 != pp) return FALSE;
   }
+  return TRUE;
+}
+
+static void rail_folds(int P) {
+  if (shared.rail_decided) return;
+  shared.rail_decided = TRUE; /* the first rank here decides for all (one at a time) */
+  const cfg_run *c = &shared.ctx.cfg;
+  /* tensor-parallel peers run one op list (the same as run_ctx_representative's) */
+  gboolean all = shared.req.fold_rails > 1 && !shared.rail_uneven && !shared.ctx.trace &&
+                 plan_tp_alike(shared.ctx.model, c);
+  int *members = g_new(int, P), folded = 0;
+  for (int r = 0; all && r < P; r++)
+    if (shared.gpu_of[r] != 0) {
+      all = rail_group_ok(c, r, members);
+      folded++;
+    }
   g_free(members);
-  if (!ok) return;
-  g->rail_fold = j == 0 ? 1 : 2;
-  shared.rail_folded += j != 0;
-  if (!shared.rails) { /* the first rank here (ranks run one at a time) */
-    int nodes = 0, gpus = 0;
-    for (int r = 0; r < P; r++) {
-      nodes = MAX(nodes, shared.node_of[r] + 1);
-      gpus = MAX(gpus, shared.gpu_of[r] + 1);
-    }
-    shared.rails = g_new0(rail_fold, nodes);
-    for (int x = 0; x < nodes; x++) {
-      shared.rails[x].want = g_new0(guint64, gpus);
-      shared.rails[x].sem = g_new(sg_sem_t, gpus);
-      for (int i = 0; i < gpus; i++) shared.rails[x].sem[i] = sg_sem_init(0);
-    }
+  if (!all || !folded) return;
+  index_nodes(P);
+  int nodes = 0, gpus = 0;
+  for (int r = 0; r < P; r++) {
+    nodes = MAX(nodes, shared.node_of[r] + 1);
+    gpus = MAX(gpus, shared.gpu_of[r] + 1);
+  }
+  shared.rails = g_new0(rail_fold, nodes);
+  for (int x = 0; x < nodes; x++) {
+    shared.rails[x].want = g_new0(guint64, gpus);
+    shared.rails[x].sem = g_new(sg_sem_t, gpus);
+    for (int i = 0; i < gpus; i++) shared.rails[x].sem[i] = sg_sem_init(0);
   }
 }
 
@@ -628,7 +644,8 @@ int smpi_exec_main(int argc, char **argv) {
 
   MPI_Barrier(MPI_COMM_WORLD);
   node_private_groups(&g, P); /* every rank has said what its traffic is */
-  rail_folds(&g, P);
+  rail_folds(P);
+  if (shared.rails && g.groups.size[PLAN_GRP_DP] > 1) g.rail_fold = shared.gpu_of[rank] ? 2 : 1;
   double t_start = simgrid_get_clock();
   char name[32];
   g_snprintf(name, sizeof name, "gpu%d", rank);
