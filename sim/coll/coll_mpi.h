@@ -167,6 +167,12 @@ int coll_tree_bulk(double chunk_bytes, double whole_bytes);
 void coll_tree_hold(const int *peers, int n, int steps, double chunk_bytes, double whole_bytes,
                     MPI_Comm comm);
 
+/* Channels of k that a collective runs: 1 where `topo` folds exactly k channels on payload-free
+ * buffers (channel 0 standing for all), else k. */
+static inline int coll_channels_run(const coll_topo *topo, int k) {
+  return topo && topo->fold > 1 && topo->fold == k && !coll_buf_has_data() ? 1 : k;
+}
+
 /* A folded collective (coll_topo.fold): channel j of a rank is channel 0 of the rank j places
  * before it in its node, so a rank is through a phase of every channel when every rank of its
  * node is through channel 0's. The caller waits for the other `size` - 1 ranks of its node

@@ -26,7 +26,7 @@ void coll_rings_flat(coll_rings *R, int P, int rank, const coll_topo *topo, coll
   R->rank = rank;
   R->k = coll_ring_channels(P, rpn);
   for (int j = 0; j < R->k; j++) R->me[j] = coll_flat_ring_pos(R->k, rpn, j, rank);
-  R->kr = topo && topo->fold > 1 && topo->fold == R->k && !coll_buf_has_data() ? 1 : R->k;
+  R->kr = coll_channels_run(topo, R->k);
   nccl_plan(&R->nc, topo ? topo->nccl : NULL, op, "ring", bytes, P, topo ? topo->n_nodes : 1);
 }
 

@@ -228,7 +228,7 @@ static int tree_collective(int bcast, const float *src, float *dst, size_t n, MP
   R.rpn = topo && topo->ranks_per_node > 0 ? MIN(topo->ranks_per_node, P) : P;
   const int k = bcast ? 1 : coll_ring_channels(P, R.rpn);
   /* folded (coll_topo): channel 0's two pipelines run, on a platform where they stand for all */
-  const int kr = topo && topo->fold > 1 && topo->fold == k && !coll_buf_has_data() ? 1 : k;
+  const int kr = coll_channels_run(topo, k);
   R.np = 2 * k;
   nccl_plan(&R.nc, bcast || !topo ? NULL : topo->nccl, COLL_ALLREDUCE, "tree",
             (double)n * COLL_ELEM_BYTES, P, topo ? topo->n_nodes : 1);

@@ -181,6 +181,16 @@ static int sim_fold_channels(const run_ctx *x, const cfg_run *c) {
   return G;
 }
 
+/* Rail folding (the SMPI executor's rail_folds, which checks the groups themselves): the rails a
+ * simulation of `c` may fold, 1 for none. Data-parallel groups over one GPU per node, tensor
+ * parallelism filling the node, on a rail-optimised cluster whose rails share no link. */
+static int sim_fold_rails(const run_ctx *x, const cfg_run *c) {
+  if (c->mode != CFG_MODE_SIM || c->no_folding || x->trace || !x->platform || c->dp < 2 ||
+      c->tp != plat_gpus_per_node(x->platform) || !plat_rails_apart(x->platform))
+    return 1;
+  return c->tp;
+}
+
 /* Runs `c` through the executor `start` launches as `run REQUEST RESULT`, then reads its result
  * into `r`, with the wall time of the whole launch. */
 static gboolean launch_run(const run_ctx *x, const cfg_run *c, start_fn start, res_result *r,
@@ -207,12 +217,7 @@ static gboolean launch_run(const run_ctx *x, const cfg_run *c, start_fn start, r
       fold = 1;
     }
   }
-  const int rails = c->mode == CFG_MODE_SIM && !c->no_folding && !x->trace && x->platform &&
-                            c->dp > 1 && c->tp == plat_gpus_per_node(x->platform) &&
-                            plat_rails_apart(x->platform)
-                        ? plat_gpus_per_node(x->platform)
-                        : 1;
-  ok = ok && request_write(request, x, c, trace, weights, fold, rails, err) &&
+  ok = ok && request_write(request, x, c, trace, weights, fold, sim_fold_rails(x, c), err) &&
        start(x, c, platform, argv, err);
   char *txt = NULL;
   if (ok && !(txt = dl_read_file(result, NULL, NULL))) {

@@ -213,7 +213,9 @@ static void test_reader_errors(void) {
  * written (*gen, its structure known) and without the generator's comment (*raw, searched route
  * by route); both non-NULL or the test stops. */
 typedef struct { plat_topology t; int nodes, npl, nics; double oversub; } gen_case;
-static void load_with_and_without_structure(const gen_case *c, int gpus_per_node, plat **gen, plat **raw) {
+
+/* The generator's XML for case c (gpus_per_node 0: the generator's default). */
+static char *gen_xml(const gen_case *c, int gpus_per_node) {
   plat_gen_params p;
   plat_gen_defaults(&p);
   p.topology = c->t;
@@ -222,13 +224,23 @@ static void load_with_and_without_structure(const gen_case *c, int gpus_per_node
   p.nics_per_node = c->nics;
   p.oversubscription = c->oversub;
   if (gpus_per_node > 0) p.gpus_per_node = gpus_per_node;
-  GError *err = NULL;
-  char *xml = plat_generate_xml(&p, &err);
+  char *xml = plat_generate_xml(&p, NULL);
   CU_ASSERT_PTR_NOT_NULL_FATAL(xml);
+  return xml;
+}
+
+/* The same file without the generator's comment: read route by route, with its own links. */
+static void drop_structure(char *xml) {
   char *mark = strstr(xml, "<!-- written by dlsim platform:");
   CU_ASSERT_PTR_NOT_NULL_FATAL(mark);
+  memcpy(mark, "<!-- written by someone else:  ", 31);
+}
+
+static void load_with_and_without_structure(const gen_case *c, int gpus_per_node, plat **gen, plat **raw) {
+  GError *err = NULL;
+  char *xml = gen_xml(c, gpus_per_node);
   *gen = plat_load_xml("gen.xml", xml, strlen(xml), &err);
-  memcpy(mark, "<!-- written by someone else:  ", 31); /* same file, no structure */
+  drop_structure(xml);
   *raw = plat_load_xml("gen.xml", xml, strlen(xml), &err);
   g_free(xml);
   CU_ASSERT_PTR_NOT_NULL_FATAL(*gen);
@@ -345,16 +357,8 @@ static void test_fold(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
   char *file = g_build_filename(dir, "gen.xml", NULL);
   for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
-    plat_gen_params p;
-    plat_gen_defaults(&p);
-    p.topology = cases[k].t;
-    p.nodes = cases[k].nodes;
-    p.nodes_per_leaf = cases[k].npl;
-    p.nics_per_node = cases[k].nics;
-    p.oversubscription = cases[k].oversub;
-    p.gpus_per_node = 4;
-    char *xml = plat_generate_xml(&p, &err);
-    CU_ASSERT_FATAL(xml && g_file_set_contents(file, xml, -1, NULL));
+    char *xml = gen_xml(&cases[k], 4);
+    CU_ASSERT_FATAL(g_file_set_contents(file, xml, -1, NULL));
     plat *pl = plat_load(file, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
     char *folded = plat_fold_xml(pl, &err);
@@ -372,11 +376,8 @@ static void test_fold(void) {
       continue;
     }
     /* both read without the generator's comment: routed pair by pair, with their own links */
-    char *mark[2] = {strstr(xml, "<!-- written by dlsim platform:"),
-                     strstr(folded, "<!-- written by dlsim platform:")};
-    CU_ASSERT_FATAL(mark[0] && mark[1]);
-    memcpy(mark[0], "<!-- written by someone else:  ", 31);
-    memcpy(mark[1], "<!-- written by someone else:  ", 31);
+    drop_structure(xml);
+    drop_structure(folded);
     pl = plat_load_xml("gen.xml", xml, strlen(xml), &err);
     plat *f = plat_load_xml("folded.xml", folded, strlen(folded), &err);
     g_free(xml);

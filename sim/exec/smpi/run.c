@@ -254,6 +254,29 @@ static void be_sends_wait(void *be, int iter) {
   g->n_over = 0;
 }
 
+/* Rail folding (rail_folds): GPU j != 0 waits until GPU 0 of its node has finished its call of
+ * the same rank in order; GPU 0 counts its calls and wakes those waiting for one it finished. */
+static void rail_wait(smpi_rank *g) {
+  rail_fold *f = &shared.rails[shared.node_of[g->rank]];
+  const int gpu = shared.gpu_of[g->rank];
+  if (f->done >= ++g->rail_calls) return;
+  f->want[gpu] = g->rail_calls;
+  sg_sem_acquire(f->sem[gpu]);
+}
+
+static void rail_done(const smpi_rank *g) {
+  const int node = shared.node_of[g->rank];
+  rail_fold *f = &shared.rails[node];
+  f->done++;
+  for (int i = shared.node_first[node]; i < shared.node_first[node + 1]; i++) {
+    const int gpu = shared.gpu_of[shared.node_ranks[i]];
+    if (f->want[gpu] && f->want[gpu] <= f->done) {
+      f->want[gpu] = 0;
+      sg_sem_release(f->sem[gpu]);
+    }
+  }
+}
+
 static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) {
   (void)iter;
   smpi_rank *g = be;
@@ -264,18 +287,6 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
                                   &shared.ctx.nccl);
   const coll_algo *a = coll_find(cop, algo);
   const size_t bytes = coll_round_bytes(cop, (size_t)op->bytes, n);
-  if (grp == PLAN_GRP_DP && g->rail_fold == 2 && n > 1) { /* GPU 0's group stands for this one */
-    settle(g);
-    rail_fold *f = &shared.rails[shared.node_of[g->rank]];
-    const int gpu = shared.gpu_of[g->rank];
-    if (f->done < ++g->rail_calls) {
-      f->want[gpu] = g->rail_calls;
-      sg_sem_acquire(f->sem[gpu]);
-    }
-    *wire = coll_wire_bytes(cop, algo, op->bytes, n, &g->groups.topo[grp]);
-    if (a && g_str_has_prefix(algo, "smpi:")) return g_intern_string(algo); /* as below */
-    return a ? a->name : algo;
-  }
   /* a folded run (sim_fold_channels) holds only collectives whose channel 0 stands for all */
   if (shared.req.fold_channels > 1 &&
       (g->groups.topo[grp].fold != shared.req.fold_channels || op->peer_send_bytes || !a ||
@@ -284,7 +295,10 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
     g_error("dlsim-smpi: a folded run called %s (%s) over %d ranks: a planner bug, please report "
             "this command", coll_op_name(cop), algo, n);
   settle(g);
-  if (op->peer_send_bytes) { /* MoE all-to-all with uneven blocks */
+  const gboolean rail = grp == PLAN_GRP_DP && n > 1; /* rail folding's calls (rail_folds) */
+  if (rail && g->rail_fold == 2) { /* GPU 0's group stands for this one */
+    rail_wait(g);
+  } else if (op->peer_send_bytes) { /* MoE all-to-all with uneven blocks */
     coll_alltoallv_pairwise(g->sendbuf, op->peer_send_bytes, g->recvbuf, op->peer_recv_bytes,
                             g->groups.comm[grp]);
     algo = "pairwise";
@@ -298,19 +312,9 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
     const double held = smpi_phase_deferred(g->rank);
     if (held > 0) g->ready_at[PLAN_STREAM_COMM] = simgrid_get_clock() + held;
   }
-  if (grp == PLAN_GRP_DP && g->rail_fold == 1 && n > 1) { /* the node's other GPUs wait on it */
+  if (rail && g->rail_fold == 1) { /* once the call's held latency is over (settle) */
     settle(g);
-    rail_fold *f = &shared.rails[shared.node_of[g->rank]];
-    f->done++;
-    const int first = shared.node_first[shared.node_of[g->rank]];
-    const int last = shared.node_first[shared.node_of[g->rank] + 1];
-    for (int i = first; i < last; i++) {
-      const int gpu = shared.gpu_of[shared.node_ranks[i]];
-      if (f->want[gpu] && f->want[gpu] <= f->done) {
-        f->want[gpu] = 0;
-        sg_sem_release(f->sem[gpu]);
-      }
-    }
+    rail_done(g);
   }
   *wire = coll_wire_bytes(cop, algo, op->bytes, n, &g->groups.topo[grp]);
   if (a && g_str_has_prefix(algo, "smpi:")) return g_intern_string(algo); /* which of SMPI's */
