@@ -138,7 +138,7 @@ void kh_bench_run(kh_bench *b) {
   case B_ATTN: /* n1 N, n2 T, n3 C, n4 NH */
     if (!b->bwd) be->attention_fwd(F(0), F(1), F(2), F(3), (int)b->n1, (int)b->n2, (int)b->n3,
                                    (int)b->n4, b->math);
-    else be->attention_bwd(F(4), F(5), F(0), F(3), F(1), (int)b->n1, (int)b->n2, (int)b->n3,
+    else be->attention_bwd(F(4), F(2), F(0), F(3), F(1), (int)b->n1, (int)b->n2, (int)b->n3,
                            (int)b->n4, b->math);
     break;
   case B_SCE: /* n1 M, n2 V */

@@ -1,39 +1,67 @@
 /* kernels.cu — CUDA versions of the kernels in kernels.h (device pointers, default stream), the
- * CUDA backend table, and the CUDA clock for the timing harness. GEMMs go through cuBLAS
- * (cublasGemmEx with fp32 accumulation; fp16/bf16 inputs are converted into a scratch buffer
- * first); the other kernels are straightforward one-thread-per-output kernels, written for
- * clarity and compared with the CPU twins by tests/kernels/test_kernels_cuda.c.
+ * CUDA backend table, and the CUDA clock for the timing harness.
+ *
+ * GEMMs go through cuBLAS with fp32 accumulation. fp16 and bf16 inputs are rounded one of two
+ * ways, whichever measured faster on an H200 (kernels/README.md):
+ *   a single GEMM (linear layers, a weight gradient): both inputs are rounded into a 16-bit copy
+ *     first, one pass each, and cuBLAS multiplies the copies: 1.3-1.8x faster on GPT-sized GEMMs
+ *     than the other way;
+ *   a batched GEMM (attention's products, a convolution's images): cuBLAS reads the fp32 inputs
+ *     and rounds them on the tensor cores (CUBLAS_COMPUTE_32F_FAST_16F / _16BF): attention's
+ *     operands are large next to its work (K = the head size), and copying them cost 1.4-1.6x.
+ * DLSIM_CUDA_LOWP=convert or =fast forces one way for every GEMM. Convolution is im2col + cuBLAS over a chunk of images at a
+ * time (one strided-batched GEMM per chunk; a 1x1 stride-1 convolution reads its input
+ * directly); the weight gradient is one GEMM per chunk over every image's pixels. Reductions
+ * (batch and layer norm statistics, bias gradients, softmax rows) are block or warp reductions in
+ * a fixed order, so every kernel but the atomic scatters (embedding and MoE backward) gives the
+ * same bits on every run. tests/kernels/test_kernels_cuda.c compares each with its CPU twin.
  *
  * This file is built into the loadable module libdlsim-cuda.so, never into the driver: the CUDA
  * runtime and cuBLAS take a third of a second to load, which every `dlsim run` would pay.
  * kernels/cuda_loader.c opens the module on first use and looks up the three entry points at the
- * end of this file (dlsim_cuda_backend, dlsim_cuda_info, dlsim_cuda_device). */
+ * end of this file (dlsim_cuda_backend, dlsim_cuda_info, dlsim_cuda_device).
+ *
+ * DLSIM_CUDA_WS_KB (default 524288, 512 MiB) bounds the convolution workspace, and so the images
+ * per chunk. Both variables exist to test and to measure the alternatives. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
 #include "kernels.h"
 
 static cublasHandle_t handle;
-static void *scratch;
-static size_t scratch_bytes;
+static int n_sm = 132; /* multiprocessors of the device (set when the backend starts) */
 
 #define GRID(n) (unsigned)(((n) + 255) / 256), 256
 
-static void *scratch_get(size_t bytes) {
-  if (bytes > scratch_bytes) {
-    cudaFree(scratch);
-    scratch = NULL;
-    scratch_bytes = 0;
-    if (cudaMalloc(&scratch, bytes) != cudaSuccess) return NULL;
-    scratch_bytes = bytes;
+/* Device buffers that grow on demand and are reused: everything runs on the default stream, so a
+ * buffer is free again for the next kernel queued after the one that used it. */
+typedef struct {
+  void *p;
+  size_t bytes;
+} dbuf;
+static dbuf lowp_buf, conv_buf, red_buf, loss_buf;
+static void *dbuf_get(dbuf *b, size_t bytes) {
+  if (bytes > b->bytes) {
+    cudaFree(b->p);
+    b->p = NULL;
+    b->bytes = 0;
+    if (cudaMalloc(&b->p, bytes) != cudaSuccess) return NULL;
+    b->bytes = bytes;
   }
-  return scratch;
+  return b->p;
+}
+
+static size_t env_size(const char *name, size_t dflt) {
+  const char *v = getenv(name);
+  long x = v && *v ? atol(v) : 0;
+  return x > 0 ? (size_t)x : dflt;
 }
 
 __global__ void to_half(__half *d, const float *s, long n) {
@@ -50,14 +78,23 @@ static void gemm_strided(int ta, int tb, int M, int N, int K, float alpha, const
                          const float *B, long sB, float beta, float *C, long sC, int batch,
                          kn_math math) {
   if (M <= 0 || N <= 0 || batch <= 0) return;
+  static int force = -1; /* -1 unread, 0 by shape, 1 always convert, 2 never */
+  if (force < 0) {
+    const char *v = getenv("DLSIM_CUDA_LOWP");
+    force = v && strcmp(v, "convert") == 0 ? 1 : v && strcmp(v, "fast") == 0 ? 2 : 0;
+  }
+  const int convert = force == 1 || (force == 0 && batch == 1);
   cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   int lda = ta ? M : K, ldb = tb ? K : N;
   const void *a = A, *b = B;
   cudaDataType_t ty = CUDA_R_32F;
-  cublasComputeType_t ct = math == KN_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  if (math == KN_MATH_FP16 || math == KN_MATH_BF16) {
+  cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
+  if (math == KN_MATH_TF32) ct = CUBLAS_COMPUTE_32F_FAST_TF32;
+  if ((math == KN_MATH_FP16 || math == KN_MATH_BF16) && !convert)
+    ct = math == KN_MATH_FP16 ? CUBLAS_COMPUTE_32F_FAST_16F : CUBLAS_COMPUTE_32F_FAST_16BF;
+  if ((math == KN_MATH_FP16 || math == KN_MATH_BF16) && convert) {
     long na = (batch - 1) * sA + (long)M * K, nb = (batch - 1) * sB + (long)K * N;
-    char *s = (char *)scratch_get(2 * (size_t)(na + nb));
+    char *s = (char *)dbuf_get(&lowp_buf, 2 * (size_t)(na + nb));
     if (!s) return;
     if (math == KN_MATH_FP16) {
       to_half<<<GRID(na)>>>((__half *)s, A, na);
@@ -72,8 +109,12 @@ static void gemm_strided(int ta, int tb, int M, int N, int K, float alpha, const
     }
     a = s;
   }
-  cublasGemmStridedBatchedEx(handle, ob, oa, N, M, K, &alpha, b, ty, ldb, sB, a, ty, lda, sA,
-                             &beta, C, CUDA_R_32F, N, sC, batch, ct, CUBLAS_GEMM_DEFAULT);
+  cublasStatus_t st = cublasGemmStridedBatchedEx(handle, ob, oa, N, M, K, &alpha, b, ty, ldb, sB,
+                                                 a, ty, lda, sA, &beta, C, CUDA_R_32F, N, sC,
+                                                 batch, ct, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    fprintf(stderr, "dlsim-cuda: cublasGemmStridedBatchedEx (%d x %d x %d, batch %d, %s): "
+            "status %d\n", M, N, K, batch, kn_math_name(math), (int)st);
 }
 
 extern "C" void kn_gemm_cuda(int ta, int tb, int M, int N, int K, float alpha, const float *A,
@@ -87,17 +128,93 @@ extern "C" void kn_gemm_batched_cuda(int ta, int tb, int M, int N, int K, float 
   gemm_strided(ta, tb, M, N, K, alpha, A, sA, B, sB, beta, C, sC, batch, math);
 }
 
+/* ---- reductions shared by several kernels ---- */
+/* Sum over a warp (every lane gets it). */
+template <typename T> __device__ T warp_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+/* Sum over a block of blockDim.x threads (a multiple of 32, at most 1024); every thread gets it.
+ * `sh` holds 32 values of T. */
+template <typename T> __device__ T block_sum(T v, T *sh) {
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads(); /* sh may still be read by an earlier call */
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  v = lane < nw ? sh[lane] : (T)0;
+  return warp_sum(v);
+}
+__device__ float block_max(float v, float *sh) {
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  v = lane < nw ? sh[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+/* Column sums of a (M, C) row-major matrix d in two steps, in a fixed order: partial sums over
+ * chunks of rows (grid.x over 32-column tiles, grid.y chunks), then one pass over the chunks.
+ * With `in` (and mean, rstd per row), s1[c] = Σ_r d·(in−mean[r])·rstd[r] as well (layer norm's
+ * gamma gradient); s2[c] = Σ_r d. */
+__global__ void colsum_partial_k(float *part1, float *part2, const float *d, const float *in,
+                                 const float *mean, const float *rstd, long M, int C,
+                                 long rows_per) {
+  __shared__ float sh1[8][33], sh2[8][33];
+  int c = blockIdx.x * 32 + threadIdx.x, ty = threadIdx.y;
+  long r0 = blockIdx.y * rows_per, r1 = min(M, r0 + rows_per);
+  float a1 = 0.0f, a2 = 0.0f;
+  if (c < C)
+    for (long r = r0 + ty; r < r1; r += 8) {
+      float dy = d[r * C + c];
+      a2 += dy;
+      if (in) a1 += dy * ((in[r * C + c] - mean[r]) * rstd[r]);
+    }
+  sh1[ty][threadIdx.x] = a1;
+  sh2[ty][threadIdx.x] = a2;
+  __syncthreads();
+  if (ty == 0 && c < C) {
+    for (int k = 1; k < 8; k++) a1 += sh1[k][threadIdx.x], a2 += sh2[k][threadIdx.x];
+    part1[(long)blockIdx.y * C + c] = a1;
+    part2[(long)blockIdx.y * C + c] = a2;
+  }
+}
+__global__ void colsum_final_k(float *s1, float *s2, const float *part1, const float *part2,
+                               int C, int chunks) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float a1 = 0.0f, a2 = 0.0f;
+  for (int k = 0; k < chunks; k++) a1 += part1[(long)k * C + c], a2 += part2[(long)k * C + c];
+  if (s1) s1[c] += a1;
+  if (s2) s2[c] += a2;
+}
+/* s1 (may be NULL) and s2 accumulate the column sums described above. */
+static void colsums(float *s1, float *s2, const float *d, const float *in, const float *mean,
+                    const float *rstd, long M, int C) {
+  if (M <= 0 || C <= 0) return;
+  long tiles = (C + 31) / 32;
+  long chunks = (2L * 4 * n_sm + tiles - 1) / tiles; /* about 8 blocks per multiprocessor */
+  if (chunks > (M + 63) / 64) chunks = (M + 63) / 64; /* at least 64 rows a chunk */
+  if (chunks < 1) chunks = 1;
+  long rows_per = (M + chunks - 1) / chunks;
+  chunks = (M + rows_per - 1) / rows_per;
+  float *part = (float *)dbuf_get(&red_buf, sizeof(float) * 2 * (size_t)chunks * C);
+  if (!part) return;
+  colsum_partial_k<<<dim3((unsigned)tiles, (unsigned)chunks), dim3(32, 8)>>>(
+      part, part + chunks * C, d, in, mean, rstd, M, C, rows_per);
+  colsum_final_k<<<GRID(C)>>>(s1, s2, part, part + chunks * C, C, (int)chunks);
+}
+
 /* ---- linear ---- */
 __global__ void rows_set(float *out, const float *b, long M, int OC) {
   long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
   if (i < M * OC) out[i] = b[i % OC];
-}
-__global__ void col_sum_add(float *db, const float *d, long M, int OC) {
-  int o = blockIdx.x * blockDim.x + threadIdx.x;
-  if (o >= OC) return;
-  float s = 0.0f;
-  for (long i = 0; i < M; i++) s += d[i * OC + o];
-  db[o] += s;
 }
 
 extern "C" void kn_linear_fwd_cuda(float *out, const float *in, const float *w, const float *b,
@@ -111,197 +228,295 @@ extern "C" void kn_linear_bwd_cuda(float *din, float *dw, float *db, const float
                                    kn_math math) {
   if (din) kn_gemm_cuda(0, 0, M, IC, OC, 1.0f, dout, w, 1.0f, din, math);
   kn_gemm_cuda(1, 0, OC, IC, M, 1.0f, dout, in, 1.0f, dw, math);
-  if (db) col_sum_add<<<GRID(OC)>>>(db, dout, M, OC);
+  if (db) colsums(NULL, db, dout, NULL, NULL, NULL, M, OC);
 }
 
-/* ---- convolution: im2col + cuBLAS, one image and group at a time ---- */
-__global__ void im2col_k(float *col, const float *img, int c0, kn_conv s, int Ho, int Wo) {
-  long P = (long)Ho * Wo, Cg = s.C_in / s.groups;
+/* ---- convolution: im2col + cuBLAS over chunks of images ---- */
+/* Column element (image n, row r = (c, ki, kj), pixel p) of images n0.. of group channel c0 is
+ * written at col[n·sn + r·sr + p]: sn = Kc·P, sr = P gives one (Kc, P) matrix per image;
+ * sn = P, sr = nb·P gives one (Kc, nb·P) matrix for the chunk. */
+__global__ void im2col_k(float *col, const float *in, int n0, int nb, int c0, kn_conv s, int Ho,
+                         int Wo, long sn, long sr) {
+  long P = (long)Ho * Wo, Kc = (long)(s.C_in / s.groups) * s.kh * s.kw;
   long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
-  if (i >= Cg * s.kh * s.kw * P) return;
-  long r = i / P, p = i % P;
+  if (i >= nb * Kc * P) return;
+  long p = i % P, r = i / P % Kc;
+  int n = (int)(i / (P * Kc));
   int c = (int)(r / (s.kh * s.kw)), ki = (int)(r / s.kw % s.kh), kj = (int)(r % s.kw);
   int iy = (int)(p / Wo) * s.stride - s.pad + ki, ix = (int)(p % Wo) * s.stride - s.pad + kj;
-  col[i] = (iy >= 0 && iy < s.H && ix >= 0 && ix < s.W)
-               ? img[((long)(c0 + c) * s.H + iy) * s.W + ix] : 0.0f;
+  const float *img = in + (long)(n0 + n) * s.C_in * s.H * s.W;
+  col[n * sn + r * sr + p] = (iy >= 0 && iy < s.H && ix >= 0 && ix < s.W)
+                                 ? img[((long)(c0 + c) * s.H + iy) * s.W + ix] : 0.0f;
 }
-/* Adjoint of im2col, one thread per input pixel (gather: deterministic). */
-__global__ void col2im_k(float *img, const float *col, int c0, kn_conv s, int Ho, int Wo) {
-  long Cg = s.C_in / s.groups;
+/* Adjoint of im2col (layout sn = Kc·P, sr = P), one thread per input pixel (a gather, so the
+ * order of the sum is fixed), added into din. */
+__global__ void col2im_k(float *din, const float *col, int n0, int nb, int c0, kn_conv s, int Ho,
+                         int Wo) {
+  long Cg = s.C_in / s.groups, HW = (long)s.H * s.W, P = (long)Ho * Wo;
   long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
-  if (i >= Cg * s.H * s.W) return;
-  int c = (int)(i / ((long)s.H * s.W)), y = (int)(i / s.W % s.H), x = (int)(i % s.W);
+  if (i >= nb * Cg * HW) return;
+  int n = (int)(i / (Cg * HW)), c = (int)(i / HW % Cg), y = (int)(i / s.W % s.H),
+      x = (int)(i % s.W);
+  const float *cn = col + (long)n * Cg * s.kh * s.kw * P;
   float acc = 0.0f;
-  for (int ki = 0; ki < s.kh; ki++)
+  for (int ki = 0; ki < s.kh; ki++) {
+    int ty = y + s.pad - ki;
+    if (ty < 0 || ty % s.stride) continue;
+    int oy = ty / s.stride;
+    if (oy >= Ho) continue;
     for (int kj = 0; kj < s.kw; kj++) {
-      int ty = y + s.pad - ki, tx = x + s.pad - kj;
-      if (ty < 0 || tx < 0 || ty % s.stride || tx % s.stride) continue;
-      int oy = ty / s.stride, ox = tx / s.stride;
-      if (oy >= Ho || ox >= Wo) continue;
-      acc += col[(((long)c * s.kh + ki) * s.kw + kj) * Ho * Wo + (long)oy * Wo + ox];
+      int tx = x + s.pad - kj;
+      if (tx < 0 || tx % s.stride) continue;
+      int ox = tx / s.stride;
+      if (ox >= Wo) continue;
+      acc += cn[(((long)c * s.kh + ki) * s.kw + kj) * P + (long)oy * Wo + ox];
     }
-  img[((long)(c0 + c) * s.H + y) * s.W + x] += acc;
+  }
+  din[((long)(n0 + n) * s.C_in + c0 + c) * HW + y * s.W + x] += acc;
 }
-__global__ void add_bias_k(float *out, const float *b, int C, long P) {
+/* dst (Og, nb, P) = the group's channels of dout (images n0.., (C_out, P) each) */
+__global__ void dy_gather_k(float *dst, const float *dout, int n0, int nb, int g0, int Og,
+                            int C_out, long P) {
   long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
-  if (i < C * P) out[i] += b[i / P];
+  if (i >= (long)Og * nb * P) return;
+  long p = i % P;
+  int n = (int)(i / P % nb), o = (int)(i / (P * nb));
+  dst[i] = dout[((long)(n0 + n) * C_out + g0 + o) * P + p];
 }
-__global__ void plane_sum_add(float *db, const float *d, int C, long P) {
-  int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float s = 0.0f;
-  for (long p = 0; p < P; p++) s += d[c * P + p];
-  db[c] += s;
+__global__ void add_bias_k(float *out, const float *b, int C, long P, long total) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < total) out[i] += b[i / P % C];
+}
+/* db[c] += Σ over images and pixels of d (N, C, P): one block per channel, fixed order */
+__global__ void chan_sum_add_k(float *db, const float *d, int N, int C, long P) {
+  __shared__ double sh[32];
+  int c = blockIdx.x;
+  double a = 0.0;
+  for (long j = threadIdx.x; j < (long)N * P; j += blockDim.x)
+    a += d[((j / P) * C + c) * P + j % P];
+  a = block_sum(a, sh);
+  if (threadIdx.x == 0) db[c] += (float)a;
+}
+
+/* Images per chunk: the chunk's workspace (floats_per_image each) within DLSIM_CUDA_WS_KB. */
+static int conv_chunk(int N, size_t floats_per_image) {
+  size_t limit = env_size("DLSIM_CUDA_WS_KB", 512 << 10) << 10;
+  size_t nb = limit / (sizeof(float) * (floats_per_image ? floats_per_image : 1));
+  if (nb < 1) nb = 1;
+  return nb < (size_t)N ? (int)nb : N;
+}
+static int conv_direct(const kn_conv *s) {
+  return s->kh == 1 && s->kw == 1 && s->stride == 1 && s->pad == 0;
 }
 
 extern "C" void kn_conv2d_fwd_cuda(float *out, float *ws, const float *in, const float *w,
                                    const float *b, const kn_conv *s, kn_math math) {
-  int Ho = kn_conv_out_h(s), Wo = kn_conv_out_w(s);
-  long P = (long)Ho * Wo;
-  int Cg = s->C_in / s->groups, Og = s->C_out / s->groups, Kc = Cg * s->kh * s->kw;
-  for (int n = 0; n < s->N; n++) {
-    const float *img = in + (long)n * s->C_in * s->H * s->W;
-    float *o = out + (long)n * s->C_out * P;
-    for (int g = 0; g < s->groups; g++) {
-      im2col_k<<<GRID((long)Kc * P)>>>(ws, img, g * Cg, *s, Ho, Wo);
-      kn_gemm_cuda(0, 0, Og, (int)P, Kc, 1.0f, w + (long)g * Og * Kc, ws, 0.0f, o + (long)g * Og * P,
-                   math);
+  (void)ws; /* the chunked workspace is the module's own */
+  const int Ho = kn_conv_out_h(s), Wo = kn_conv_out_w(s);
+  const long P = (long)Ho * Wo, HW = (long)s->H * s->W;
+  const int Cg = s->C_in / s->groups, Og = s->C_out / s->groups, Kc = Cg * s->kh * s->kw;
+  if (conv_direct(s)) { /* out_n = W · in_n, every image in one batched GEMM per group */
+    for (int g = 0; g < s->groups; g++)
+      kn_gemm_batched_cuda(0, 0, Og, (int)P, Kc, 1.0f, w + (long)g * Og * Kc, 0,
+                           in + (long)g * Cg * HW, (long)s->C_in * HW, 0.0f,
+                           out + (long)g * Og * P, (long)s->C_out * P, s->N, math);
+  } else {
+    const int nb = conv_chunk(s->N, (size_t)Kc * P);
+    float *col = (float *)dbuf_get(&conv_buf, sizeof(float) * (size_t)nb * Kc * P);
+    if (!col) return;
+    for (int n0 = 0; n0 < s->N; n0 += nb) {
+      int k = s->N - n0 < nb ? s->N - n0 : nb;
+      for (int g = 0; g < s->groups; g++) {
+        im2col_k<<<GRID((long)k * Kc * P)>>>(col, in, n0, k, g * Cg, *s, Ho, Wo, (long)Kc * P, P);
+        kn_gemm_batched_cuda(0, 0, Og, (int)P, Kc, 1.0f, w + (long)g * Og * Kc, 0, col,
+                             (long)Kc * P, 0.0f, out + ((long)n0 * s->C_out + g * Og) * P,
+                             (long)s->C_out * P, k, math);
+      }
     }
-    if (b) add_bias_k<<<GRID(s->C_out * P)>>>(o, b, s->C_out, P);
+  }
+  if (b) {
+    long total = (long)s->N * s->C_out * P;
+    add_bias_k<<<GRID(total)>>>(out, b, s->C_out, P, total);
   }
 }
 
 extern "C" void kn_conv2d_bwd_cuda(float *din, float *dw, float *db, float *ws, const float *dout,
                                    const float *in, const float *w, const kn_conv *s,
                                    kn_math math) {
-  int Ho = kn_conv_out_h(s), Wo = kn_conv_out_w(s);
-  long P = (long)Ho * Wo;
-  int Cg = s->C_in / s->groups, Og = s->C_out / s->groups, Kc = Cg * s->kh * s->kw;
-  for (int n = 0; n < s->N; n++) {
-    const float *img = in + (long)n * s->C_in * s->H * s->W;
-    const float *dy = dout + (long)n * s->C_out * P;
+  (void)ws;
+  const int Ho = kn_conv_out_h(s), Wo = kn_conv_out_w(s);
+  const long P = (long)Ho * Wo, HW = (long)s->H * s->W;
+  const int Cg = s->C_in / s->groups, Og = s->C_out / s->groups, Kc = Cg * s->kh * s->kw;
+  const int direct = conv_direct(s);
+  /* per image: the columns (Kc·P; reused for their gradient) and the group's output gradient */
+  const int nb = conv_chunk(s->N, (size_t)(Kc + Og) * P);
+  float *col = (float *)dbuf_get(&conv_buf, sizeof(float) * (size_t)nb * (Kc + Og) * P);
+  if (!col) return;
+  float *dyt = col + (size_t)nb * Kc * P;
+  for (int n0 = 0; n0 < s->N; n0 += nb) {
+    int k = s->N - n0 < nb ? s->N - n0 : nb;
     for (int g = 0; g < s->groups; g++) {
-      const float *dyg = dy + (long)g * Og * P;
-      im2col_k<<<GRID((long)Kc * P)>>>(ws, img, g * Cg, *s, Ho, Wo);
-      kn_gemm_cuda(0, 1, Og, Kc, (int)P, 1.0f, dyg, ws, 1.0f, dw + (long)g * Og * Kc, math);
-      if (din) {
-        kn_gemm_cuda(1, 0, Kc, (int)P, Og, 1.0f, w + (long)g * Og * Kc, dyg, 0.0f, ws, math);
-        col2im_k<<<GRID((long)Cg * s->H * s->W)>>>(din + (long)n * s->C_in * s->H * s->W, ws,
-                                                   g * Cg, *s, Ho, Wo);
+      /* dW_g += [dy_n0 … dy_n0+k-1] (Og, k·P) · [col_n0 …]ᵀ (k·P, Kc): one GEMM */
+      im2col_k<<<GRID((long)k * Kc * P)>>>(col, in, n0, k, g * Cg, *s, Ho, Wo, P, (long)k * P);
+      dy_gather_k<<<GRID((long)Og * k * P)>>>(dyt, dout, n0, k, g * Og, Og, s->C_out, P);
+      kn_gemm_cuda(0, 1, Og, Kc, (int)(k * P), 1.0f, dyt, col, 1.0f, dw + (long)g * Og * Kc,
+                   math);
+      if (!din) continue;
+      const float *wg = w + (long)g * Og * Kc, *dyg = dout + ((long)n0 * s->C_out + g * Og) * P;
+      if (direct) { /* din_n += W_gᵀ · dy_n, straight into din */
+        kn_gemm_batched_cuda(1, 0, Kc, (int)P, Og, 1.0f, wg, 0, dyg, (long)s->C_out * P, 1.0f,
+                             din + ((long)n0 * s->C_in + g * Cg) * HW, (long)s->C_in * HW, k,
+                             math);
+      } else { /* column gradients W_gᵀ · dy_n per image, then col2im */
+        kn_gemm_batched_cuda(1, 0, Kc, (int)P, Og, 1.0f, wg, 0, dyg, (long)s->C_out * P, 0.0f,
+                             col, (long)Kc * P, k, math);
+        col2im_k<<<GRID((long)k * Cg * HW)>>>(din, col, n0, k, g * Cg, *s, Ho, Wo);
       }
     }
-    if (db) plane_sum_add<<<GRID(s->C_out)>>>(db, dy, s->C_out, P);
   }
+  if (db) chan_sum_add_k<<<s->C_out, 256>>>(db, dout, s->N, s->C_out, P);
 }
 
-/* ---- normalisations: one thread per channel (batch norm) or row (layer norm) ---- */
-__global__ void bn_fwd_k(float *out, float *mean, float *rstd, const float *in, const float *gm,
-                         const float *bt, int N, int C, int HW) {
-  int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  double s = 0, s2 = 0, cnt = (double)N * HW;
-  for (int n = 0; n < N; n++)
-    for (int p = 0; p < HW; p++) s += in[((long)n * C + c) * HW + p];
-  double mu = s / cnt;
-  for (int n = 0; n < N; n++)
-    for (int p = 0; p < HW; p++) {
-      double d = in[((long)n * C + c) * HW + p] - mu;
-      s2 += d * d;
+/* ---- normalisations ---- */
+/* Batch norm statistics: block (c, k) sums its share of channel c over (N, HW) in double, then
+ * one thread per channel adds the shares in order. */
+__global__ void bn_partial_k(double *part, const float *x, const float *y, const float *mean,
+                             const float *rstd, int N, int C, long HW, int chunks) {
+  __shared__ double sh[32];
+  int c = blockIdx.x, k = blockIdx.y;
+  long total = (long)N * HW, per = (total + chunks - 1) / chunks;
+  long j0 = k * per, j1 = min(total, j0 + per);
+  double a = 0.0, b = 0.0;
+  for (long j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+    long i = ((j / HW) * C + c) * HW + j % HW;
+    if (y) { /* backward: Σ dy and Σ dy·x̂ */
+      double dy = y[i];
+      a += dy;
+      b += dy * ((x[i] - mean[c]) * rstd[c]);
+    } else { /* forward: Σ x and Σ x² */
+      double v = x[i];
+      a += v;
+      b += v * v;
     }
-  double rs = 1.0 / sqrt(s2 / cnt + 1e-5);
-  mean[c] = (float)mu;
-  rstd[c] = (float)rs;
-  for (int n = 0; n < N; n++)
-    for (int p = 0; p < HW; p++) {
-      long i = ((long)n * C + c) * HW + p;
-      out[i] = (float)((in[i] - mu) * rs) * gm[c] + bt[c];
-    }
+  }
+  a = block_sum(a, sh);
+  b = block_sum(b, sh);
+  if (threadIdx.x == 0) {
+    part[2 * ((long)k * C + c)] = a;
+    part[2 * ((long)k * C + c) + 1] = b;
+  }
 }
-__global__ void bn_bwd_k(float *din, float *dg, float *db, const float *dout, const float *in,
-                         const float *mean, const float *rstd, const float *gm, int N, int C,
-                         int HW) {
+static int bn_chunks(int C, long total) {
+  long k = (4L * n_sm + C - 1) / C; /* about four blocks per multiprocessor */
+  long most = (total + 4095) / 4096;  /* at least 4096 elements a block */
+  if (k > most) k = most;
+  return k < 1 ? 1 : (int)k;
+}
+__global__ void bn_stats_k(float *mean, float *rstd, const double *part, int C, int chunks,
+                           double cnt) {
   int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  double sdy = 0, sdyx = 0, cnt = (double)N * HW;
-  for (int n = 0; n < N; n++)
-    for (int p = 0; p < HW; p++) {
-      long i = ((long)n * C + c) * HW + p;
-      sdy += dout[i];
-      sdyx += dout[i] * ((in[i] - mean[c]) * rstd[c]);
-    }
+  double s = 0.0, s2 = 0.0;
+  for (int k = 0; k < chunks; k++) s += part[2 * ((long)k * C + c)], s2 += part[2 * ((long)k * C + c) + 1];
+  double mu = s / cnt, var = s2 / cnt - mu * mu;
+  mean[c] = (float)mu;
+  rstd[c] = (float)(1.0 / sqrt((var > 0.0 ? var : 0.0) + 1e-5));
+}
+__global__ void bn_apply_k(float *out, const float *in, const float *mean, const float *rstd,
+                           const float *gm, const float *bt, int C, long HW, long total) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  int c = (int)(i / HW % C);
+  out[i] = ((in[i] - mean[c]) * rstd[c]) * gm[c] + bt[c];
+}
+__global__ void bn_grads_k(float *sums, float *dg, float *db, const double *part, int C,
+                           int chunks) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  double sdy = 0.0, sdyx = 0.0;
+  for (int k = 0; k < chunks; k++)
+    sdy += part[2 * ((long)k * C + c)], sdyx += part[2 * ((long)k * C + c) + 1];
   dg[c] += (float)sdyx;
   db[c] += (float)sdy;
-  if (!din) return;
-  for (int n = 0; n < N; n++)
-    for (int p = 0; p < HW; p++) {
-      long i = ((long)n * C + c) * HW + p;
-      double xh = (in[i] - mean[c]) * rstd[c];
-      din[i] += (float)(gm[c] * rstd[c] * (dout[i] - sdy / cnt - xh * sdyx / cnt));
-    }
+  sums[2 * c] = (float)sdy;
+  sums[2 * c + 1] = (float)sdyx;
+}
+__global__ void bn_dx_k(float *din, const float *dout, const float *in, const float *mean,
+                        const float *rstd, const float *gm, const float *sums, int C, long HW,
+                        long total, float inv_cnt) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  int c = (int)(i / HW % C);
+  float xh = (in[i] - mean[c]) * rstd[c];
+  din[i] += gm[c] * rstd[c] * (dout[i] - sums[2 * c] * inv_cnt - xh * sums[2 * c + 1] * inv_cnt);
 }
 extern "C" void kn_batchnorm_fwd_cuda(float *out, float *mean, float *rstd, const float *in,
                                       const float *gamma, const float *beta, int N, int C,
                                       int HW) {
-  bn_fwd_k<<<GRID(C)>>>(out, mean, rstd, in, gamma, beta, N, C, HW);
+  long total = (long)N * C * HW;
+  int k = bn_chunks(C, (long)N * HW);
+  double *part = (double *)dbuf_get(&red_buf, sizeof(double) * 2 * (size_t)k * C);
+  if (!part || total <= 0) return;
+  bn_partial_k<<<dim3(C, k), 256>>>(part, in, NULL, NULL, NULL, N, C, HW, k);
+  bn_stats_k<<<GRID(C)>>>(mean, rstd, part, C, k, (double)N * HW);
+  bn_apply_k<<<GRID(total)>>>(out, in, mean, rstd, gamma, beta, C, HW, total);
 }
 extern "C" void kn_batchnorm_bwd_cuda(float *din, float *dgamma, float *dbeta, const float *dout,
                                       const float *in, const float *mean, const float *rstd,
                                       const float *gamma, int N, int C, int HW) {
-  bn_bwd_k<<<GRID(C)>>>(din, dgamma, dbeta, dout, in, mean, rstd, gamma, N, C, HW);
+  long total = (long)N * C * HW;
+  int k = bn_chunks(C, (long)N * HW);
+  double *part = (double *)dbuf_get(&red_buf, sizeof(double) * (2 * (size_t)k * C + C));
+  if (!part || total <= 0) return;
+  float *sums = (float *)(part + 2 * (size_t)k * C);
+  bn_partial_k<<<dim3(C, k), 256>>>(part, in, dout, mean, rstd, N, C, HW, k);
+  bn_grads_k<<<GRID(C)>>>(sums, dgamma, dbeta, part, C, k);
+  if (din)
+    bn_dx_k<<<GRID(total)>>>(din, dout, in, mean, rstd, gamma, sums, C, HW, total,
+                             (float)(1.0 / ((double)N * HW)));
 }
 
+/* Layer norm: one warp per row (8 rows a block). */
 __global__ void ln_fwd_k(float *out, float *mean, float *rstd, const float *in, const float *gm,
                          const float *bt, int M, int C) {
-  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  int r = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (r >= M) return;
   const float *x = in + (long)r * C;
-  double s = 0, s2 = 0;
-  for (int c = 0; c < C; c++) s += x[c];
-  double mu = s / C;
-  for (int c = 0; c < C; c++) s2 += (x[c] - mu) * (x[c] - mu);
-  double rs = 1.0 / sqrt(s2 / C + 1e-5);
-  mean[r] = (float)mu;
-  rstd[r] = (float)rs;
-  for (int c = 0; c < C; c++) out[(long)r * C + c] = (float)((x[c] - mu) * rs) * gm[c] + bt[c];
+  float s = 0.0f;
+  for (int c = lane; c < C; c += 32) s += x[c];
+  float mu = warp_sum(s) / C, s2 = 0.0f;
+  for (int c = lane; c < C; c += 32) s2 += (x[c] - mu) * (x[c] - mu);
+  float rs = rsqrtf(warp_sum(s2) / C + 1e-5f);
+  if (lane == 0) mean[r] = mu, rstd[r] = rs;
+  for (int c = lane; c < C; c += 32) out[(long)r * C + c] = ((x[c] - mu) * rs) * gm[c] + bt[c];
 }
 __global__ void ln_bwd_dx_k(float *din, const float *dout, const float *in, const float *gm,
                             const float *mean, const float *rstd, int M, int C) {
-  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  int r = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (r >= M) return;
   const float *x = in + (long)r * C, *dy = dout + (long)r * C;
-  double sd = 0, sdx = 0;
-  for (int c = 0; c < C; c++) {
-    double xh = (x[c] - mean[r]) * rstd[r], d = dy[c] * gm[c];
+  const float mu = mean[r], rs = rstd[r];
+  float sd = 0.0f, sdx = 0.0f;
+  for (int c = lane; c < C; c += 32) {
+    float d = dy[c] * gm[c];
     sd += d;
-    sdx += d * xh;
+    sdx += d * ((x[c] - mu) * rs);
   }
-  for (int c = 0; c < C; c++) {
-    double xh = (x[c] - mean[r]) * rstd[r];
-    din[(long)r * C + c] += (float)(rstd[r] * (dy[c] * gm[c] - sd / C - xh * sdx / C));
-  }
-}
-__global__ void ln_bwd_dw_k(float *dg, float *db, const float *dout, const float *in,
-                            const float *mean, const float *rstd, int M, int C) {
-  int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float sg = 0.0f, sb = 0.0f;
-  for (int r = 0; r < M; r++) {
-    float dy = dout[(long)r * C + c];
-    sg += dy * ((in[(long)r * C + c] - mean[r]) * rstd[r]);
-    sb += dy;
-  }
-  dg[c] += sg;
-  db[c] += sb;
+  sd = warp_sum(sd) / C;
+  sdx = warp_sum(sdx) / C;
+  for (int c = lane; c < C; c += 32)
+    din[(long)r * C + c] += rs * (dy[c] * gm[c] - sd - (x[c] - mu) * rs * sdx);
 }
 extern "C" void kn_layernorm_fwd_cuda(float *out, float *mean, float *rstd, const float *in,
                                       const float *gamma, const float *beta, int M, int C) {
-  ln_fwd_k<<<GRID(M)>>>(out, mean, rstd, in, gamma, beta, M, C);
+  if (M > 0) ln_fwd_k<<<(M + 7) / 8, 256>>>(out, mean, rstd, in, gamma, beta, M, C);
 }
 extern "C" void kn_layernorm_bwd_cuda(float *din, float *dgamma, float *dbeta, const float *dout,
                                       const float *in, const float *gamma, const float *mean,
                                       const float *rstd, int M, int C) {
-  if (din) ln_bwd_dx_k<<<GRID(M)>>>(din, dout, in, gamma, mean, rstd, M, C);
-  ln_bwd_dw_k<<<GRID(C)>>>(dgamma, dbeta, dout, in, mean, rstd, M, C);
+  if (M <= 0) return;
+  if (din) ln_bwd_dx_k<<<(M + 7) / 8, 256>>>(din, dout, in, gamma, mean, rstd, M, C);
+  colsums(dgamma, dbeta, dout, in, mean, rstd, M, C);
 }
 
 __global__ void lrn_fwd_k(float *out, float *scale, const float *in, int N, int C, int HW,
@@ -451,6 +666,12 @@ __global__ void maxpool_fwd_k(float *out, int *arg, const float *in, kn_pool s, 
   out[i] = best;
   arg[i] = a;
 }
+/* The outputs whose window holds input row y: o with o·stride − pad ≤ y < o·stride − pad + k. */
+__device__ void win_range(int y, int k, int stride, int pad, int n_out, int *lo, int *hi) {
+  int a = y + pad - k + 1, b = y + pad;
+  *lo = a <= 0 ? 0 : (a + stride - 1) / stride;
+  *hi = b < 0 ? -1 : min(n_out - 1, b / stride);
+}
 /* gather: each input pixel sums the outputs whose argmax it is (deterministic) */
 __global__ void maxpool_bwd_k(float *din, const float *dout, const int *arg, kn_pool s, int Ho,
                               int Wo) {
@@ -458,17 +679,15 @@ __global__ void maxpool_bwd_k(float *din, const float *dout, const int *arg, kn_
   if (i >= (long)s.N * s.C * s.H * s.W) return;
   int pix = (int)(i % ((long)s.H * s.W)), y = pix / s.W, x = pix % s.W;
   long nc = i / ((long)s.H * s.W);
+  int y0, y1, x0, x1;
+  win_range(y, s.kh, s.stride, s.pad, Ho, &y0, &y1);
+  win_range(x, s.kw, s.stride, s.pad, Wo, &x0, &x1);
   float acc = 0.0f;
-  for (int oy = 0; oy < Ho; oy++) {
-    int y0 = oy * s.stride - s.pad;
-    if (y < y0 || y >= y0 + s.kh) continue;
-    for (int ox = 0; ox < Wo; ox++) {
-      int x0 = ox * s.stride - s.pad;
-      if (x < x0 || x >= x0 + s.kw) continue;
+  for (int oy = y0; oy <= y1; oy++)
+    for (int ox = x0; ox <= x1; ox++) {
       long o = nc * Ho * Wo + (long)oy * Wo + ox;
       if (arg[o] == pix) acc += dout[o];
     }
-  }
   din[i] += acc;
 }
 __global__ void avgpool_fwd_k(float *out, const float *in, kn_pool s, int Ho, int Wo) {
@@ -492,15 +711,12 @@ __global__ void avgpool_bwd_k(float *din, const float *dout, kn_pool s, int Ho, 
   if (i >= (long)s.N * s.C * s.H * s.W) return;
   int pix = (int)(i % ((long)s.H * s.W)), y = pix / s.W, x = pix % s.W;
   long nc = i / ((long)s.H * s.W);
+  int y0, y1, x0, x1;
+  win_range(y, s.kh, s.stride, s.pad, Ho, &y0, &y1);
+  win_range(x, s.kw, s.stride, s.pad, Wo, &x0, &x1);
   float acc = 0.0f;
-  for (int oy = 0; oy < Ho; oy++) {
-    int y0 = oy * s.stride - s.pad;
-    if (y < y0 || y >= y0 + s.kh) continue;
-    for (int ox = 0; ox < Wo; ox++) {
-      int x0 = ox * s.stride - s.pad;
-      if (x >= x0 && x < x0 + s.kw) acc += dout[nc * Ho * Wo + (long)oy * Wo + ox];
-    }
-  }
+  for (int oy = y0; oy <= y1; oy++)
+    for (int ox = x0; ox <= x1; ox++) acc += dout[nc * Ho * Wo + (long)oy * Wo + ox];
   din[i] += acc / (float)(s.kh * s.kw);
 }
 extern "C" void kn_maxpool_fwd_cuda(float *out, int *argmax, const float *in, const kn_pool *s) {
@@ -575,24 +791,32 @@ __global__ void heads_k(float *a, float *b, float *c, float *x, int N, int T, in
     x[row * 3 * C + 2 * C + h * hs + d] += c[hm];
   }
 }
+/* Causal softmax of rows of T scores (row r is query t = r mod T): one warp per row. */
 __global__ void causal_softmax_k(float *att, long rows, int T) {
-  long r = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  long r = blockIdx.x * 8L + (threadIdx.x >> 5);
+  int lane = threadIdx.x & 31;
   if (r >= rows) return;
   float *row = att + r * T;
   int t = (int)(r % T);
-  float mx = row[0], sum = 0.0f;
-  for (int j = 1; j <= t; j++) mx = fmaxf(mx, row[j]);
-  for (int j = 0; j <= t; j++) sum += (row[j] = expf(row[j] - mx));
-  for (int j = 0; j <= t; j++) row[j] /= sum;
-  for (int j = t + 1; j < T; j++) row[j] = 0.0f;
+  float mx = -INFINITY, sum = 0.0f;
+  for (int j = lane; j <= t; j += 32) mx = fmaxf(mx, row[j]);
+  mx = warp_max(mx);
+  for (int j = lane; j <= t; j += 32) sum += (row[j] = expf(row[j] - mx));
+  float inv = 1.0f / warp_sum(sum);
+  for (int j = lane; j <= t; j += 32) row[j] *= inv;
+  for (int j = t + 1 + lane; j < T; j += 32) row[j] = 0.0f;
 }
+/* d = p ⊙ (d − Σ p·d) per row of T: one warp per row. */
 __global__ void softmax_bwd_rows_k(float *d, const float *p, long rows, int T) {
-  long r = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  long r = blockIdx.x * 8L + (threadIdx.x >> 5);
+  int lane = threadIdx.x & 31;
   if (r >= rows) return;
   float dot = 0.0f;
-  for (int j = 0; j < T; j++) dot += p[r * T + j] * d[r * T + j];
-  for (int j = 0; j < T; j++) d[r * T + j] = p[r * T + j] * (d[r * T + j] - dot);
+  for (int j = lane; j < T; j += 32) dot += p[r * T + j] * d[r * T + j];
+  dot = warp_sum(dot);
+  for (int j = lane; j < T; j += 32) d[r * T + j] = p[r * T + j] * (d[r * T + j] - dot);
 }
+#define ROWS8(rows) (unsigned)(((rows) + 7) / 8), 256
 extern "C" void kn_attention_fwd_cuda(float *out, float *att, float *ws, const float *qkv, int N,
                                       int T, int C, int NH, kn_math math) {
   int hs = C / NH, B = N * NH;
@@ -601,7 +825,7 @@ extern "C" void kn_attention_fwd_cuda(float *out, float *att, float *ws, const f
   heads_k<<<GRID(X)>>>(q, k, v, (float *)qkv, N, T, C, NH, 0);
   kn_gemm_batched_cuda(0, 1, T, T, hs, 1.0f / sqrtf((float)hs), q, (long)T * hs, k, (long)T * hs,
                        0.0f, att, (long)T * T, B, math);
-  causal_softmax_k<<<GRID((long)B * T)>>>(att, (long)B * T, T);
+  causal_softmax_k<<<ROWS8((long)B * T)>>>(att, (long)B * T, T);
   kn_gemm_batched_cuda(0, 0, T, hs, T, 1.0f, att, (long)T * T, v, (long)T * hs, 0.0f, q,
                        (long)T * hs, B, math);
   heads_k<<<GRID(X)>>>(q, NULL, NULL, out, N, T, C, NH, 1);
@@ -618,23 +842,29 @@ extern "C" void kn_attention_bwd_cuda(float *dqkv, float *ws, const float *dout,
   heads_k<<<GRID(X)>>>(dy, NULL, NULL, (float *)dout, N, T, C, NH, 3);
   kn_gemm_batched_cuda(0, 1, T, T, hs, 1.0f, dy, sh, v, sh, 0.0f, datt, sa, B, math);
   kn_gemm_batched_cuda(1, 0, T, hs, T, 1.0f, att, sa, dy, sh, 0.0f, dv, sh, B, math);
-  softmax_bwd_rows_k<<<GRID((long)B * T)>>>(datt, att, (long)B * T, T);
+  softmax_bwd_rows_k<<<ROWS8((long)B * T)>>>(datt, att, (long)B * T, T);
   kn_gemm_batched_cuda(0, 0, T, hs, T, sc, datt, sa, k, sh, 0.0f, dq, sh, B, math);
   kn_gemm_batched_cuda(1, 0, T, hs, T, sc, datt, sa, q, sh, 0.0f, dk, sh, B, math);
   heads_k<<<GRID(X)>>>(dq, dk, dv, dqkv, N, T, C, NH, 2);
 }
 
 /* ---- softmax cross-entropy ---- */
+/* One block per row of V logits: probabilities and the row's loss. */
 __global__ void sce_fwd_k(float *probs, float *loss, const float *z, const int *tg, int M, int V) {
-  int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= M) return;
+  __shared__ float shf[32];
+  __shared__ double shd[32];
+  int r = blockIdx.x;
   const float *x = z + (long)r * V;
-  float mx = x[0];
-  for (int j = 1; j < V; j++) mx = fmaxf(mx, x[j]);
+  float *p = probs + (long)r * V;
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, x[j]);
+  mx = block_max(mx, shf);
   double sum = 0.0;
-  for (int j = 0; j < V; j++) sum += (probs[(long)r * V + j] = expf(x[j] - mx));
-  for (int j = 0; j < V; j++) probs[(long)r * V + j] = (float)(probs[(long)r * V + j] / sum);
-  loss[r] = (float)(-(x[tg[r]] - mx - log(sum)));
+  for (int j = threadIdx.x; j < V; j += blockDim.x) sum += (p[j] = expf(x[j] - mx));
+  sum = block_sum(sum, shd);
+  float inv = (float)(1.0 / sum);
+  for (int j = threadIdx.x; j < V; j += blockDim.x) p[j] *= inv;
+  if (threadIdx.x == 0) loss[r] = (float)(-(x[tg[r]] - mx - log(sum)));
 }
 __global__ void sce_bwd_k(float *d, const float *p, const int *tg, int M, int V) {
   long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
@@ -644,9 +874,9 @@ __global__ void sce_bwd_k(float *d, const float *p, const int *tg, int M, int V)
 }
 extern "C" float kn_softmax_ce_fwd_cuda(float *probs, const float *logits, const int *targets,
                                         int M, int V) {
-  float *loss = (float *)scratch_get(sizeof(float) * M);
-  if (!loss) return NAN;
-  sce_fwd_k<<<GRID(M)>>>(probs, loss, logits, targets, M, V);
+  float *loss = (float *)dbuf_get(&loss_buf, sizeof(float) * (M > 0 ? M : 1));
+  if (!loss || M <= 0) return NAN;
+  sce_fwd_k<<<M, 256>>>(probs, loss, logits, targets, M, V);
   float *h = (float *)malloc(sizeof(float) * M);
   cudaMemcpy(h, loss, sizeof(float) * M, cudaMemcpyDeviceToHost);
   double s = 0;
@@ -677,21 +907,51 @@ __global__ void moe_route_k(float *probs, int *expert, int M, int E, int K) {
     expert[m * K + k] = best;
   }
 }
-/* capacity assignment in priority order: sequential, hence deterministic (one thread) */
+/* Capacity assignment in priority order (every token's first choice in token order, then every
+ * second choice, ...): expert e's assignments are exactly its (k, m) pairs in that order, so one
+ * block per expert numbers them with block-wide prefix sums and keeps the first cap. */
 __global__ void moe_assign_k(int *slot, int *count, int *token, const int *expert, int M, int E,
                              int K, int cap) {
-  for (int e = 0; e < E; e++) count[e] = 0;
+  __shared__ int warp_tot[32];
+  __shared__ int base_sh;
+  int e = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  if (threadIdx.x == 0) base_sh = 0;
+  __syncthreads();
   for (int k = 0; k < K; k++)
-    for (int m = 0; m < M; m++) {
-      int e = expert[m * K + k];
-      if (count[e] < cap) {
-        int r = count[e]++;
-        slot[m * K + k] = r;
-        token[(long)e * cap + r] = m;
-      } else {
-        slot[m * K + k] = -1;
+    for (int m0 = 0; m0 < M; m0 += blockDim.x) {
+      int m = m0 + threadIdx.x;
+      int f = m < M && expert[m * K + k] == e;
+      int incl = f; /* inclusive prefix sum of f over the block */
+      for (int o = 1; o < 32; o <<= 1) {
+        int v = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += v;
       }
+      if (lane == 31) warp_tot[w] = incl;
+      __syncthreads();
+      if (w == 0) {
+        int t = lane < nw ? warp_tot[lane] : 0, ti = t;
+        for (int o = 1; o < 32; o <<= 1) {
+          int v = __shfl_up_sync(0xffffffffu, ti, o);
+          if (lane >= o) ti += v;
+        }
+        if (lane < nw) warp_tot[lane] = ti - t; /* exclusive */
+      }
+      __syncthreads();
+      int base = base_sh;
+      if (f) {
+        int r = base + warp_tot[w] + incl - 1;
+        if (r < cap) {
+          slot[m * K + k] = r;
+          token[(long)e * cap + r] = m;
+        } else {
+          slot[m * K + k] = -1;
+        }
+      }
+      __syncthreads();
+      if (threadIdx.x == blockDim.x - 1) base_sh = base + warp_tot[w] + incl;
+      __syncthreads();
     }
+  if (threadIdx.x == 0) count[e] = base_sh < cap ? base_sh : cap;
 }
 __global__ void moe_gather_k(float *xe, const float *in, const int *token, const int *count,
                              int E, int cap, int C) {
@@ -745,7 +1005,7 @@ extern "C" void kn_moe_fwd_cuda(float *out, const kn_moe_saved *sv, const float 
   const int M = s->M, C = s->C, E = s->E, K = s->top_k, F = s->F, cap = kn_moe_capacity(s);
   kn_linear_fwd_cuda(sv->probs, in, w->wr, w->br, M, C, E, math);
   moe_route_k<<<GRID(M)>>>(sv->probs, sv->expert, M, E, K);
-  moe_assign_k<<<1, 1>>>(sv->slot, sv->count, sv->token, sv->expert, M, E, K, cap);
+  moe_assign_k<<<E, 1024>>>(sv->slot, sv->count, sv->token, sv->expert, M, E, K, cap);
   moe_gather_k<<<GRID((long)E * cap * C)>>>(sv->xe, in, sv->token, sv->count, E, cap, C);
   int *cnt = (int *)malloc(sizeof(int) * E);
   cudaMemcpy(cnt, sv->count, sizeof(int) * E, cudaMemcpyDeviceToHost);
@@ -786,7 +1046,7 @@ extern "C" void kn_moe_bwd_cuda(float *din, const kn_moe_grads *g, float *ws, co
   }
   free(cnt);
   moe_scatter_bwd_k<<<GRID((long)M * C)>>>(din, dxe, sv->expert, sv->slot, M, K, cap, C);
-  softmax_bwd_rows_k<<<GRID(M)>>>(dp, sv->probs, M, E);
+  softmax_bwd_rows_k<<<ROWS8(M)>>>(dp, sv->probs, M, E);
   kn_linear_bwd_cuda(din, g->dwr, g->dbr, dp, in, w->wr, M, C, E, math);
 }
 
@@ -818,6 +1078,10 @@ extern "C" const kn_backend *dlsim_cuda_backend(const char **why) {
     } else if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
       state = -1;
     } else {
+      int dev = 0, sm = 0;
+      cudaGetDevice(&dev);
+      if (cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sm > 0)
+        n_sm = sm;
       state = 1;
     }
   }

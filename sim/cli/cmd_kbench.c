@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cmds.h"
+#include "cli/dl_version.h" /* generated in the build tree (version.cmake) */
 #include "cli/options.h"
 #include "core/config.h"
 #include "core/dl_common.h"
@@ -15,10 +16,13 @@
 #include "kernels.h"
 #include "kdb/ktime.h"
 #include "plan/plan.h"
+#include "plan/shard.h"
 #include "model/workload.h"
 
 typedef struct {
   gboolean quick, grid_shapes;
+  gboolean list;   /* --list: print the kernels that would be measured, measure nothing */
+  gboolean resume; /* --resume: keep the entries already in the output file, measure the rest */
   char *device;    /* "cpu" or "cuda" */
   int repeats;     /* max timed repeats, 0 = default */
   char *note;      /* free text added to provenance */
@@ -32,6 +36,7 @@ typedef struct {
   plan_op op;          /* the kernel op (its name is the descriptor's) */
   kdb_kernel k;      /* what the database knows it by (borrows op.kname and the model) */
   char *key;         /* kdb_key, owned */
+  plan_shard shard;  /* how rank 0 holds the layer (a zeroed FULL shard for optimizer steps) */
 } kb_job;
 
 #define KB_SUMMARY                                                                           \
@@ -39,7 +44,8 @@ typedef struct {
   "database is named by its spec-sheet key (kernels/db/h100-sxm.json, ...), the name runs on a\n" \
   "platform of that GPU look up; the CPU twins' by the CPU (kernels/db/cpu-<model>.json). The\n"  \
   "kernels measured are the exact list rank 0 runs for --workload and the run options below\n"  \
-  "(--gpus, --batch, --dp, --tp, --grid, --precision, ...), or --quick.\n\n"                     \
+  "(--gpus, --batch, --dp, --tp, --grid, --precision, ...), or --quick. The database is\n"      \
+  "written as it goes (every 10 s); --resume adds to the one in the output file.\n\n"           \
   "  dlsim kbench --derive-for GPU --from DB [--from-spec SPEC] --out FILE\n"                   \
   "derives a database for a device nobody measured (a spec sheet: a100-40gb, a100-80gb,\n"      \
   "h100-sxm, h200, cpu) from a measured one: every entry's time is scaled by the two devices'\n" \
@@ -68,6 +74,11 @@ static gboolean parse_opts(kb_opts *o, cfg_run *c, int *argc, char ***argv, gboo
        "to 2%)", "N"},
       {"note", 0, 0, G_OPTION_ARG_STRING, &o->note, "free text recorded in the provenance",
        "TEXT"},
+      {"list", 0, 0, G_OPTION_ARG_NONE, &o->list,
+       "print the keys of the kernels that would be measured, and measure nothing", NULL},
+      {"resume", 0, 0, G_OPTION_ARG_NONE, &o->resume,
+       "add to the database already in the output file: its entries are kept and not measured "
+       "again (several configurations into one database; an interrupted run goes on)", NULL},
       {"derive-for", 0, 0, G_OPTION_ARG_STRING, &o->derive_for,
        "derive a database for this spec sheet instead of measuring", "GPU"},
       {"from", 0, 0, G_OPTION_ARG_STRING, &o->from, "with --derive-for: the measured database",
@@ -104,6 +115,12 @@ static gboolean add_plan(GPtrArray *jobs, GHashTable *seen, const wl_model *m, c
                          int max_layer, GError **err) {
   plan_rank *p = plan_build(m, c, NULL, 0, err);
   if (!p) return FALSE;
+  plan_shard *sh = g_new0(plan_shard, m->n_layers);
+  if (!plan_shard_plan(m, c, 0, 0, sh, err)) {
+    g_free(sh);
+    plan_rank_free(p);
+    return FALSE;
+  }
   for (int i = 0; i < p->n_ops; i++) {
     const plan_op *op = &p->ops[i];
     if (op->kind != PLAN_KERNEL) continue;
@@ -120,8 +137,10 @@ static gboolean add_plan(GPtrArray *jobs, GHashTable *seen, const wl_model *m, c
     j->k = k;
     j->k.kname = j->op.kname;
     j->key = g_strdup(key);
+    if (op->layer >= 0) j->shard = sh[op->layer];
     g_ptr_array_add(jobs, j);
   }
+  g_free(sh);
   plan_rank_free(p);
   return TRUE;
 }
@@ -141,7 +160,10 @@ static gboolean add_batch(GPtrArray *jobs, GHashTable *seen, const wl_model *m, 
   return ok;
 }
 
-static void layer_of(kh_layer *k, const kdb_kernel *d) {
+/* The kernel rank 0 runs for `d`, held as `sh` says: the slice of the layer's tensors it computes
+ * (Megatron's column, row, head and vocabulary splits, a rank's experts, a domain slab), or, for
+ * the layers the model divides without slicing them (Gholami's grid), 1/split of the channels. */
+static void layer_of(kh_layer *k, const kdb_kernel *d, const plan_shard *sh) {
   memset(k, 0, sizeof *k);
   if (!d->layer) {
     k->kind = g_str_has_prefix(d->kname, "adam") ? "adam" : "sgd";
@@ -155,12 +177,6 @@ static void layer_of(kh_layer *k, const kdb_kernel *d) {
   k->n = d->samples;
   k->in_c = l->in.c, k->in_h = l->in.h, k->in_w = l->in.w;
   k->out_c = l->out.c, k->out_h = l->out.h, k->out_w = l->out.w;
-  if (l->kind == WL_CONV2D || l->kind == WL_LINEAR) {
-    k->out_c = (k->out_c + split - 1) / split; /* output channels split over Pr */
-  } else if (split > 1) {
-    k->in_c = (k->in_c + split - 1) / split;
-    k->out_c = (k->out_c + split - 1) / split;
-  }
   k->kh = l->kh, k->kw = l->kw, k->stride = l->stride, k->pad = l->pad, k->groups = l->groups;
   k->bias = l->bias;
   k->heads = l->heads;
@@ -168,13 +184,46 @@ static void layer_of(kh_layer *k, const kdb_kernel *d) {
   k->vocab = l->vocab;
   k->experts = l->experts, k->top_k = l->top_k, k->ffn = l->ffn;
   k->capacity_factor = l->capacity_factor;
+  const long cn = sh ? (long)sh->cn : 0;
+  switch (sh && sh->parts > 1 ? sh->kind : PLAN_SPLIT_FULL) {
+  case PLAN_SPLIT_COL: k->out_c = cn; break;
+  case PLAN_SPLIT_QKV: k->out_c = 3 * cn; break;
+  case PLAN_SPLIT_ROW: k->in_c = cn; break;
+  case PLAN_SPLIT_LOCAL: /* attention heads, or the features between a column and a row linear */
+    k->out_c = cn;
+    if (l->kind != WL_LINEAR) k->in_c = l->kind == WL_ATTENTION ? 3 * cn : cn;
+    if (l->kind == WL_ATTENTION && l->heads > 0) k->heads = (int)(l->heads * cn / l->out.c);
+    break;
+  case PLAN_SPLIT_VOCAB: k->vocab = cn; break;
+  case PLAN_SPLIT_CE: k->in_c = k->out_c = cn; break;
+  case PLAN_SPLIT_EXPERTS: k->experts = (int)cn; break;
+  case PLAN_SPLIT_DOMAIN:
+    k->in_h = (l->in.h * cn + l->out.h - 1) / l->out.h;
+    k->out_h = cn;
+    break;
+  default:
+    if (l->kind == WL_CONV2D || l->kind == WL_LINEAR) {
+      k->out_c = (k->out_c + split - 1) / split; /* output channels split over Pr */
+    } else if (split > 1) {
+      k->in_c = (k->in_c + split - 1) / split;
+      k->out_c = (k->out_c + split - 1) / split;
+    }
+  }
 }
 
+/* The shape an entry was measured at: every field of kh_layer, so that another implementation
+ * of the same kernel (kernels/torch_compare.py) can be timed at exactly this shape. */
 static char *shape_json(const kh_layer *k) {
   if (!strcmp(k->kind, "sgd") || !strcmp(k->kind, "adam"))
     return g_strdup_printf("{\"kind\":\"%s\",\"params\":%ld}", k->kind, k->params);
-  return g_strdup_printf("{\"kind\":\"%s\",\"n\":%ld,\"in\":[%ld,%ld,%ld],\"out\":[%ld,%ld,%ld]}",
-                         k->kind, k->n, k->in_c, k->in_h, k->in_w, k->out_c, k->out_h, k->out_w);
+  return g_strdup_printf(
+      "{\"kind\":\"%s\",\"bwd\":%d,\"n\":%ld,\"in\":[%ld,%ld,%ld],\"out\":[%ld,%ld,%ld],"
+      "\"kh\":%d,\"kw\":%d,\"stride\":%d,\"pad\":%d,\"groups\":%d,\"bias\":%d,\"heads\":%d,"
+      "\"needs_dx\":%d,\"vocab\":%ld,\"experts\":%d,\"top_k\":%d,\"ffn\":%ld,"
+      "\"capacity_factor\":%g}",
+      k->kind, k->bwd, k->n, k->in_c, k->in_h, k->in_w, k->out_c, k->out_h, k->out_w, k->kh,
+      k->kw, k->stride, k->pad, k->groups, k->bias, k->heads, k->needs_dx, k->vocab, k->experts,
+      k->top_k, k->ffn, k->capacity_factor);
 }
 
 static char *slug(const char *s) {
@@ -232,6 +281,7 @@ static void fill_provenance(kdb *db, const char *device, const kb_opts *o, const
   kdb_set_prov_str(db, "spec_key", strcmp(o->device, "cuda") == 0 ? device : "cpu");
   kdb_set_prov_str(db, "harness_version", KH_VERSION);
   kdb_set_prov_str(db, "dlsim_version", DL_VERSION);
+  kdb_set_prov_str(db, "commit", DL_COMMIT);
   kdb_set_prov_num(db, "max_repeats", ho->max_repeats);
   kdb_set_prov_str(db, "timing",
                    strcmp(o->device, "cuda") == 0
@@ -317,7 +367,7 @@ out:
 
 int cmd_kbench(int argc, char **argv) {
   GError *e = NULL;
-  kb_opts o = {FALSE, FALSE, g_strdup("cpu"), 0, NULL, NULL, NULL, NULL, NULL};
+  kb_opts o = {FALSE, FALSE, FALSE, FALSE, g_strdup("cpu"), 0, NULL, NULL, NULL, NULL, NULL};
   cfg_run c;
   cfg_init(&c);
   gboolean workload_given = FALSE;
@@ -399,19 +449,58 @@ int cmd_kbench(int argc, char **argv) {
     }
   }
 
-  /* ---- measure ---- */
-  db = kdb_new(device);
+  if (o.list) {
+    for (guint i = 0; i < jobs->len; i++)
+      printf("%s\n", ((kb_job *)g_ptr_array_index(jobs, i))->key);
+    fprintf(stderr, "kbench: %u kernels\n", jobs->len);
+    status = 0;
+    goto out;
+  }
+
+  /* ---- measure, writing the database as it goes ---- */
+  out = c.out ? g_strdup(c.out)
+              : g_strdup_printf("%s/kernels/db/%s.json", dl_datadir(), device);
+  GString *what = g_string_new(NULL);
+  if (workload_given)
+    g_string_append_printf(what, "workload %s batch %ld gpus %d dp %d tp %d pp %d %s%s",
+                           c.workload, c.batch, c.gpus, c.dp, c.tp, c.pp,
+                           gpu_precision_name(c.precision), o.grid_shapes ? " + grid shapes" : "");
+  if (o.quick) g_string_append_printf(what, "%squick set", what->len ? "; " : "");
+  int kept = 0;
+  if (o.resume && g_file_test(out, G_FILE_TEST_EXISTS)) {
+    if (!(db = kdb_load(out, &e))) goto out;
+    const char *backend = kdb_prov_str(db, "backend");
+    if (kdb_is_derived(db) || strcmp(kdb_name(db), device) != 0 ||
+        !backend || strcmp(backend, o.device) != 0) {
+      g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "kbench: --resume: %s holds times for %s%s "
+                  "(backend %s), not for this device (%s, backend %s)", out, kdb_name(db),
+                  kdb_is_derived(db) ? ", derived" : "", backend ? backend : "unknown", device,
+                  o.device);
+      g_string_free(what, TRUE);
+      goto out;
+    }
+    kept = kdb_n_entries(db);
+    const char *before = kdb_prov_str(db, "measured_set");
+    if (before && *before) g_string_prepend(g_string_prepend(what, "; "), before);
+  } else {
+    db = kdb_new(device);
+  }
+  kdb_set_prov_str(db, "measured_set", what->str);
+  g_string_free(what, TRUE);
   kh_opts ho;
   kh_opts_default(&ho);
   if (o.repeats) {
     ho.max_repeats = o.repeats;
     ho.min_repeats = MIN(ho.min_repeats, o.repeats);
   }
-  gint64 t_start = g_get_monotonic_time();
+  fill_provenance(db, device, &o, &ho);
+  gint64 t_start = g_get_monotonic_time(), t_saved = t_start;
+  int measured = 0;
   for (guint i = 0; i < jobs->len; i++) {
     kb_job *j = g_ptr_array_index(jobs, i);
+    if (kdb_find(db, j->key)) continue; /* kept from the file (--resume) */
     kh_layer kl;
-    layer_of(&kl, &j->k);
+    layer_of(&kl, &j->k, j->op.layer >= 0 ? &j->shard : NULL);
     char *why = NULL;
     kh_bench *b = kh_bench_new(be, &kl, math, &why);
     if (!b) {
@@ -433,33 +522,37 @@ int cmd_kbench(int argc, char **argv) {
                     st.median_s, st.mean_s, st.stddev_s, st.repeats, shape_json(&kl), FALSE};
     kdb_add(db, &en);
     g_free(en.shape);
+    measured++;
+    gint64 now = g_get_monotonic_time();
     fprintf(stderr, "\rkbench [%u/%u] %6.1f s  %-12s n=%-5" G_GINT64_FORMAT " %9.3f ms  %7.2f "
-            "GFLOP/s%s", i + 1, jobs->len, (g_get_monotonic_time() - t_start) / 1e6,
-            j->op.kname, j->k.samples, st.median_s * 1e3, j->k.flops / st.median_s / 1e9,
-            "        ");
+            "GFLOP/s%s", i + 1, jobs->len, (now - t_start) / 1e6, j->op.kname, j->k.samples,
+            st.median_s * 1e3, j->k.flops / st.median_s / 1e9, "        ");
     fflush(stderr);
+    if (now - t_saved > 10 * G_USEC_PER_SEC) { /* written as it goes */
+      kdb_set_prov_num(db, "wall_s", (now - t_start) / 1e6);
+      g_free(json);
+      json = kdb_to_json(db);
+      if (!dl_write_file_atomic(out, json, strlen(json), &e)) {
+        status = 1;
+        goto out;
+      }
+      t_saved = now;
+    }
   }
   fprintf(stderr, "\n");
-  fill_provenance(db, device, &o, &ho);
   kdb_set_prov_num(db, "wall_s", (g_get_monotonic_time() - t_start) / 1e6);
-  {
-    GString *what = g_string_new(NULL);
-    if (workload_given)
-      g_string_append_printf(what, "workload %s batch %ld gpus %d dp %d tp %d%s", c.workload,
-                             c.batch, c.gpus, c.dp, c.tp, o.grid_shapes ? " + grid shapes" : "");
-    if (o.quick) g_string_append_printf(what, "%squick set", what->len ? "; " : "");
-    kdb_set_prov_str(db, "measured_set", what->str);
-    g_string_free(what, TRUE);
-  }
-  out = c.out ? g_strdup(c.out)
-              : g_strdup_printf("%s/kernels/db/%s.json", dl_datadir(), device);
+  g_free(json);
   json = kdb_to_json(db);
   if (!dl_write_file_atomic(out, json, strlen(json), &e)) {
     status = 1;
     goto out;
   }
-  printf("kbench: %d kernels measured on %s in %.1f s -> %s\n", kdb_n_entries(db), device,
-         (g_get_monotonic_time() - t_start) / 1e6, out);
+  if (kept)
+    printf("kbench: %d kernels measured on %s in %.1f s, %d kept from before -> %s\n", measured,
+           device, (g_get_monotonic_time() - t_start) / 1e6, kept, out);
+  else
+    printf("kbench: %d kernels measured on %s in %.1f s -> %s\n", measured, device,
+           (g_get_monotonic_time() - t_start) / 1e6, out);
   status = 0;
 out:
   if (e) {

@@ -71,7 +71,8 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c) {
        "collective algorithm: ring, tree, hier, rhd, or smpi:NAME in simulation (default: an "
        "NCCL-like choice per call)", "NAME"},
       {"kernels", 0, 0, G_OPTION_ARG_STRING, &r->kernels,
-       "kernel database (default: kernels/db/<gpu>.json, else the GPU's roofline)", "NAME|FILE"},
+       "kernel database (default: kernels/db/<gpu>.json, else the GPU's roofline); roofline: "
+       "the spec sheet's roofline even where a database exists", "NAME|FILE|roofline"},
       {"gpu", 0, 0, G_OPTION_ARG_STRING, &r->gpu,
        "GPU model (spec-sheet key, e.g. a100-40gb) of platform hosts that have no gpu_model "
        "property (a SimGrid file written for other work)", "MODEL"},

@@ -98,8 +98,10 @@ static void describe_kernels(run_ctx *x) {
                            k->device, x->gpu->name);
   if (kdb_is_derived(x->db)) {
     const char *from = kdb_prov_str(x->db, "derived_from");
-    g_string_append_printf(note, "%stimes derived from %s by spec-sheet ratios, not measured on "
+    const char *backend = kdb_prov_str(x->db, "backend");
+    g_string_append_printf(note, "%stimes derived from %s%s by spec-sheet ratios, not measured on "
                            "%s", note->len ? "; " : "", from ? from : "another device's",
+                           backend && !strcmp(backend, "pytorch") ? " (PyTorch's kernels)" : "",
                            k->device);
   }
   k->note = note->len ? g_string_free(note, FALSE) : (g_string_free(note, TRUE), NULL);

@@ -12,7 +12,7 @@
 struct kdb {
   char *name;             /* device name (file stem or provenance.device) */
   GArray *entries;        /* kdb_entry, owned strings */
-  GHashTable *by_key;     /* key -> index+1 into entries (borrowed key) */
+  GHashTable *by_key;     /* key (its own copy) -> index+1 into entries */
   GHashTable *by_class;   /* "kname prec" -> GArray of int indices (owned key and array) */
   cJSON *prov;            /* provenance object (owned) */
   char *path;             /* the file it was loaded from, NULL if none (owned) */
@@ -34,7 +34,7 @@ kdb *kdb_new(const char *name) {
   kdb *db = g_new0(kdb, 1);
   db->name = g_strdup(name ? name : "unnamed");
   db->entries = g_array_new(FALSE, TRUE, sizeof(kdb_entry));
-  db->by_key = g_hash_table_new(g_str_hash, g_str_equal);
+  db->by_key = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   db->by_class = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, class_free);
   db->prov = cJSON_CreateObject();
   return db;
@@ -97,21 +97,15 @@ void kdb_add(kdb *db, const kdb_entry *e) {
   copy.key = g_strdup(e->key);
   copy.kname = g_strdup(e->kname);
   copy.shape = g_strdup(e->shape);
-  if (idx1) { /* replace in place: same key, same class */
+  if (idx1) { /* replace in place: same key, same class, same index */
     kdb_entry *old = &g_array_index(db->entries, kdb_entry, GPOINTER_TO_INT(idx1) - 1);
-    g_hash_table_remove(db->by_key, old->key);
     entry_clear(old);
     *old = copy;
-    g_hash_table_insert(db->by_key, old->key, idx1);
     return;
   }
   g_array_append_val(db->entries, copy);
   int idx = (int)db->entries->len - 1;
-  /* the array may have moved: re-point every borrowed key */
-  g_hash_table_remove_all(db->by_key);
-  for (guint i = 0; i < db->entries->len; i++)
-    g_hash_table_insert(db->by_key, g_array_index(db->entries, kdb_entry, i).key,
-                        GINT_TO_POINTER((int)i + 1));
+  g_hash_table_insert(db->by_key, g_strdup(copy.key), GINT_TO_POINTER(idx + 1));
   char *ck = class_key(copy.kname, copy.prec);
   GArray *cls = g_hash_table_lookup(db->by_class, ck);
   if (!cls) {
@@ -411,7 +405,11 @@ kdb *kdb_derive(const kdb *src, const gpu_spec *from, const gpu_spec *to) {
   kdb_set_prov_str(db, "spec_key", to->name);
   kdb_set_prov_str(db, "device_full_name", to->full_name);
   kdb_set_prov_bool(db, "derived", TRUE);
-  kdb_set_prov_str(db, "derived_from", src->name);
+  /* the file it came from (h200-pytorch), else the device (h200) */
+  char *stem = src->path ? g_path_get_basename(src->path) : g_strdup(src->name);
+  if (g_str_has_suffix(stem, ".json")) stem[strlen(stem) - 5] = '\0';
+  kdb_set_prov_str(db, "derived_from", stem);
+  g_free(stem);
   kdb_set_prov_str(db, "derived_from_spec", from->name);
   kdb_set_prov_str(db, "derived_method",
                    "each measured time scaled by the ratio of the two devices' roofline times "

@@ -1,6 +1,19 @@
-/* test_kernels_cuda.c — every CUDA kernel against its CPU twin on the same inputs (tolerance
- * 1e-4 relative for fp32; TF32 GEMM 2e-2), through the backend table that kernels/cuda_loader.c
- * loads. Without a CUDA device it prints "skipped: no CUDA device" and passes, unless
+/* test_kernels_cuda.c — every CUDA kernel against its CPU twin on the same inputs, through the
+ * backend table that kernels/cuda_loader.c loads.
+ *
+ * Tolerances. fp32: max |gpu − cpu| / max(1, |cpu|) < 1e-4 (only the order of the sums differs).
+ * The GEMM-like kernels (GEMM, linear, convolution, attention, MoE) also run with tf32, fp16 and
+ * bf16 inputs; there the error is ‖gpu − cpu‖ / ‖cpu‖ over the whole output, and must be under
+ * 5e-3 (tf32 and fp16: 10 and 11 mantissa bits) or 2e-2 (bf16: 8 bits). MoE's routing is
+ * discrete, so its low-precision runs compare the gradients of the router-independent parts only
+ * when the routing agrees; see test_moe_precisions.
+ *
+ * Shapes are chosen so that every path runs: several chunks of images in a convolution
+ * (DLSIM_CUDA_WS_KB set small), a 1x1 convolution (no im2col), grouped convolution, several
+ * blocks per batch-norm channel, layer-norm rows longer than a warp, softmax rows of 70 and
+ * 1,000, and more MoE tokens than one block of the capacity assignment holds.
+ *
+ * Without a CUDA device it prints "skipped: no CUDA device" and passes, unless
  * DLSIM_REQUIRE_GPU=1 asks for the device: then a missing one is a failure. */
 #include <math.h>
 #include <stdio.h>
@@ -212,6 +225,300 @@ static void test_sequence(void) {
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i]), gpu->release(ds[i]);
 }
 
+
+/* ‖gpu − cpu‖ / ‖cpu‖ over n floats */
+static double nrel(const float *d, const float *h, size_t n) {
+  float *g = malloc(sizeof(float) * n);
+  gpu->sync();
+  gpu->download(g, d, sizeof(float) * n);
+  double e = 0, r = 0;
+  for (size_t i = 0; i < n; i++) {
+    double x = (double)g[i] - h[i];
+    e += x * x;
+    r += (double)h[i] * h[i];
+    if (g[i] != g[i]) e = INFINITY; /* NaN never passes */
+  }
+  free(g);
+  return r > 0 ? sqrt(e / r) : sqrt(e);
+}
+static const double lowp_tol[KN_N_MATHS] = {0, 5e-3, 5e-3, 2e-2};
+/* Asserts gpu buffer d matches host h in math m; prints the error. */
+static void check(const char *what, kn_math m, const float *d, const float *h, size_t n) {
+  double err = m == KN_MATH_FP32 ? diff(d, h, n) : nrel(d, h, n);
+  double tol = m == KN_MATH_FP32 ? 1e-4 : lowp_tol[m];
+  printf("  %-28s %-4s error %.2e (tolerance %.0e)%s\n", what, kn_math_name(m), err, tol,
+         err < tol ? "" : "  FAILED");
+  CU_ASSERT(err < tol);
+}
+static float *dzero(size_t n) {
+  float *d = gpu->alloc(sizeof(float) * (n ? n : 1));
+  float *z = calloc(n ? n : 1, sizeof(float));
+  gpu->upload(d, z, sizeof(float) * (n ? n : 1));
+  free(z);
+  return d;
+}
+
+/* One convolution shape, forward and backward, against the CPU twin in every precision. */
+static void conv_case(const char *name, kn_conv s, int bias, int with_dx) {
+  int Ho = kn_conv_out_h(&s), Wo = kn_conv_out_w(&s);
+  size_t nin = (size_t)s.N * s.C_in * s.H * s.W, nw = (size_t)s.C_out * (s.C_in / s.groups) * s.kh * s.kw,
+         no = (size_t)s.N * s.C_out * Ho * Wo, nws = kn_conv_ws_floats(&s);
+  float *x = h_rand(nin), *w = h_rand(nw), *b = h_rand(s.C_out), *dy = h_rand(no);
+  float *gx = up(x, nin * 4), *gw = up(w, nw * 4), *gb = up(b, s.C_out * 4), *gdy = up(dy, no * 4);
+  float *y = malloc(no * 4), *ws = malloc(nws * 4), *dx = malloc(nin * 4), *dw = malloc(nw * 4),
+        *db = malloc(s.C_out * 4);
+  kn_conv2d_fwd_cpu(y, ws, x, w, bias ? b : NULL, &s, KN_MATH_FP32);
+  memset(dx, 0, nin * 4), memset(dw, 0, nw * 4), memset(db, 0, s.C_out * 4);
+  kn_conv2d_bwd_cpu(with_dx ? dx : NULL, dw, bias ? db : NULL, ws, dy, x, w, &s, KN_MATH_FP32);
+  for (int m = 0; m < KN_N_MATHS; m++) {
+    float *gy = dzero(no), *gws = dzero(nws), *gdx = dzero(nin), *gdw = dzero(nw),
+          *gdb = dzero(s.C_out);
+    gpu->conv2d_fwd(gy, gws, gx, gw, bias ? gb : NULL, &s, (kn_math)m);
+    char t[64];
+    snprintf(t, sizeof t, "conv %s fwd", name);
+    check(t, (kn_math)m, gy, y, no);
+    gpu->conv2d_bwd(with_dx ? gdx : NULL, gdw, bias ? gdb : NULL, gws, gdy, gx, gw, &s, (kn_math)m);
+    snprintf(t, sizeof t, "conv %s dw", name);
+    check(t, (kn_math)m, gdw, dw, nw);
+    if (with_dx) {
+      snprintf(t, sizeof t, "conv %s dx", name);
+      check(t, (kn_math)m, gdx, dx, nin);
+    }
+    if (bias) {
+      snprintf(t, sizeof t, "conv %s db", name);
+      check(t, KN_MATH_FP32, gdb, db, s.C_out); /* no GEMM: fp32 sums */
+    }
+    void *ds[] = {gy, gws, gdx, gdw, gdb};
+    for (size_t i = 0; i < 5; i++) gpu->release(ds[i]);
+  }
+  void *hs[] = {x, w, b, dy, y, ws, dx, dw, db};
+  void *ds[] = {gx, gw, gb, gdy};
+  for (size_t i = 0; i < 9; i++) free(hs[i]);
+  for (size_t i = 0; i < 4; i++) gpu->release(ds[i]);
+}
+
+static void test_conv_shapes(void) {
+  if (!gpu) return;
+  setenv("DLSIM_CUDA_WS_KB", "4", 1); /* a few images per chunk: the chunk loop runs */
+  conv_case("3x3 s1 p1", (kn_conv){5, 6, 9, 8, 10, 3, 3, 1, 1, 1}, 0, 1);
+  conv_case("3x3 s2 g2 bias", (kn_conv){5, 4, 9, 8, 6, 3, 3, 2, 1, 2}, 1, 1);
+  conv_case("1x1 s1 direct", (kn_conv){3, 16, 7, 7, 24, 1, 1, 1, 0, 1}, 1, 1);
+  conv_case("1x1 s2 shortcut", (kn_conv){3, 16, 8, 8, 12, 1, 1, 2, 0, 1}, 0, 1);
+  conv_case("7x7 s2 p3 first", (kn_conv){2, 3, 20, 20, 8, 7, 7, 2, 3, 1}, 0, 0);
+  setenv("DLSIM_CUDA_WS_KB", "524288", 1);
+}
+
+static void test_gemm_linear_precisions(void) {
+  if (!gpu) return;
+  const int M = 67, N = 45, K = 130, B = 3;
+  float *A = h_rand((size_t)B * M * K), *Bm = h_rand((size_t)B * K * N), *C = malloc(4 * B * M * N);
+  float *dA = up(A, 4 * B * M * K), *dB = up(Bm, 4 * B * K * N);
+  for (int i = 0; i < B; i++)
+    kn_gemm_cpu(1, 0, M, N, K, 0.5f, A + (size_t)i * M * K, Bm + (size_t)i * K * N, 0.0f,
+                C + (size_t)i * M * N, KN_MATH_FP32);
+  for (int m = 0; m < KN_N_MATHS; m++) {
+    float *dC = dzero((size_t)B * M * N);
+    gpu->gemm_batched(1, 0, M, N, K, 0.5f, dA, (long)M * K, dB, (long)K * N, 0.0f, dC,
+                      (long)M * N, B, (kn_math)m);
+    check("gemm batched (ta)", (kn_math)m, dC, C, (size_t)B * M * N);
+    gpu->release(dC);
+  }
+  /* linear on M rows: in (M,K), w (N,K), bias; backward with input gradient */
+  float *b = h_rand(N), *dy = h_rand((size_t)M * N), *o = malloc(4 * M * N),
+        *din = calloc((size_t)M * K, 4), *dw = calloc((size_t)N * K, 4), *db = calloc(N, 4);
+  float *gb = up(b, 4 * N), *gdy = up(dy, 4 * M * N);
+  kn_linear_fwd_cpu(o, A, Bm, b, M, K, N, KN_MATH_FP32);
+  kn_linear_bwd_cpu(din, dw, db, dy, A, Bm, M, K, N, KN_MATH_FP32);
+  for (int m = 0; m < KN_N_MATHS; m++) {
+    float *go = dzero((size_t)M * N), *gdin = dzero((size_t)M * K), *gdw = dzero((size_t)N * K),
+          *gdb = dzero(N);
+    gpu->linear_fwd(go, dA, dB, gb, M, K, N, (kn_math)m);
+    check("linear fwd", (kn_math)m, go, o, (size_t)M * N);
+    gpu->linear_bwd(gdin, gdw, gdb, gdy, dA, dB, M, K, N, (kn_math)m);
+    check("linear dx", (kn_math)m, gdin, din, (size_t)M * K);
+    check("linear dw", (kn_math)m, gdw, dw, (size_t)N * K);
+    check("linear db", KN_MATH_FP32, gdb, db, N);
+    gpu->release(go), gpu->release(gdin), gpu->release(gdw), gpu->release(gdb);
+  }
+  free(A), free(Bm), free(C), free(b), free(dy), free(o), free(din), free(dw), free(db);
+  gpu->release(dA), gpu->release(dB), gpu->release(gb), gpu->release(gdy);
+}
+
+static void test_attention_precisions(void) {
+  if (!gpu) return;
+  const int N = 2, T = 70, C = 48, NH = 3;
+  size_t X = (size_t)N * T * C, A = (size_t)N * NH * T * T, W = kn_attention_ws_floats(N, T, C, NH, 1);
+  float *qkv = h_rand(3 * X), *dy = h_rand(X), *o = malloc(4 * X), *att = malloc(4 * A),
+        *ws = malloc(4 * W), *dqkv = calloc(3 * X, 4);
+  kn_attention_fwd_cpu(o, att, ws, qkv, N, T, C, NH, KN_MATH_FP32);
+  kn_attention_bwd_cpu(dqkv, ws, dy, qkv, att, N, T, C, NH, KN_MATH_FP32);
+  float *gqkv = up(qkv, 12 * X), *gdy = up(dy, 4 * X);
+  for (int m = 0; m < KN_N_MATHS; m++) {
+    float *go = dzero(X), *gatt = dzero(A), *gws = dzero(W), *gdqkv = dzero(3 * X);
+    gpu->attention_fwd(go, gatt, gws, gqkv, N, T, C, NH, (kn_math)m);
+    check("attention fwd (T 70)", (kn_math)m, go, o, X);
+    check("attention probabilities", (kn_math)m, gatt, att, A);
+    gpu->attention_bwd(gdqkv, gws, gdy, gqkv, gatt, N, T, C, NH, (kn_math)m);
+    check("attention dqkv", (kn_math)m, gdqkv, dqkv, 3 * X);
+    gpu->release(go), gpu->release(gatt), gpu->release(gws), gpu->release(gdqkv);
+  }
+  free(qkv), free(dy), free(o), free(att), free(ws), free(dqkv);
+  gpu->release(gqkv), gpu->release(gdy);
+}
+
+static void test_rows_and_channels(void) {
+  if (!gpu) return;
+  /* batch norm with several blocks per channel */
+  {
+    const int N = 4, C = 3, HW = 3000;
+    size_t n = (size_t)N * C * HW;
+    float *x = h_rand(n), *g = h_rand(C), *b = h_rand(C), *dy = h_rand(n), *y = malloc(4 * n),
+          *mu = malloc(4 * C), *rs = malloc(4 * C), *dx = calloc(n, 4), *dg = calloc(C, 4),
+          *dbt = calloc(C, 4);
+    for (size_t i = 0; i < n; i++) x[i] = 3.0f + 2.0f * x[i]; /* a mean away from zero */
+    kn_batchnorm_fwd_cpu(y, mu, rs, x, g, b, N, C, HW);
+    kn_batchnorm_bwd_cpu(dx, dg, dbt, dy, x, mu, rs, g, N, C, HW);
+    float *gx = up(x, 4 * n), *gg = up(g, 4 * C), *gbt = up(b, 4 * C), *gdy = up(dy, 4 * n),
+          *gy = dzero(n), *gmu = dzero(C), *grs = dzero(C), *gdx = dzero(n), *gdg = dzero(C),
+          *gdb = dzero(C);
+    gpu->batchnorm_fwd(gy, gmu, grs, gx, gg, gbt, N, C, HW);
+    check("batchnorm fwd (HW 3000)", KN_MATH_FP32, gy, y, n);
+    check("batchnorm mean", KN_MATH_FP32, gmu, mu, C);
+    check("batchnorm rstd", KN_MATH_FP32, grs, rs, C);
+    gpu->batchnorm_bwd(gdx, gdg, gdb, gdy, gx, gmu, grs, gg, N, C, HW);
+    check("batchnorm dx", KN_MATH_FP32, gdx, dx, n);
+    check("batchnorm dgamma", KN_MATH_FP32, gdg, dg, C);
+    check("batchnorm dbeta", KN_MATH_FP32, gdb, dbt, C);
+    void *hs[] = {x, g, b, dy, y, mu, rs, dx, dg, dbt};
+    void *ds[] = {gx, gg, gbt, gdy, gy, gmu, grs, gdx, gdg, gdb};
+    for (size_t i = 0; i < 10; i++) free(hs[i]), gpu->release(ds[i]);
+  }
+  /* layer norm with rows longer than a warp, and enough rows for several column chunks */
+  {
+    const int M = 700, C = 100;
+    size_t n = (size_t)M * C;
+    float *x = h_rand(n), *g = h_rand(C), *b = h_rand(C), *dy = h_rand(n), *y = malloc(4 * n),
+          *mu = malloc(4 * M), *rs = malloc(4 * M), *dx = calloc(n, 4), *dg = calloc(C, 4),
+          *dbt = calloc(C, 4);
+    kn_layernorm_fwd_cpu(y, mu, rs, x, g, b, M, C);
+    kn_layernorm_bwd_cpu(dx, dg, dbt, dy, x, g, mu, rs, M, C);
+    float *gx = up(x, 4 * n), *gg = up(g, 4 * C), *gbt = up(b, 4 * C), *gdy = up(dy, 4 * n),
+          *gy = dzero(n), *gmu = dzero(M), *grs = dzero(M), *gdx = dzero(n), *gdg = dzero(C),
+          *gdb = dzero(C);
+    gpu->layernorm_fwd(gy, gmu, grs, gx, gg, gbt, M, C);
+    check("layernorm fwd (C 100)", KN_MATH_FP32, gy, y, n);
+    gpu->layernorm_bwd(gdx, gdg, gdb, gdy, gx, gg, gmu, grs, M, C);
+    check("layernorm dx", KN_MATH_FP32, gdx, dx, n);
+    check("layernorm dgamma (700 rows)", KN_MATH_FP32, gdg, dg, C);
+    check("layernorm dbeta", KN_MATH_FP32, gdb, dbt, C);
+    void *hs[] = {x, g, b, dy, y, mu, rs, dx, dg, dbt};
+    void *ds[] = {gx, gg, gbt, gdy, gy, gmu, grs, gdx, gdg, gdb};
+    for (size_t i = 0; i < 10; i++) free(hs[i]), gpu->release(ds[i]);
+  }
+  /* softmax cross-entropy over rows of 1,000 */
+  {
+    const int M = 20, V = 1000;
+    int *tg = malloc(sizeof(int) * M);
+    for (int i = 0; i < M; i++) tg[i] = (i * 379) % V;
+    float *z = h_rand((size_t)M * V), *p = malloc(4 * M * V), *dz = calloc((size_t)M * V, 4);
+    for (size_t i = 0; i < (size_t)M * V; i++) z[i] *= 8.0f;
+    float l1 = kn_softmax_ce_fwd_cpu(p, z, tg, M, V);
+    kn_softmax_ce_bwd_cpu(dz, p, tg, M, V);
+    int *gtg = up(tg, sizeof(int) * M);
+    float *gz = up(z, 4 * M * V), *gp = dzero((size_t)M * V), *gdz = dzero((size_t)M * V);
+    float l2 = gpu->softmax_ce_fwd(gp, gz, gtg, M, V);
+    printf("  softmax_ce loss cpu %.6f gpu %.6f\n", l1, l2);
+    CU_ASSERT_DOUBLE_EQUAL(l1, l2, 1e-4 * fmax(1.0, fabs(l1)));
+    check("softmax_ce probs (V 1000)", KN_MATH_FP32, gp, p, (size_t)M * V);
+    gpu->softmax_ce_bwd(gdz, gp, gtg, M, V);
+    check("softmax_ce dlogits", KN_MATH_FP32, gdz, dz, (size_t)M * V);
+    free(tg), free(z), free(p), free(dz);
+    gpu->release(gtg), gpu->release(gz), gpu->release(gp), gpu->release(gdz);
+  }
+  /* pooling with a larger map: the window ranges of the backward gather */
+  {
+    kn_pool ps = {2, 3, 17, 19, 3, 3, 2, 1};
+    size_t n = 2 * 3 * 17 * 19, no = 2 * 3 * (size_t)kn_pool_out_h(&ps) * kn_pool_out_w(&ps);
+    float *x = h_rand(n), *dy = h_rand(no), *y = malloc(4 * no), *dx = calloc(n, 4);
+    int *arg = malloc(sizeof(int) * no);
+    kn_maxpool_fwd_cpu(y, arg, x, &ps);
+    kn_maxpool_bwd_cpu(dx, dy, arg, &ps);
+    float *gx = up(x, 4 * n), *gdy = up(dy, 4 * no), *gy = dzero(no), *gdx = dzero(n);
+    int *garg = gpu->alloc(sizeof(int) * no);
+    gpu->maxpool_fwd(gy, garg, gx, &ps);
+    check("maxpool fwd (17x19)", KN_MATH_FP32, gy, y, no);
+    gpu->maxpool_bwd(gdx, gdy, garg, &ps);
+    check("maxpool bwd", KN_MATH_FP32, gdx, dx, n);
+    memset(dx, 0, 4 * n);
+    kn_avgpool_fwd_cpu(y, x, &ps);
+    kn_avgpool_bwd_cpu(dx, dy, &ps);
+    float *gdx2 = dzero(n);
+    gpu->avgpool_fwd(gy, gx, &ps);
+    check("avgpool fwd", KN_MATH_FP32, gy, y, no);
+    gpu->avgpool_bwd(gdx2, gdy, &ps);
+    check("avgpool bwd", KN_MATH_FP32, gdx2, dx, n);
+    free(x), free(dy), free(y), free(dx), free(arg);
+    gpu->release(gx), gpu->release(gdy), gpu->release(gy), gpu->release(gdx),
+        gpu->release(garg), gpu->release(gdx2);
+  }
+}
+
+/* MoE with more tokens than one block of the capacity assignment (1,024), capacity binding. */
+static void test_moe_large(void) {
+  if (!gpu) return;
+  kn_moe_shape s = {1500, 8, 4, 2, 6, 0.8};
+  size_t M = s.M, C = s.C, E = s.E, F = s.F, X = M * C;
+  size_t nw = E * C + E + 2 * E * F * C + E * F + E * C;
+  float *in = h_rand(X), *dy = h_rand(X), *w = h_rand(nw), *gr = calloc(nw, 4), *o = malloc(4 * X),
+        *sf = calloc(kn_moe_saved_floats(&s), 4), *mws = calloc(kn_moe_ws_floats(&s), 4),
+        *din = calloc(X, 4);
+  int *si = calloc(kn_moe_saved_ints(&s), sizeof(int));
+  float *gin = up(in, 4 * X), *gdy = up(dy, 4 * X), *gw = up(w, 4 * nw), *ggr = dzero(nw),
+        *go = dzero(X), *gsf = dzero(kn_moe_saved_floats(&s)), *gmws = dzero(kn_moe_ws_floats(&s)),
+        *gdin = dzero(X);
+  int *gsi = gpu->alloc(sizeof(int) * kn_moe_saved_ints(&s));
+  kn_moe_saved sv, gsv;
+  kn_moe_saved_bind(&sv, sf, si, &s);
+  kn_moe_saved_bind(&gsv, gsf, gsi, &s);
+#define MWL(p) {p, p + E * C, p + E * C + E, p + E * C + E + E * F * C, \
+                p + E * C + E + E * F * C + E * F, p + E * C + E + 2 * E * F * C + E * F}
+  kn_moe_weights hw = MWL(w), dw = MWL(gw);
+  kn_moe_grads hg = MWL(gr), dg = MWL(ggr);
+  kn_moe_fwd_cpu(o, &sv, in, &hw, &s, KN_MATH_FP32);
+  gpu->moe_fwd(go, &gsv, gin, &dw, &s, KN_MATH_FP32);
+  int cap = kn_moe_capacity(&s);
+  int *gcount = malloc(sizeof(int) * E), *gslot = malloc(sizeof(int) * M * s.top_k);
+  gpu->sync();
+  gpu->download(gcount, gsv.count, sizeof(int) * E);
+  gpu->download(gslot, gsv.slot, sizeof(int) * M * s.top_k);
+  int same = 1;
+  for (size_t e = 0; e < E; e++) same &= gcount[e] == sv.count[e];
+  for (size_t i = 0; i < M * (size_t)s.top_k; i++) same &= gslot[i] == sv.slot[i];
+  printf("  moe 1500 tokens: capacity %d, counts %d %d %d %d, slots %s\n", cap, gcount[0],
+         gcount[1], gcount[2], gcount[3], same ? "equal" : "DIFFERENT");
+  CU_ASSERT(same);
+  check("moe fwd (1500 tokens)", KN_MATH_FP32, go, o, X);
+  kn_moe_bwd_cpu(din, &hg, mws, dy, in, &sv, &hw, &s, KN_MATH_FP32);
+  gpu->moe_bwd(gdin, &dg, gmws, gdy, gin, &gsv, &dw, &s, KN_MATH_FP32);
+  check("moe dx", KN_MATH_FP32, gdin, din, X);
+  check("moe weight grads", KN_MATH_FP32, ggr, gr, nw);
+  /* the same routing in low precision: the expert GEMMs' error */
+  for (int m = 1; m < KN_N_MATHS; m++) {
+    gpu->moe_fwd(go, &gsv, gin, &dw, &s, (kn_math)m);
+    gpu->sync();
+    gpu->download(gslot, gsv.slot, sizeof(int) * M * s.top_k);
+    int agree = 1;
+    for (size_t i = 0; i < M * (size_t)s.top_k; i++) agree &= gslot[i] == sv.slot[i];
+    if (agree) check("moe fwd", (kn_math)m, go, o, X);
+    else printf("  moe fwd %s: routing differs from fp32 (rounded router logits); not compared\n",
+                kn_math_name((kn_math)m));
+  }
+  free(in), free(dy), free(w), free(gr), free(o), free(sf), free(mws), free(din), free(si),
+      free(gcount), free(gslot);
+  void *ds[] = {gin, gdy, gw, ggr, go, gsf, gmws, gdin, gsi};
+  for (size_t i = 0; i < 9; i++) gpu->release(ds[i]);
+}
+
 static void probe(void) {
   const char *why = NULL;
   kn_cpu_init();
@@ -227,5 +534,9 @@ static void probe(void) {
 
 static const dl_cu_test cuda_tests[] = {DL_CU_TEST(probe), DL_CU_TEST(test_gemm_linear_conv),
                                         DL_CU_TEST(test_norms_elementwise),
-                                        DL_CU_TEST(test_sequence), DL_CU_END};
+                                        DL_CU_TEST(test_sequence), DL_CU_TEST(test_conv_shapes),
+                                        DL_CU_TEST(test_gemm_linear_precisions),
+                                        DL_CU_TEST(test_attention_precisions),
+                                        DL_CU_TEST(test_rows_and_channels),
+                                        DL_CU_TEST(test_moe_large), DL_CU_END};
 const dl_cu_suite dl_cu_suites[] = {{"kernels_cuda", cuda_tests}, {NULL, NULL}};

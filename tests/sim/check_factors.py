@@ -43,6 +43,7 @@ def main(dlsim):
                  "GPipe": ["--workload", "mlp-deep", "--gpus", "4", "--pp", "4",
                            "--microbatches", "4", "--batch", "48"]}
         for case, opts in cases.items():
+            opts = opts + ["--kernels", "roofline"]  # fixed compute: the factors' share shows
             base = None
             for pname, plat in plats.items():
                 a = run(dlsim, d, "--platform", plat, "--mode", "analytic", *opts)

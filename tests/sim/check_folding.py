@@ -85,7 +85,7 @@ def main(dlsim):
         dp = cases[0][1]
         check("a platform without the generator's mark is not folded",
               run(dlsim, d, plain, dp)["simulation"]["folded"] == 1)
-        ring = dp + ["--coll", "ring"]
+        ring = dp + ["--coll", "ring", "--kernels", "roofline"]  # the network's share, not kernels
         a, b = run(dlsim, d, edited, ring), run(dlsim, d, rail, ring)
         check("a generated file edited since (one NIC slowed) is not folded, and its ring pays "
               "for the slow link", a["simulation"]["folded"] == 1 and
