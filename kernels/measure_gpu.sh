@@ -1,0 +1,58 @@
+#!/bin/sh
+# measure_gpu.sh — measures this machine's GPU into its kernel database: every kernel that the main
+# job, the studies of analysis/studies/ and the single-GPU validation (tests/validation/) run, in
+# the precisions they run in, plus each layer at batch 1, 4, 16 and 64 for interpolation.
+#
+#   kernels/measure_gpu.sh [DB]       (default: kernels/db/<spec key of this GPU>.json)
+#   KBENCH_LIST=1 kernels/measure_gpu.sh   only counts the kernels (no GPU needed)
+#
+# Configurations run in order of importance. Each is one `dlsim kbench --resume` into the same
+# file, which is written as it goes: a run that is stopped loses at most the last 10 s, and
+# running the script again measures only what is missing.
+set -eu
+DLSIM=${DLSIM:-build/dlsim}
+DB=${1:-}
+if [ -n "${KBENCH_LIST:-}" ]; then
+  kb() { "$DLSIM" kbench --device cpu --list "$@" 2>&1 >/dev/null | sed "s|^|$* : |"; }
+else
+  kb() {
+    echo "== kbench $*" >&2
+    "$DLSIM" kbench --device cuda --resume ${DB:+--out "$DB"} "$@"
+  }
+fi
+
+# 1. The main job (fp32): ResNet-18/CIFAR-100, data parallel at 128 per GPU, GPipe micro-batches
+#    of 16·G samples on G = 2..8 GPUs, tp 2 for the scaling study.
+kb --workload resnet18-cifar100 --gpus 1 --batch 128 --precision fp32 --grid-shapes
+for b in 32 64 96 256; do kb --workload resnet18-cifar100 --gpus 1 --batch $b --precision fp32; done
+kb --workload resnet18-cifar100 --gpus 2 --tp 2 --batch 256 --precision fp32
+# 2. Single-GPU validation (tests/validation/): ResNet-18 and ResNet-50 at ImageNet shape in fp32
+#    and bf16, the GPT in bf16.
+kb --workload resnet50-imagenet --gpus 1 --batch 64 --precision fp32 --grid-shapes
+kb --workload resnet50-imagenet --gpus 1 --batch 64 --precision bf16 --grid-shapes
+for b in 4 1 2 8; do kb --workload gpt-1.7b --gpus 1 --batch $b --precision bf16; done
+kb --workload resnet18-cifar100 --gpus 1 --batch 128 --precision bf16
+# 3. The studies: 3-D GPT (fp16, recomputation, 1F1B), MoE skew (bf16), grids of AlexNet and
+#    VGG-16 (fp32; fully connected layers on the grid), ResNet-50 at 32 per GPU (scale runs).
+for w in gpt-1.7b gpt-18b; do
+  kb --workload $w --gpus 64 --tp 8 --pp 1 --microbatches 8 --batch 768 --precision fp16 --recompute --schedule 1f1b
+  kb --workload $w --gpus 128 --tp 8 --pp 2 --microbatches 16 --batch 768 --precision fp16 --recompute --schedule 1f1b
+  kb --workload $w --gpus 64 --tp 4 --pp 4 --microbatches 16 --batch 768 --precision fp16 --recompute --schedule 1f1b
+done
+kb --workload mixtral-8x1b --gpus 64 --tp 2 --ep 8 --batch 256 --precision bf16
+for b in 1 4; do kb --workload mixtral-8x1b --gpus 1 --batch $b --precision bf16; done
+kb --workload resnet50-imagenet --gpus 1 --batch 32 --precision fp32
+for w in alexnet-imagenet vgg16-imagenet; do
+  kb --workload $w --gpus 1 --batch 128 --precision fp32
+  for g in 1x8 2x4 4x2 8x1; do kb --workload $w --gpus 8 --grid $g --grid-layers fc --batch 3072 --precision fp32; done
+done
+# 4. The other precisions.
+for p in tf32 fp16; do kb --workload resnet18-cifar100 --gpus 1 --batch 128 --precision $p; done
+for p in tf32 fp16; do kb --workload resnet50-imagenet --gpus 1 --batch 64 --precision $p; done
+for p in fp32 tf32 fp16; do kb --workload gpt-1.7b --gpus 1 --batch 4 --precision $p; done
+for p in tf32 fp16 bf16; do
+  kb --workload vgg16-imagenet --gpus 1 --batch 128 --precision $p
+  kb --workload alexnet-imagenet --gpus 1 --batch 128 --precision $p
+done
+for g in 1 4 16 64; do kb --workload alexnet-imagenet --gpus 1 --batch $g --precision fp32; done
+for g in 1 4 16 64; do kb --workload vgg16-imagenet --gpus 1 --batch $g --precision fp32; done

@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""Predicts the single-GPU training iterations that tests/validation/torch_iter.py ran for real
+(tests/validation/run_gpu.sh writes them to OUTDIR/iter.json) and prints the errors as a Markdown
+table: one prediction per kernel database given (dlsim's own CUDA kernels, measured by
+`dlsim kbench --device cuda`; PyTorch's kernels at the same keys, kernels/torch_compare.py
+--db-out), each a simulated run (`dlsim run --mode sim`) on a one-GPU platform of the database's
+GPU.
+
+  tests/validation/predict_gpu.py OUTDIR/iter.json --db dlsim=kernels/db/h200.json \\
+      --db pytorch=kernels/db/h200-pytorch.json [--dlsim build/dlsim] [--out TABLE.md]
+
+error = (predicted - real) / real, real = the median of the timed iterations.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"predict_gpu: {' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
+    return p.stdout
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("iter", help="iter.json from run_gpu.sh (a list of torch_iter.py results)")
+    ap.add_argument("--db", action="append", required=True, metavar="LABEL=FILE",
+                    help="a kernel database to predict with (repeatable)")
+    ap.add_argument("--dlsim", default=os.path.join(ROOT, "build", "dlsim"))
+    ap.add_argument("--out", help="also write the table here")
+    a = ap.parse_args(argv)
+    with open(a.iter) as f:
+        runs = [r for r in json.load(f) if r.get("iteration_s")]
+    dbs = []
+    for d in a.db:
+        label, _, path = d.partition("=")
+        with open(path) as f:
+            prov = json.load(f)["provenance"]
+        dbs.append((label, path, prov.get("spec_key") or prov.get("device")))
+    tmp = tempfile.mkdtemp(prefix="dlsim-predict-")
+    plats = {}
+    rows = []
+    for r in runs:
+        c = r["config"]
+        real = r["iteration_s"]["median"]
+        row = {"workload": c["workload"], "batch": r["batch"], "precision": c["precision"],
+               "real_s": real, "real_min_s": r["iteration_s"]["min"], "pred": {}}
+        for label, path, gpu in dbs:
+            if gpu not in plats:
+                plats[gpu] = os.path.join(tmp, f"{gpu}.xml")
+                run([a.dlsim, "platform", "--nodes", "1", "--gpus-per-node", "1", "--gpu", gpu,
+                     "-o", plats[gpu]])
+            out = os.path.join(tmp, "r.json")
+            run([a.dlsim, "run", "--mode", "sim", "--platform", plats[gpu], "--gpus", "1",
+                 "--workload", c["workload"], "--batch", str(r["batch"]), "--precision",
+                 c["precision"], "--kernels", path, "--iters", "1", "--out", out])
+            with open(out) as f:
+                res = json.load(f)
+            k = res["kernel_db"]
+            row["pred"][label] = {
+                "s": res["iteration_time_s"], "err": res["iteration_time_s"] / real - 1,
+                "cover": "/".join(str(k.get(o, 0)) for o in
+                                  ("measured", "interpolated", "estimated"))}
+        rows.append(row)
+    gpu = runs[0]["provenance"].get("gpu", "?") if runs else "?"
+    torch = runs[0]["provenance"].get("torch", "?") if runs else "?"
+    lines = [f"Real: PyTorch {torch} on one {gpu}, median of the timed iterations (CUDA events). "
+             "Predicted: `dlsim run --mode sim` on a one-GPU platform with each kernel database; "
+             "kernels counted measured/interpolated/estimated.", "",
+             "| workload | batch | precision | real (ms) | "
+             + " | ".join(f"{lb} (ms) | error | kernels" for lb, _, _ in dbs) + " |",
+             "|---|---:|---|---:|" + "---:|---:|---|" * len(dbs)]
+    for w in rows:
+        cells = []
+        for lb, _, _ in dbs:
+            p = w["pred"][lb]
+            cells.append(f"{p['s'] * 1e3:.2f} | {p['err'] * 100:+.1f} % | {p['cover']}")
+        lines.append(f"| {w['workload']} | {w['batch']} | {w['precision']} | "
+                     f"{w['real_s'] * 1e3:.2f} | " + " | ".join(cells) + " |")
+    for lb, _, _ in dbs:
+        errs = [abs(w["pred"][lb]["err"]) for w in rows]
+        if errs:
+            lines.append(f"\n{lb}: mean absolute error {100 * sum(errs) / len(errs):.1f} %, "
+                         f"max {100 * max(errs):.1f} %")
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

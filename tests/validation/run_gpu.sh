@@ -1,0 +1,82 @@
+#!/bin/sh
+# run_gpu.sh — everything dlsim measures on a real NVIDIA GPU, in one command, in order of value:
+#   1. the CUDA kernels against their CPU twins in every precision (test_kernels_cuda, which fails
+#      when no GPU is found: DLSIM_REQUIRE_GPU=1);
+#   2. the kernel database of this GPU (kernels/measure_gpu.sh, resumable);
+#   3. dlsim's kernels against the framework's (kernels/torch_compare.py; PyTorch with cuDNN and
+#      cuBLAS);
+#   4. real single-GPU training iterations in PyTorch at the shapes, batches and precisions of the
+#      validation table (tests/validation/torch_iter.py).
+#
+#   tests/validation/run_gpu.sh OUTDIR [STEPS]     STEPS: any of "test db compare iter" (default all)
+#
+# Needs a build with CUDA (build/dlsim, build/libdlsim-cuda.so, build/test_kernels_cuda; DLSIM and
+# TESTBIN name others) and python3 with torch for steps 3 and 4. Everything lands in OUTDIR:
+# log.txt, <spec-key>.json (a copy of kernels/db/<spec-key>.json), compare.json and compare.md, iter.json
+# (one object per training run). Predictions
+# from the database, and the table of errors, are made afterwards on any machine:
+# tests/validation/predict_gpu.py.
+set -u
+OUT=${1:?usage: run_gpu.sh OUTDIR [STEPS]}
+STEPS=${2:-test db compare iter}
+DLSIM=${DLSIM:-build/dlsim}
+TESTBIN=${TESTBIN:-build/test_kernels_cuda}
+BUDGET_DB=${BUDGET_DB:-330}          # seconds for the database step (it resumes on the next run)
+BUDGET_COMPARE=${BUDGET_COMPARE:-100} # seconds for the framework comparison
+mkdir -p "$OUT"
+LOG=$OUT/log.txt
+say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
+has() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+
+say "run_gpu.sh: steps '$STEPS' into $OUT"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu \
+  --format=csv >>"$LOG" 2>&1 || say "nvidia-smi failed"
+# The database is the one kbench names by this GPU's spec-sheet key: kernels/db/<key>.json.
+db_now() { ls -t kernels/db/h100-sxm.json kernels/db/h200.json kernels/db/a100-*.json 2>/dev/null | head -1; }
+
+if has test; then
+  say "1. CUDA kernels against the CPU twins"
+  DLSIM_REQUIRE_GPU=1 "$TESTBIN" >>"$LOG" 2>&1 && say "   passed" || say "   FAILED (see log)"
+fi
+if has db; then
+  say "2. kernel database (budget ${BUDGET_DB} s)"
+  timeout "$BUDGET_DB" kernels/measure_gpu.sh >>"$LOG" 2>&1
+  st=$?
+  DB=$(db_now)
+  say "   status $st; $DB: $(python3 -c "import json,sys;print(len(json.load(open(sys.argv[1]))['entries']),'entries')" "$DB" 2>&1)"
+  cp "$DB" "$OUT/"
+fi
+if has compare; then
+  say "3. dlsim's kernels against PyTorch's (budget ${BUDGET_COMPARE} s)"
+  timeout $((BUDGET_COMPARE + 30)) python3 kernels/torch_compare.py "$(db_now)" --resume --out "$OUT/compare.json" \
+    --md "$OUT/compare.md" --max-seconds "$BUDGET_COMPARE" >>"$LOG" 2>&1
+  say "   status $?"
+fi
+if has iter; then
+  say "4. real training iterations in PyTorch"
+  while read -r w b p; do
+    say "   $w batch $b $p"
+    timeout 120 python3 tests/validation/torch_iter.py --workload "workloads/$w.json" --batch "$b" \
+      --precision "$p" --out "$OUT/iter-$w-$b-$p.json" >>"$LOG" 2>&1 || say "   status $?"
+  done <<LIST
+resnet18-cifar100 128 fp32
+resnet18-cifar100 128 bf16
+resnet50-imagenet 64 fp32
+resnet50-imagenet 64 bf16
+gpt-1.7b 4 bf16
+LIST
+  python3 - "$OUT" <<'PY' || say "   could not merge the results"
+import glob, json, os, sys
+out = sys.argv[1]
+files = sorted(glob.glob(os.path.join(out, "iter-*.json")))
+runs = []
+for f in files:
+    with open(f) as fh:
+        runs.append(json.load(fh))
+with open(os.path.join(out, "iter.json"), "w") as fh:
+    json.dump(runs, fh, indent=1)
+for f in files:
+    os.remove(f)
+PY
+fi
+say "done"
