@@ -44,9 +44,18 @@ static float frand(void) { /* deterministic uniform [-1, 1) (64-bit LCG, Knuth M
   return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
 }
 
-/* A device buffer of n floats filled with `fill` (NAN: random in [-1,1)). */
+/* A device buffer of n floats filled with `fill` (NAN: random in [-1,1)): on the device where the
+ * backend can (a GPU: gigabytes in milliseconds), else made here and uploaded (the CPU twins,
+ * whose inputs stay the same sequence as ever). */
 static float *fbuf(kh_bench *b, size_t n, float fill) {
   if (b->nbuf == KH_MAX_BUFS) return NULL;
+  if (b->be->fill_floats) {
+    void *d = b->be->alloc(sizeof(float) * (n ? n : 1));
+    if (!d) return NULL;
+    b->be->fill_floats(d, n, fill, rng_state = rng_state * 6364136223846793005ULL + 1);
+    b->buf[b->nbuf++] = d;
+    return d;
+  }
   float *host = malloc(sizeof(float) * (n ? n : 1));
   void *d = b->be->alloc(sizeof(float) * (n ? n : 1));
   if (!host || !d) {
@@ -64,6 +73,13 @@ static float *fbuf(kh_bench *b, size_t n, float fill) {
 /* A device buffer of n ints, uniform in [0, mod). */
 static int *ibuf(kh_bench *b, size_t n, long mod) {
   if (b->nbuf == KH_MAX_BUFS) return NULL;
+  if (b->be->fill_ints) {
+    void *d = b->be->alloc(sizeof(int) * (n ? n : 1));
+    if (!d) return NULL;
+    b->be->fill_ints(d, n, mod, rng_state = rng_state * 6364136223846793005ULL + 1);
+    b->buf[b->nbuf++] = d;
+    return d;
+  }
   int *host = malloc(sizeof(int) * (n ? n : 1));
   void *d = b->be->alloc(sizeof(int) * (n ? n : 1));
   if (!host || !d) {

@@ -249,6 +249,12 @@ typedef struct {
   void (*upload)(void *dst, const void *src, size_t bytes);   /* host -> device */
   void (*download)(void *dst, const void *src, size_t bytes); /* device -> host */
   void (*sync)(void);                        /* waits for queued work */
+  /* Fills n floats with `value`, or with pseudo-random values in [-1, 1) from `seed` when it is
+   * NaN (fill_ints: n ints in [0, mod), 0 when mod <= 0), on the device, for the timing harness;
+   * NULL where the harness fills on the host (the CPU, which keeps its own sequence). The random
+   * values are not the CPU's. */
+  void (*fill_floats)(float *p, size_t n, float value, uint64_t seed);
+  void (*fill_ints)(int *p, size_t n, long mod, uint64_t seed);
 #define KN_FIELD(name, ret, params) ret(*name) params;
   KN_FUNCS(KN_FIELD)
 #undef KN_FIELD

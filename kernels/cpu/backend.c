@@ -24,7 +24,7 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src
 static void cpu_sync(void) {}
 
 const kn_backend kn_cpu = {
-    "cpu", cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_sync,
+    "cpu", cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_sync, NULL, NULL,
 #define KN_CPU_ENTRY(name, ret, params) kn_##name##_cpu,
     KN_FUNCS(KN_CPU_ENTRY)
 #undef KN_CPU_ENTRY

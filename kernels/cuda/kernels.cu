@@ -1062,8 +1062,37 @@ static void cu_down(void *d, const void *s, size_t b) {
 }
 static void cu_sync(void) { cudaDeviceSynchronize(); }
 
+/* The timing harness's inputs, made on the device: a SplitMix64 hash of (seed, i) per element,
+ * so that a buffer of gigabytes is filled in milliseconds instead of generated on the host and
+ * copied. */
+__device__ unsigned long long mix64(unsigned long long z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+__global__ void fill_floats_k(float *p, size_t n, float value, unsigned long long seed) {
+  const int rnd = value != value; /* NaN: random */
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    p[i] = rnd ? (float)((mix64(seed * 0x9E3779B97F4A7C15ULL + i + 1) >> 40) *
+                         (1.0 / 8388608.0)) - 1.0f
+               : value;
+}
+__global__ void fill_ints_k(int *p, size_t n, long mod, unsigned long long seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    p[i] = mod > 0 ? (int)(mix64(seed * 0x9E3779B97F4A7C15ULL + i + 1) % (unsigned long long)mod)
+                   : 0;
+}
+static void cu_fill_floats(float *p, size_t n, float value, uint64_t seed) {
+  if (n) fill_floats_k<<<4 * n_sm, 256>>>(p, n, value, seed);
+}
+static void cu_fill_ints(int *p, size_t n, long mod, uint64_t seed) {
+  if (n) fill_ints_k<<<4 * n_sm, 256>>>(p, n, mod, seed);
+}
+
 static const kn_backend cuda_backend = {
-    "cuda", cu_alloc, cu_release, cu_up, cu_down, cu_sync,
+    "cuda", cu_alloc, cu_release, cu_up, cu_down, cu_sync, cu_fill_floats, cu_fill_ints,
 #define KN_CUDA_ENTRY(name, ret, params) kn_##name##_cuda,
     KN_FUNCS(KN_CUDA_ENTRY)
 #undef KN_CUDA_ENTRY

@@ -519,6 +519,43 @@ static void test_moe_large(void) {
   for (size_t i = 0; i < 9; i++) gpu->release(ds[i]);
 }
 
+/* The timing harness's device-side fills: random floats in [-1, 1), constants, ints in range. */
+static void test_fills(void) {
+  if (!gpu) return;
+  const size_t n = 1000003;
+  float *d = gpu->alloc(sizeof(float) * n), *h = malloc(sizeof(float) * n);
+  int *di = gpu->alloc(sizeof(int) * n), *hi = malloc(sizeof(int) * n);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(gpu->fill_floats);
+  gpu->fill_floats(d, n, NAN, 7);
+  gpu->sync();
+  gpu->download(h, d, sizeof(float) * n);
+  double sum = 0, lo = 1, hi_ = -1;
+  int in_range = 1;
+  for (size_t i = 0; i < n; i++) {
+    in_range &= h[i] >= -1.0f && h[i] < 1.0f;
+    sum += h[i], lo = fmin(lo, h[i]), hi_ = fmax(hi_, h[i]);
+  }
+  printf("  fill_floats: mean %.4f, min %.4f, max %.4f\n", sum / n, lo, hi_);
+  CU_ASSERT(in_range && fabs(sum / n) < 0.01 && lo < -0.99 && hi_ > 0.99);
+  gpu->fill_floats(d, n, 0.25f, 7);
+  gpu->sync();
+  gpu->download(h, d, sizeof(float) * n);
+  int all = 1;
+  for (size_t i = 0; i < n; i++) all &= h[i] == 0.25f;
+  CU_ASSERT(all);
+  gpu->fill_ints(di, n, 37, 9);
+  gpu->sync();
+  gpu->download(hi, di, sizeof(int) * n);
+  int seen[37] = {0}, ok = 1;
+  for (size_t i = 0; i < n; i++) {
+    ok &= hi[i] >= 0 && hi[i] < 37;
+    if (ok) seen[hi[i]] = 1;
+  }
+  for (int k = 0; k < 37; k++) ok &= seen[k];
+  CU_ASSERT(ok);
+  gpu->release(d), gpu->release(di), free(h), free(hi);
+}
+
 static void probe(void) {
   const char *why = NULL;
   kn_cpu_init();
@@ -538,5 +575,6 @@ static const dl_cu_test cuda_tests[] = {DL_CU_TEST(probe), DL_CU_TEST(test_gemm_
                                         DL_CU_TEST(test_gemm_linear_precisions),
                                         DL_CU_TEST(test_attention_precisions),
                                         DL_CU_TEST(test_rows_and_channels),
-                                        DL_CU_TEST(test_moe_large), DL_CU_END};
+                                        DL_CU_TEST(test_moe_large), DL_CU_TEST(test_fills),
+                                        DL_CU_END};
 const dl_cu_suite dl_cu_suites[] = {{"kernels_cuda", cuda_tests}, {NULL, NULL}};
