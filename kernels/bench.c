@@ -44,53 +44,47 @@ static float frand(void) { /* deterministic uniform [-1, 1) (64-bit LCG, Knuth M
   return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
 }
 
-/* A device buffer of n floats filled with `fill` (NAN: random in [-1,1)): on the device where the
+/* A buffer of `bytes` on the descriptor's backend, released by kh_bench_free; NULL when the
+ * table of buffers is full or memory runs out. */
+static void *dbuf(kh_bench *b, size_t bytes) {
+  if (b->nbuf == KH_MAX_BUFS) return NULL;
+  void *d = b->be->alloc(bytes ? bytes : 1);
+  if (d) b->buf[b->nbuf++] = d;
+  return d;
+}
+static uint64_t next_seed(void) { return rng_state = rng_state * 6364136223846793005ULL + 1; }
+
+/* A buffer of n floats filled with `fill` (NAN: random in [-1,1)): on the device where the
  * backend can (a GPU: gigabytes in milliseconds), else made here and uploaded (the CPU twins,
  * whose inputs stay the same sequence as ever). */
 static float *fbuf(kh_bench *b, size_t n, float fill) {
-  if (b->nbuf == KH_MAX_BUFS) return NULL;
+  float *d = dbuf(b, sizeof(float) * n);
+  if (!d) return NULL;
   if (b->be->fill_floats) {
-    void *d = b->be->alloc(sizeof(float) * (n ? n : 1));
-    if (!d) return NULL;
-    b->be->fill_floats(d, n, fill, rng_state = rng_state * 6364136223846793005ULL + 1);
-    b->buf[b->nbuf++] = d;
+    b->be->fill_floats(d, n, fill, next_seed());
     return d;
   }
   float *host = malloc(sizeof(float) * (n ? n : 1));
-  void *d = b->be->alloc(sizeof(float) * (n ? n : 1));
-  if (!host || !d) {
-    free(host);
-    b->be->release(d);
-    return NULL;
-  }
+  if (!host) return NULL; /* d is released with the descriptor */
   for (size_t i = 0; i < n; i++) host[i] = isnan(fill) ? frand() : fill;
   b->be->upload(d, host, sizeof(float) * n);
   free(host);
-  b->buf[b->nbuf++] = d;
   return d;
 }
 
-/* A device buffer of n ints, uniform in [0, mod). */
+/* A buffer of n ints, uniform in [0, mod) (0 when mod <= 0), made as fbuf makes floats. */
 static int *ibuf(kh_bench *b, size_t n, long mod) {
-  if (b->nbuf == KH_MAX_BUFS) return NULL;
+  int *d = dbuf(b, sizeof(int) * n);
+  if (!d) return NULL;
   if (b->be->fill_ints) {
-    void *d = b->be->alloc(sizeof(int) * (n ? n : 1));
-    if (!d) return NULL;
-    b->be->fill_ints(d, n, mod, rng_state = rng_state * 6364136223846793005ULL + 1);
-    b->buf[b->nbuf++] = d;
+    b->be->fill_ints(d, n, mod, next_seed());
     return d;
   }
   int *host = malloc(sizeof(int) * (n ? n : 1));
-  void *d = b->be->alloc(sizeof(int) * (n ? n : 1));
-  if (!host || !d) {
-    free(host);
-    b->be->release(d);
-    return NULL;
-  }
+  if (!host) return NULL;
   for (size_t i = 0; i < n; i++) host[i] = mod > 0 ? (int)((frand() + 1.0f) * 0.5f * mod) % mod : 0;
   b->be->upload(d, host, sizeof(int) * n);
   free(host);
-  b->buf[b->nbuf++] = d;
   return d;
 }
 

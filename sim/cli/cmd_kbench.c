@@ -396,28 +396,6 @@ int cmd_kbench(int argc, char **argv) {
                 "or --quick");
     goto out;
   }
-  const kn_backend *be = &kn_cpu;
-  const kh_device *dev = &kh_cpu_device;
-  kn_cpu_init();
-  if (strcmp(o.device, "cuda") == 0) {
-    const char *why = NULL;
-    be = kn_cuda(&why);
-    dev = kh_cuda_device();
-    if (!be || !dev) {
-      g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "kbench: --device cuda: %s; use --device cpu",
-                  why ? why : "not available");
-      goto out;
-    }
-  }
-  if (!(device = device_key(&o, &e))) goto out;
-  kn_math math = KN_MATH_FP32;
-  switch (c.precision) {
-  case GPU_TF32: math = KN_MATH_TF32; break;
-  case GPU_FP16: math = KN_MATH_FP16; break;
-  case GPU_BF16: math = KN_MATH_BF16; break;
-  default: break;
-  }
-
   /* ---- the kernel list ---- */
   if (workload_given) {
     wl_model *m = wl_load(c.workload, &e);
@@ -457,6 +435,29 @@ int cmd_kbench(int argc, char **argv) {
     goto out;
   }
 
+  /* ---- the device (after --list, which needs none) ---- */
+  const kn_backend *be = &kn_cpu;
+  const kh_device *dev = &kh_cpu_device;
+  kn_cpu_init();
+  if (strcmp(o.device, "cuda") == 0) {
+    const char *why = NULL;
+    be = kn_cuda(&why);
+    dev = kh_cuda_device();
+    if (!be || !dev) {
+      g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "kbench: --device cuda: %s; use --device cpu",
+                  why ? why : "not available");
+      goto out;
+    }
+  }
+  if (!(device = device_key(&o, &e))) goto out;
+  kn_math math = KN_MATH_FP32;
+  switch (c.precision) {
+  case GPU_TF32: math = KN_MATH_TF32; break;
+  case GPU_FP16: math = KN_MATH_FP16; break;
+  case GPU_BF16: math = KN_MATH_BF16; break;
+  default: break;
+  }
+
   /* ---- measure, writing the database as it goes ---- */
   out = c.out ? g_strdup(c.out)
               : g_strdup_printf("%s/kernels/db/%s.json", dl_datadir(), device);
@@ -480,8 +481,15 @@ int cmd_kbench(int argc, char **argv) {
       goto out;
     }
     kept = kdb_n_entries(db);
+    /* the configurations already listed (a configuration run again is not listed twice) */
     const char *before = kdb_prov_str(db, "measured_set");
-    if (before && *before) g_string_prepend(g_string_prepend(what, "; "), before);
+    if (before && *before) {
+      char **sets = g_strsplit(before, "; ", -1);
+      gboolean listed = g_strv_contains((const char *const *)sets, what->str);
+      g_strfreev(sets);
+      if (listed) g_string_assign(what, before);
+      else g_string_prepend(g_string_prepend(what, "; "), before);
+    }
   } else {
     db = kdb_new(device);
   }

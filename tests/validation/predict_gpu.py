@@ -41,10 +41,18 @@ def main(argv=None):
     dbs = []
     for d in a.db:
         label, _, path = d.partition("=")
+        if not label or not path:
+            ap.error(f"--db {d}: expected LABEL=FILE")
         with open(path) as f:
             prov = json.load(f)["provenance"]
         dbs.append((label, path, prov.get("spec_key") or prov.get("device")))
-    tmp = tempfile.mkdtemp(prefix="dlsim-predict-")
+    with tempfile.TemporaryDirectory(prefix="dlsim-predict-") as tmp:
+        rows = predict(a.dlsim, runs, dbs, tmp)
+    return table(runs, dbs, rows, a.out)
+
+
+def predict(dlsim, runs, dbs, tmp):
+    """One row per real run: its real median and each database's prediction and coverage."""
     plats = {}
     rows = []
     for r in runs:
@@ -55,10 +63,10 @@ def main(argv=None):
         for label, path, gpu in dbs:
             if gpu not in plats:
                 plats[gpu] = os.path.join(tmp, f"{gpu}.xml")
-                run([a.dlsim, "platform", "--nodes", "1", "--gpus-per-node", "1", "--gpu", gpu,
+                run([dlsim, "platform", "--nodes", "1", "--gpus-per-node", "1", "--gpu", gpu,
                      "-o", plats[gpu]])
             out = os.path.join(tmp, "r.json")
-            run([a.dlsim, "run", "--mode", "sim", "--platform", plats[gpu], "--gpus", "1",
+            run([dlsim, "run", "--mode", "sim", "--platform", plats[gpu], "--gpus", "1",
                  "--workload", c["workload"], "--batch", str(r["batch"]), "--precision",
                  c["precision"], "--kernels", path, "--iters", "1", "--out", out])
             with open(out) as f:
@@ -69,6 +77,11 @@ def main(argv=None):
                 "cover": "/".join(str(k.get(o, 0)) for o in
                                   ("measured", "interpolated", "estimated"))}
         rows.append(row)
+    return rows
+
+
+def table(runs, dbs, rows, out):
+    """Prints the Markdown table (and writes it to `out`, if given)."""
     gpu = runs[0]["provenance"].get("gpu", "?") if runs else "?"
     torch = runs[0]["provenance"].get("torch", "?") if runs else "?"
     lines = [f"Real: PyTorch {torch} on one {gpu}, median of the timed iterations (CUDA events). "
@@ -91,8 +104,8 @@ def main(argv=None):
                          f"max {100 * max(errs):.1f} %")
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
-    if a.out:
-        with open(a.out, "w") as f:
+    if out:
+        with open(out, "w") as f:
             f.write(text)
     return 0
 

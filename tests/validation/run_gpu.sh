@@ -31,8 +31,20 @@ has() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 say "run_gpu.sh: steps '$STEPS' into $OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu \
   --format=csv >>"$LOG" 2>&1 || say "nvidia-smi failed"
-# The database is the one kbench names by this GPU's spec-sheet key: kernels/db/<key>.json.
-db_now() { ls -t kernels/db/h100-sxm.json kernels/db/h200.json kernels/db/a100-*.json 2>/dev/null | head -1; }
+# The database kbench measures on this GPU: the one under kernels/db/ measured with the CUDA
+# backend (not derived, not the framework's), the newest if there are several.
+db_now() {
+  python3 - <<'PY'
+import glob, json, os
+dbs = []
+for f in glob.glob("kernels/db/*.json"):
+    with open(f) as fh:
+        p = json.load(fh).get("provenance", {})
+    if p.get("backend") == "cuda" and not p.get("derived"):
+        dbs.append((os.path.getmtime(f), f))
+print(max(dbs)[1] if dbs else "")
+PY
+}
 
 if has test; then
   say "1. CUDA kernels against the CPU twins"
