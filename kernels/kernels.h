@@ -138,104 +138,144 @@ size_t kn_attention_ws_floats(int N, int T, int C, int NH, int bwd);
 int kn_dropout_keep(uint64_t seed, uint64_t i, float p);
 
 /* ---- the functions; each exists as kn_<name>_cpu and kn_<name>_cuda --------------------- */
-/* X(name, return type, parameter list). Shapes in the comments; sizes last. */
+/* X(name, return type, parameter list, argument list). Shapes in the comments; sizes last. */
 #define KN_FUNCS(X)                                                                              \
-  /* C (M,N) = alpha·op(A)·op(B) + beta·C; op(A) (M,K), op(B) (K,N); ta/tb: 1 = transposed */   \
-  X(gemm, void, (int ta, int tb, int M, int N, int K, float alpha, const float *A,              \
-                 const float *B, float beta, float *C, kn_math math))                           \
+  /* C (M,N) = alpha·op(A)·op(B) + beta·C; op(A) (M,K), op(B) (K,N); ta/tb: 1 = transposed */    \
+  X(gemm, void, (int ta, int tb, int M, int N, int K, float alpha, const float *A,               \
+                 const float *B, float beta, float *C, kn_math math),                            \
+    (ta, tb, M, N, K, alpha, A, B, beta, C, math))                                               \
   /* batch GEMMs; operand i starts at A + i·sA (floats), same for B and C */                     \
-  X(gemm_batched, void, (int ta, int tb, int M, int N, int K, float alpha, const float *A,      \
-                         long sA, const float *B, long sB, float beta, float *C, long sC,       \
-                         int batch, kn_math math))                                              \
-  /* out (N,C_out,Ho,Wo); ws kn_conv_ws_floats(); in (N,C_in,H,W); w (C_out,C_in/g,kh,kw);    \
+  X(gemm_batched, void, (int ta, int tb, int M, int N, int K, float alpha, const float *A,       \
+                         long sA, const float *B, long sB, float beta, float *C, long sC,        \
+                         int batch, kn_math math),                                               \
+    (ta, tb, M, N, K, alpha, A, sA, B, sB, beta, C, sC, batch, math))                            \
+  /* out (N,C_out,Ho,Wo); ws kn_conv_ws_floats(); in (N,C_in,H,W); w (C_out,C_in/g,kh,kw);       \
    * b (C_out) or NULL */                                                                        \
-  X(conv2d_fwd, void, (float *out, float *ws, const float *in, const float *w, const float *b, \
-                       const kn_conv *s, kn_math math))                                         \
-  /* din (N,C_in,H,W) or NULL (first layer); dw like w; db (C_out) or NULL; dout like out */   \
-  X(conv2d_bwd, void, (float *din, float *dw, float *db, float *ws, const float *dout,          \
-                       const float *in, const float *w, const kn_conv *s, kn_math math))        \
+  X(conv2d_fwd, void, (float *out, float *ws, const float *in, const float *w, const float *b,   \
+                       const kn_conv *s, kn_math math),                                          \
+    (out, ws, in, w, b, s, math))                                                                \
+  /* din (N,C_in,H,W) or NULL (first layer); dw like w; db (C_out) or NULL; dout like out */     \
+  X(conv2d_bwd, void, (float *din, float *dw, float *db, float *ws, const float *dout,           \
+                       const float *in, const float *w, const kn_conv *s, kn_math math),         \
+    (din, dw, db, ws, dout, in, w, s, math))                                                     \
   /* out (M,OC); in (M,IC); w (OC,IC); b (OC) or NULL */                                         \
-  X(linear_fwd, void, (float *out, const float *in, const float *w, const float *b, int M,     \
-                       int IC, int OC, kn_math math))                                           \
+  X(linear_fwd, void, (float *out, const float *in, const float *w, const float *b, int M,       \
+                       int IC, int OC, kn_math math),                                            \
+    (out, in, w, b, M, IC, OC, math))                                                            \
   /* din (M,IC) or NULL; dw (OC,IC); db (OC) or NULL; dout (M,OC) */                             \
-  X(linear_bwd, void, (float *din, float *dw, float *db, const float *dout, const float *in,    \
-                       const float *w, int M, int IC, int OC, kn_math math))                    \
-  /* training mode: batch statistics over (N, HW). out, in (N,C,HW); mean, rstd (C) saved;     \
-   * gamma, beta (C). Running statistics are the caller's: mean and rstd are returned. */      \
-  X(batchnorm_fwd, void, (float *out, float *mean, float *rstd, const float *in,                \
-                          const float *gamma, const float *beta, int N, int C, int HW))         \
-  X(batchnorm_bwd, void, (float *din, float *dgamma, float *dbeta, const float *dout,           \
-                          const float *in, const float *mean, const float *rstd,                \
-                          const float *gamma, int N, int C, int HW))                            \
-  /* out, in (n) */                                                                             \
-  X(relu_fwd, void, (float *out, const float *in, long n))                                      \
-  /* din, dout, out (n): the saved forward output */                                            \
-  X(relu_bwd, void, (float *din, const float *dout, const float *out, long n))                  \
-  X(gelu_fwd, void, (float *out, const float *in, long n))                                      \
-  /* din, dout, in (n): the saved forward input */                                              \
-  X(gelu_bwd, void, (float *din, const float *dout, const float *in, long n))                   \
-  /* out (N,C,Ho,Wo); argmax (N,C,Ho,Wo) saved: flat index into in's (H,W) plane, -1 if the   \
-   * window is all padding; in (N,C,H,W) */                                                     \
-  X(maxpool_fwd, void, (float *out, int *argmax, const float *in, const kn_pool *s))            \
-  X(maxpool_bwd, void, (float *din, const float *dout, const int *argmax, const kn_pool *s))    \
-  X(avgpool_fwd, void, (float *out, const float *in, const kn_pool *s))                         \
-  X(avgpool_bwd, void, (float *din, const float *dout, const kn_pool *s))                       \
-  /* out = a + b, all (n) */                                                                    \
-  X(add_fwd, void, (float *out, const float *a, const float *b, long n))                        \
-  /* da, db (n) accumulate dout (n) */                                                          \
-  X(add_bwd, void, (float *da, float *db, const float *dout, long n))                           \
-  /* out (N,T,C) = wte[id] (+ wpe[t]); id = tokens[n·T+t], or t when tokens is NULL (a learned \
-   * position table used alone); tokens (N,T) in [0,V); wte (V,C); wpe (T,C) or NULL */         \
-  X(embedding_fwd, void, (float *out, const int *tokens, const float *wte, const float *wpe,    \
-                          int N, int T, int C))                                                 \
-  /* dwte (V,C), dwpe (T,C) or NULL: scatter-add of dout (N,T,C) */                             \
-  X(embedding_bwd, void, (float *dwte, float *dwpe, const float *dout, const int *tokens,       \
-                          int N, int T, int C))                                                 \
-  /* out, in (M,C); mean, rstd (M) saved; gamma, beta (C) */                                    \
-  X(layernorm_fwd, void, (float *out, float *mean, float *rstd, const float *in,                \
-                          const float *gamma, const float *beta, int M, int C))                 \
-  X(layernorm_bwd, void, (float *din, float *dgamma, float *dbeta, const float *dout,           \
-                          const float *in, const float *gamma, const float *mean,               \
-                          const float *rstd, int M, int C))                                     \
-  /* causal multi-head attention core: out (N,T,C); att (N,NH,T,T) saved probabilities;       \
-   * ws kn_attention_ws_floats(.., 0); qkv (N,T,3C) packed q|k|v, head h at columns h·C/NH */  \
+  X(linear_bwd, void, (float *din, float *dw, float *db, const float *dout, const float *in,     \
+                       const float *w, int M, int IC, int OC, kn_math math),                     \
+    (din, dw, db, dout, in, w, M, IC, OC, math))                                                 \
+  /* training mode: batch statistics over (N, HW). out, in (N,C,HW); mean, rstd (C) saved;       \
+   * gamma, beta (C). Running statistics are the caller's: mean and rstd are returned. */        \
+  X(batchnorm_fwd, void, (float *out, float *mean, float *rstd, const float *in,                 \
+                          const float *gamma, const float *beta, int N, int C, int HW),          \
+    (out, mean, rstd, in, gamma, beta, N, C, HW))                                                \
+  X(batchnorm_bwd, void, (float *din, float *dgamma, float *dbeta, const float *dout,            \
+                          const float *in, const float *mean, const float *rstd,                 \
+                          const float *gamma, int N, int C, int HW),                             \
+    (din, dgamma, dbeta, dout, in, mean, rstd, gamma, N, C, HW))                                 \
+  /* out, in (n) */                                                                              \
+  X(relu_fwd, void, (float *out, const float *in, long n),                                       \
+    (out, in, n))                                                                                \
+  /* din, dout, out (n): the saved forward output */                                             \
+  X(relu_bwd, void, (float *din, const float *dout, const float *out, long n),                   \
+    (din, dout, out, n))                                                                         \
+  X(gelu_fwd, void, (float *out, const float *in, long n),                                       \
+    (out, in, n))                                                                                \
+  /* din, dout, in (n): the saved forward input */                                               \
+  X(gelu_bwd, void, (float *din, const float *dout, const float *in, long n),                    \
+    (din, dout, in, n))                                                                          \
+  /* out (N,C,Ho,Wo); argmax (N,C,Ho,Wo) saved: flat index into in's (H,W) plane, -1 if the      \
+   * window is all padding; in (N,C,H,W) */                                                      \
+  X(maxpool_fwd, void, (float *out, int *argmax, const float *in, const kn_pool *s),             \
+    (out, argmax, in, s))                                                                        \
+  X(maxpool_bwd, void, (float *din, const float *dout, const int *argmax, const kn_pool *s),     \
+    (din, dout, argmax, s))                                                                      \
+  X(avgpool_fwd, void, (float *out, const float *in, const kn_pool *s),                          \
+    (out, in, s))                                                                                \
+  X(avgpool_bwd, void, (float *din, const float *dout, const kn_pool *s),                        \
+    (din, dout, s))                                                                              \
+  /* out = a + b, all (n) */                                                                     \
+  X(add_fwd, void, (float *out, const float *a, const float *b, long n),                         \
+    (out, a, b, n))                                                                              \
+  /* da, db (n) accumulate dout (n) */                                                           \
+  X(add_bwd, void, (float *da, float *db, const float *dout, long n),                            \
+    (da, db, dout, n))                                                                           \
+  /* x (n) *= a */                                                                               \
+  X(scale, void, (float *x, long n, float a),                                                    \
+    (x, n, a))                                                                                   \
+  /* y (n) += a·x (n) */                                                                         \
+  X(axpy, void, (float *y, const float *x, long n, float a),                                     \
+    (y, x, n, a))                                                                                \
+  /* out (N,T,C) = wte[id] (+ wpe[t]); id = tokens[n·T+t], or t when tokens is NULL (a learned   \
+   * position table used alone); tokens (N,T) in [0,V); wte (V,C); wpe (T,C) or NULL */          \
+  X(embedding_fwd, void, (float *out, const int *tokens, const float *wte, const float *wpe,     \
+                          int N, int T, int C),                                                  \
+    (out, tokens, wte, wpe, N, T, C))                                                            \
+  /* dwte (V,C), dwpe (T,C) or NULL: scatter-add of dout (N,T,C) */                              \
+  X(embedding_bwd, void, (float *dwte, float *dwpe, const float *dout, const int *tokens,        \
+                          int N, int T, int C),                                                  \
+    (dwte, dwpe, dout, tokens, N, T, C))                                                         \
+  /* out, in (M,C); mean, rstd (M) saved; gamma, beta (C) */                                     \
+  X(layernorm_fwd, void, (float *out, float *mean, float *rstd, const float *in,                 \
+                          const float *gamma, const float *beta, int M, int C),                  \
+    (out, mean, rstd, in, gamma, beta, M, C))                                                    \
+  X(layernorm_bwd, void, (float *din, float *dgamma, float *dbeta, const float *dout,            \
+                          const float *in, const float *gamma, const float *mean,                \
+                          const float *rstd, int M, int C),                                      \
+    (din, dgamma, dbeta, dout, in, gamma, mean, rstd, M, C))                                     \
+  /* causal multi-head attention core: out (N,T,C); att (N,NH,T,T) saved probabilities;          \
+   * ws kn_attention_ws_floats(.., 0); qkv (N,T,3C) packed q|k|v, head h at columns h·C/NH */    \
   X(attention_fwd, void, (float *out, float *att, float *ws, const float *qkv, int N, int T,     \
-                          int C, int NH, kn_math math))                                         \
-  /* dqkv (N,T,3C); ws kn_attention_ws_floats(.., 1); dout (N,T,C) */                           \
-  X(attention_bwd, void, (float *dqkv, float *ws, const float *dout, const float *qkv,          \
-                          const float *att, int N, int T, int C, int NH, kn_math math))         \
-  /* returns the mean loss over the M rows; probs (M,V) saved; logits (M,V); targets (M) */    \
-  X(softmax_ce_fwd, float, (float *probs, const float *logits, const int *targets, int M,       \
-                            int V))                                                             \
-  /* dlogits (M,V) += (probs - onehot)/M */                                                     \
-  X(softmax_ce_bwd, void, (float *dlogits, const float *probs, const int *targets, int M,       \
-                           int V))                                                              \
-  /* Caffe across-channel LRN: scale = k + alpha/size·Σ_window x²; out = x·scale^-beta.        \
-   * out, in (N,C,HW); scale (N,C,HW) saved */                                                  \
-  X(lrn_fwd, void, (float *out, float *scale, const float *in, int N, int C, int HW, int size,  \
-                    float alpha, float beta, float k))                                          \
-  X(lrn_bwd, void, (float *din, const float *dout, const float *in, const float *out,           \
-                    const float *scale, int N, int C, int HW, int size, float alpha,            \
-                    float beta, float k))                                                       \
-  /* out, in (n); drop probability p in [0,1) */                                                \
-  X(dropout_fwd, void, (float *out, const float *in, long n, float p, uint64_t seed))           \
-  X(dropout_bwd, void, (float *din, const float *dout, long n, float p, uint64_t seed))         \
-  /* out, in (M,C); saved per kn_moe_saved */                                                   \
-  X(moe_fwd, void, (float *out, const kn_moe_saved *sv, const float *in,                        \
-                    const kn_moe_weights *w, const kn_moe_shape *s, kn_math math))              \
-  /* din (M,C); ws kn_moe_ws_floats() */                                                        \
-  X(moe_bwd, void, (float *din, const kn_moe_grads *g, float *ws, const float *dout,            \
-                    const float *in, const kn_moe_saved *sv, const kn_moe_weights *w,           \
-                    const kn_moe_shape *s, kn_math math))                                       \
-  /* PyTorch SGD: g' = g + wd·w; mom = mu·mom + g'; w -= lr·mom. w, mom, g (n) */               \
-  X(sgd_momentum_step, void, (float *w, float *mom, const float *g, long n, float lr, float mu, \
-                              float wd))                                                        \
+                          int C, int NH, kn_math math),                                          \
+    (out, att, ws, qkv, N, T, C, NH, math))                                                      \
+  /* dqkv (N,T,3C); ws kn_attention_ws_floats(.., 1); dout (N,T,C) */                            \
+  X(attention_bwd, void, (float *dqkv, float *ws, const float *dout, const float *qkv,           \
+                          const float *att, int N, int T, int C, int NH, kn_math math),          \
+    (dqkv, ws, dout, qkv, att, N, T, C, NH, math))                                               \
+  /* returns the mean loss over the M rows; probs (M,V) saved; logits (M,V); targets (M) */      \
+  X(softmax_ce_fwd, float, (float *probs, const float *logits, const int *targets, int M,        \
+                            int V),                                                              \
+    (probs, logits, targets, M, V))                                                              \
+  /* dlogits (M,V) += (probs - onehot)/M */                                                      \
+  X(softmax_ce_bwd, void, (float *dlogits, const float *probs, const int *targets, int M,        \
+                           int V),                                                               \
+    (dlogits, probs, targets, M, V))                                                             \
+  /* Caffe across-channel LRN: scale = k + alpha/size·Σ_window x²; out = x·scale^-beta.          \
+   * out, in (N,C,HW); scale (N,C,HW) saved */                                                   \
+  X(lrn_fwd, void, (float *out, float *scale, const float *in, int N, int C, int HW, int size,   \
+                    float alpha, float beta, float k),                                           \
+    (out, scale, in, N, C, HW, size, alpha, beta, k))                                            \
+  X(lrn_bwd, void, (float *din, const float *dout, const float *in, const float *out,            \
+                    const float *scale, int N, int C, int HW, int size, float alpha,             \
+                    float beta, float k),                                                        \
+    (din, dout, in, out, scale, N, C, HW, size, alpha, beta, k))                                 \
+  /* out, in (n); drop probability p in [0,1) */                                                 \
+  X(dropout_fwd, void, (float *out, const float *in, long n, float p, uint64_t seed),            \
+    (out, in, n, p, seed))                                                                       \
+  X(dropout_bwd, void, (float *din, const float *dout, long n, float p, uint64_t seed),          \
+    (din, dout, n, p, seed))                                                                     \
+  /* out, in (M,C); saved per kn_moe_saved */                                                    \
+  X(moe_fwd, void, (float *out, const kn_moe_saved *sv, const float *in,                         \
+                    const kn_moe_weights *w, const kn_moe_shape *s, kn_math math),               \
+    (out, sv, in, w, s, math))                                                                   \
+  /* din (M,C); ws kn_moe_ws_floats() */                                                         \
+  X(moe_bwd, void, (float *din, const kn_moe_grads *g, float *ws, const float *dout,             \
+                    const float *in, const kn_moe_saved *sv, const kn_moe_weights *w,            \
+                    const kn_moe_shape *s, kn_math math),                                        \
+    (din, g, ws, dout, in, sv, w, s, math))                                                      \
+  /* PyTorch SGD: g' = g + wd·w; mom = mu·mom + g'; w -= lr·mom. w, mom, g (n) */                \
+  X(sgd_momentum_step, void, (float *w, float *mom, const float *g, long n, float lr, float mu,  \
+                              float wd),                                                         \
+    (w, mom, g, n, lr, mu, wd))                                                                  \
   /* AdamW (Loshchilov & Hutter 2019, Alg. 2) with bias correction at step t ≥ 1. w, m, v, g (n) */ \
-  X(adam_step, void, (float *w, float *m, float *v, const float *g, long n, float lr,           \
-                     float beta1, float beta2, float eps, float wd, int t))
+  X(adam_step, void, (float *w, float *m, float *v, const float *g, long n, float lr,            \
+                     float beta1, float beta2, float eps, float wd, int t),                      \
+    (w, m, v, g, n, lr, beta1, beta2, eps, wd, t))                                               \
 
-#define KN_DECL_CPU(name, ret, params) ret kn_##name##_cpu params;
-#define KN_DECL_CUDA(name, ret, params) ret kn_##name##_cuda params;
+#define KN_DECL_CPU(name, ret, params, args) ret kn_##name##_cpu params;
+#define KN_DECL_CUDA(name, ret, params, args) ret kn_##name##_cuda params;
 KN_FUNCS(KN_DECL_CPU)
 KN_FUNCS(KN_DECL_CUDA)
 #undef KN_DECL_CPU
@@ -248,6 +288,10 @@ typedef struct {
   void (*release)(void *p);                  /* frees alloc's memory; NULL ignored */
   void (*upload)(void *dst, const void *src, size_t bytes);   /* host -> device */
   void (*download)(void *dst, const void *src, size_t bytes); /* device -> host */
+  /* On this device, queued behind the kernels before them (a download, sync or fill_* waits for
+   * them): zeroes `bytes`; copies `bytes` from `src` to `dst` (both this device's memory). */
+  void (*zero)(void *p, size_t bytes);
+  void (*copy)(void *dst, const void *src, size_t bytes);
   void (*sync)(void);                        /* waits for queued work */
   /* Fills n floats with `value`, or with pseudo-random values in [-1, 1) from `seed` when it is
    * NaN (fill_ints: n ints in [0, mod), 0 when mod <= 0), on the device, for the timing harness;
@@ -255,7 +299,7 @@ typedef struct {
    * values are not the CPU's. */
   void (*fill_floats)(float *p, size_t n, float value, uint64_t seed);
   void (*fill_ints)(int *p, size_t n, long mod, uint64_t seed);
-#define KN_FIELD(name, ret, params) ret(*name) params;
+#define KN_FIELD(name, ret, params, args) ret(*name) params;
   KN_FUNCS(KN_FIELD)
 #undef KN_FIELD
 } kn_backend;
@@ -264,6 +308,12 @@ typedef struct {
  * one thread); harmless to call again. */
 extern const kn_backend kn_cpu;
 void kn_cpu_init(void);
+
+/* The CPU twins behind a device boundary (kernels/cpu/guard.c): its memory is unreadable from
+ * the host except through the backend's own functions, so code written for a device backend is
+ * checked on a machine without one (a forgotten host access crashes). Same results as kn_cpu;
+ * one call at a time; for tests. */
+extern const kn_backend kn_cpu_guarded;
 
 /* The CUDA backend when the module libdlsim-cuda.so is found (kernels/cuda_loader.c) and a
  * device is present (initialises the device and cuBLAS on first call), else NULL. `why` (may be

@@ -20,12 +20,17 @@ void kn_cpu_init(void) { openblas_set_num_threads(1); }
 
 static void *cpu_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
 static void cpu_release(void *p) { free(p); }
-static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_copy(void *dst, const void *src, size_t bytes) {
+  if (bytes && dst != src) memcpy(dst, src, bytes);
+}
+static void cpu_zero(void *p, size_t bytes) {
+  if (bytes) memset(p, 0, bytes);
+}
 static void cpu_sync(void) {}
 
 const kn_backend kn_cpu = {
-    "cpu", cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_sync, NULL, NULL,
-#define KN_CPU_ENTRY(name, ret, params) kn_##name##_cpu,
+    "cpu", cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_zero, cpu_copy, cpu_sync, NULL, NULL,
+#define KN_CPU_ENTRY(name, ret, params, args) kn_##name##_cpu,
     KN_FUNCS(KN_CPU_ENTRY)
 #undef KN_CPU_ENTRY
 };

@@ -43,6 +43,14 @@ void kn_add_bwd_cpu(float *da, float *db, const float *dout, long n) {
   }
 }
 
+void kn_scale_cpu(float *x, long n, float a) {
+  for (long i = 0; i < n; i++) x[i] *= a;
+}
+
+void kn_axpy_cpu(float *y, const float *x, long n, float a) {
+  for (long i = 0; i < n; i++) y[i] += a * x[i];
+}
+
 int kn_dropout_keep(uint64_t seed, uint64_t i, float p) {
   /* SplitMix64 finaliser (Steele, Lea & Flood 2014) of a Weyl sequence point */
   uint64_t z = seed * 0x9E3779B97F4A7C15ULL + i + 1;

@@ -599,6 +599,21 @@ extern "C" void kn_add_bwd_cuda(float *da, float *db, const float *dout, long n)
   add_bwd_k<<<GRID(n)>>>(da, db, dout, n);
 }
 
+__global__ void scale_k(float *x, long n, float a) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+__global__ void axpy_k(float *y, const float *x, long n, float a) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] += a * x[i];
+}
+extern "C" void kn_scale_cuda(float *x, long n, float a) {
+  if (n > 0) scale_k<<<GRID(n)>>>(x, n, a);
+}
+extern "C" void kn_axpy_cuda(float *y, const float *x, long n, float a) {
+  if (n > 0) axpy_k<<<GRID(n)>>>(y, x, n, a);
+}
+
 __device__ int keep_d(unsigned long long seed, unsigned long long i, float p) {
   unsigned long long z = seed * 0x9E3779B97F4A7C15ULL + i + 1;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -1061,6 +1076,13 @@ static void cu_down(void *d, const void *s, size_t b) {
   cudaMemcpy(d, s, b, cudaMemcpyDeviceToHost);
 }
 static void cu_sync(void) { cudaDeviceSynchronize(); }
+/* ordered with the kernels: the default stream */
+static void cu_zero(void *p, size_t b) {
+  if (b) cudaMemsetAsync(p, 0, b);
+}
+static void cu_copy(void *d, const void *s, size_t b) {
+  if (b && d != s) cudaMemcpyAsync(d, s, b, cudaMemcpyDeviceToDevice);
+}
 
 /* The timing harness's inputs, made on the device: a SplitMix64 hash of (seed, i) per element,
  * so that a buffer of gigabytes is filled in milliseconds instead of generated on the host and
@@ -1092,8 +1114,9 @@ static void cu_fill_ints(int *p, size_t n, long mod, uint64_t seed) {
 }
 
 static const kn_backend cuda_backend = {
-    "cuda", cu_alloc, cu_release, cu_up, cu_down, cu_sync, cu_fill_floats, cu_fill_ints,
-#define KN_CUDA_ENTRY(name, ret, params) kn_##name##_cuda,
+    "cuda", cu_alloc, cu_release, cu_up, cu_down, cu_zero, cu_copy, cu_sync, cu_fill_floats,
+    cu_fill_ints,
+#define KN_CUDA_ENTRY(name, ret, params, args) kn_##name##_cuda,
     KN_FUNCS(KN_CUDA_ENTRY)
 #undef KN_CUDA_ENTRY
 };

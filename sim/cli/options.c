@@ -16,7 +16,7 @@
 typedef struct {
   char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
       *coll, *kernels, *gpu, *out, *trace, *pp_balance, *dump_weights, *routing, *bucket_mb,
-      *capacity_factor, *nccl_proto;
+      *capacity_factor, *nccl_proto, *device;
   gint64 seed, batch;
   int gpus;
   char **simgrid_cfg;
@@ -29,7 +29,8 @@ static void raw_release(raw_opts *r) {
   char **s[] = {&r->mode,       &r->precision,   &r->schedule,   &r->tp_style, &r->grid,
                 &r->grid_layers, &r->domain,   &r->platform,   &r->workload, &r->coll,
                 &r->kernels,    &r->gpu,         &r->out,        &r->trace,    &r->pp_balance,
-                &r->dump_weights, &r->routing, &r->bucket_mb,  &r->capacity_factor, &r->nccl_proto};
+                &r->dump_weights, &r->routing, &r->bucket_mb,  &r->capacity_factor, &r->nccl_proto,
+                &r->device};
   for (size_t i = 0; i < G_N_ELEMENTS(s); i++) g_free(*s[i]);
   g_strfreev(r->simgrid_cfg);
 }
@@ -80,6 +81,9 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c) {
        "use a kernel database measured for another device than the platform's GPU", NULL},
       {"mode", 0, 0, G_OPTION_ARG_STRING, &r->mode, "sim (default), real or analytic",
        "sim|real|analytic"},
+      {"device", 0, 0, G_OPTION_ARG_STRING, &r->device,
+       "with --mode real: run the kernels on the CPU (default) or on this machine's GPU",
+       "cpu|cuda"},
       {"iters", 0, 0, G_OPTION_ARG_INT, &c->iters,
        "iterations to run (default 3; steady state excludes the first)", "K"},
       {"bucket-mb", 0, 0, G_OPTION_ARG_STRING, &r->bucket_mb,
@@ -177,6 +181,16 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
   if (r->mode && !cfg_mode_parse(r->mode, &c->mode)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode: expected sim, real or analytic, got '%s'",
                 r->mode);
+    return FALSE;
+  }
+  if (r->device && !cfg_device_parse(r->device, &c->device)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--device: expected cpu or cuda, got '%s'",
+                r->device);
+    return FALSE;
+  }
+  if (r->device && c->mode != CFG_MODE_REAL) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--device %s: only --mode real runs kernels; a "
+                "simulation replays a kernel database (--kernels)", r->device);
     return FALSE;
   }
   if (r->precision && !gpu_precision_parse(r->precision, &c->precision)) {

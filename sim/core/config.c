@@ -44,6 +44,7 @@ static void set_str(char **dst, char *src) {
   const char *fn(type v) { return fn##_names[v]; }
 #define ENUM_NAME_ENTRY(e, s) s,
 ENUM_NAMES(CFG_MODES, cfg_mode_name, cfg_mode)
+ENUM_NAMES(CFG_DEVICES, cfg_device_name, cfg_device)
 ENUM_NAMES(CFG_SCHEDULES, cfg_schedule_name, cfg_schedule)
 ENUM_NAMES(CFG_TP_STYLES, cfg_tp_style_name, cfg_tp_style)
 
@@ -60,6 +61,13 @@ gboolean cfg_mode_parse(const char *text, cfg_mode *out) {
   int v;
   if (!parse_name(cfg_mode_name_names, G_N_ELEMENTS(cfg_mode_name_names), text, &v)) return FALSE;
   *out = (cfg_mode)v;
+  return TRUE;
+}
+gboolean cfg_device_parse(const char *text, cfg_device *out) {
+  int v;
+  if (!parse_name(cfg_device_name_names, G_N_ELEMENTS(cfg_device_name_names), text, &v))
+    return FALSE;
+  *out = (cfg_device)v;
   return TRUE;
 }
 gboolean cfg_schedule_parse(const char *text, cfg_schedule *out) {
@@ -281,6 +289,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   for (int i = 0; c->simgrid_cfg && c->simgrid_cfg[i]; i++)
     cJSON_AddItemToArray(sg, cJSON_CreateString(c->simgrid_cfg[i]));
   cJSON_AddStringToObject(cf, "mode", cfg_mode_name(c->mode));
+  cJSON_AddStringToObject(cf, "device", cfg_device_name(c->device));
   cJSON_AddBoolToObject(cf, "reproducible", c->reproducible);
   g_free(grid);
   return cf;
@@ -342,6 +351,9 @@ static void echo_enum(echo_reader *r, const char *key, gboolean (*parse)(const c
 }
 
 static gboolean parse_mode(const char *t, int *v) { return cfg_mode_parse(t, (cfg_mode *)v); }
+static gboolean parse_device(const char *t, int *v) {
+  return cfg_device_parse(t, (cfg_device *)v);
+}
 static gboolean parse_sched(const char *t, int *v) {
   return cfg_schedule_parse(t, (cfg_schedule *)v);
 }
@@ -479,6 +491,12 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
   }
   echo_enum(&r, "mode", parse_mode, &e);
   c->mode = (cfg_mode)e;
+  /* newer than the rest: a result written before it has none (the CPU) */
+  if (cJSON_GetObjectItemCaseSensitive(o, "device")) {
+    e = CFG_DEVICE_CPU;
+    echo_enum(&r, "device", parse_device, &e);
+    c->device = (cfg_device)e;
+  }
   if ((v = echo_item(&r, "reproducible", is_bool, "true or false")))
     c->reproducible = cJSON_IsTrue(v);
   return r.ok;

@@ -22,6 +22,14 @@ typedef enum {
 #undef X
 } cfg_mode;
 
+/* Where --mode real runs its kernels: the CPU twins, or the CUDA kernels on this machine's GPU. */
+#define CFG_DEVICES(X) X(CFG_DEVICE_CPU, "cpu") X(CFG_DEVICE_CUDA, "cuda")
+typedef enum {
+#define X(e, s) e,
+  CFG_DEVICES(X)
+#undef X
+} cfg_device;
+
 #define CFG_SCHEDULES(X) X(CFG_SCHED_GPIPE, "gpipe") X(CFG_SCHED_1F1B, "1f1b")
 typedef enum {
 #define X(e, s) e,
@@ -86,6 +94,7 @@ typedef struct {
   char *gpu;           /* --gpu: spec-sheet key for hosts without a gpu_model property, NULL */
   gboolean kernels_any_device; /* use a kernel database measured for another device */
   cfg_mode mode;
+  cfg_device device;   /* --device: where --mode real runs its kernels (default cpu) */
   int iters;           /* iterations to run (default 3); steady state excludes the first */
   double bucket_bytes; /* DDP gradient bucket, bytes (default 25 MiB) */
   char *out;           /* result JSON path, NULL = none */
@@ -112,6 +121,8 @@ void cfg_init(cfg_run *c);
 void cfg_release(cfg_run *c);
 
 const char *cfg_mode_name(cfg_mode m);
+const char *cfg_device_name(cfg_device d);
+gboolean cfg_device_parse(const char *text, cfg_device *out);
 const char *cfg_schedule_name(cfg_schedule s);
 const char *cfg_tp_style_name(cfg_tp_style s);
 gboolean cfg_mode_parse(const char *text, cfg_mode *out);

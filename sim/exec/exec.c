@@ -364,9 +364,21 @@ static gboolean exec_real_check_layer(const wl_model *m, const wl_layer *l, int 
   return FALSE;
 }
 
-/* The real executor refuses --grid auto, --precision fp16/bf16 (the CPU kernels compute in
- * fp32), --recompute, and layers without a real implementation; splits it cannot make are
- * refused by real_shard_plan (real_shard.h) when the ranks start. */
+/* What --device cuda cannot run: tensor, grid, domain and expert parallelism rearrange their
+ * tensors on the host between kernels (exec/real/), which the GPU's memory does not allow. (A
+ * machine without the CUDA module or a GPU is refused by the ranks, which load it.) */
+static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
+  const char *what = c->grid_pr > 0 ? "--grid" : c->tp > 1 ? "--tp" : c->ep > 1 ? "--ep" : NULL;
+  if (!what) return TRUE;
+  g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--device cuda: %s: tensor, grid, domain and expert "
+              "parallelism run for real only on --device cpu; on the GPU use data and pipeline "
+              "parallelism", what);
+  return FALSE;
+}
+
+/* The real executor refuses --grid auto, --precision fp16/bf16 on the CPU (whose kernels
+ * compute in fp32), --recompute, and layers without a real implementation; splits it cannot
+ * make are refused by real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
   if (c->simgrid_cfg) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: --mode real runs no SimGrid; "
@@ -384,11 +396,10 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
                 "running them; name one grid, e.g. --grid 2x2");
     return FALSE;
   }
-  if (c->precision == GPU_FP16 || c->precision == GPU_BF16) {
+  if (c->device == CFG_DEVICE_CPU && (c->precision == GPU_FP16 || c->precision == GPU_BF16)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--mode real: --precision %s: the real executor's "
-                "CPU kernels compute in fp32; use --precision fp32",
-                gpu_precision_name(c->precision));
+                "--mode real: --precision %s: the CPU kernels compute in fp32; use --precision "
+                "fp32, or --device cuda", gpu_precision_name(c->precision));
     return FALSE;
   }
   if (c->recompute) {
@@ -398,7 +409,7 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
   }
   for (int i = 0; i < x->model->n_layers; i++)
     if (!exec_real_check_layer(x->model, &x->model->layers[i], i, err)) return FALSE;
-  return TRUE;
+  return c->device != CFG_DEVICE_CUDA || exec_real_check_cuda(c, err);
 }
 
 static gboolean exec_real_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {

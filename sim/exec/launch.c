@@ -199,8 +199,16 @@ gboolean launch_mpirun(int np, const char *const *prog_argv, GString *out_stdout
     char *status = WIFSIGNALED(wait_status)
                        ? g_strdup_printf("killed by signal %d", WTERMSIG(wait_status))
                        : g_strdup_printf("exit status %d", WEXITSTATUS(wait_status));
-    g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "%s %s (%s): %s",
-                (const char *)g_ptr_array_index(argv, 0), exec, status, line);
+    /* status 2: the ranks refused their input and said why on one line (real/run.c) */
+    const char *tag = "dlsim-real: ";
+    const char *said = g_str_has_prefix(line, tag) ? line + strlen(tag) : NULL;
+    int rank = 0, at = 0;
+    if (said && sscanf(said, "rank %d: %n", &rank, &at) == 1 && at > 0) said += at;
+    if (said && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 2)
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s", said);
+    else
+      g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "%s %s (%s): %s",
+                  (const char *)g_ptr_array_index(argv, 0), exec, status, line);
     if (g_getenv("DLSIM_DEBUG")) fputs(child_err, stderr);
     g_free(status);
     g_free(line);

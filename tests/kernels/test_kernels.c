@@ -1,9 +1,12 @@
 /* test_kernels.c — the CPU twins against simple references: naive loops for GEMM, convolution and
  * attention, hand-computed values for the loss and the optimizer steps, central finite
- * differences for every backward, and a same-bits check for determinism. */
+ * differences for every backward, a same-bits check for determinism, and the guarded backend
+ * (its results, and a crash on a host read of its memory). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cu_main.h"
 #include "kernels.h"
@@ -238,6 +241,11 @@ static void test_elementwise(void) {
   kn_add_bwd_cpu(da, db, b, 3);
   CU_ASSERT_DOUBLE_EQUAL(da[1], 20.0, 0);
   CU_ASSERT_DOUBLE_EQUAL(db[1], 21.0, 0);
+  kn_scale_cpu(a, 3, 0.5f); /* a = {0.5, 1, 1.5} */
+  CU_ASSERT_DOUBLE_EQUAL(a[2], 1.5, 0);
+  kn_axpy_cpu(a, b, 3, -0.25f); /* a += -b/4 = {-2, -4, -6} */
+  CU_ASSERT_DOUBLE_EQUAL(a[0], -2.0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(a[2], -6.0, 0);
   free(ein), free(eout), free(eR);
 }
 
@@ -404,6 +412,40 @@ static void test_optim(void) {
   CU_ASSERT_DOUBLE_EQUAL(av, 0.00025, 1e-7); /* 1 − 0.999 rounds in fp32 */
 }
 
+/* ---- the guarded backend: the CPU twins' results, and no host access to its memory ---- */
+static void test_guarded(void) {
+  const kn_backend *k = &kn_cpu_guarded;
+  const long n = 5000;
+  float *h = rvec((size_t)n), *ref = zvec((size_t)n), *back = zvec((size_t)n);
+  float *d = k->alloc(sizeof(float) * (size_t)n), *e = k->alloc(sizeof(float) * (size_t)n);
+  CU_ASSERT_FATAL(d != NULL && e != NULL);
+  k->upload(d, h, sizeof(float) * (size_t)n);
+  k->zero(e, sizeof(float) * (size_t)n);
+  k->relu_fwd(e, d, n);
+  k->axpy(e, d, n, 2.0f);
+  k->copy(d, e, sizeof(float) * (size_t)n);
+  k->scale(d, n, 0.5f);
+  k->download(back, d, sizeof(float) * (size_t)n);
+  kn_relu_fwd_cpu(ref, h, n);
+  kn_axpy_cpu(ref, h, n, 2.0f);
+  kn_scale_cpu(ref, n, 0.5f);
+  CU_ASSERT(memcmp(back, ref, sizeof(float) * (size_t)n) == 0);
+  /* a host read of the backend's memory outside its functions must not succeed */
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    volatile float v = d[n / 2];
+    (void)v;
+    _exit(42);
+  }
+  int st = 0;
+  CU_ASSERT_FATAL(pid > 0 && waitpid(pid, &st, 0) == pid);
+  CU_ASSERT(!(WIFEXITED(st) && WEXITSTATUS(st) == 42));
+  k->release(d);
+  k->release(e);
+  free(h), free(ref), free(back);
+}
+
 static void setup_blas(void) { kn_cpu_init(); }
 
 static const dl_cu_test kernel_tests[] = {
@@ -411,6 +453,6 @@ static const dl_cu_test kernel_tests[] = {
     DL_CU_TEST(test_linear), DL_CU_TEST(test_norms), DL_CU_TEST(test_lrn),
     DL_CU_TEST(test_elementwise), DL_CU_TEST(test_pool), DL_CU_TEST(test_embedding),
     DL_CU_TEST(test_attention), DL_CU_TEST(test_softmax_ce), DL_CU_TEST(test_moe),
-    DL_CU_TEST(test_optim), DL_CU_END};
+    DL_CU_TEST(test_optim), DL_CU_TEST(test_guarded), DL_CU_END};
 
 const dl_cu_suite dl_cu_suites[] = {{"kernels_cpu", kernel_tests}, {NULL, NULL}};

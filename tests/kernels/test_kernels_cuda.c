@@ -157,6 +157,18 @@ static void test_norms_elementwise(void) {
   kn_sgd_momentum_step_cpu(y, sc, x, n, 0.1f, 0.9f, 0.0f);
   gpu->sgd_momentum_step(gy, gsc, gx, n, 0.1f, 0.9f, 0.0f);
   CU_ASSERT(diff(gy, y, n) < 1e-5);
+  /* what the real executor moves between kernels: zero, copy, scale, axpy (exact in fp32) */
+  memset(y, 0, sizeof(float) * n);
+  gpu->zero(gy, sizeof(float) * n);
+  CU_ASSERT(diff(gy, y, n) == 0);
+  kn_axpy_cpu(y, x, n, 1.0f);
+  kn_scale_cpu(y, n, 0.25f);
+  gpu->copy(gy, gx, sizeof(float) * n);
+  gpu->scale(gy, n, 0.25f);
+  CU_ASSERT(diff(gy, y, n) == 0);
+  kn_axpy_cpu(y, dy, n, -3.0f);
+  gpu->axpy(gy, gdy, n, -3.0f);
+  CU_ASSERT(diff(gy, y, n) < 1e-6);
   void *hs[] = {x, g, b, dy, y, mu, rs, dx, dg, dbt, sc, arg};
   void *ds[] = {gx, gg, gbt, gdy, gy, gmu, grs, gdx, gdg, gdb, gsc, garg};
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i]), gpu->release(ds[i]);

@@ -78,12 +78,13 @@ def check(ok, what):
         failures += 1
 
 
-def run(tmp, tag, args, expect_rc=0):
+def run(tmp, tag, args, expect_rc=0, guarded=False):
     out = os.path.join(tmp, tag + ".json")
     w = os.path.join(tmp, tag + ".bin")
     cmd = [DLSIM, "run", "--mode", "real", "--iters", str(ITERS), "--batch", str(BATCH),
            "--out", out, "--dump-weights", w] + args
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ, DLSIM_REAL_GUARDED="1") if guarded else None
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != expect_rc:
         print(p.stderr)
         return None, None, p
@@ -305,6 +306,46 @@ def main():
                             f"(loss rel {d:.1e} > 1e-5)")
         else:
             check(False, "moe-tiny dp2 runs")
+
+        # the device path on the CPU: every tensor in kn_cpu_guarded's memory, which the host
+        # cannot read outside the backend's functions, so a forgotten host access crashes; the
+        # kernels are the CPU twins, so the weights must be the CPU backend's bit for bit
+        guarded = [
+            ("mlp-small", ["--gpus", "1"]),
+            ("cnn-small", ["--gpus", "1"]),
+            ("gpt-tiny", ["--gpus", "4", "--pp", "2", "--dp", "2", "--microbatches", "8",
+                          "--schedule", "1f1b"]),
+            (gpt_sgd, ["--gpus", "4", "--pp", "4", "--microbatches", "8"]),
+            (cnn_nobn, ["--gpus", "4", "--pp", "2", "--dp", "2", "--microbatches", "8",
+                        "--schedule", "1f1b"]),
+            (moe_tiny, ["--gpus", "1"]),
+        ]
+        for i, (wl, opts) in enumerate(guarded):
+            args = ["--workload", wl] + opts
+            name = f"{os.path.basename(wl).replace('.json', '')} {' '.join(opts)}"
+            _, plain, _ = run(tmp, f"plain{i}", args)
+            res, staged, p = run(tmp, f"guarded{i}", args, guarded=True)
+            ok = plain is not None and staged is not None and plain[1] == staged[1] and \
+                res["kernel_db"]["provenance"]["backend"] == "cpu-guarded"
+            check(ok, f"{name}: through the guarded device backend, the same weights bit for bit"
+                      f"{'' if staged is not None else ': ' + p.stderr.strip()}")
+        _, _, p = run(tmp, "guarded-tp", ["--workload", gpt_sgd, "--gpus", "2", "--tp", "2"],
+                      expect_rc=2, guarded=True)
+        check(p.returncode == 2 and "tensor, grid, domain and expert" in p.stderr and
+              p.stderr.count("\n") == 1,
+              f"tensor parallelism refused on a device backend: {p.stderr.strip()}")
+        _, _, p = run(tmp, "cuda-tp", ["--workload", gpt_sgd, "--gpus", "2", "--tp", "2",
+                                       "--device", "cuda"], expect_rc=2)
+        check(p.returncode == 2 and "--device cuda: --tp" in p.stderr and p.stderr.count("\n") == 1,
+              f"--device cuda --tp 2 refused before anything runs: {p.stderr.strip()}")
+
+        # --device cuda on this machine: it runs where a GPU is, else exit 2 and one line
+        p = subprocess.run([DLSIM, "run", "--mode", "real", "--device", "cuda", "--workload",
+                            "mlp-small", "--gpus", "1", "--iters", "1"], capture_output=True,
+                           text=True)
+        check(p.returncode == 0 or (p.returncode == 2 and p.stderr.startswith("dlsim: --device cuda: ")
+                                    and p.stderr.count("\n") == 1),
+              f"--device cuda: runs, or says why not: {p.stderr.strip() or 'ran'}")
 
         # what the real executor refuses, with exit status 2 and one line
         _, _, p = run(tmp, "fp16", ["--workload", "mlp-small", "--gpus", "2", "--precision", "fp16"],

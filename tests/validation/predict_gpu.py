@@ -51,6 +51,21 @@ def main(argv=None):
     return table(runs, dbs, rows, a.out)
 
 
+def simulate(dlsim, workload, batch, precision, db, gpu, tmp, plats):
+    """The result of `dlsim run --mode sim` of one training iteration on one GPU of model `gpu`
+    (a platform made once per model in `plats`) with kernel database `db`."""
+    if gpu not in plats:
+        plats[gpu] = os.path.join(tmp, f"{gpu}.xml")
+        run([dlsim, "platform", "--nodes", "1", "--gpus-per-node", "1", "--gpu", gpu,
+             "-o", plats[gpu]])
+    out = os.path.join(tmp, "r.json")
+    run([dlsim, "run", "--mode", "sim", "--platform", plats[gpu], "--gpus", "1",
+         "--workload", workload, "--batch", str(batch), "--precision", precision,
+         "--kernels", db, "--iters", "1", "--out", out])
+    with open(out) as f:
+        return json.load(f)
+
+
 def predict(dlsim, runs, dbs, tmp):
     """One row per real run: its real median and each database's prediction and coverage."""
     plats = {}
@@ -61,16 +76,7 @@ def predict(dlsim, runs, dbs, tmp):
         row = {"workload": c["workload"], "batch": r["batch"], "precision": c["precision"],
                "real_s": real, "real_min_s": r["iteration_s"]["min"], "pred": {}}
         for label, path, gpu in dbs:
-            if gpu not in plats:
-                plats[gpu] = os.path.join(tmp, f"{gpu}.xml")
-                run([dlsim, "platform", "--nodes", "1", "--gpus-per-node", "1", "--gpu", gpu,
-                     "-o", plats[gpu]])
-            out = os.path.join(tmp, "r.json")
-            run([dlsim, "run", "--mode", "sim", "--platform", plats[gpu], "--gpus", "1",
-                 "--workload", c["workload"], "--batch", str(r["batch"]), "--precision",
-                 c["precision"], "--kernels", path, "--iters", "1", "--out", out])
-            with open(out) as f:
-                res = json.load(f)
+            res = simulate(dlsim, c["workload"], r["batch"], c["precision"], path, gpu, tmp, plats)
             k = res["kernel_db"]
             row["pred"][label] = {
                 "s": res["iteration_time_s"], "err": res["iteration_time_s"] / real - 1,

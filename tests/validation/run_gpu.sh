@@ -6,23 +6,26 @@
 #   3. dlsim's kernels against the framework's (kernels/torch_compare.py; PyTorch with cuDNN and
 #      cuBLAS);
 #   4. real single-GPU training iterations in PyTorch at the shapes, batches and precisions of the
-#      validation table (tests/validation/torch_iter.py).
+#      validation table (tests/validation/torch_iter.py);
+#   5. dlsim's own real run on the GPU (--mode real --device cuda): weights against the CPU twins,
+#      times beside the simulation's (tests/validation/real_gpu.py; mpirun must be on the PATH).
 #
-#   tests/validation/run_gpu.sh OUTDIR [STEPS]     STEPS: any of "test db compare iter" (default all)
+#   tests/validation/run_gpu.sh OUTDIR [STEPS]  STEPS: any of "test db compare iter real" (default all)
 #
 # Needs a build with CUDA (build/dlsim, build/libdlsim-cuda.so, build/test_kernels_cuda; DLSIM and
 # TESTBIN name others) and python3 with torch for steps 3 and 4. Everything lands in OUTDIR:
 # log.txt, <spec-key>.json (a copy of kernels/db/<spec-key>.json), compare.json and compare.md, iter.json
-# (one object per training run). Predictions
+# (one object per training run), real.json (step 5). Predictions
 # from the database, and the table of errors, are made afterwards on any machine:
 # tests/validation/predict_gpu.py.
 set -u
 OUT=${1:?usage: run_gpu.sh OUTDIR [STEPS]}
-STEPS=${2:-test db compare iter}
+STEPS=${2:-test db compare iter real}
 DLSIM=${DLSIM:-build/dlsim}
 TESTBIN=${TESTBIN:-build/test_kernels_cuda}
 BUDGET_DB=${BUDGET_DB:-330}          # seconds for the database step (it resumes on the next run)
 BUDGET_COMPARE=${BUDGET_COMPARE:-100} # seconds for the framework comparison
+BUDGET_REAL=${BUDGET_REAL:-300}       # seconds for dlsim's real runs on the GPU
 mkdir -p "$OUT"
 LOG=$OUT/log.txt
 say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
@@ -90,5 +93,12 @@ with open(os.path.join(out, "iter.json"), "w") as fh:
 for f in files:
     os.remove(f)
 PY
+fi
+if has real; then
+  say "5. dlsim --mode real --device cuda (budget ${BUDGET_REAL} s)"
+  DB=$(db_now)
+  timeout $((BUDGET_REAL + 60)) python3 tests/validation/real_gpu.py --dlsim "$DLSIM" \
+    --out "$OUT/real.json" --budget "$BUDGET_REAL" ${DB:+--db "$DB"} >>"$LOG" 2>&1
+  say "   status $? (0: every weight check passed)"
 fi
 say "done"

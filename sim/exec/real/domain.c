@@ -27,7 +27,7 @@ void real_model_domain_alloc(real_model_rank *r, real_model_layer *y, int tp_i) 
   const int64_t Wp = l->in.w + 2 * l->pad;
   y->fr0 = (int)y->s->c0 * st - l->pad;
   y->fh = ((int)y->s->cn - 1) * st + l->kh;
-  y->win = real_model_per_mb(r->nmb, (size_t)(S * l->in.c * y->fh * Wp));
+  y->win = real_model_per_mb(r, r->nmb, (size_t)(S * l->in.c * y->fh * Wp));
   y->hrow_f[0] = l->in.c * l->in.w;
   y->hrow_f[1] = l->out.c * l->out.w * (l->kind == WL_MAXPOOL ? 2 : 1);
   for (int dir = 0; dir < 2 && plan_domain_windowed(l); dir++) {
@@ -48,8 +48,9 @@ void real_model_domain_alloc(real_model_rank *r, real_model_layer *y, int tp_i) 
     }
     for (int a = 0; a < 4; a++)
       if (h[a / 2][a % 2])
-        y->halo[dir][a / 2][a % 2] = real_model_per_mb(
-            r->nmb, (size_t)(S * y->hrow_f[dir] * h[a / 2][a % 2]) + REAL_MODEL_P2P_TRAILER_FLOATS);
+        y->halo[dir][a / 2][a % 2] =
+            real_model_per_mb(r, r->nmb, (size_t)(S * y->hrow_f[dir] * h[a / 2][a % 2]) +
+                                             REAL_MODEL_P2P_TRAILER_FLOATS);
   }
   y->dext = g_new0(float, (size_t)(S * l->out.c * l->out.h * l->out.w) + 1);
   y->dinx = g_new0(float, (size_t)(S * l->in.c * (l->in.h + 2 * l->pad + l->kh) * Wp) + 1);

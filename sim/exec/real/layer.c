@@ -102,28 +102,54 @@ static gboolean layer_params(real_model_rank *r, real_model_layer *y, GError **e
   }
   y->own = TRUE;
   y->n_params = real_shard_param_index(tl, &r->rs[ti], NULL);
+  const size_t bytes = sizeof(float) * (size_t)y->n_params;
   int64_t *idx = g_new(int64_t, y->n_params + 1);
   real_shard_param_index(tl, &r->rs[ti], idx);
-  y->w = g_new(float, y->n_params);
-  y->g = g_new0(float, y->n_params);
-  y->m1 = g_new0(float, y->n_params);
-  if (m->optimizer == WL_OPT_ADAM) y->m2 = g_new0(float, y->n_params);
-  for (int64_t e = 0; e < y->n_params; e++) y->w[e] = init_value(tl, ti, idx[e]);
+  float *w = g_new(float, y->n_params + 1);
+  for (int64_t e = 0; e < y->n_params; e++) w[e] = init_value(tl, ti, idx[e]);
+  y->w = real_model_dev(r, bytes);
+  y->g = real_model_dev(r, bytes);
+  y->m1 = real_model_dev(r, bytes);
+  if (m->optimizer == WL_OPT_ADAM) y->m2 = real_model_dev(r, bytes);
+  if (y->w) r->k->upload(y->w, w, bytes);
+  g_free(w);
   g_free(idx);
   return TRUE;
 }
 
 /* ---- construction ------------------------------------------------------------------------- */
 
-float **real_model_per_mb(int nmb, size_t floats) {
+/* The GEMM arithmetic of --precision (fp16 and bf16: mixed precision, fp32 storage). */
+static kn_math precision_math(gpu_precision p) {
+  switch (p) {
+  case GPU_TF32: return KN_MATH_TF32;
+  case GPU_FP16: return KN_MATH_FP16;
+  case GPU_BF16: return KN_MATH_BF16;
+  default: return KN_MATH_FP32;
+  }
+}
+
+void *real_model_dev(real_model_rank *r, size_t bytes) {
+  void *p = r->k->alloc(bytes ? bytes : 1);
+  r->dev_bytes += (double)bytes;
+  if (p) r->k->zero(p, bytes);
+  else r->dev_failed = TRUE; /* real_model_new refuses the rank */
+  return p;
+}
+
+void real_model_dev_free(const real_model_rank *r, void *p) {
+  if (p) r->k->release(p);
+}
+
+float **real_model_per_mb(real_model_rank *r, int nmb, size_t floats) {
   float **v = g_new(float *, nmb);
-  for (int k = 0; k < nmb; k++) v[k] = g_new0(float, floats);
+  for (int k = 0; k < nmb; k++) v[k] = real_model_dev(r, sizeof(float) * floats);
   return v;
 }
 
-static void free_per_mb(void **v, int nmb) {
+void real_model_per_mb_free(const real_model_rank *r, void **v, int nmb) {
   if (!v) return;
-  for (int k = 0; k < nmb; k++) g_free(v[k]);
+  for (int k = 0; k < nmb; k++) real_model_dev_free(r, v[k]);
   g_free(v);
 }
 
@@ -137,8 +163,8 @@ static gboolean layer_buffers(real_model_rank *r, real_model_layer *y, size_t *s
   const int64_t S = y->S;
   const size_t out_n = (size_t)(S * rs[i].out_per);
   gboolean reads_input = FALSE;
-  y->out = real_model_per_mb(r->nmb, out_n + REAL_MODEL_P2P_TRAILER_FLOATS);
-  y->dout = g_new0(float, out_n + 1);
+  y->out = real_model_per_mb(r, r->nmb, out_n + REAL_MODEL_P2P_TRAILER_FLOATS);
+  y->dout = real_model_dev(r, sizeof(float) * (out_n + 1));
   for (int k = 0; k < l->n_inputs; k++)
     if (l->inputs[k] == -1) {
       reads_input = TRUE;
@@ -148,27 +174,28 @@ static gboolean layer_buffers(real_model_rank *r, real_model_layer *y, size_t *s
     }
   const size_t in_n = (size_t)(S * real_model_shape_elems(&l->in));
   if (rs[i].redist) {
-    y->redist = real_model_per_mb(r->nmb, in_n + 1);
-    y->dpart = g_new0(float, in_n + 1);
-    y->dred = g_new0(float, in_n + 1);
+    y->redist = real_model_per_mb(r, r->nmb, in_n + 1);
+    y->dpart = real_model_dev(r, sizeof(float) * (in_n + 1));
+    y->dred = real_model_dev(r, sizeof(float) * (in_n + 1));
   }
   if (rs[i].kind == PLAN_SPLIT_ROWS) {
     const int64_t u = l->kind == WL_CONV2D ? real_model_positions(&l->out) : 1;
     const int64_t rows = l->kind == WL_CONV2D ? S : S * real_model_positions(&l->in);
-    y->part = g_new0(float, (size_t)(rows * rs[i].cmax * u) + 1);
-    y->gath = g_new0(float, (size_t)(rows * rs[i].cmax * u * rs[i].parts) + 1);
-    y->dslice = g_new0(float, (size_t)(rows * rs[i].cmax * u) + 1);
+    y->part = real_model_dev(r, sizeof(float) * ((size_t)(rows * rs[i].cmax * u) + 1));
+    y->gath =
+        real_model_dev(r, sizeof(float) * ((size_t)(rows * rs[i].cmax * u * rs[i].parts) + 1));
+    y->dslice = real_model_dev(r, sizeof(float) * ((size_t)(rows * rs[i].cmax * u) + 1));
   }
   if (rs[i].redist_rows) { /* the domain slabs of the input, cmax rows each, all-gathered */
     const size_t blk = (size_t)(S * l->in.c * rs[i - 1].cmax * l->in.w);
-    y->part = g_new0(float, blk + 1);
-    y->gath = g_new0(float, blk * (size_t)rs[i - 1].parts + 1);
+    y->part = real_model_dev(r, sizeof(float) * (blk + 1));
+    y->gath = real_model_dev(r, sizeof(float) * (blk * (size_t)rs[i - 1].parts + 1));
   }
   if (rs[i].kind == PLAN_SPLIT_DOMAIN) real_model_domain_alloc(r, y, r->tp_i);
   if (rs[i].kind == PLAN_SPLIT_ROWS || rs[i].kind == PLAN_SPLIT_COL ||
       rs[i].kind == PLAN_SPLIT_QKV) {
-    if (!y->dpart) y->dpart = g_new0(float, in_n + 1);
-    if (!y->dred) y->dred = g_new0(float, in_n + 1);
+    if (!y->dpart) y->dpart = real_model_dev(r, sizeof(float) * (in_n + 1));
+    if (!y->dred) y->dred = real_model_dev(r, sizeof(float) * (in_n + 1));
   }
   return reads_input;
 }
@@ -217,19 +244,19 @@ static void layer_saved(real_model_rank *r, real_model_layer *y, size_t *ws) {
     break;
   }
   case WL_MAXPOOL:
-    y->argmax = g_new(int *, r->nmb);
-    for (int k = 0; k < r->nmb; k++) y->argmax[k] = g_new0(int, out_n + 1);
+    y->argmax = (int **)real_model_per_mb(r, r->nmb, out_n + 1); /* ints, as wide as floats */
     break;
   case WL_MOE:
-    y->moe = real_moe_new(l, sh, r->c, M, r->nmb, r->k);
+    y->moe = real_moe_new(l, sh, r->c, M, r->nmb, r->k, r->math);
+    if (real_moe_failed(y->moe)) r->dev_failed = TRUE;
     *ws = MAX(*ws, real_moe_ws_floats(y->moe));
     break;
   default: break;
   }
-  if (saved) y->saved = real_model_per_mb(r->nmb, saved);
+  if (saved) y->saved = real_model_per_mb(r, r->nmb, saved);
   if (l->kind == WL_SOFTMAX_CE) {
-    r->lab = g_new(int *, r->nmb);
-    for (int k = 0; k < r->nmb; k++) r->lab[k] = g_new0(int, M);
+    r->lab = (int **)real_model_per_mb(r, r->nmb, (size_t)M);
+    r->hbuf_bytes = MAX(r->hbuf_bytes, sizeof(int) * (size_t)M);
   }
 }
 
@@ -241,29 +268,27 @@ static void rank_buffers(real_model_rank *r, gboolean reads_input, size_t ws, si
   const size_t trailer = REAL_MODEL_P2P_TRAILER_FLOATS;
   if (reads_input) {
     const size_t n = (size_t)(r->S_in * real_model_shape_elems(&m->input));
-    if (m->vocab > 0) {
-      r->tok = g_new(int *, r->nmb);
-      for (int k = 0; k < r->nmb; k++) r->tok[k] = g_new0(int, n);
-    } else {
-      r->x = real_model_per_mb(r->nmb, n);
-    }
+    if (m->vocab > 0) r->tok = (int **)real_model_per_mb(r, r->nmb, n);
+    else r->x = real_model_per_mb(r, r->nmb, n);
+    r->hbuf_bytes = MAX(r->hbuf_bytes, sizeof(float) * n);
   }
   if (r->l0 > 0) {
     const real_shard_layer *p = &r->rs[r->l0 - 1];
     const size_t n = (size_t)(p->S * p->out_per) + trailer;
-    r->act_in = real_model_per_mb(r->nmb, n);
-    r->grad_out = real_model_per_mb(r->nmb, n);
+    r->act_in = real_model_per_mb(r, r->nmb, n);
+    r->grad_out = real_model_per_mb(r, r->nmb, n);
   }
   if (r->l1 < m->n_layers) {
     const real_shard_layer *p = &r->rs[r->l1 - 1];
-    r->grad_in = real_model_per_mb(r->nmb, (size_t)(p->S * p->out_per) + trailer);
+    r->grad_in = real_model_per_mb(r, r->nmb, (size_t)(p->S * p->out_per) + trailer);
   }
-  r->ws = g_new0(float, ws);
-  r->scratch = g_new0(float, scratch);
+  r->ws = real_model_dev(r, sizeof(float) * ws);
+  r->scratch = real_model_dev(r, sizeof(float) * scratch);
+  r->hbuf = g_malloc(r->hbuf_bytes + sizeof(float));
 }
 
 real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_rank *plan,
-                                int rank, GError **err) {
+                                int rank, const kn_backend *k, GError **err) {
   int dp_i, tp_i, pp_i;
   plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
   real_shard_layer *rs = g_new(real_shard_layer, m->n_layers);
@@ -271,10 +296,18 @@ real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_
     g_free(rs);
     return NULL;
   }
+  if (k != &kn_cpu && (c->tp > 1 || c->ep > 1 || c->grid_pr > 0)) { /* see layer.h */
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: the %s backend: tensor, grid, domain "
+                "and expert parallelism run for real only on --device cpu", k->name);
+    g_free(rs);
+    return NULL;
+  }
   real_model_rank *r = g_new0(real_model_rank, 1);
   r->m = m;
   r->c = c;
-  r->k = &kn_cpu;
+  r->k = k;
+  r->host = k == &kn_cpu;
+  r->math = r->host ? KN_MATH_FP32 : precision_math(c->precision);
   r->rs = rs;
   r->l0 = plan->first_layer;
   r->l1 = plan->end_layer;
@@ -300,30 +333,37 @@ real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_
     layer_saved(r, y, &ws);
   }
   rank_buffers(r, reads_input, ws, scratch);
+  if (r->dev_failed) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --workload %s: rank %d's tensors "
+                "(%.2f GiB) do not fit in the %s backend's memory; use a smaller --batch or more "
+                "--pp stages", m->path, rank, r->dev_bytes / (1024.0 * 1024 * 1024), k->name);
+    real_model_free(r);
+    return NULL;
+  }
   return r;
 }
 
 /* Frees what layer y owns (its buffers for nmb micro-batches; parameters when its own). */
-static void layer_free(real_model_layer *y, int nmb) {
+static void layer_free(const real_model_rank *r, real_model_layer *y, int nmb) {
   if (y->own) {
-    g_free(y->w);
-    g_free(y->g);
-    g_free(y->m1);
-    g_free(y->m2);
+    real_model_dev_free(r, y->w);
+    real_model_dev_free(r, y->g);
+    real_model_dev_free(r, y->m1);
+    real_model_dev_free(r, y->m2);
   }
-  free_per_mb((void **)y->out, nmb);
-  free_per_mb((void **)y->saved, nmb);
-  free_per_mb((void **)y->argmax, nmb);
-  g_free(y->dout);
-  free_per_mb((void **)y->redist, nmb);
-  g_free(y->part);
-  g_free(y->gath);
-  g_free(y->dslice);
-  g_free(y->dpart);
-  g_free(y->dred);
+  real_model_per_mb_free(r, (void **)y->out, nmb);
+  real_model_per_mb_free(r, (void **)y->saved, nmb);
+  real_model_per_mb_free(r, (void **)y->argmax, nmb);
+  real_model_dev_free(r, y->dout);
+  real_model_per_mb_free(r, (void **)y->redist, nmb);
+  real_model_dev_free(r, y->part);
+  real_model_dev_free(r, y->gath);
+  real_model_dev_free(r, y->dslice);
+  real_model_dev_free(r, y->dpart);
+  real_model_dev_free(r, y->dred);
   real_moe_free(y->moe);
-  for (int a = 0; a < 8; a++) free_per_mb((void **)y->halo[a / 4][a / 2 % 2][a % 2], nmb);
-  free_per_mb((void **)y->win, nmb);
+  for (int a = 0; a < 8; a++) real_model_per_mb_free(r, (void **)y->halo[a / 4][a / 2 % 2][a % 2], nmb);
+  real_model_per_mb_free(r, (void **)y->win, nmb);
   g_free(y->dext);
   g_free(y->dinx);
   g_free(y->dwx);
@@ -332,17 +372,18 @@ static void layer_free(real_model_layer *y, int nmb) {
 
 void real_model_free(real_model_rank *r) {
   if (!r) return;
-  for (int i = r->l0; i < r->l1; i++) layer_free(REAL_MODEL_LAY(r, i), r->nmb);
+  for (int i = r->l0; i < r->l1; i++) layer_free(r, REAL_MODEL_LAY(r, i), r->nmb);
   g_free(r->L);
   g_free(r->rs);
-  free_per_mb((void **)r->x, r->nmb);
-  free_per_mb((void **)r->tok, r->nmb);
-  free_per_mb((void **)r->lab, r->nmb);
-  free_per_mb((void **)r->act_in, r->nmb);
-  free_per_mb((void **)r->grad_out, r->nmb);
-  free_per_mb((void **)r->grad_in, r->nmb);
-  g_free(r->ws);
-  g_free(r->scratch);
+  real_model_per_mb_free(r, (void **)r->x, r->nmb);
+  real_model_per_mb_free(r, (void **)r->tok, r->nmb);
+  real_model_per_mb_free(r, (void **)r->lab, r->nmb);
+  real_model_per_mb_free(r, (void **)r->act_in, r->nmb);
+  real_model_per_mb_free(r, (void **)r->grad_out, r->nmb);
+  real_model_per_mb_free(r, (void **)r->grad_in, r->nmb);
+  real_model_dev_free(r, r->ws);
+  real_model_dev_free(r, r->scratch);
+  g_free(r->hbuf);
   g_free(r->loss_sum);
   g_free(r);
 }
@@ -372,10 +413,16 @@ void real_model_rows_geom(const real_model_layer *y, int64_t *rows, int64_t *u) 
   *u = conv ? real_model_positions(&y->l->out) : 1;
 }
 
-const float *real_model_layer_params(const real_model_rank *r, int layer, int64_t *n) {
+float *real_model_layer_params(const real_model_rank *r, int layer, int64_t *n) {
   if (layer < r->l0 || layer >= r->l1) return NULL;
   const real_model_layer *y = &r->L[layer - r->l0];
   if (!y->own || y->l->tied_to >= 0) return NULL;
   *n = y->n_params;
-  return y->w;
+  float *w = g_new(float, y->n_params + 1);
+  r->k->download(w, y->w, sizeof(float) * (size_t)y->n_params);
+  return w;
 }
+
+const kn_backend *real_model_backend(const real_model_rank *r) { return r->k; }
+
+gboolean real_model_on_host(const real_model_rank *r) { return r->host; }

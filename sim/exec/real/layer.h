@@ -9,8 +9,13 @@
  *   xfer.c    the buffers the communication thread moves (real_model_act_in, ...,
  * real_model_coll_begin)
  *
- * Every kernel runs through the rank's backend table r->k (kernels/kernels.h), so another
- * backend than the CPU twins can be dropped in where real_model_new sets it.
+ * Every kernel runs through the rank's backend table r->k (kernels/kernels.h): the CPU twins or
+ * the CUDA kernels. Every tensor a kernel reads or writes is the backend's memory (real_model_dev):
+ * with a device backend the host never reads it directly, but through the backend's upload,
+ * download, zero, copy and the kernels themselves. The host-side rearrangements of tensor, grid,
+ * domain and expert parallelism (domain.c, the split paths of model.c and xfer.c, moe.c with
+ * ep > 1) read them directly and run only on a host backend (r->host; real_model_new refuses the
+ * rest).
  */
 #ifndef DL_REAL_LAYER_H
 #define DL_REAL_LAYER_H
@@ -74,7 +79,13 @@ typedef struct {
 struct real_model_rank {
   const wl_model *m;   /* borrowed */
   const cfg_run *c;    /* borrowed */
-  const kn_backend *k; /* the kernels every op runs (borrowed: &kn_cpu) */
+  const kn_backend *k; /* the kernels every op runs (borrowed) */
+  gboolean host;       /* k's memory is host memory (the CPU twins): no staging */
+  kn_math math;        /* the GEMMs' arithmetic (--precision on a GPU; fp32 on the CPU) */
+  void *hbuf;          /* host staging of the iteration's inputs, tokens or labels (owned) */
+  size_t hbuf_bytes;
+  double dev_bytes;    /* backend memory asked for */
+  gboolean dev_failed; /* an allocation failed */
   int l0, l1;          /* the stage's layers [l0, l1) */
   int nmb;             /* micro-batches m */
   int dp_i, tp_i;      /* data-parallel and tensor-parallel index */
@@ -138,9 +149,14 @@ static inline int real_model_attn_width(const real_model_layer *y) {
 
 /* ---- layer.c: buffers ---------------------------------------------------------------------- */
 
-/* nmb zeroed buffers of `floats` floats each (owned by the caller; free with g_free each, then
- * the array). */
-float **real_model_per_mb(int nmb, size_t floats);
+/* A zeroed buffer of `bytes` in the rank's backend memory (freed by real_model_dev_free); NULL
+ * and r->dev_failed set when the backend has no room. */
+void *real_model_dev(real_model_rank *r, size_t bytes);
+void real_model_dev_free(const real_model_rank *r, void *p);
+
+/* nmb zeroed backend buffers of `floats` floats each (free with real_model_per_mb_free). */
+float **real_model_per_mb(real_model_rank *r, int nmb, size_t floats);
+void real_model_per_mb_free(const real_model_rank *r, void **v, int nmb);
 
 /* The output of layer `src` for micro-batch mb: the model input's features when src is -1 (NULL
  * when the input is tokens or not read here), the previous stage's activation when src is

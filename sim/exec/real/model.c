@@ -1,7 +1,9 @@
 /* model.c — one rank's layers, run for real (see model.h): the iteration's data, forward and
  * backward of every layer kind, the optimizer step. The state is built in layer.c (layer.h), the
  * domain-parallel layers run in domain.c and the communication thread's buffers are in xfer.c.
- * Every kernel runs through the rank's backend r->k (the CPU twins, kernels/kernels.h). */
+ * Every kernel runs through the rank's backend r->k (kernels/kernels.h); the split layers' own
+ * loops (embedding_vocab_*, softmax_ce_split_*, ce_row_max, rows_*) read the buffers on the host
+ * and run only on a host backend (layer.h). */
 #include "exec/real/layer.h"
 
 #include <math.h>
@@ -61,24 +63,29 @@ static uint64_t sample_id(const real_model_rank *r, int iter, int mb, int64_t su
   return (uint64_t)iter * (uint64_t)r->c->batch + g;
 }
 
+/* The iteration's data is made on the host (r->hbuf) and uploaded to the backend's buffers. */
 void real_model_iter_begin(real_model_rank *r, int iter) {
+  const kn_backend *k = r->k;
   for (int i = r->l0; i < r->l1; i++) {
     real_model_layer *y = REAL_MODEL_LAY(r, i);
-    if (y->own) memset(y->g, 0, sizeof(float) * (size_t)y->n_params);
+    if (y->own) k->zero(y->g, sizeof(float) * (size_t)y->n_params);
   }
   const int64_t per = real_model_shape_elems(&r->m->input);
+  float *hx = r->hbuf;
+  int *hi = r->hbuf;
   for (int mb = 0; mb < r->nmb; mb++) {
     for (int64_t s = 0; s < r->S_in; s++) {
       const uint64_t g = sample_id(r, iter, mb, r->sub_in, s);
       for (int64_t e = 0; r->x && e < per; e++)
-        r->x[mb][s * per + e] = (float)(2.0 * real_model_unit(real_model_hash4(
-                                                  REAL_MODEL_SEED_INPUT, g, (uint64_t)e, 0)) -
-                                        1.0);
+        hx[s * per + e] = (float)(2.0 * real_model_unit(real_model_hash4(REAL_MODEL_SEED_INPUT, g,
+                                                                         (uint64_t)e, 0)) -
+                                  1.0);
       for (int64_t e = 0; r->tok && e < per; e++)
-        r->tok[mb][s * per + e] =
-            (int)(real_model_hash4(REAL_MODEL_SEED_TOKENS, g, (uint64_t)e, 0) %
-                  (uint64_t)r->m->vocab);
+        hi[s * per + e] = (int)(real_model_hash4(REAL_MODEL_SEED_TOKENS, g, (uint64_t)e, 0) %
+                                (uint64_t)r->m->vocab);
     }
+    if (r->x) k->upload(r->x[mb], hx, sizeof(float) * (size_t)(r->S_in * per));
+    if (r->tok) k->upload(r->tok[mb], hi, sizeof(int) * (size_t)(r->S_in * per));
     if (r->lab) {
       const int li = r->m->n_layers - 1;
       const wl_layer *l = &r->m->layers[li];
@@ -86,10 +93,10 @@ void real_model_iter_begin(real_model_rank *r, int iter) {
       for (int64_t s = 0; s < r->rs[li].S; s++) {
         const uint64_t g = sample_id(r, iter, mb, r->rs[li].sub, s);
         for (int64_t p = 0; p < rows; p++)
-          r->lab[mb][s * rows + p] =
-              (int)(real_model_hash4(REAL_MODEL_SEED_LABELS, g, (uint64_t)p, 0) %
-                    (uint64_t)l->in.c);
+          hi[s * rows + p] = (int)(real_model_hash4(REAL_MODEL_SEED_LABELS, g, (uint64_t)p, 0) %
+                                   (uint64_t)l->in.c);
       }
+      k->upload(r->lab[mb], hi, sizeof(int) * (size_t)(r->rs[li].S * rows));
     }
   }
 }
@@ -166,14 +173,14 @@ static void forward_kind(real_model_rank *r, real_model_layer *y, int mb, int it
     kn_conv s = real_model_conv_shape(l, S);
     if (sh->kind == PLAN_SPLIT_ROWS) s.C_out = (int)sh->cn;
     k->conv2d_fwd(sh->kind == PLAN_SPLIT_ROWS ? y->dslice : out, r->ws, in, y->w, bias, &s,
-                  KN_MATH_FP32);
+                  r->math);
     break;
   }
   case WL_LINEAR: {
     const int64_t oc = local_out_c(y), ic = local_in_c(y);
     if (sh->kind == PLAN_SPLIT_ROW && r->tp_i != 0) bias = NULL; /* added once before the sum */
     k->linear_fwd(sh->kind == PLAN_SPLIT_ROWS ? y->dslice : out, in, y->w, bias, (int)M, (int)ic,
-                  (int)oc, KN_MATH_FP32);
+                  (int)oc, r->math);
     if (y->index + 1 < r->l1 && r->rs[y->index + 1].kind == PLAN_SPLIT_CE)
       ce_row_max(r, y, mb, out, M, oc);
     break;
@@ -199,7 +206,7 @@ static void forward_kind(real_model_rank *r, real_model_layer *y, int mb, int it
     break;
   }
   case WL_ADD: k->add_fwd(out, in, real_model_layer_in(r, y, 1, mb), (long)n); break;
-  case WL_FLATTEN: memcpy(out, in, sizeof(float) * (size_t)n); break;
+  case WL_FLATTEN: k->copy(out, in, sizeof(float) * (size_t)n); break;
   case WL_EMBEDDING:
     if (sh->kind == PLAN_SPLIT_VOCAB)
       embedding_vocab_fwd(r, y, out, mb, M, n);
@@ -209,7 +216,7 @@ static void forward_kind(real_model_rank *r, real_model_layer *y, int mb, int it
     break;
   case WL_ATTENTION:
     k->attention_fwd(out, y->saved[mb], r->ws, in, (int)S, (int)real_model_positions(&l->in),
-                     real_model_attn_width(y), real_model_attn_heads(y), KN_MATH_FP32);
+                     real_model_attn_width(y), real_model_attn_heads(y), r->math);
     break;
   case WL_SOFTMAX_CE:
     if (sh->kind == PLAN_SPLIT_CE) {
@@ -257,11 +264,11 @@ static void forward(real_model_rank *r, int i, int mb, int iter, gboolean expert
 static void fresh_grads(real_model_rank *r, int mb) {
   for (int j = r->l0; j < r->l1; j++) {
     real_model_layer *y = REAL_MODEL_LAY(r, j);
-    memset(y->dout, 0, sizeof(float) * (size_t)(y->S * y->s->out_per));
+    r->k->zero(y->dout, sizeof(float) * (size_t)(y->S * y->s->out_per));
   }
   if (r->grad_out) {
     const real_shard_layer *p = &r->rs[r->l0 - 1];
-    memset(r->grad_out[mb], 0, sizeof(float) * (size_t)(p->S * p->out_per));
+    r->k->zero(r->grad_out[mb], sizeof(float) * (size_t)(p->S * p->out_per));
   }
 }
 
@@ -273,7 +280,7 @@ static float *input_grad(real_model_rank *r, real_model_layer *y, int mb) {
   const wl_layer *l = y->l;
   float *din = l->inputs[0] == -1 ? NULL : real_model_din_ptr(r, l->inputs[0], mb);
   if (din && y->dpart) {
-    memset(y->dpart, 0, sizeof(float) * (size_t)(y->S * real_model_shape_elems(&l->in)));
+    r->k->zero(y->dpart, sizeof(float) * (size_t)(y->S * real_model_shape_elems(&l->in)));
     din = y->dpart;
   }
   return din;
@@ -341,12 +348,12 @@ static void backward_kind(real_model_rank *r, real_model_layer *y, float *din, i
   case WL_CONV2D: {
     kn_conv s = real_model_conv_shape(l, S);
     if (sh->kind == PLAN_SPLIT_ROWS) s.C_out = (int)sh->cn;
-    k->conv2d_bwd(din, y->g, dbias, r->ws, dout, in, y->w, &s, KN_MATH_FP32);
+    k->conv2d_bwd(din, y->g, dbias, r->ws, dout, in, y->w, &s, r->math);
     break;
   }
   case WL_LINEAR:
     k->linear_bwd(din, y->g, dbias, dout, in, y->w, (int)M, (int)local_in_c(y),
-                  (int)local_out_c(y), KN_MATH_FP32);
+                  (int)local_out_c(y), r->math);
     break;
   case WL_BATCHNORM:
     k->batchnorm_bwd(din_any, y->g, y->g + l->in.c, dout, in, y->saved[mb],
@@ -374,9 +381,7 @@ static void backward_kind(real_model_rank *r, real_model_layer *y, float *din, i
     k->add_bwd(din_any, d2, dout, (long)n);
     break;
   }
-  case WL_FLATTEN:
-    for (int64_t e = 0; e < n; e++) din_any[e] += dout[e];
-    break;
+  case WL_FLATTEN: k->axpy(din_any, dout, (long)n, 1.0f); break;
   case WL_EMBEDDING:
     if (sh->kind == PLAN_SPLIT_VOCAB)
       embedding_vocab_bwd(r, y, dout, mb, M);
@@ -387,7 +392,7 @@ static void backward_kind(real_model_rank *r, real_model_layer *y, float *din, i
   case WL_ATTENTION:
     k->attention_bwd(din_any, r->ws, dout, in, y->saved[mb], (int)S,
                      (int)real_model_positions(&l->in), real_model_attn_width(y),
-                     real_model_attn_heads(y), KN_MATH_FP32);
+                     real_model_attn_heads(y), r->math);
     break;
   case WL_SOFTMAX_CE:
     if (sh->kind == PLAN_SPLIT_CE)
@@ -443,8 +448,7 @@ static void step(real_model_rank *r, int iter) {
     real_model_layer *y = REAL_MODEL_LAY(r, i);
     if (!y->own) continue;
     const long n = (long)y->n_params;
-    if (scale != 1.0f)
-      for (long e = 0; e < n; e++) y->g[e] *= scale;
+    if (scale != 1.0f) r->k->scale(y->g, n, scale);
     if (r->m->optimizer == WL_OPT_ADAM)
       r->k->adam_step(y->w, y->m1, y->m2, y->g, n, ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPS,
                       0.0f, iter + 1);

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "kernels.h"
 #include "plan/plan.h"
 #include "model/workload.h"
 
@@ -44,11 +45,14 @@
 typedef struct real_model_rank real_model_rank;
 
 /* The layers of `plan` (stage [first_layer, end_layer)) of rank `rank`, each the rank's slice
- * (real_shard.h), with weights initialised. `m`, `c`, `plan` are borrowed and must outlive the
- * result. DL_ERR_INPUT when real_shard_plan (real_shard.h) refuses the configuration; the executor
- * table's real check (exec.h) has passed. */
+ * (real_shard.h), with weights initialised, every tensor in the memory of backend `k` (&kn_cpu,
+ * the CUDA backend, or kn_cpu_guarded). `m`, `c`, `plan`, `k` are borrowed and must outlive the
+ * result. DL_ERR_INPUT when real_shard_plan (real_shard.h) refuses the configuration, when a
+ * device backend is asked for tensor, grid or expert parallelism (their rearrangements run on
+ * the host), or when the tensors do not fit in the backend's memory; the executor table's real
+ * check (exec.h) has passed. */
 real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_rank *plan,
-                                int rank, GError **err);
+                                int rank, const kn_backend *k, GError **err);
 void real_model_free(real_model_rank *r);
 
 /* Start of iteration `iter`: zeroes the gradients, makes the iteration's inputs and labels. */
@@ -58,10 +62,16 @@ void real_model_iter_begin(real_model_rank *r, int iter);
  * step) of iteration `iter`. */
 void real_model_kernel(real_model_rank *r, const plan_op *op, int iter);
 
-/* Point-to-point buffers of micro-batch `mb`, each with REAL_MODEL_P2P_TRAILER_FLOATS floats of
- * slack after *n floats of payload: the activation this stage sends forward (its last layer's
- * output), the one it receives (the previous stage's output), the gradient it sends back (of
- * its input) and the one it receives (of its output). NULL when the stage has no such neighbour. */
+/* The backend whose memory holds the tensors, and whether that is host memory (MPI may read it;
+ * otherwise the buffers below are moved through a host copy with its upload and download). */
+const kn_backend *real_model_backend(const real_model_rank *r);
+gboolean real_model_on_host(const real_model_rank *r);
+
+/* Point-to-point buffers of micro-batch `mb` (backend memory), each with
+ * REAL_MODEL_P2P_TRAILER_FLOATS floats of slack after *n floats of payload: the activation this
+ * stage sends forward (its last layer's output), the one it receives (the previous stage's
+ * output), the gradient it sends back (of its input) and the one it receives (of its output).
+ * NULL when the stage has no such neighbour. */
 float *real_model_act_out(real_model_rank *r, int mb, int64_t *n);
 float *real_model_act_in(real_model_rank *r, int mb, int64_t *n);
 float *real_model_grad_out(real_model_rank *r, int mb, int64_t *n);
@@ -83,16 +93,16 @@ typedef enum {
   REAL_MODEL_GRAD_EXPERTS
 } real_model_grad_part;
 
-/* The gradient of layer `layer`'s parameters on this rank (its slice; for a tied layer whose
+/* The gradient (backend memory) of layer `layer`'s parameters on this rank (its slice; for a tied layer whose
  * target is on another stage: the gradient of its copy; for a tied layer whose target is here:
  * the target's) and its length in floats; NULL when the layer is elsewhere or has no
  * parameters. The parts of an MoE layer are contiguous (router first). */
 float *real_model_layer_grad(real_model_rank *r, int layer, real_model_grad_part part, int64_t *n);
 
-/* The parameters a layer owns (not tied copies) on this rank, in the local order of
- * real_shard_param_index (the serial layout when the layer is whole), NULL when it owns none or is
- * not on this rank. */
-const float *real_model_layer_params(const real_model_rank *r, int layer, int64_t *n);
+/* A host copy (g_free it) of the parameters a layer owns (not tied copies) on this rank, in the
+ * local order of real_shard_param_index (the serial layout when the layer is whole), NULL when it
+ * owns none or is not on this rank. */
+float *real_model_layer_params(const real_model_rank *r, int layer, int64_t *n);
 
 /* Σ over micro-batches of the mean loss of iteration `iter` (0 on ranks without the loss, and
  * on tensor-parallel ranks other than tp_i = 0, which compute the same loss). */

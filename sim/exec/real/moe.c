@@ -9,6 +9,8 @@
 struct real_moe {
   const wl_layer *l;   /* borrowed */
   const kn_backend *k; /* the kernels (borrowed from the rank) */
+  kn_math math;        /* their GEMM arithmetic */
+  gboolean failed;     /* an allocation in the backend's memory failed */
   int E, K, C, F;      /* experts, top_k, width, expert hidden width */
   int ep, me;          /* EP group size and this rank's index in it */
   int e0, En;          /* this rank's experts [e0, e0 + En) */
@@ -49,11 +51,29 @@ static void mat_free(void **v, int nmb) {
   g_free(v);
 }
 
+/* The whole layer's saved state, per micro-batch, in the backend's memory (*failed set when
+ * one allocation fails). */
+static void **dev_mat(const kn_backend *k, int nmb, size_t bytes, gboolean *failed) {
+  void **v = g_new0(void *, nmb);
+  for (int i = 0; i < nmb; i++)
+    if ((v[i] = k->alloc(bytes + sizeof(float)))) k->zero(v[i], bytes + sizeof(float));
+    else *failed = TRUE;
+  return v;
+}
+
+static void dev_mat_free(const kn_backend *k, void **v, int nmb) {
+  if (!v) return;
+  for (int i = 0; i < nmb; i++)
+    if (v[i]) k->release(v[i]);
+  g_free(v);
+}
+
 real_moe *real_moe_new(const wl_layer *l, const real_shard_layer *s, const cfg_run *c, int64_t M,
-                       int nmb, const kn_backend *k) {
+                       int nmb, const kn_backend *k, kn_math math) {
   real_moe *x = g_new0(real_moe, 1);
   x->l = l;
   x->k = k;
+  x->math = math;
   x->E = l->experts, x->K = l->top_k, x->C = (int)l->in.c, x->F = (int)l->ffn;
   x->M = M;
   x->nmb = nmb;
@@ -66,8 +86,9 @@ real_moe *real_moe_new(const wl_layer *l, const real_shard_layer *s, const cfg_r
   x->shape = (kn_moe_shape){(int)(M * x->ep), x->C, x->E, x->K, x->F, cf};
   x->cap = kn_moe_capacity(&x->shape);
   if (x->ep == 1) {
-    x->fsave = (float **)mat(nmb, sizeof(float) * kn_moe_saved_floats(&x->shape));
-    x->isave = (int **)mat(nmb, sizeof(int) * kn_moe_saved_ints(&x->shape));
+    x->fsave = (float **)dev_mat(k, nmb, sizeof(float) * kn_moe_saved_floats(&x->shape),
+                                 &x->failed);
+    x->isave = (int **)dev_mat(k, nmb, sizeof(int) * kn_moe_saved_ints(&x->shape), &x->failed);
     return x;
   }
   const size_t MK = (size_t)M * x->K, rows = (size_t)x->En * x->cap;
@@ -98,8 +119,8 @@ real_moe *real_moe_new(const wl_layer *l, const real_shard_layer *s, const cfg_r
 
 void real_moe_free(real_moe *x) {
   if (!x) return;
-  mat_free((void **)x->fsave, x->nmb);
-  mat_free((void **)x->isave, x->nmb);
+  dev_mat_free(x->k, (void **)x->fsave, x->nmb);
+  dev_mat_free(x->k, (void **)x->isave, x->nmb);
   void **per[] = {(void **)x->probs, (void **)x->expert, (void **)x->slot, (void **)x->cnt,
                   (void **)x->count, (void **)x->xe, (void **)x->h, (void **)x->a,
                   (void **)x->ye, (void **)x->yr};
@@ -118,6 +139,8 @@ void real_moe_free(real_moe *x) {
   g_free(x->rn);
   g_free(x);
 }
+
+gboolean real_moe_failed(const real_moe *x) { return x->failed; }
 
 size_t real_moe_ws_floats(const real_moe *x) {
   return x->ep == 1 ? kn_moe_ws_floats(&x->shape) : 1;
@@ -240,14 +263,14 @@ void real_moe_forward(real_moe *x, gboolean experts, float *out, const float *in
     kn_moe_saved sv = whole_saved(x, mb);
     kn_moe_weights kw = {p.wr, p.br, p.w1, p.b1, p.w2, p.b2};
     kn_moe_shape s = x->shape;
-    x->k->moe_fwd(out, &sv, in, &kw, &s, KN_MATH_FP32);
+    x->k->moe_fwd(out, &sv, in, &kw, &s, x->math);
     return;
   }
   const int E = x->E, K = x->K, C = x->C, F = x->F;
   if (!experts) { /* router: probabilities, top-k (as kn_moe_fwd), this rank's counts */
     float *pr = x->probs[mb];
     int *ex = x->expert[mb];
-    x->k->linear_fwd(pr, in, p.wr, p.br, (int)x->M, C, E, KN_MATH_FP32);
+    x->k->linear_fwd(pr, in, p.wr, p.br, (int)x->M, C, E, x->math);
     for (int64_t m = 0; m < x->M; m++) {
       float *q = pr + m * E, mx = q[0], sum = 0.0f;
       for (int e = 1; e < E; e++) mx = q[e] > mx ? q[e] : mx;
@@ -275,10 +298,10 @@ void real_moe_forward(real_moe *x, gboolean experts, float *out, const float *in
     if (!n) continue;
     const size_t r0 = (size_t)j * x->cap;
     x->k->linear_fwd(x->h[mb] + r0 * F, x->xe[mb] + r0 * C, p.w1 + (size_t)j * F * C,
-                     p.b1 + (size_t)j * F, n, C, F, KN_MATH_FP32);
+                     p.b1 + (size_t)j * F, n, C, F, x->math);
     x->k->gelu_fwd(x->a[mb] + r0 * F, x->h[mb] + r0 * F, (long)n * F);
     x->k->linear_fwd(x->ye[mb] + r0 * C, x->a[mb] + r0 * F, p.w2 + (size_t)j * C * F,
-                     p.b2 + (size_t)j * C, n, F, C, KN_MATH_FP32);
+                     p.b2 + (size_t)j * C, n, F, C, x->math);
   }
 }
 
@@ -294,7 +317,7 @@ void real_moe_backward(real_moe *x, gboolean experts, float *din, float *g, floa
     kn_moe_grads kg = {(float *)d.wr, (float *)d.br, (float *)d.w1, (float *)d.b1,
                        (float *)d.w2, (float *)d.b2};
     kn_moe_shape s = x->shape;
-    x->k->moe_bwd(din, &kg, ws, dout, in, &sv, &kw, &s, KN_MATH_FP32);
+    x->k->moe_bwd(din, &kg, ws, dout, in, &sv, &kw, &s, x->math);
     return;
   }
   if (experts) { /* as kn_moe_bwd, on the rank's experts */
@@ -308,11 +331,11 @@ void real_moe_backward(real_moe *x, gboolean experts, float *din, float *g, floa
       const size_t r0 = (size_t)j * x->cap;
       x->k->linear_bwd(x->da + r0 * F, (float *)d.w2 + (size_t)j * C * F,
                        (float *)d.b2 + (size_t)j * C, x->dye + r0 * C, x->a[mb] + r0 * F,
-                       p.w2 + (size_t)j * C * F, n, F, C, KN_MATH_FP32);
+                       p.w2 + (size_t)j * C * F, n, F, C, x->math);
       x->k->gelu_bwd(x->dh + r0 * F, x->da + r0 * F, x->h[mb] + r0 * F, (long)n * F);
       x->k->linear_bwd(x->dxe + r0 * C, (float *)d.w1 + (size_t)j * F * C,
                        (float *)d.b1 + (size_t)j * F, x->dh + r0 * F, x->xe[mb] + r0 * C,
-                       p.w1 + (size_t)j * F * C, n, C, F, KN_MATH_FP32);
+                       p.w1 + (size_t)j * F * C, n, C, F, x->math);
     }
     return;
   }
@@ -334,7 +357,7 @@ void real_moe_backward(real_moe *x, gboolean experts, float *din, float *g, floa
     for (int e = 0; e < E; e++) dq[e] = q[e] * (dq[e] - dot);
   }
   x->k->linear_bwd(din, (float *)d.wr, (float *)d.br, dpr, in, p.wr, (int)x->M, C, E,
-                   KN_MATH_FP32);
+                   x->math);
   g_free(dpr);
 }
 

@@ -33,10 +33,14 @@
 typedef struct real_moe real_moe;
 
 /* State of layer `l` with `M` tokens per micro-batch on this rank, `nmb` micro-batches; its
- * kernels run through `k` (the rank's backend, borrowed: it must outlive the result). */
+ * kernels run through `k` (the rank's backend, borrowed: it must outlive the result) with GEMM
+ * arithmetic `math`. The whole layer (ep 1) keeps its state in k's memory; the expert-parallel
+ * one rearranges tokens on the host and needs a host backend. */
 real_moe *real_moe_new(const wl_layer *l, const real_shard_layer *s, const cfg_run *c, int64_t M,
-                       int nmb, const kn_backend *k);
+                       int nmb, const kn_backend *k, kn_math math);
 void real_moe_free(real_moe *x);
+/* TRUE when an allocation of real_moe_new in the backend's memory failed. */
+gboolean real_moe_failed(const real_moe *x);
 /* Floats of the shared kernel workspace the layer needs. */
 size_t real_moe_ws_floats(const real_moe *x);
 

@@ -48,17 +48,18 @@ typedef struct {
   const nccl_env *nccl; /* the driver's: the simulation's choice of algorithm, no timing model */
 } comms;
 
-/* All-reduces `n` floats of `in` into `out` (they may be the same buffer) over group `g` with
- * the run's algorithm and `op`; returns the algorithm's name. */
-static const char *allreduce_op(comms *k, const cfg_run *c, plan_group g, const float *in,
-                                float *out, size_t n, MPI_Op op, double *wire) {
+/* All-reduces `n` floats of `in` into `out` (they may be the same buffer; memory of backend `dev`,
+ * moved through host staging) over group `g` with the run's algorithm and `op`; returns the
+ * algorithm's name. */
+static const char *allreduce_op(comms *k, const cfg_run *c, plan_group g, const kn_backend *dev,
+                                const float *in, float *out, size_t n, MPI_Op op, double *wire) {
   const size_t bytes = n * sizeof(float);
   const char *algo = coll_resolve(COLL_ALLREDUCE, c->coll, (double)bytes, k->g.size[g],
                                   k->g.nodes[g], k->nccl);
   const coll_algo *a = coll_find(COLL_ALLREDUCE, algo);
   *wire = coll_wire_bytes(COLL_ALLREDUCE, algo, (double)bytes, k->g.size[g], &k->g.topo[g]);
   if (!a || k->g.size[g] < 2 || n == 0) {
-    if (out != in) memcpy(out, in, bytes);
+    dev->copy(out, in, bytes);
     return a ? a->name : algo;
   }
   if (n > k->cap) {
@@ -68,16 +69,16 @@ static const char *allreduce_op(comms *k, const cfg_run *c, plan_group g, const 
     k->send = g_new(float, n);
     k->recv = g_new(float, n);
   }
-  memcpy(k->send, in, bytes);
+  dev->download(k->send, in, bytes);
   a->fn(k->send, k->recv, bytes, k->g.comm[g], &k->g.topo[g], op);
-  memcpy(out, k->recv, bytes);
+  dev->upload(out, k->recv, bytes);
   return a->name;
 }
 
-/* Sum-all-reduces `n` floats of `buf` in place over group `g`. */
-static const char *allreduce(comms *k, const cfg_run *c, plan_group g, float *buf, size_t n,
-                             double *wire) {
-  return allreduce_op(k, c, g, buf, buf, n, MPI_SUM, wire);
+/* Sum-all-reduces `n` floats of `buf` (memory of backend `dev`) in place over group `g`. */
+static const char *allreduce(comms *k, const cfg_run *c, plan_group g, const kn_backend *dev,
+                             float *buf, size_t n, double *wire) {
+  return allreduce_op(k, c, g, dev, buf, buf, n, MPI_SUM, wire);
 }
 
 /* Runs a tensor- or expert-parallel collective on the buffers real_model.c names. */
@@ -97,7 +98,7 @@ static const char *run_xfer(comms *k, const cfg_run *c, real_model_rank *rm, con
   case REAL_MODEL_X_ALLREDUCE_SUM:
   case REAL_MODEL_X_ALLREDUCE_MAX: {
     double w = 0;
-    name = allreduce_op(k, c, g, x.send, x.recv, x.n,
+    name = allreduce_op(k, c, g, real_model_backend(rm), x.send, x.recv, x.n,
                         x.how == REAL_MODEL_X_ALLREDUCE_MAX ? MPI_MAX : MPI_SUM, &w);
     *wire += w;
     break;
@@ -135,6 +136,7 @@ static const char *run_xfer(comms *k, const cfg_run *c, real_model_rank *rm, con
 static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, real_model_rank *rm,
                             const plan_op *op, double *wire) {
   *wire = 0;
+  const kn_backend *dev = real_model_backend(rm);
   if (op->purpose == PLAN_WHY_GRAD) { /* the bucket's layers, packed in the planner's order */
     int *layers = g_new(int, op->bucket.end_layer - op->bucket.first_layer + 1);
     const int nl = plan_bucket_layers(m, op, layers);
@@ -149,15 +151,15 @@ static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, real_
     for (int j = 0; j < nl; j++) {
       int64_t len = 0;
       const float *gr = real_model_layer_grad(rm, layers[j], REAL_MODEL_GRAD_DENSE, &len);
-      memcpy(packed + at, gr, sizeof(float) * (size_t)len);
+      dev->download(packed + at, gr, sizeof(float) * (size_t)len);
       at += (size_t)len;
     }
-    const char *name = allreduce(k, c, op->group, packed, n, wire);
+    const char *name = allreduce(k, c, op->group, &kn_cpu, packed, n, wire);
     at = 0;
     for (int j = 0; j < nl; j++) {
       int64_t len = 0;
       float *gr = real_model_layer_grad(rm, layers[j], REAL_MODEL_GRAD_DENSE, &len);
-      memcpy(gr, packed + at, sizeof(float) * (size_t)len);
+      dev->upload(gr, packed + at, sizeof(float) * (size_t)len);
       at += (size_t)len;
     }
     g_free(packed);
@@ -170,14 +172,14 @@ static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, real_
     float *gr = real_model_layer_grad(rm, i, REAL_MODEL_GRAD_ALL, &n);
     if (!gr) gr = real_model_layer_grad(rm, t, REAL_MODEL_GRAD_ALL, &n);
     double w = 0;
-    const char *name = allreduce(k, c, op->group, gr, gr ? (size_t)n : 0, &w);
+    const char *name = allreduce(k, c, op->group, dev, gr, gr ? (size_t)n : 0, &w);
     *wire += w;
     return name;
   }
   if (op->purpose == PLAN_WHY_EXPERT_GRAD) { /* among the replicas of the same experts */
     int64_t n = 0;
     float *gr = real_model_layer_grad(rm, op->layer, REAL_MODEL_GRAD_EXPERTS, &n);
-    return allreduce(k, c, op->group, gr, gr ? (size_t)n : 0, wire);
+    return allreduce(k, c, op->group, dev, gr, gr ? (size_t)n : 0, wire);
   }
   return run_xfer(k, c, rm, op, op->microbatch, wire);
 }
@@ -219,17 +221,21 @@ static char *dump_weights(const wl_model *m, const cfg_run *c, const plan_rank *
         const int owner = plan_rank_of(c, x, t, stage);
         int64_t n = 0;
         if (rank == owner && rank != 0) {
-          const float *mine = real_model_layer_params(rm, i, &n);
+          float *mine = real_model_layer_params(rm, i, &n);
           MPI_Send(mine, (int)n, MPI_FLOAT, 0, i, MPI_COMM_WORLD);
+          g_free(mine);
         } else if (rank == 0) {
           const real_shard_layer *li = rs + ((size_t)t * c->ep + x) * m->n_layers + i;
           n = real_shard_param_index(l, li, NULL);
           int64_t *idx = g_new(int64_t, n + 1);
-          float *got = g_new(float, n + 1);
+          float *got = NULL;
           real_shard_param_index(l, li, idx);
-          if (owner == 0)
-            memcpy(got, real_model_layer_params(rm, i, &n), sizeof(float) * (size_t)n);
-          else MPI_Recv(got, (int)n, MPI_FLOAT, owner, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          if (owner == 0) {
+            got = real_model_layer_params(rm, i, &n);
+          } else {
+            got = g_new(float, n + 1);
+            MPI_Recv(got, (int)n, MPI_FLOAT, owner, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          }
           for (int64_t j = 0; j < n; j++) w[idx[j]] = got[j];
           g_free(idx);
           g_free(got);
@@ -273,6 +279,7 @@ typedef struct {
   MPI_Request *rreq;  /* per op index: the posted receive */
   MPI_Request *sreq;  /* the iteration's sends */
   int n_sends;
+  float **stage;      /* per op index: the host copy a device backend's p2p buffer moves through */
 } real_backend;
 
 static double be_now(void *be) {
@@ -283,22 +290,35 @@ static double be_now(void *be) {
 /* Making the synthetic batch (and zeroing gradients) is host work the op lists do not describe,
  * as a data loader's would be: the stream times it and leaves it out of the iteration. */
 static void be_iter_begin(void *be, int iter) {
-  real_model_iter_begin(((real_backend *)be)->model, iter);
+  real_backend *g = be;
+  real_model_iter_begin(g->model, iter);
+  real_model_backend(g->model)->sync();
 }
 
-/* The real run's kernel times are its own: measured on this machine's CPU as they ran. */
-static void real_kernels(res_kdb *k) {
+/* The real run's kernel times are its own: measured on this machine's CPU or GPU as they ran. */
+static void real_kernels(res_kdb *k, const kn_backend *be) {
   int count[KDB_N_ORIGINS];
   memcpy(count, k->count, sizeof count);
   res_kdb_release(k);
+  const gboolean cuda = strcmp(be->name, "cuda") == 0;
+  kn_cuda_info info;
+  memset(&info, 0, sizeof info);
+  if (cuda && kn_cuda_info_get(&info) != 0) snprintf(info.name, sizeof info.name, "cuda");
   const gpu_spec *cpu = gpu_local_cpu();
-  k->name = g_strdup("measured:cpu");
+  k->name = g_strdup(cuda ? "measured:cuda" : "measured:cpu");
   k->file = g_strdup("");
-  k->device = g_strdup("cpu");
+  k->device = g_strdup(cuda ? info.name : "cpu");
   cJSON *p = cJSON_CreateObject();
-  cJSON_AddStringToObject(p, "backend", "cpu");
-  cJSON_AddStringToObject(p, "device_full_name", cpu->full_name);
-  cJSON_AddStringToObject(p, "timing", "CLOCK_MONOTONIC around each kernel as it ran");
+  cJSON_AddStringToObject(p, "backend", be->name);
+  cJSON_AddStringToObject(p, "device_full_name", cuda ? info.name : cpu->full_name);
+  if (cuda) {
+    cJSON_AddNumberToObject(p, "driver_version", info.driver_version);
+    cJSON_AddNumberToObject(p, "runtime_version", info.runtime_version);
+    cJSON_AddNumberToObject(p, "sm_count", info.sm_count);
+  }
+  cJSON_AddStringToObject(p, "timing", cuda ? "CLOCK_MONOTONIC around each kernel op, the device "
+                                              "synchronised after it"
+                                            : "CLOCK_MONOTONIC around each kernel as it ran");
   char *t = cJSON_PrintUnformatted(p);
   k->provenance = g_strdup(t);
   cJSON_free(t);
@@ -306,8 +326,12 @@ static void real_kernels(res_kdb *k) {
   memcpy(k->count, count, sizeof count);
 }
 
+/* A device backend queues its kernels: the op ends when they are done, so that its time is
+ * theirs and the communication thread sees their results. */
 static kdb_origin be_kernel(void *be, const plan_op *op, int iter) {
-  real_model_kernel(((real_backend *)be)->model, op, iter);
+  real_backend *g = be;
+  real_model_kernel(g->model, op, iter);
+  real_model_backend(g->model)->sync();
   return KDB_MEASURED; /* it ran, on this machine */
 }
 
@@ -322,11 +346,22 @@ static float *p2p_buf(real_backend *g, const plan_op *op, int64_t *n) {
                      : real_model_act_in(g->model, op->microbatch, n);
 }
 
+/* What MPI moves for a point-to-point op: the backend's buffer itself on a host backend, else a
+ * host copy of it (kept per op: a send's copy is read until the iteration's sends are waited
+ * for). *dev gets the backend's buffer. */
+static float *p2p_host(real_backend *g, const plan_op *op, float **dev, int64_t *n) {
+  *dev = p2p_buf(g, op, n);
+  if (real_model_on_host(g->model)) return *dev;
+  float **st = &g->stage[op - g->plan->ops];
+  if (!*st) *st = g_new0(float, (size_t)*n + REAL_MODEL_P2P_TRAILER_FLOATS);
+  return *st;
+}
+
 static void be_recv_post(void *be, const plan_op *op, int iter) {
   (void)iter;
   real_backend *g = be;
   int64_t n = 0;
-  float *buf = p2p_buf(g, op, &n);
+  float *dev, *buf = p2p_host(g, op, &dev, &n);
   MPI_Irecv(buf, (int)n + REAL_MODEL_P2P_TRAILER_FLOATS, MPI_FLOAT, plan_op_peer(g->plan, op),
             op->tag, MPI_COMM_WORLD, &g->rreq[op - g->plan->ops]);
 }
@@ -336,7 +371,8 @@ static double be_recv_wait(void *be, const plan_op *op, int iter) {
   real_backend *g = be;
   MPI_Wait(&g->rreq[op - g->plan->ops], MPI_STATUS_IGNORE);
   int64_t n = 0;
-  const float *buf = p2p_buf(g, op, &n);
+  float *dev, *buf = p2p_host(g, op, &dev, &n);
+  if (buf != dev) real_model_backend(g->model)->upload(dev, buf, sizeof(float) * (size_t)n);
   double posted;
   memcpy(&posted, buf + n, sizeof posted);
   return posted - g->origin_s; /* the sender's clock is this machine's */
@@ -346,7 +382,8 @@ static void be_send(void *be, const plan_op *op, int iter) {
   (void)iter;
   real_backend *g = be;
   int64_t n = 0;
-  float *buf = p2p_buf(g, op, &n); /* a halo send packs its rows here */
+  float *dev, *buf = p2p_host(g, op, &dev, &n); /* a halo send packs its rows here */
+  if (buf != dev) real_model_backend(g->model)->download(buf, dev, sizeof(float) * (size_t)n);
   double posted = g_get_monotonic_time() / 1e6;
   memcpy(buf + n, &posted, sizeof posted);
   MPI_Isend(buf, (int)n + REAL_MODEL_P2P_TRAILER_FLOATS, MPI_FLOAT, plan_op_peer(g->plan, op),
@@ -428,7 +465,7 @@ static char *gather_and_write(const run_ctx *x, const exec_request *req, const r
       res_init(&res);
       rec_result(recs, P, c, x->gpu_mem_bytes, &res);
       res.gpu_model = x->gpu->name;
-      real_kernels(&res.kdb);
+      real_kernels(&res.kdb, real_model_backend(rm));
       for (int it = 0; it < c->iters; it++) {
         double l = loss_all[it] / ((double)c->dp * c->microbatches);
         g_array_append_val(res.loss, l);
@@ -452,6 +489,20 @@ static char *gather_and_write(const run_ctx *x, const exec_request *req, const r
   g_free(loss);
   g_free(loss_all);
   return err;
+}
+
+/* The backend of --device: the CPU twins (behind a device boundary when DLSIM_REAL_GUARDED is set
+ * and not 0: kernels.h's kn_cpu_guarded, which checks that the executor reaches a device's memory
+ * only through the backend), or the CUDA kernels. NULL with *msg set when there is none. */
+static const kn_backend *pick_backend(const cfg_run *c, char **msg) {
+  if (c->device == CFG_DEVICE_CUDA) {
+    const char *why = NULL;
+    const kn_backend *b = kn_cuda(&why);
+    if (!b) *msg = g_strdup_printf("--device cuda: %s", why ? why : "no CUDA backend");
+    return b;
+  }
+  const char *guard = g_getenv("DLSIM_REAL_GUARDED");
+  return guard && *guard && strcmp(guard, "0") != 0 ? &kn_cpu_guarded : &kn_cpu;
 }
 
 int real_exec_main(int argc, char **argv) {
@@ -481,7 +532,9 @@ int real_exec_main(int argc, char **argv) {
   g_clear_error(&e);
   if (!msg && !(plan = plan_build(x.model, c, x.layer_t, rank, &e))) msg = g_strdup(e->message);
   g_clear_error(&e);
-  if (!msg && !(rm = real_model_new(x.model, c, plan, rank, &e))) msg = g_strdup(e->message);
+  const kn_backend *kb = NULL;
+  if (!msg) kb = pick_backend(c, &msg);
+  if (!msg && !(rm = real_model_new(x.model, c, plan, rank, kb, &e))) msg = g_strdup(e->message);
   g_clear_error(&e);
   /* every rank reaches the same verdict from the same request, except for local failures */
   int bad = msg != NULL, any = 0;
@@ -507,6 +560,7 @@ int real_exec_main(int argc, char **argv) {
   g.done = g_new0(guint8, (size_t)c->iters * plan->n_events + 1);
   g.rreq = g_new(MPI_Request, plan->n_ops + 1);
   g.sreq = g_new(MPI_Request, n_send + 1);
+  g.stage = g_new0(float *, plan->n_ops + 1);
   rec_rank rec;
   rec_init(&rec, rank, plan, c->iters);
   exec_stream stream = {&real_stream, &g,       plan,
@@ -527,6 +581,8 @@ int real_exec_main(int argc, char **argv) {
     status = 1;
   }
   rec_release(&rec);
+  for (int i = 0; i < plan->n_ops; i++) g_free(g.stage[i]);
+  g_free(g.stage);
   g_free(g.rreq);
   g_free(g.sreq);
   g_free(g.done);
