@@ -2,8 +2,9 @@
 """`dlsim run --mode real --device cuda` on this machine's GPU: its weights against the CPU
 twins', and its iteration times beside the simulation's from the database of the same kernels.
 
-  tests/validation/real_gpu.py --out OUT/real.json [--db kernels/db/h200.json]
-      [--dlsim build/dlsim] [--budget SECONDS] [--steps "weights times"]
+  tests/validation/real_gpu.py --out OUT/real.json [--dlsim build/dlsim] [--budget SECONDS]
+      [--steps "weights times"]                                    on the GPU's machine, then
+  tests/validation/real_gpu.py --predict OUT/real.json --db kernels/db/h200.json   anywhere
 
 Weights: each case trains 2 iterations at batch 16 in fp32 on the CPU twins (--device cpu) and on
 the GPU (--device cuda) from the same seeded weights and data, and compares every parameter after
@@ -17,11 +18,12 @@ and more); Adam cases, whose steps amplify rounding in near-zero gradients by lr
 agree within 1e-4 relative. Cases of 2 ranks share the GPU (data and pipeline parallelism against
 the serial CPU run) where mpirun runs.
 
-Times: each training case runs 6 iterations on the GPU (dlsim's steady state: the last 5) and is
-simulated with the kernel database (`dlsim run --mode sim` on a one-GPU platform of the
-database's GPU, tests/validation/predict_gpu.py): error = (simulated - real) / real. The database
-holds these very kernels, so the error is the simulator's composition of them (launches,
-synchronisations, caches), not the quality of the kernels.
+Times: each training case runs 6 iterations on the GPU (dlsim's steady state: the last 5).
+--predict simulates each with the kernel database (`dlsim run --mode sim` on a one-GPU platform
+of the database's GPU, tests/validation/predict_gpu.py), on any machine with SimGrid: error =
+(simulated - real) / real. The database holds these very kernels, so the error is the
+simulator's composition of them (launches, synchronisations, caches), not the quality of the
+kernels.
 
 OUT is rewritten after every case (provenance, weights[], times[]); a Markdown table is printed.
 """
@@ -60,11 +62,11 @@ TIME_CASES = [("resnet18-cifar100", 128, "fp32"), ("resnet18-cifar100", 128, "bf
               ("gpt-1.7b", 4, "bf16")]
 
 
-def dlsim_run(dlsim, args, timeout):
+def dlsim_run(dlsim, args, timeout, env=None):
     t0 = time.time()
     try:
         p = subprocess.run([dlsim, "run", "--mode", "real"] + args, capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, env=env)
         return p.returncode, p.stderr.strip().splitlines()[-1:] or [""], time.time() - t0
     except subprocess.TimeoutExpired:
         return 124, [f"timed out after {timeout} s"], time.time() - t0
@@ -105,13 +107,21 @@ def compare(ref, got, adam):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="where the GPU's results go")
+    ap.add_argument("--predict", metavar="REAL_JSON", help="simulate the times of a finished run")
     ap.add_argument("--db", default=os.path.join(ROOT, "kernels", "db", "h200.json"),
-                    help="kernel database of this GPU's dlsim kernels (for the times)")
+                    help="with --predict: the database of this GPU's dlsim kernels")
     ap.add_argument("--dlsim", default=os.path.join(ROOT, "build", "dlsim"))
     ap.add_argument("--budget", type=float, default=420, help="seconds for everything")
+    ap.add_argument("--device", default="cuda",
+                    help="the --device held against the CPU twins (cpu with DLSIM_REAL_GUARDED=1 "
+                         "in the environment tries this script on a machine without a GPU)")
     ap.add_argument("--steps", default="weights times")
     a = ap.parse_args(argv)
+    if a.predict:
+        return predict(a)
+    if not a.out:
+        ap.error("--out or --predict is needed")
     t_end = time.time() + a.budget
     doc = {"provenance": {"date": datetime.datetime.now(datetime.timezone.utc).strftime(
         "%Y-%m-%dT%H:%M:%SZ"), "db": os.path.relpath(a.db, ROOT)}, "weights": [], "times": []}
@@ -130,26 +140,28 @@ def main(argv=None):
                 if time.time() > t_end:
                     break
                 runs = {}
-                for dev in ("cpu", "cuda"):
+                for role, dev in (("ref", "cpu"), ("test", a.device)):
                     # the CPU reference is the serial run (shared by the 2-rank cases)
-                    o = ["--gpus", "1"] if dev == "cpu" else opts
-                    key = (wl, dev, tuple(o))
+                    o = ["--gpus", "1"] if role == "ref" else opts
+                    key = (wl, role, tuple(o))
                     if key in cpu_ref:
-                        runs[dev] = cpu_ref[key]
+                        runs[role] = cpu_ref[key]
                         continue
                     out = os.path.join(tmp, f"{len(cpu_ref)}.json")
                     wb = os.path.join(tmp, f"{len(cpu_ref)}.bin")
+                    env = None if role == "test" else {k: v for k, v in os.environ.items()
+                                                       if k != "DLSIM_REAL_GUARDED"}
                     rc, msg, _ = dlsim_run(a.dlsim, ["--device", dev, "--workload", wl, "--batch",
                                                      "16", "--iters", "2", "--out", out,
                                                      "--dump-weights", wb] + o,
-                                           max(10, t_end - time.time()))
-                    runs[dev] = (rc, msg, out, wb)
-                    cpu_ref[key] = runs[dev]
-                rc_c, msg_c, out_c, wb_c = runs["cpu"]
-                rc_g, msg_g, out_g, wb_g = runs["cuda"]
+                                           max(10, t_end - time.time()), env)
+                    runs[role] = (rc, msg, out, wb)
+                    cpu_ref[key] = runs[role]
+                rc_c, msg_c, out_c, wb_c = runs["ref"]
+                rc_g, msg_g, out_g, wb_g = runs["test"]
                 rec = {"case": label, "workload": os.path.basename(wl), "options": opts}
                 if rc_c or rc_g:
-                    rec.update(ok=False, why=f"cpu: {rc_c} {msg_c[0]}; cuda: {rc_g} {msg_g[0]}")
+                    rec.update(ok=False, why=f"cpu: {rc_c} {msg_c[0]}; {a.device}: {rc_g} {msg_g[0]}")
                 else:
                     with open(out_c) as f:
                         lc = json.load(f)["loss"]
@@ -171,34 +183,26 @@ def main(argv=None):
                     lines.append(f"| {label} | | | | FAIL: {rec.get('why', '')} |")
                 print(lines[-1], flush=True)
         if "times" in a.steps:
-            with open(a.db) as f:
-                prov = json.load(f)["provenance"]
-            gpu = prov.get("spec_key") or prov.get("device")
-            plats = {}
-            lines += ["", f"| workload | batch | precision | real --device cuda (ms) | simulated "
-                      f"with {os.path.basename(a.db)} (ms) | error |", "|---|---:|---|---:|---:|---:|"]
+            lines += ["", "| workload | batch | precision | real --device cuda (ms) |",
+                      "|---|---:|---|---:|"]
             for wl, batch, prec in TIME_CASES:
                 if time.time() > t_end:
                     break
                 out = os.path.join(tmp, "t.json")
-                rc, msg, wall = dlsim_run(a.dlsim, ["--device", "cuda", "--workload", wl,
+                rc, msg, wall = dlsim_run(a.dlsim, ["--device", a.device, "--workload", wl,
                                                     "--batch", str(batch), "--precision", prec,
                                                     "--gpus", "1", "--iters", "6", "--out", out],
                                           max(10, min(240, t_end - time.time())))
                 rec = {"workload": wl, "batch": batch, "precision": prec, "wall_s": wall}
                 if rc:
                     rec["why"] = f"{rc} {msg[0]}"
-                    lines.append(f"| {wl} | {batch} | {prec} | {rec['why']} | | |")
+                    lines.append(f"| {wl} | {batch} | {prec} | {rec['why']} |")
                 else:
                     with open(out) as f:
                         res = json.load(f)
-                    real = res["iteration_time_s"]
-                    sim = simulate(a.dlsim, wl, batch, prec, a.db, gpu, tmp, plats)
-                    rec.update(real_s=real, breakdown_s=res["breakdown_s"],
-                               sim_s=sim["iteration_time_s"],
-                               err=sim["iteration_time_s"] / real - 1)
-                    lines.append(f"| {wl} | {batch} | {prec} | {real * 1e3:.2f} | "
-                                 f"{rec['sim_s'] * 1e3:.2f} | {rec['err'] * 100:+.1f} % |")
+                    rec.update(real_s=res["iteration_time_s"], breakdown_s=res["breakdown_s"],
+                               kernel_db=res["kernel_db"])
+                    lines.append(f"| {wl} | {batch} | {prec} | {rec['real_s'] * 1e3:.2f} |")
                 doc["times"].append(rec)
                 save()
                 print(lines[-1], flush=True)
@@ -206,6 +210,36 @@ def main(argv=None):
     print("\n".join(lines))
     bad = [w for w in doc["weights"] if not w.get("ok")]
     return 1 if bad else 0
+
+
+def predict(a):
+    """The times of a finished run (--predict) beside the simulation's from database a.db."""
+    with open(a.predict) as f:
+        doc = json.load(f)
+    with open(a.db) as f:
+        prov = json.load(f)["provenance"]
+    gpu = prov.get("spec_key") or prov.get("device")
+    lines = [f"| workload | batch | precision | real --device cuda (ms) | simulated with "
+             f"{os.path.basename(a.db)} (ms) | error |", "|---|---:|---|---:|---:|---:|"]
+    errs = []
+    with tempfile.TemporaryDirectory(prefix="dlsim-real-gpu-") as tmp:
+        plats = {}
+        for t in doc["times"]:
+            if "real_s" not in t:
+                lines.append(f"| {t['workload']} | {t['batch']} | {t['precision']} | "
+                             f"{t.get('why', '?')} | | |")
+                continue
+            sim = simulate(a.dlsim, t["workload"], t["batch"], t["precision"], a.db, gpu, tmp,
+                           plats)["iteration_time_s"]
+            err = sim / t["real_s"] - 1
+            errs.append(abs(err))
+            lines.append(f"| {t['workload']} | {t['batch']} | {t['precision']} | "
+                         f"{t['real_s'] * 1e3:.2f} | {sim * 1e3:.2f} | {err * 100:+.1f} % |")
+    if errs:
+        lines.append(f"\nmean absolute error {100 * sum(errs) / len(errs):.1f} %, "
+                     f"max {100 * max(errs):.1f} %")
+    print("\n".join(lines))
+    return 0
 
 
 if __name__ == "__main__":

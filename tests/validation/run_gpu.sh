@@ -8,7 +8,7 @@
 #   4. real single-GPU training iterations in PyTorch at the shapes, batches and precisions of the
 #      validation table (tests/validation/torch_iter.py);
 #   5. dlsim's own real run on the GPU (--mode real --device cuda): weights against the CPU twins,
-#      times beside the simulation's (tests/validation/real_gpu.py; mpirun must be on the PATH).
+#      and its times (tests/validation/real_gpu.py; needs mpirun, or DLSIM_MPIRUN naming one).
 #
 #   tests/validation/run_gpu.sh OUTDIR [STEPS]  STEPS: any of "test db compare iter real" (default all)
 #
@@ -16,8 +16,9 @@
 # TESTBIN name others) and python3 with torch for steps 3 and 4. Everything lands in OUTDIR:
 # log.txt, <spec-key>.json (a copy of kernels/db/<spec-key>.json), compare.json and compare.md, iter.json
 # (one object per training run), real.json (step 5). Predictions
-# from the database, and the table of errors, are made afterwards on any machine:
-# tests/validation/predict_gpu.py.
+# from the database, and the tables of errors, are made afterwards on any machine:
+# tests/validation/predict_gpu.py OUTDIR/iter.json, tests/validation/real_gpu.py --predict
+# OUTDIR/real.json.
 set -u
 OUT=${1:?usage: run_gpu.sh OUTDIR [STEPS]}
 STEPS=${2:-test db compare iter real}
@@ -96,9 +97,8 @@ PY
 fi
 if has real; then
   say "5. dlsim --mode real --device cuda (budget ${BUDGET_REAL} s)"
-  DB=$(db_now)
   timeout $((BUDGET_REAL + 60)) python3 tests/validation/real_gpu.py --dlsim "$DLSIM" \
-    --out "$OUT/real.json" --budget "$BUDGET_REAL" ${DB:+--db "$DB"} >>"$LOG" 2>&1
+    --out "$OUT/real.json" --budget "$BUDGET_REAL" >>"$LOG" 2>&1
   say "   status $? (0: every weight check passed)"
 fi
 say "done"
