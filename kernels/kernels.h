@@ -284,7 +284,7 @@ KN_FUNCS(KN_DECL_CUDA)
 /* One implementation: its functions plus memory management for its buffers. */
 typedef struct {
   const char *name;                          /* "cpu" or "cuda" */
-  void *(*alloc)(size_t bytes);              /* NULL on failure; memory of this device */
+  void *(*alloc)(size_t bytes);              /* zeroed memory of this device; NULL on failure */
   void (*release)(void *p);                  /* frees alloc's memory; NULL ignored */
   void (*upload)(void *dst, const void *src, size_t bytes);   /* host -> device */
   void (*download)(void *dst, const void *src, size_t bytes); /* device -> host */
@@ -292,7 +292,10 @@ typedef struct {
    * them): zeroes `bytes`; copies `bytes` from `src` to `dst` (both this device's memory). */
   void (*zero)(void *p, size_t bytes);
   void (*copy)(void *dst, const void *src, size_t bytes);
-  void (*sync)(void);                        /* waits for queued work */
+  void (*sync)(void);                        /* waits for queued work; ends the program with
+                                                one line when a kernel failed */
+  void (*bind)(void);                        /* makes the calling thread use this backend's
+                                                device (CUDA's current device is per thread) */
   /* Fills n floats with `value`, or with pseudo-random values in [-1, 1) from `seed` when it is
    * NaN (fill_ints: n ints in [0, mod), 0 when mod <= 0), on the device, for the timing harness;
    * NULL where the harness fills on the host (the CPU, which keeps its own sequence). The random

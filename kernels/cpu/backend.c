@@ -18,7 +18,7 @@ const char *kn_math_name(kn_math m) {
 /* OpenBLAS's own prototype lives in cblas.h (openblas_set_num_threads). */
 void kn_cpu_init(void) { openblas_set_num_threads(1); }
 
-static void *cpu_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
+static void *cpu_alloc(size_t bytes) { return calloc(bytes ? bytes : 1, 1); }
 static void cpu_release(void *p) { free(p); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) {
   if (bytes && dst != src) memcpy(dst, src, bytes);
@@ -27,9 +27,11 @@ static void cpu_zero(void *p, size_t bytes) {
   if (bytes) memset(p, 0, bytes);
 }
 static void cpu_sync(void) {}
+static void cpu_bind(void) {}
 
 const kn_backend kn_cpu = {
-    "cpu", cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_zero, cpu_copy, cpu_sync, NULL, NULL,
+    "cpu", cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_zero, cpu_copy, cpu_sync, cpu_bind,
+    NULL, NULL,
 #define KN_CPU_ENTRY(name, ret, params, args) kn_##name##_cpu,
     KN_FUNCS(KN_CPU_ENTRY)
 #undef KN_CPU_ENTRY

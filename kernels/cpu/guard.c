@@ -6,10 +6,15 @@
  * the first host access it forgot to route through the backend, on a machine without a GPU. The
  * results are the CPU twins' bit for bit. The functions run one at a time (one lock), as on one
  * device stream; each call changes the protection of the arena's used part twice, so this
- * backend is for tests, not for speed.
+ * backend is for tests, not for speed. The protection is the process's: a stray access from one
+ * thread while another is inside a backend call goes unseen, so a program with two threads is
+ * checked well only where its threads take turns. Allocations are never reused until all are
+ * released (fresh pages: zeroed); releasing a pointer the arena did not hand out aborts.
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -22,8 +27,9 @@ static struct {
   pthread_mutex_t lock;
   char *base;   /* the arena, NULL until the first alloc (MAP_FAILED: none) */
   size_t top;   /* bytes handed out */
-  long live;    /* allocations not yet released: at 0 the arena starts over */
-} arena = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+  void **live;  /* allocations not yet released: when none is left the arena starts over */
+  size_t n_live, cap;
+} arena = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, NULL, 0, 0};
 
 static size_t used_pages(void) {
   const size_t page = 4096;
@@ -48,10 +54,14 @@ static void *g_alloc(size_t bytes) {
     arena.base = mmap(NULL, ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                       -1, 0);
   const size_t need = (bytes + ALIGN - 1) / ALIGN * ALIGN + ALIGN;
-  if (arena.base != MAP_FAILED && need <= ARENA_BYTES - arena.top) {
+  if (arena.n_live == arena.cap) {
+    arena.cap = arena.cap ? 2 * arena.cap : 64;
+    arena.live = realloc(arena.live, sizeof(void *) * arena.cap);
+  }
+  if (arena.live && arena.base != MAP_FAILED && need <= ARENA_BYTES - arena.top) {
     p = arena.base + arena.top;
     arena.top += need;
-    arena.live++;
+    arena.live[arena.n_live++] = p;
   }
   pthread_mutex_unlock(&arena.lock);
   return p;
@@ -60,7 +70,15 @@ static void *g_alloc(size_t bytes) {
 static void g_release(void *p) {
   if (!p) return;
   pthread_mutex_lock(&arena.lock);
-  if (--arena.live == 0) { /* nothing is held: give the pages back, start from the bottom */
+  size_t i = arena.n_live;
+  while (i > 0 && arena.live[i - 1] != p) i--;
+  if (i == 0) {
+    fprintf(stderr, "kn_cpu_guarded: release of %p, which it did not allocate or already "
+            "released\n", p);
+    abort();
+  }
+  arena.live[i - 1] = arena.live[--arena.n_live];
+  if (arena.n_live == 0) { /* nothing is held: give the pages back, start from the bottom */
     madvise(arena.base, used_pages(), MADV_DONTNEED);
     arena.top = 0;
   }
@@ -108,7 +126,8 @@ KN_FUNCS(GUARD_FN)
 #undef GUARD_float
 
 const kn_backend kn_cpu_guarded = {
-    "cpu-guarded", g_alloc, g_release, g_upload, g_upload, g_zero, g_copy, g_sync, NULL, NULL,
+    "cpu-guarded", g_alloc, g_release, g_upload, g_upload, g_zero, g_copy, g_sync, g_sync, NULL,
+    NULL,
 #define GUARD_ENTRY(name, ret, params, args) g_##name,
     KN_FUNCS(GUARD_ENTRY)
 #undef GUARD_ENTRY

@@ -27,6 +27,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,12 +48,21 @@ typedef struct {
   size_t bytes;
 } dbuf;
 static dbuf lowp_buf, conv_buf, red_buf, loss_buf;
+
+/* A CUDA failure ends the program with one line: a kernel that did not run must not pass for one
+ * that did (the line starts with the program's name, as dlsim-real's messages do). */
+static void cu_fail(const char *what, cudaError_t e) {
+  fprintf(stderr, "%s: CUDA: %s: %s\n", program_invocation_short_name, what, cudaGetErrorString(e));
+  exit(1);
+}
+
 static void *dbuf_get(dbuf *b, size_t bytes) {
   if (bytes > b->bytes) {
     cudaFree(b->p);
     b->p = NULL;
     b->bytes = 0;
-    if (cudaMalloc(&b->p, bytes) != cudaSuccess) return NULL;
+    cudaError_t e = cudaMalloc(&b->p, bytes);
+    if (e != cudaSuccess) cu_fail("no device memory for a kernel's scratch buffer", e);
     b->bytes = bytes;
   }
   return b->p;
@@ -1068,14 +1078,29 @@ extern "C" void kn_moe_bwd_cuda(float *din, const kn_moe_grads *g, float *ws, co
 /* ---- backend table, device information, clock ---- */
 static void *cu_alloc(size_t bytes) {
   void *p = NULL;
-  return cudaMalloc(&p, bytes ? bytes : 1) == cudaSuccess ? p : NULL;
+  if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+    cudaGetLastError(); /* an allocation that failed is the caller's to report */
+    return NULL;
+  }
+  cudaMemset(p, 0, bytes ? bytes : 1);
+  return p;
 }
 static void cu_release(void *p) { cudaFree(p); }
-static void cu_up(void *d, const void *s, size_t b) { cudaMemcpy(d, s, b, cudaMemcpyHostToDevice); }
-static void cu_down(void *d, const void *s, size_t b) {
-  cudaMemcpy(d, s, b, cudaMemcpyDeviceToHost);
+static void cu_up(void *d, const void *s, size_t b) {
+  cudaError_t e = cudaMemcpy(d, s, b, cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) cu_fail("upload", e);
 }
-static void cu_sync(void) { cudaDeviceSynchronize(); }
+static void cu_down(void *d, const void *s, size_t b) {
+  cudaError_t e = cudaMemcpy(d, s, b, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) cu_fail("download", e);
+}
+static void cu_sync(void) {
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) e = cudaGetLastError();
+  if (e != cudaSuccess) cu_fail("a kernel failed", e);
+}
+static int cu_device; /* the device of this process (dlsim_cuda_backend) */
+static void cu_bind(void) { cudaSetDevice(cu_device); }
 /* ordered with the kernels: the default stream */
 static void cu_zero(void *p, size_t b) {
   if (b) cudaMemsetAsync(p, 0, b);
@@ -1114,31 +1139,48 @@ static void cu_fill_ints(int *p, size_t n, long mod, uint64_t seed) {
 }
 
 static const kn_backend cuda_backend = {
-    "cuda", cu_alloc, cu_release, cu_up, cu_down, cu_zero, cu_copy, cu_sync, cu_fill_floats,
-    cu_fill_ints,
+    "cuda", cu_alloc, cu_release, cu_up, cu_down, cu_zero, cu_copy, cu_sync, cu_bind,
+    cu_fill_floats, cu_fill_ints,
 #define KN_CUDA_ENTRY(name, ret, params, args) kn_##name##_cuda,
     KN_FUNCS(KN_CUDA_ENTRY)
 #undef KN_CUDA_ENTRY
 };
 
+/* The device of this process: local rank modulo the devices, when an MPI launcher says which
+ * local rank this is (Open MPI, MPICH, Slurm), so the ranks of a node spread over its GPUs; else
+ * the first. */
+static int pick_device(int n) {
+  const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v) return atoi(v) % n;
+  }
+  return 0;
+}
+
 extern "C" const kn_backend *dlsim_cuda_backend(const char **why) {
   static int state = 0; /* 0 unknown, 1 ready, -1 none */
+  static const char *reason = "no CUDA device";
   if (state == 0) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
       state = -1;
+    } else if (cu_device = pick_device(n), cudaSetDevice(cu_device) != cudaSuccess) {
+      state = -1;
+      reason = "the CUDA device cannot be used (busy, or in exclusive mode)";
     } else if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
       state = -1;
+      reason = "cuBLAS could not start on the CUDA device";
     } else {
-      int dev = 0, sm = 0;
-      cudaGetDevice(&dev);
-      if (cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sm > 0)
+      int sm = 0;
+      if (cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, cu_device) == cudaSuccess &&
+          sm > 0)
         n_sm = sm;
       state = 1;
     }
   }
   if (state < 0) {
-    if (why) *why = "no CUDA device";
+    if (why) *why = reason;
     return NULL;
   }
   return &cuda_backend;

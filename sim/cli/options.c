@@ -35,8 +35,10 @@ static void raw_release(raw_opts *r) {
   g_strfreev(r->simgrid_cfg);
 }
 
-/* The option table: strings into `r`, degrees and flags straight into `c`. */
-static GOptionContext *run_context(raw_opts *r, cfg_run *c) {
+/* The option table: strings into `r`, degrees and flags straight into `c`. A command's own
+ * option (`extra`, may be NULL) of the same long name takes the place of the run option (kbench's
+ * --device names the device it measures). */
+static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *extra) {
   GOptionEntry entries[] = {
       {"platform", 0, 0, G_OPTION_ARG_STRING, &r->platform,
        "platform name under platforms/ (thetagpu) or a SimGrid XML file", "NAME|FILE"},
@@ -119,9 +121,17 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c) {
       {"reproducible", 0, 0, G_OPTION_ARG_NONE, &c->reproducible,
        "write host-dependent figures (simulation.wall_s) as 0, for byte-identical results", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionEntry kept[G_N_ELEMENTS(entries)];
+  size_t n = 0;
+  for (size_t i = 0; i < G_N_ELEMENTS(entries); i++) {
+    gboolean shadowed = FALSE;
+    for (const GOptionEntry *e = extra; entries[i].long_name && e && e->long_name; e++)
+      shadowed = shadowed || strcmp(e->long_name, entries[i].long_name) == 0;
+    if (!shadowed) kept[n++] = entries[i];
+  }
   GOptionContext *ctx = g_option_context_new(NULL);
   GOptionGroup *g = g_option_group_new("run", "Run options:", "Run options:", NULL, NULL);
-  g_option_group_add_entries(g, entries);
+  g_option_group_add_entries(g, kept);
   g_option_context_set_main_group(ctx, g);
   return ctx;
 }
@@ -285,7 +295,7 @@ gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *ext
   const char *given_name[] = {"--dp", "--tp", "--pp", "--ep", "--microbatches", "--iters"};
   int before[G_N_ELEMENTS(given)];
   for (size_t i = 0; i < G_N_ELEMENTS(given); i++) before[i] = *given[i], *given[i] = NOT_GIVEN;
-  GOptionContext *ctx = run_context(&r, c);
+  GOptionContext *ctx = run_context(&r, c, extra);
   g_option_context_set_summary(
       ctx, summary ? summary
                    : "Runs one configuration in simulation (SMPI), for real, or in closed form, "

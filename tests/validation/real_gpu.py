@@ -32,6 +32,7 @@ import array
 import datetime
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,19 +58,27 @@ WEIGHT_CASES = [
     ("cnn-nobn pp2 1f1b m4 (2 ranks, one GPU)", os.path.join(REAL, "cnn-nobn.json"),
      ["--gpus", "2", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"], False),
 ]
+# the GPT at batch 1: the real executor keeps every activation, saved attention probabilities
+# and the Adam state in fp32 (about 130 GB at batch 4, more than an H100 holds)
 TIME_CASES = [("resnet18-cifar100", 128, "fp32"), ("resnet18-cifar100", 128, "bf16"),
               ("resnet50-imagenet", 64, "fp32"), ("resnet50-imagenet", 64, "bf16"),
-              ("gpt-1.7b", 4, "bf16")]
+              ("gpt-1.7b", 1, "bf16")]
 
 
 def dlsim_run(dlsim, args, timeout, env=None):
+    """`dlsim run --mode real ARGS`: exit status, last line of its standard error, wall seconds.
+    On a timeout the whole process group goes (mpirun and its ranks too, which would otherwise
+    hold the GPU while the next case is timed)."""
     t0 = time.time()
+    p = subprocess.Popen([dlsim, "run", "--mode", "real"] + args, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
     try:
-        p = subprocess.run([dlsim, "run", "--mode", "real"] + args, capture_output=True, text=True,
-                           timeout=timeout, env=env)
-        return p.returncode, p.stderr.strip().splitlines()[-1:] or [""], time.time() - t0
+        _, err = p.communicate(timeout=timeout)
+        return p.returncode, err.strip().splitlines()[-1:] or [""], time.time() - t0
     except subprocess.TimeoutExpired:
-        return 124, [f"timed out after {timeout} s"], time.time() - t0
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return 124, [f"timed out after {timeout:.0f} s"], time.time() - t0
 
 
 def weights(path):
@@ -153,7 +162,7 @@ def main(argv=None):
                                                        if k != "DLSIM_REAL_GUARDED"}
                     rc, msg, _ = dlsim_run(a.dlsim, ["--device", dev, "--workload", wl, "--batch",
                                                      "16", "--iters", "2", "--out", out,
-                                                     "--dump-weights", wb] + o,
+                                                     "--dump-weights", wb, "--ignore-memory"] + o,
                                            max(10, t_end - time.time()), env)
                     runs[role] = (rc, msg, out, wb)
                     cpu_ref[key] = runs[role]
@@ -169,9 +178,10 @@ def main(argv=None):
                         res = json.load(f)
                     lg = res["loss"]
                     rec.update(compare(weights(wb_c), weights(wb_g), adam))
-                    rec["loss_cpu"], rec["loss_cuda"] = lc, lg
-                    rec["loss_rel"] = max(abs(x - y) / abs(x) for x, y in zip(lc, lg))
-                    rec["ok"] = rec["ok"] and rec["loss_rel"] <= 1e-4
+                    rec["loss_cpu"], rec["loss_test"] = lc, lg
+                    rec["loss_rel"] = max((abs(x - y) / max(abs(x), 1e-30) for x, y in zip(lc, lg)),
+                                          default=float("inf"))
+                    rec["ok"] = rec["ok"] and len(lc) == len(lg) and rec["loss_rel"] <= 1e-4
                     doc["provenance"]["kernel_db"] = res["kernel_db"]
                 doc["weights"].append(rec)
                 save()
@@ -189,9 +199,12 @@ def main(argv=None):
                 if time.time() > t_end:
                     break
                 out = os.path.join(tmp, "t.json")
+                # --ignore-memory: the platform's GPU is ThetaGPU's A100; the run itself says
+                # when the tensors do not fit in this GPU
                 rc, msg, wall = dlsim_run(a.dlsim, ["--device", a.device, "--workload", wl,
                                                     "--batch", str(batch), "--precision", prec,
-                                                    "--gpus", "1", "--iters", "6", "--out", out],
+                                                    "--gpus", "1", "--iters", "6", "--out", out,
+                                                    "--ignore-memory"],
                                           max(10, min(240, t_end - time.time())))
                 rec = {"workload": wl, "batch": batch, "precision": prec, "wall_s": wall}
                 if rc:
@@ -209,6 +222,10 @@ def main(argv=None):
     save()
     print("\n".join(lines))
     bad = [w for w in doc["weights"] if not w.get("ok")]
+    if "weights" in a.steps and len(doc["weights"]) < len(WEIGHT_CASES):
+        print(f"incomplete: {len(doc['weights'])} of {len(WEIGHT_CASES)} weight cases ran "
+              f"within --budget {a.budget:.0f} s")
+        return 1
     return 1 if bad else 0
 
 

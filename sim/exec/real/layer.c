@@ -130,10 +130,9 @@ static kn_math precision_math(gpu_precision p) {
 }
 
 void *real_model_dev(real_model_rank *r, size_t bytes) {
-  void *p = r->k->alloc(bytes ? bytes : 1);
+  void *p = r->k->alloc(bytes ? bytes : 1); /* zeroed */
   r->dev_bytes += (double)bytes;
-  if (p) r->k->zero(p, bytes);
-  else r->dev_failed = TRUE; /* real_model_new refuses the rank */
+  if (!p) r->dev_failed = TRUE; /* real_model_new refuses the rank */
   return p;
 }
 

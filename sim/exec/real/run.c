@@ -305,9 +305,11 @@ static void real_kernels(res_kdb *k, const kn_backend *be) {
   memset(&info, 0, sizeof info);
   if (cuda && kn_cuda_info_get(&info) != 0) snprintf(info.name, sizeof info.name, "cuda");
   const gpu_spec *cpu = gpu_local_cpu();
+  const gpu_spec *gpu = cuda ? gpu_for_device_name(info.name, info.mem_bytes) : NULL;
   k->name = g_strdup(cuda ? "measured:cuda" : "measured:cpu");
   k->file = g_strdup("");
-  k->device = g_strdup(cuda ? info.name : "cpu");
+  k->device = g_strdup(!cuda ? "cpu" : gpu && strcmp(gpu->name, "cpu") != 0 ? gpu->name
+                                                                          : info.name);
   cJSON *p = cJSON_CreateObject();
   cJSON_AddStringToObject(p, "backend", be->name);
   cJSON_AddStringToObject(p, "device_full_name", cuda ? info.name : cpu->full_name);
@@ -424,6 +426,8 @@ static const exec_stream_ops real_stream = {
 };
 
 static gpointer compute_thread(gpointer data) {
+  const exec_stream *s = data;
+  real_model_backend(((real_backend *)s->be)->model)->bind(); /* the rank's GPU, on this thread */
   exec_stream_compute(data);
   return NULL;
 }
