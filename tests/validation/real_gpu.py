@@ -193,7 +193,7 @@ def main(argv=None):
                     lines.append(f"| {label} | | | | FAIL: {rec.get('why', '')} |")
                 print(lines[-1], flush=True)
         if "times" in a.steps:
-            lines += ["", "| workload | batch | precision | real --device cuda (ms) |",
+            lines += ["", f"| workload | batch | precision | real --device {a.device} (ms) |",
                       "|---|---:|---|---:|"]
             for wl, batch, prec in TIME_CASES:
                 if time.time() > t_end:
