@@ -39,7 +39,9 @@
 static cublasHandle_t handle;
 static int n_sm = 132; /* multiprocessors of the device (set when the backend starts) */
 
-#define GRID(n) (unsigned)(((n) + 255) / 256), 256
+/* At least one block: an empty launch is an error that the next sync() would report (an MoE
+ * expert without tokens, say); every kernel checks its index against its size. */
+#define GRID(n) (unsigned)((n) > 0 ? ((n) + 255) / 256 : 1), 256
 
 /* Device buffers that grow on demand and are reused: everything runs on the default stream, so a
  * buffer is free again for the next kernel queued after the one that used it. */
@@ -841,7 +843,7 @@ __global__ void softmax_bwd_rows_k(float *d, const float *p, long rows, int T) {
   dot = warp_sum(dot);
   for (int j = lane; j < T; j += 32) d[r * T + j] = p[r * T + j] * (d[r * T + j] - dot);
 }
-#define ROWS8(rows) (unsigned)(((rows) + 7) / 8), 256
+#define ROWS8(rows) (unsigned)((rows) > 0 ? ((rows) + 7) / 8 : 1), 256
 extern "C" void kn_attention_fwd_cuda(float *out, float *att, float *ws, const float *qkv, int N,
                                       int T, int C, int NH, kn_math math) {
   int hs = C / NH, B = N * NH;
