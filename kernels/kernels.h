@@ -242,6 +242,28 @@ int kn_dropout_keep(uint64_t seed, uint64_t i, float p);
   X(softmax_ce_bwd, void, (float *dlogits, const float *probs, const int *targets, int M,        \
                            int V),                                                               \
     (dlogits, probs, targets, M, V))                                                             \
+  /* Megatron's vocabulary-parallel embedding and cross-entropy on this rank's slice [lo, lo + n) \
+   * of the vocabulary (the group's all-reduces join the slices). out (M,C) = w[tokens[m] - lo]  \
+   * where the token is in the slice, else 0; w (n,C) */                                         \
+  X(embedding_slice_fwd, void, (float *out, const int *tokens, const float *w, int M, int C,     \
+                                int lo, int n),                                                  \
+    (out, tokens, w, M, C, lo, n))                                                               \
+  /* dw (n,C) += the rows of dout (M,C) whose token is in the slice */                           \
+  X(embedding_slice_bwd, void, (float *dw, const float *dout, const int *tokens, int M, int C,   \
+                                int lo, int n),                                                  \
+    (dw, dout, tokens, M, C, lo, n))                                                             \
+  /* mx (M) = the largest value of each row of z (M,V) */                                        \
+  X(row_max, void, (float *mx, const float *z, int M, int V), (mx, z, M, V))                     \
+  /* logits z (M,V) of words [lo, lo + V); mx (M) the group's row maxima: sum (M) = Σ_j exp(z −  \
+   * mx), zt (M) = z at the target's column (0 where the target is another rank's word) */       \
+  X(softmax_ce_slice_fwd, void, (float *sum, float *zt, const float *z, const float *mx,         \
+                                 const int *targets, int M, int V, int lo),                      \
+    (sum, zt, z, mx, targets, M, V, lo))                                                         \
+  /* with the group's mx, sum and zt: din (M,V) += (exp(z − mx)/sum − onehot)/M; returns the     \
+   * mean over the M rows of −(zt − mx − log sum) */                                             \
+  X(softmax_ce_slice_bwd, float, (float *din, const float *z, const float *mx, const float *sum, \
+                                  const float *zt, const int *targets, int M, int V, int lo),    \
+    (din, z, mx, sum, zt, targets, M, V, lo))                                                    \
   /* Caffe across-channel LRN: scale = k + alpha/size·Σ_window x²; out = x·scale^-beta.          \
    * out, in (N,C,HW); scale (N,C,HW) saved */                                                   \
   X(lrn_fwd, void, (float *out, float *scale, const float *in, int N, int C, int HW, int size,   \

@@ -147,3 +147,58 @@ void kn_softmax_ce_bwd_cpu(float *dlogits, const float *probs, const int *target
       dlogits[(size_t)i * V + j] +=
           (probs[(size_t)i * V + j] - (j == targets[i] ? 1.0f : 0.0f)) * inv;
 }
+
+/* ---- Megatron's vocabulary-parallel embedding and cross-entropy (slices of the vocabulary) ---- */
+
+void kn_embedding_slice_fwd_cpu(float *out, const int *tokens, const float *w, int M, int C,
+                                int lo, int n) {
+  memset(out, 0, sizeof(float) * (size_t)M * C);
+  for (long t = 0; t < M; t++) {
+    const long id = (long)tokens[t] - lo;
+    if (id >= 0 && id < n) memcpy(out + t * C, w + id * C, sizeof(float) * (size_t)C);
+  }
+}
+
+void kn_embedding_slice_bwd_cpu(float *dw, const float *dout, const int *tokens, int M, int C,
+                                int lo, int n) {
+  for (long t = 0; t < M; t++) {
+    const long id = (long)tokens[t] - lo;
+    if (id < 0 || id >= n) continue;
+    for (long j = 0; j < C; j++) dw[id * C + j] += dout[t * C + j];
+  }
+}
+
+void kn_row_max_cpu(float *mx, const float *z, int M, int V) {
+  for (long r = 0; r < M; r++) {
+    const float *x = z + r * V;
+    float v = x[0];
+    for (long j = 1; j < V; j++) v = x[j] > v ? x[j] : v;
+    mx[r] = v;
+  }
+}
+
+void kn_softmax_ce_slice_fwd_cpu(float *sum, float *zt, const float *z, const float *mx,
+                                 const int *targets, int M, int V, int lo) {
+  for (long r = 0; r < M; r++) {
+    double acc = 0;
+    for (long j = 0; j < V; j++) acc += expf(z[r * V + j] - mx[r]);
+    sum[r] = (float)acc;
+    const long t = (long)targets[r] - lo;
+    zt[r] = t >= 0 && t < V ? z[r * V + t] : 0.0f;
+  }
+}
+
+float kn_softmax_ce_slice_bwd_cpu(float *din, const float *z, const float *mx, const float *sum,
+                                  const float *zt, const int *targets, int M, int V, int lo) {
+  const float inv = 1.0f / (float)M;
+  double loss = 0;
+  for (long r = 0; r < M; r++) {
+    const long t = (long)targets[r] - lo;
+    for (long j = 0; j < V; j++) {
+      float p = (float)(expf(z[r * V + j] - mx[r]) / (double)sum[r]);
+      din[r * V + j] += (p - (j == t ? 1.0f : 0.0f)) * inv;
+    }
+    loss += -(zt[r] - mx[r] - log((double)sum[r]));
+  }
+  return (float)(loss / (double)M);
+}

@@ -899,21 +899,104 @@ __global__ void sce_bwd_k(float *d, const float *p, const int *tg, int M, int V)
   int r = (int)(i / V), j = (int)(i % V);
   d[i] += (p[i] - (j == tg[r] ? 1.0f : 0.0f)) / (float)M;
 }
-extern "C" float kn_softmax_ce_fwd_cuda(float *probs, const float *logits, const int *targets,
-                                        int M, int V) {
-  float *loss = (float *)dbuf_get(&loss_buf, sizeof(float) * (M > 0 ? M : 1));
-  if (!loss || M <= 0) return NAN;
-  sce_fwd_k<<<M, 256>>>(probs, loss, logits, targets, M, V);
+/* The mean of the M per-row losses in `loss` (device), summed on the host in row order. */
+static float mean_loss(const float *loss, int M) {
   float *h = (float *)malloc(sizeof(float) * M);
-  cudaMemcpy(h, loss, sizeof(float) * M, cudaMemcpyDeviceToHost);
+  cudaError_t e = cudaMemcpy(h, loss, sizeof(float) * M, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) cu_fail("loss readback", e);
   double s = 0;
   for (int i = 0; i < M; i++) s += h[i];
   free(h);
   return (float)(s / M);
 }
+extern "C" float kn_softmax_ce_fwd_cuda(float *probs, const float *logits, const int *targets,
+                                        int M, int V) {
+  if (M <= 0) return NAN;
+  float *loss = (float *)dbuf_get(&loss_buf, sizeof(float) * M);
+  sce_fwd_k<<<M, 256>>>(probs, loss, logits, targets, M, V);
+  return mean_loss(loss, M);
+}
 extern "C" void kn_softmax_ce_bwd_cuda(float *dlogits, const float *probs, const int *targets,
                                        int M, int V) {
   sce_bwd_k<<<GRID((long)M * V)>>>(dlogits, probs, targets, M, V);
+}
+
+/* ---- Megatron's vocabulary slices: embedding rows and the parallel cross-entropy ---- */
+__global__ void embed_slice_fwd_k(float *out, const int *tok, const float *w, int M, int C, int lo,
+                                  int n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i >= (long)M * C) return;
+  long id = (long)tok[i / C] - lo;
+  out[i] = id >= 0 && id < n ? w[id * C + i % C] : 0.0f;
+}
+__global__ void embed_slice_bwd_k(float *dw, const float *dout, const int *tok, int M, int C,
+                                  int lo, int n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i >= (long)M * C) return;
+  long id = (long)tok[i / C] - lo;
+  if (id >= 0 && id < n) atomicAdd(&dw[id * C + i % C], dout[i]);
+}
+/* one warp per row (8 rows a block) */
+__global__ void row_max_k(float *mx, const float *z, int M, int V) {
+  long r = blockIdx.x * 8L + (threadIdx.x >> 5);
+  int lane = threadIdx.x & 31;
+  if (r >= M) return;
+  float v = -INFINITY;
+  for (int j = lane; j < V; j += 32) v = fmaxf(v, z[r * V + j]);
+  v = warp_max(v);
+  if (lane == 0) mx[r] = v;
+}
+__global__ void sce_slice_fwd_k(float *sum, float *zt, const float *z, const float *mx,
+                                const int *tg, int M, int V, int lo) {
+  long r = blockIdx.x * 8L + (threadIdx.x >> 5);
+  int lane = threadIdx.x & 31;
+  if (r >= M) return;
+  double acc = 0.0;
+  for (int j = lane; j < V; j += 32) acc += expf(z[r * V + j] - mx[r]);
+  acc = warp_sum(acc);
+  if (lane == 0) {
+    long t = (long)tg[r] - lo;
+    sum[r] = (float)acc;
+    zt[r] = t >= 0 && t < V ? z[r * V + t] : 0.0f;
+  }
+}
+__global__ void sce_slice_bwd_k(float *din, const float *z, const float *mx, const float *sum,
+                                const int *tg, int M, int V, int lo) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i >= (long)M * V) return;
+  long r = i / V, j = i % V;
+  float p = (float)(expf(z[i] - mx[r]) / (double)sum[r]);
+  din[i] += (p - (j == (long)tg[r] - lo ? 1.0f : 0.0f)) / (float)M;
+}
+__global__ void sce_slice_loss_k(float *loss, const float *mx, const float *sum, const float *zt,
+                                 int M) {
+  long r = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (r < M) loss[r] = (float)(-(zt[r] - mx[r] - log((double)sum[r])));
+}
+extern "C" void kn_embedding_slice_fwd_cuda(float *out, const int *tokens, const float *w, int M,
+                                            int C, int lo, int n) {
+  embed_slice_fwd_k<<<GRID((long)M * C)>>>(out, tokens, w, M, C, lo, n);
+}
+extern "C" void kn_embedding_slice_bwd_cuda(float *dw, const float *dout, const int *tokens, int M,
+                                            int C, int lo, int n) {
+  embed_slice_bwd_k<<<GRID((long)M * C)>>>(dw, dout, tokens, M, C, lo, n);
+}
+extern "C" void kn_row_max_cuda(float *mx, const float *z, int M, int V) {
+  row_max_k<<<ROWS8(M)>>>(mx, z, M, V);
+}
+extern "C" void kn_softmax_ce_slice_fwd_cuda(float *sum, float *zt, const float *z,
+                                             const float *mx, const int *targets, int M, int V,
+                                             int lo) {
+  sce_slice_fwd_k<<<ROWS8(M)>>>(sum, zt, z, mx, targets, M, V, lo);
+}
+extern "C" float kn_softmax_ce_slice_bwd_cuda(float *din, const float *z, const float *mx,
+                                              const float *sum, const float *zt,
+                                              const int *targets, int M, int V, int lo) {
+  if (M <= 0) return NAN;
+  sce_slice_bwd_k<<<GRID((long)M * V)>>>(din, z, mx, sum, targets, M, V, lo);
+  float *loss = (float *)dbuf_get(&loss_buf, sizeof(float) * M);
+  sce_slice_loss_k<<<GRID(M)>>>(loss, mx, sum, zt, M);
+  return mean_loss(loss, M);
 }
 
 /* ---- mixture of experts ---- */

@@ -364,15 +364,19 @@ static gboolean exec_real_check_layer(const wl_model *m, const wl_layer *l, int 
   return FALSE;
 }
 
-/* What --device cuda cannot run: tensor, grid, domain and expert parallelism rearrange their
- * tensors on the host between kernels (exec/real/), which the GPU's memory does not allow. (A
- * machine without the CUDA module or a GPU is refused by the ranks, which load it.) */
+/* What --device cuda cannot run: Gholami's grid and tensor splits, domain and expert parallelism
+ * rearrange their tensors on the host between kernels (exec/real/), which the GPU's memory does
+ * not allow. (A machine without the CUDA module or a GPU is refused by the ranks, which load
+ * it.) */
 static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
-  const char *what = c->grid_pr > 0 ? "--grid" : c->tp > 1 ? "--tp" : c->ep > 1 ? "--ep" : NULL;
+  const char *what = c->grid_pr > 0                                 ? "--grid"
+                     : c->ep > 1                                    ? "--ep"
+                     : c->tp > 1 && c->tp_style != CFG_TP_MEGATRON ? "--tp-style gholami"
+                                                                    : NULL;
   if (!what) return TRUE;
-  g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--device cuda: %s: tensor, grid, domain and expert "
-              "parallelism run for real only on --device cpu; on the GPU use data and pipeline "
-              "parallelism", what);
+  g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--device cuda: %s: grid, domain, expert and "
+              "Gholami-style tensor parallelism run for real only on --device cpu; on the GPU use "
+              "data, pipeline and Megatron tensor parallelism", what);
   return FALSE;
 }
 

@@ -413,6 +413,55 @@ static void test_optim(void) {
   CU_ASSERT_DOUBLE_EQUAL(av, 0.00025, 1e-7); /* 1 − 0.999 rounds in fp32 */
 }
 
+/* ---- Megatron's vocabulary slices: two slices together give the whole kernels' values ---- */
+static void test_vocab_slices(void) {
+  enum { M = 5, V = 7, C = 3, A = 3 }; /* words [0, 3) and [3, 7) */
+  seed_ = 21;
+  const int tok[M] = {0, 6, 2, 3, 5};
+  float *w = rvec(V * C), *dout = rvec(M * C), *z = rvec(M * V);
+  float full[M * C], part[M * C], sum[M * C];
+  /* embedding: each token's row comes from exactly one slice */
+  kn_embedding_fwd_cpu(full, tok, w, NULL, 1, M, C);
+  kn_embedding_slice_fwd_cpu(sum, tok, w, M, C, 0, A);
+  kn_embedding_slice_fwd_cpu(part, tok, w + A * C, M, C, A, V - A);
+  for (int i = 0; i < M * C; i++) sum[i] += part[i];
+  CU_ASSERT(memcmp(sum, full, sizeof full) == 0);
+  float dwf[V * C] = {0}, dws[V * C] = {0};
+  kn_embedding_bwd_cpu(dwf, NULL, dout, tok, 1, M, C);
+  kn_embedding_slice_bwd_cpu(dws, dout, tok, M, C, 0, A);
+  kn_embedding_slice_bwd_cpu(dws + A * C, dout, tok, M, C, A, V - A);
+  CU_ASSERT(memcmp(dws, dwf, sizeof dwf) == 0);
+  /* cross-entropy: the slices' column blocks of z */
+  float za[M * A], zb[M * (V - A)];
+  for (int r = 0; r < M; r++) {
+    memcpy(za + r * A, z + r * V, sizeof(float) * A);
+    memcpy(zb + r * (V - A), z + r * V + A, sizeof(float) * (V - A));
+  }
+  float mx[M], ma[M], mb[M], sa[M], sb[M], ta[M], tb[M], s[M], t[M];
+  kn_row_max_cpu(mx, z, M, V);
+  kn_row_max_cpu(ma, za, M, A);
+  kn_row_max_cpu(mb, zb, M, V - A);
+  for (int r = 0; r < M; r++) CU_ASSERT(mx[r] == (ma[r] > mb[r] ? ma[r] : mb[r]));
+  const int lab[M] = {1, 4, 6, 0, 3};
+  kn_softmax_ce_slice_fwd_cpu(sa, ta, za, mx, lab, M, A, 0);
+  kn_softmax_ce_slice_fwd_cpu(sb, tb, zb, mx, lab, M, V - A, A);
+  for (int r = 0; r < M; r++) s[r] = sa[r] + sb[r], t[r] = ta[r] + tb[r];
+  for (int r = 0; r < M; r++) CU_ASSERT(t[r] == z[r * V + lab[r]]);
+  float probs[M * V], dfull[M * V] = {0}, da[M * A] = {0}, db[M * (V - A)] = {0};
+  const float loss = kn_softmax_ce_fwd_cpu(probs, z, lab, M, V);
+  kn_softmax_ce_bwd_cpu(dfull, probs, lab, M, V);
+  const float la = kn_softmax_ce_slice_bwd_cpu(da, za, mx, s, t, lab, M, A, 0);
+  const float lb = kn_softmax_ce_slice_bwd_cpu(db, zb, mx, s, t, lab, M, V - A, A);
+  CU_ASSERT_DOUBLE_EQUAL(la, loss, 1e-6 * fabs(loss)); /* each slice returns the whole loss */
+  CU_ASSERT(la == lb);
+  for (int r = 0; r < M; r++)
+    for (int j = 0; j < V; j++) {
+      const float d = j < A ? da[r * A + j] : db[r * (V - A) + j - A];
+      CU_ASSERT_DOUBLE_EQUAL(d, dfull[r * V + j], 1e-6);
+    }
+  free(w), free(dout), free(z);
+}
+
 /* ---- the guarded backend: the CPU twins' results, and no host access to its memory ---- */
 static void test_guarded(void) {
   const kn_backend *k = &kn_cpu_guarded;
@@ -455,6 +504,7 @@ static const dl_cu_test kernel_tests[] = {
     DL_CU_TEST(test_linear), DL_CU_TEST(test_norms), DL_CU_TEST(test_lrn),
     DL_CU_TEST(test_elementwise), DL_CU_TEST(test_pool), DL_CU_TEST(test_embedding),
     DL_CU_TEST(test_attention), DL_CU_TEST(test_softmax_ce), DL_CU_TEST(test_moe),
-    DL_CU_TEST(test_optim), DL_CU_TEST(test_guarded), DL_CU_END};
+    DL_CU_TEST(test_optim), DL_CU_TEST(test_vocab_slices), DL_CU_TEST(test_guarded),
+    DL_CU_END};
 
 const dl_cu_suite dl_cu_suites[] = {{"kernels_cpu", kernel_tests}, {NULL, NULL}};

@@ -174,6 +174,43 @@ static void test_norms_elementwise(void) {
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i]), gpu->release(ds[i]);
 }
 
+/* Megatron's vocabulary slices: rows in several blocks, a slice in the middle of the vocabulary,
+ * tokens and targets inside and outside it, repeated tokens (the backward's atomics) */
+static void test_vocab_slices(void) {
+  if (!gpu) return;
+  const int M = 300, C = 64, lo = 500, n = 1000, V = n;
+  int *tok = malloc(sizeof(int) * M), *lab = malloc(sizeof(int) * M);
+  for (int i = 0; i < M; i++) tok[i] = (i * 37) % 2000, lab[i] = (i * 53) % 2000;
+  float *w = h_rand((size_t)n * C), *dout = h_rand((size_t)M * C), *z = h_rand((size_t)M * V);
+  float *out = calloc((size_t)M * C, 4), *dw = calloc((size_t)n * C, 4), *mx = calloc(M, 4),
+        *sum = calloc(M, 4), *zt = calloc(M, 4), *din = calloc((size_t)M * V, 4);
+  int *gtok = up(tok, sizeof(int) * M), *glab = up(lab, sizeof(int) * M);
+  float *gw = up(w, 4 * (size_t)n * C), *gdout = up(dout, 4 * (size_t)M * C),
+        *gz = up(z, 4 * (size_t)M * V), *gout = up(out, 4 * (size_t)M * C),
+        *gdw = up(dw, 4 * (size_t)n * C), *gmx = up(mx, 4 * M), *gsum = up(sum, 4 * M),
+        *gzt = up(zt, 4 * M), *gdin = up(din, 4 * (size_t)M * V);
+  kn_embedding_slice_fwd_cpu(out, tok, w, M, C, lo, n);
+  gpu->embedding_slice_fwd(gout, gtok, gw, M, C, lo, n);
+  CU_ASSERT(diff(gout, out, (size_t)M * C) == 0);
+  kn_embedding_slice_bwd_cpu(dw, dout, tok, M, C, lo, n);
+  gpu->embedding_slice_bwd(gdw, gdout, gtok, M, C, lo, n);
+  CU_ASSERT(diff(gdw, dw, (size_t)n * C) < 1e-5);
+  kn_row_max_cpu(mx, z, M, V);
+  gpu->row_max(gmx, gz, M, V);
+  CU_ASSERT(diff(gmx, mx, M) == 0);
+  kn_softmax_ce_slice_fwd_cpu(sum, zt, z, mx, lab, M, V, lo);
+  gpu->softmax_ce_slice_fwd(gsum, gzt, gz, gmx, glab, M, V, lo);
+  CU_ASSERT(diff(gsum, sum, M) < 1e-5);
+  CU_ASSERT(diff(gzt, zt, M) == 0);
+  const float l = kn_softmax_ce_slice_bwd_cpu(din, z, mx, sum, zt, lab, M, V, lo);
+  const float gl = gpu->softmax_ce_slice_bwd(gdin, gz, gmx, gsum, gzt, glab, M, V, lo);
+  CU_ASSERT_DOUBLE_EQUAL(gl, l, 1e-5 * fabs(l));
+  CU_ASSERT(diff(gdin, din, (size_t)M * V) < 1e-6);
+  void *hs[] = {tok, lab, w, dout, z, out, dw, mx, sum, zt, din};
+  void *ds[] = {gtok, glab, gw, gdout, gz, gout, gdw, gmx, gsum, gzt, gdin};
+  for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i]), gpu->release(ds[i]);
+}
+
 static void test_sequence(void) {
   if (!gpu) return;
   const int N = 2, T = 7, C = 8, NH = 2, V = 11;
@@ -583,7 +620,8 @@ static void probe(void) {
 
 static const dl_cu_test cuda_tests[] = {DL_CU_TEST(probe), DL_CU_TEST(test_gemm_linear_conv),
                                         DL_CU_TEST(test_norms_elementwise),
-                                        DL_CU_TEST(test_sequence), DL_CU_TEST(test_conv_shapes),
+                                        DL_CU_TEST(test_sequence), DL_CU_TEST(test_vocab_slices),
+                                        DL_CU_TEST(test_conv_shapes),
                                         DL_CU_TEST(test_gemm_linear_precisions),
                                         DL_CU_TEST(test_attention_precisions),
                                         DL_CU_TEST(test_rows_and_channels),

@@ -319,6 +319,10 @@ def main():
             (cnn_nobn, ["--gpus", "4", "--pp", "2", "--dp", "2", "--microbatches", "8",
                         "--schedule", "1f1b"]),
             (moe_tiny, ["--gpus", "1"]),
+            # Megatron's splits: vocabulary-parallel embedding and cross-entropy, heads, row sums
+            (gpt_sgd, ["--gpus", "2", "--tp", "2", "--tp-style", "megatron"]),
+            (gpt_sgd, ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style", "megatron",
+                       "--microbatches", "2", "--schedule", "1f1b"]),
         ]
         for i, (wl, opts) in enumerate(guarded):
             args = ["--workload", wl] + opts
@@ -329,15 +333,16 @@ def main():
                 res["kernel_db"]["provenance"]["backend"] == "cpu-guarded"
             check(ok, f"{name}: through the guarded device backend, the same weights bit for bit"
                       f"{'' if staged is not None else ': ' + p.stderr.strip()}")
-        _, _, p = run(tmp, "guarded-tp", ["--workload", gpt_sgd, "--gpus", "2", "--tp", "2"],
+        _, _, p = run(tmp, "guarded-grid", ["--workload", cnn_nobn, "--gpus", "2", "--grid", "2x1"],
                       expect_rc=2, guarded=True)
-        check(p.returncode == 2 and "tensor, grid, domain and expert" in p.stderr and
+        check(p.returncode == 2 and "(rows split): grid, domain, expert" in p.stderr and
               p.stderr.count("\n") == 1,
-              f"tensor parallelism refused on a device backend: {p.stderr.strip()}")
-        _, _, p = run(tmp, "cuda-tp", ["--workload", gpt_sgd, "--gpus", "2", "--tp", "2",
+              f"Gholami's row split refused on a device backend: {p.stderr.strip()}")
+        _, _, p = run(tmp, "cuda-tp", ["--workload", cnn_nobn, "--gpus", "2", "--tp", "2",
                                        "--device", "cuda"], expect_rc=2)
-        check(p.returncode == 2 and "--device cuda: --tp" in p.stderr and p.stderr.count("\n") == 1,
-              f"--device cuda --tp 2 refused before anything runs: {p.stderr.strip()}")
+        check(p.returncode == 2 and "--device cuda: --tp-style gholami" in p.stderr and
+              p.stderr.count("\n") == 1,
+              f"--device cuda --tp 2 on a CNN refused before anything runs: {p.stderr.strip()}")
 
         # --device cuda on this machine: it runs where a GPU is, else exit 2 and one line
         p = subprocess.run([DLSIM, "run", "--mode", "real", "--device", "cuda", "--workload",

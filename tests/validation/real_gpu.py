@@ -57,6 +57,8 @@ WEIGHT_CASES = [
      ["--gpus", "2"], False),
     ("cnn-nobn pp2 1f1b m4 (2 ranks, one GPU)", os.path.join(REAL, "cnn-nobn.json"),
      ["--gpus", "2", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"], False),
+    ("gpt-tiny-sgd megatron tp2 (2 ranks, one GPU)", os.path.join(REAL, "gpt-tiny-sgd.json"),
+     ["--gpus", "2", "--tp", "2", "--tp-style", "megatron"], False),
 ]
 # the GPT at batch 1: the real executor keeps every activation, saved attention probabilities
 # and the Adam state in fp32 (about 130 GB at batch 4, more than an H100 holds)

@@ -295,12 +295,15 @@ real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_
     g_free(rs);
     return NULL;
   }
-  if (k != &kn_cpu && (c->tp > 1 || c->ep > 1 || c->grid_pr > 0)) { /* see layer.h */
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: the %s backend: tensor, grid, domain "
-                "and expert parallelism run for real only on --device cpu", k->name);
-    g_free(rs);
-    return NULL;
-  }
+  for (int i = 0; i < m->n_layers && k != &kn_cpu; i++) /* host-only splits: see layer.h */
+    if (rs[i].kind == PLAN_SPLIT_ROWS || rs[i].kind == PLAN_SPLIT_EXPERTS ||
+        rs[i].kind == PLAN_SPLIT_DOMAIN || rs[i].redist || rs[i].redist_rows) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: the %s backend: layer '%s' (%s "
+                  "split): grid, domain, expert and Gholami-style tensor parallelism run for real "
+                  "only on --device cpu", k->name, m->layers[i].name, plan_split_name(rs[i].kind));
+      g_free(rs);
+      return NULL;
+    }
   real_model_rank *r = g_new0(real_model_rank, 1);
   r->m = m;
   r->c = c;

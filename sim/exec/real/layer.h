@@ -12,10 +12,10 @@
  * Every kernel runs through the rank's backend table r->k (kernels/kernels.h): the CPU twins or
  * the CUDA kernels. Every tensor a kernel reads or writes is the backend's memory (real_model_dev):
  * with a device backend the host never reads it directly, but through the backend's upload,
- * download, zero, copy and the kernels themselves. The host-side rearrangements of tensor, grid,
- * domain and expert parallelism (domain.c, the split paths of model.c and xfer.c, moe.c with
- * ep > 1) read them directly and run only on a host backend (r->host; real_model_new refuses the
- * rest).
+ * download, zero, copy and the kernels themselves (Megatron's splits included). The host-side
+ * rearrangements of Gholami's grid and row splits, domain and expert parallelism (domain.c, the
+ * PLAN_SPLIT_ROWS and redistribution paths of model.c and xfer.c, moe.c with ep > 1) read them
+ * directly and run only on a host backend (r->host; real_model_new refuses the rest).
  */
 #ifndef DL_REAL_LAYER_H
 #define DL_REAL_LAYER_H

@@ -1,9 +1,8 @@
 /* model.c — one rank's layers, run for real (see model.h): the iteration's data, forward and
  * backward of every layer kind, the optimizer step. The state is built in layer.c (layer.h), the
  * domain-parallel layers run in domain.c and the communication thread's buffers are in xfer.c.
- * Every kernel runs through the rank's backend r->k (kernels/kernels.h); the split layers' own
- * loops (embedding_vocab_*, softmax_ce_split_*, ce_row_max, rows_*) read the buffers on the host
- * and run only on a host backend (layer.h). */
+ * Every kernel runs through the rank's backend r->k (kernels/kernels.h); the grid's row blocks
+ * (rows_pack, rows_slice) are packed on the host and run only on a host backend (layer.h). */
 #include "exec/real/layer.h"
 
 #include <math.h>
@@ -107,43 +106,16 @@ void real_model_iter_begin(real_model_rank *r, int iter) {
  * rank's oc words) into the saved floats of the PLAN_SPLIT_CE layer that follows it. */
 static void ce_row_max(real_model_rank *r, const real_model_layer *y, int mb, const float *out,
                        int64_t M, int64_t oc) {
-  float *mx = REAL_MODEL_LAY(r, y->index + 1)->saved[mb] + M * oc;
-  for (int64_t row = 0; row < M; row++) {
-    const float *z = out + row * oc;
-    float v = z[0];
-    for (int64_t j = 1; j < oc; j++) v = z[j] > v ? z[j] : v;
-    mx[row] = v;
-  }
-}
-
-/* PLAN_SPLIT_VOCAB embedding of M tokens into `out` (n floats): this rank's rows; the others' are
- * summed in by the all-reduce. */
-static void embedding_vocab_fwd(real_model_rank *r, const real_model_layer *y, float *out, int mb,
-                                int64_t M, int64_t n) {
-  const real_shard_layer *sh = y->s;
-  const int64_t C = y->l->out.c;
-  memset(out, 0, sizeof(float) * (size_t)n);
-  for (int64_t t = 0; t < M; t++) {
-    const int64_t id = r->tok[mb][t] - sh->c0;
-    if (id >= 0 && id < sh->cn) memcpy(out + t * C, y->w + id * C, sizeof(float) * (size_t)C);
-  }
+  r->k->row_max(REAL_MODEL_LAY(r, y->index + 1)->saved[mb] + M * oc, out, (int)M, (int)oc);
 }
 
 /* PLAN_SPLIT_CE cross-entropy of M rows of logits `in`: Σ exp(z − max) and the target's logit over
  * this rank's words, into the saved floats after the maxima. */
 static void softmax_ce_split_fwd(real_model_rank *r, real_model_layer *y, const float *in, int mb,
                                  int64_t M) {
-  const real_shard_layer *sh = y->s;
-  const int64_t V = sh->cn;
-  const float *z = in;
-  float *st = y->saved[mb] + M * V, *mx = st, *sum = st + M, *zt = st + 2 * M;
-  for (int64_t row = 0; row < M; row++) {
-    double acc = 0;
-    for (int64_t j = 0; j < V; j++) acc += expf(z[row * V + j] - mx[row]);
-    sum[row] = (float)acc;
-    const int64_t t = r->lab[mb][row] - sh->c0;
-    zt[row] = t >= 0 && t < V ? z[row * V + t] : 0.0f;
-  }
+  const int64_t V = y->s->cn;
+  float *mx = y->saved[mb] + M * V, *sum = mx + M, *zt = mx + 2 * M;
+  r->k->softmax_ce_slice_fwd(sum, zt, in, mx, r->lab[mb], (int)M, (int)V, (int)y->s->c0);
 }
 
 /* PLAN_SPLIT_ROWS: packs the output block (y->dslice), cmax channels per row, for the all-gather.
@@ -208,8 +180,9 @@ static void forward_kind(real_model_rank *r, real_model_layer *y, int mb, int it
   case WL_ADD: k->add_fwd(out, in, real_model_layer_in(r, y, 1, mb), (long)n); break;
   case WL_FLATTEN: k->copy(out, in, sizeof(float) * (size_t)n); break;
   case WL_EMBEDDING:
-    if (sh->kind == PLAN_SPLIT_VOCAB)
-      embedding_vocab_fwd(r, y, out, mb, M, n);
+    if (sh->kind == PLAN_SPLIT_VOCAB) /* this rank's rows; the all-reduce sums the others' in */
+      k->embedding_slice_fwd(out, r->tok[mb], y->w, (int)M, (int)l->out.c, (int)sh->c0,
+                             (int)sh->cn);
     else
       k->embedding_fwd(out, position_table(r->m, l) ? NULL : r->tok[mb], y->w, NULL, (int)S,
                        (int)real_model_positions(&l->in), (int)l->out.c);
@@ -297,37 +270,15 @@ static const float *rows_slice(real_model_layer *y, const float *dout) {
   return y->dslice;
 }
 
-/* PLAN_SPLIT_VOCAB embedding backward: the gradient of this rank's rows of the table from the
- * output gradient of M tokens. */
-static void embedding_vocab_bwd(real_model_rank *r, real_model_layer *y, const float *dout, int mb,
-                                int64_t M) {
-  const real_shard_layer *sh = y->s;
-  const int64_t C = y->l->out.c;
-  for (int64_t t = 0; t < M; t++) {
-    const int64_t id = r->tok[mb][t] - sh->c0;
-    if (id < 0 || id >= sh->cn) continue;
-    for (int64_t j = 0; j < C; j++) y->g[id * C + j] += dout[t * C + j];
-  }
-}
-
 /* PLAN_SPLIT_CE cross-entropy backward: the probabilities of this rank's words from the global max
  * and sum, their gradient added to din (M rows); the loss of iteration iter on tp_i = 0. */
 static void softmax_ce_split_bwd(real_model_rank *r, real_model_layer *y, float *din,
                                  const float *in, int mb, int iter, int64_t M) {
-  const real_shard_layer *sh = y->s;
-  const int64_t V = sh->cn;
-  const float *z = in, *st = y->saved[mb] + M * V, *mx = st, *sum = st + M, *zt = st + 2 * M;
-  const float inv = 1.0f / (float)M;
-  double loss = 0;
-  for (int64_t row = 0; row < M; row++) {
-    const int64_t t = r->lab[mb][row] - sh->c0;
-    for (int64_t j = 0; j < V; j++) {
-      float p = (float)(expf(z[row * V + j] - mx[row]) / (double)sum[row]);
-      din[row * V + j] += (p - (j == t ? 1.0f : 0.0f)) * inv;
-    }
-    loss += -(zt[row] - mx[row] - log((double)sum[row]));
-  }
-  if (r->tp_i == 0) r->loss_sum[iter] += (float)(loss / (double)M);
+  const int64_t V = y->s->cn;
+  const float *mx = y->saved[mb] + M * V, *sum = mx + M, *zt = mx + 2 * M;
+  const float loss = r->k->softmax_ce_slice_bwd(din, in, mx, sum, zt, r->lab[mb], (int)M, (int)V,
+                                                (int)y->s->c0);
+  if (r->tp_i == 0) r->loss_sum[iter] += loss;
 }
 
 /* The kernel of layer y's kind, backward, for micro-batch mb of iteration iter: parameter
@@ -384,7 +335,8 @@ static void backward_kind(real_model_rank *r, real_model_layer *y, float *din, i
   case WL_FLATTEN: k->axpy(din_any, dout, (long)n, 1.0f); break;
   case WL_EMBEDDING:
     if (sh->kind == PLAN_SPLIT_VOCAB)
-      embedding_vocab_bwd(r, y, dout, mb, M);
+      k->embedding_slice_bwd(y->g, dout, r->tok[mb], (int)M, (int)l->out.c, (int)sh->c0,
+                             (int)sh->cn);
     else
       k->embedding_bwd(y->g, NULL, dout, position_table(r->m, l) ? NULL : r->tok[mb], (int)S,
                        (int)real_model_positions(&l->in), (int)l->out.c);

@@ -167,7 +167,7 @@ void real_model_coll_end(real_model_rank *r, const plan_op *op, int mb) {
       real_model_domain_take_rows(y, din, y->dred, (int)r->rs[src].c0,
                           (int)(r->rs[src].c0 + r->rs[src].cn));
     else
-      for (int64_t e = 0; e < n; e++) din[e] += from[e];
+      r->k->axpy(din, from, (long)n, 1.0f);
   } else if (op->purpose == PLAN_WHY_MOE_DISPATCH || op->purpose == PLAN_WHY_MOE_COMBINE) {
     real_moe_xfer_done(y->moe, op->phase == PLAN_PH_FWD, op->purpose == PLAN_WHY_MOE_DISPATCH, mb,
                    y->out[mb]);
