@@ -299,8 +299,6 @@ static int setup(kh_bench *b, const kh_layer *l) {
               0));                                                                 /* 2 ws */
     NEED(fbuf(b, 3 * outn, NaN_));                                                 /* 3 qkv */
     if (b->bwd) NEED(fbuf(b, 3 * outn, 0));                                        /* 4 dqkv */
-    if (b->bwd) NEED(fbuf(b, kn_attention_ws_floats((int)b->n1, (int)b->n2, (int)b->n3,
-                                                     (int)b->n4, 0), 0));         /* 5 fwd ws */
     break;
   case B_SCE:
     b->n1 = N * l->out_h * l->out_w;

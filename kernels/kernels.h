@@ -46,6 +46,9 @@ typedef enum {
 } kn_math;
 
 const char *kn_math_name(kn_math m); /* "fp32"…; static string */
+/* The arithmetic named `name` ("fp32", "tf32", "fp16", "bf16": --precision's names) into *out;
+ * FALSE (and *out untouched) for another name. */
+int kn_math_parse(const char *name, kn_math *out);
 
 /* Convolution shape. Output H_out = (H + 2·pad - kh)/stride + 1 (floor), same for W. */
 typedef struct {

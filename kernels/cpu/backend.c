@@ -15,6 +15,15 @@ const char *kn_math_name(kn_math m) {
   return (unsigned)m < KN_N_MATHS ? math_names[m] : "?";
 }
 
+int kn_math_parse(const char *name, kn_math *out) {
+  for (int m = 0; name && m < KN_N_MATHS; m++)
+    if (strcmp(name, math_names[m]) == 0) {
+      *out = (kn_math)m;
+      return 1;
+    }
+  return 0;
+}
+
 /* OpenBLAS's own prototype lives in cblas.h (openblas_set_num_threads). */
 void kn_cpu_init(void) { openblas_set_num_threads(1); }
 

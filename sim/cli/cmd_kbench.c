@@ -450,13 +450,8 @@ int cmd_kbench(int argc, char **argv) {
     }
   }
   if (!(device = device_key(&o, &e))) goto out;
-  kn_math math = KN_MATH_FP32;
-  switch (c.precision) {
-  case GPU_TF32: math = KN_MATH_TF32; break;
-  case GPU_FP16: math = KN_MATH_FP16; break;
-  case GPU_BF16: math = KN_MATH_BF16; break;
-  default: break;
-  }
+  kn_math math = KN_MATH_FP32; /* --precision's names are the arithmetic's */
+  kn_math_parse(gpu_precision_name(c.precision), &math);
 
   /* ---- measure, writing the database as it goes ---- */
   out = c.out ? g_strdup(c.out)

@@ -212,6 +212,13 @@ static const char *get_str(const cJSON *o, const char *field, const char *path, 
   return x->valuestring;
 }
 
+/* The file name of `path` without its directory and ".json": a database's default name. */
+static char *file_stem(const char *path) {
+  char *stem = g_path_get_basename(path);
+  if (g_str_has_suffix(stem, ".json")) stem[strlen(stem) - 5] = '\0';
+  return stem;
+}
+
 kdb *kdb_load(const char *name_or_path, GError **err) {
   char *path = dl_resolve("--kernels", "kernels/db", name_or_path, ".json", err);
   if (!path) return NULL;
@@ -244,8 +251,7 @@ kdb *kdb_load_text(const char *path, const char *txt, gsize len, GError **err) {
     goto out;
   }
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(prov, "device");
-  char *stem = g_path_get_basename(path);
-  if (g_str_has_suffix(stem, ".json")) stem[strlen(stem) - 5] = '\0';
+  char *stem = file_stem(path);
   db = kdb_new(cJSON_IsString(dev) ? dev->valuestring : stem);
   g_free(stem);
   cJSON_Delete(db->prov);
@@ -406,8 +412,7 @@ kdb *kdb_derive(const kdb *src, const gpu_spec *from, const gpu_spec *to) {
   kdb_set_prov_str(db, "device_full_name", to->full_name);
   kdb_set_prov_bool(db, "derived", TRUE);
   /* the file it came from (h200-pytorch), else the device (h200) */
-  char *stem = src->path ? g_path_get_basename(src->path) : g_strdup(src->name);
-  if (g_str_has_suffix(stem, ".json")) stem[strlen(stem) - 5] = '\0';
+  char *stem = src->path ? file_stem(src->path) : g_strdup(src->name);
   kdb_set_prov_str(db, "derived_from", stem);
   g_free(stem);
   kdb_set_prov_str(db, "derived_from_spec", from->name);

@@ -301,7 +301,8 @@ static gboolean step_simulations(val_state *v, GError **err) {
     fprintf(stderr, "validate: %s: simulating\n", r->config);
     const char *args[] = {"run", "--mode", "sim", "--platform", v->platform, "--workload",
                           c->workload, "--gpus", a.gpus, "--batch", a.batch, "--iters", iters,
-                          "--out", file, v->kernels ? "--kernels" : NULL, v->kernels, NULL};
+                          "--out", file, "--kernels", v->kernels ? v->kernels : "roofline",
+                          NULL}; /* no --kernels would pick the GPU's default database */
     int st;
     char *why = NULL;
     if (!run_self(v->exe, args, &st, &why)) {

@@ -4,9 +4,9 @@
  * Tolerances. fp32: max |gpu − cpu| / max(1, |cpu|) < 1e-4 (only the order of the sums differs).
  * The GEMM-like kernels (GEMM, linear, convolution, attention, MoE) also run with tf32, fp16 and
  * bf16 inputs; there the error is ‖gpu − cpu‖ / ‖cpu‖ over the whole output, and must be under
- * 5e-3 (tf32 and fp16: 10 and 11 mantissa bits) or 2e-2 (bf16: 8 bits). MoE's routing is
- * discrete, so its low-precision runs compare the gradients of the router-independent parts only
- * when the routing agrees; see test_moe_precisions.
+ * 5e-3 (tf32 and fp16: 10 stored mantissa bits) or 2e-2 (bf16: 7). MoE's routing is discrete,
+ * so its low-precision forward is compared only when the routing agrees with fp32's (it says so
+ * when it does not); see test_moe_large.
  *
  * Shapes are chosen so that every path runs: several chunks of images in a convolution
  * (DLSIM_CUDA_WS_KB set small), a 1x1 convolution (no im2col), grouped convolution, several
@@ -45,7 +45,10 @@ static double diff(const float *d, const float *h, size_t n) {
   gpu->sync();
   gpu->download(g, d, sizeof(float) * n);
   double worst = 0;
-  for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(g[i] - h[i]) / fmax(1.0, fabs(h[i])));
+  for (size_t i = 0; i < n; i++) {
+    const double e = fabs(g[i] - h[i]) / fmax(1.0, fabs(h[i]));
+    if (!(e <= worst)) worst = e; /* a NaN stays (fmax would drop it) */
+  }
   free(g);
   return worst;
 }

@@ -119,15 +119,6 @@ static gboolean layer_params(real_model_rank *r, real_model_layer *y, GError **e
 
 /* ---- construction ------------------------------------------------------------------------- */
 
-/* The GEMM arithmetic of --precision (fp16 and bf16: mixed precision, fp32 storage). */
-static kn_math precision_math(gpu_precision p) {
-  switch (p) {
-  case GPU_TF32: return KN_MATH_TF32;
-  case GPU_FP16: return KN_MATH_FP16;
-  case GPU_BF16: return KN_MATH_BF16;
-  default: return KN_MATH_FP32;
-  }
-}
 
 void *real_model_dev(real_model_rank *r, size_t bytes) {
   void *p = r->k->alloc(bytes ? bytes : 1); /* zeroed */
@@ -309,7 +300,8 @@ real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_
   r->c = c;
   r->k = k;
   r->host = k == &kn_cpu;
-  r->math = r->host ? KN_MATH_FP32 : precision_math(c->precision);
+  r->math = KN_MATH_FP32; /* the CPU twins compute in fp32; a GPU in --precision's arithmetic */
+  if (!r->host) kn_math_parse(gpu_precision_name(c->precision), &r->math);
   r->rs = rs;
   r->l0 = plan->first_layer;
   r->l1 = plan->end_layer;

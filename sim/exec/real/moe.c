@@ -39,31 +39,20 @@ struct real_moe {
   double *sn, *rn;     /* bytes to and from each member */
 };
 
-static void **mat(int nmb, size_t bytes) {
-  void **v = g_new(void *, nmb);
-  for (int k = 0; k < nmb; k++) v[k] = g_malloc0(bytes + sizeof(float));
-  return v;
-}
-
-static void mat_free(void **v, int nmb) {
-  if (!v) return;
-  for (int k = 0; k < nmb; k++) g_free(v[k]);
-  g_free(v);
-}
-
-/* The whole layer's saved state, per micro-batch, in the backend's memory (*failed set when
- * one allocation fails). */
-static void **dev_mat(const kn_backend *k, int nmb, size_t bytes, gboolean *failed) {
+/* nmb zeroed buffers of `bytes` (and a float of slack) in the backend's memory; x->failed set
+ * when one allocation fails. The expert-parallel state is read on the host, which runs only on
+ * a host backend (layer.h). */
+static void **mat(real_moe *x, int nmb, size_t bytes) {
   void **v = g_new0(void *, nmb);
   for (int i = 0; i < nmb; i++)
-    if (!(v[i] = k->alloc(bytes + sizeof(float)))) *failed = TRUE; /* zeroed */
+    if (!(v[i] = x->k->alloc(bytes + sizeof(float)))) x->failed = TRUE; /* zeroed */
   return v;
 }
 
-static void dev_mat_free(const kn_backend *k, void **v, int nmb) {
+static void mat_free(const real_moe *x, void **v) {
   if (!v) return;
-  for (int i = 0; i < nmb; i++)
-    if (v[i]) k->release(v[i]);
+  for (int i = 0; i < x->nmb; i++)
+    if (v[i]) x->k->release(v[i]);
   g_free(v);
 }
 
@@ -85,22 +74,21 @@ real_moe *real_moe_new(const wl_layer *l, const real_shard_layer *s, const cfg_r
   x->shape = (kn_moe_shape){(int)(M * x->ep), x->C, x->E, x->K, x->F, cf};
   x->cap = kn_moe_capacity(&x->shape);
   if (x->ep == 1) {
-    x->fsave = (float **)dev_mat(k, nmb, sizeof(float) * kn_moe_saved_floats(&x->shape),
-                                 &x->failed);
-    x->isave = (int **)dev_mat(k, nmb, sizeof(int) * kn_moe_saved_ints(&x->shape), &x->failed);
+    x->fsave = (float **)mat(x, nmb, sizeof(float) * kn_moe_saved_floats(&x->shape));
+    x->isave = (int **)mat(x, nmb, sizeof(int) * kn_moe_saved_ints(&x->shape));
     return x;
   }
   const size_t MK = (size_t)M * x->K, rows = (size_t)x->En * x->cap;
-  x->probs = (float **)mat(nmb, sizeof(float) * M * x->E);
-  x->expert = (int **)mat(nmb, sizeof(int) * MK);
-  x->slot = (int **)mat(nmb, sizeof(int) * MK);
-  x->cnt = (int **)mat(nmb, sizeof(int) * x->ep * x->E * x->K);
-  x->count = (int **)mat(nmb, sizeof(int) * x->En);
-  x->xe = (float **)mat(nmb, sizeof(float) * rows * x->C);
-  x->h = (float **)mat(nmb, sizeof(float) * rows * x->F);
-  x->a = (float **)mat(nmb, sizeof(float) * rows * x->F);
-  x->ye = (float **)mat(nmb, sizeof(float) * rows * x->C);
-  x->yr = (float **)mat(nmb, sizeof(float) * MK * x->C);
+  x->probs = (float **)mat(x, nmb, sizeof(float) * M * x->E);
+  x->expert = (int **)mat(x, nmb, sizeof(int) * MK);
+  x->slot = (int **)mat(x, nmb, sizeof(int) * MK);
+  x->cnt = (int **)mat(x, nmb, sizeof(int) * x->ep * x->E * x->K);
+  x->count = (int **)mat(x, nmb, sizeof(int) * x->En);
+  x->xe = (float **)mat(x, nmb, sizeof(float) * rows * x->C);
+  x->h = (float **)mat(x, nmb, sizeof(float) * rows * x->F);
+  x->a = (float **)mat(x, nmb, sizeof(float) * rows * x->F);
+  x->ye = (float **)mat(x, nmb, sizeof(float) * rows * x->C);
+  x->yr = (float **)mat(x, nmb, sizeof(float) * MK * x->C);
   x->counted = g_new0(gboolean, nmb);
   x->mycnt = g_new0(int, (size_t)x->E * x->K);
   x->dye = g_new0(float, rows * x->C + 1);
@@ -118,12 +106,12 @@ real_moe *real_moe_new(const wl_layer *l, const real_shard_layer *s, const cfg_r
 
 void real_moe_free(real_moe *x) {
   if (!x) return;
-  dev_mat_free(x->k, (void **)x->fsave, x->nmb);
-  dev_mat_free(x->k, (void **)x->isave, x->nmb);
+  mat_free(x, (void **)x->fsave);
+  mat_free(x, (void **)x->isave);
   void **per[] = {(void **)x->probs, (void **)x->expert, (void **)x->slot, (void **)x->cnt,
                   (void **)x->count, (void **)x->xe, (void **)x->h, (void **)x->a,
                   (void **)x->ye, (void **)x->yr};
-  for (size_t i = 0; i < G_N_ELEMENTS(per); i++) mat_free(per[i], x->nmb);
+  for (size_t i = 0; i < G_N_ELEMENTS(per); i++) mat_free(x, per[i]);
   g_free(x->counted);
   g_free(x->mycnt);
   g_free(x->dye);
