@@ -8,7 +8,9 @@
 #
 # Configurations run in order of importance. Each is one `dlsim kbench --resume` into the same
 # file, which is written as it goes: a run that is stopped loses at most the last 10 s, and
-# running the script again measures only what is missing.
+# running the script again measures only what is missing. A configuration that fails (a shape that
+# does not fit, a kernel the GPU refuses) is reported and skipped, so it cannot keep the ones after
+# it from being measured; the script then exits 1.
 set -eu
 DLSIM=${DLSIM:-build/dlsim}
 DB=${1:-}
@@ -17,9 +19,11 @@ if [ -n "${KBENCH_LIST:-}" ]; then
 else
   kb() {
     echo "== kbench $*" >&2
-    "$DLSIM" kbench --device cuda --resume ${DB:+--out "$DB"} "$@"
+    "$DLSIM" kbench --device cuda --resume ${DB:+--out "$DB"} "$@" ||
+      { echo "measure_gpu.sh: FAILED (status $?): kbench $*" >&2; FAILS=$((FAILS + 1)); }
   }
 fi
+FAILS=0
 
 # 1. The main job (fp32): ResNet-18/CIFAR-100, data parallel at 128 per GPU, GPipe micro-batches
 #    of 16·G samples on G = 2..8 GPUs, tp 2 for the scaling study.
@@ -56,3 +60,7 @@ for p in tf32 fp16 bf16; do
 done
 for g in 1 4 16 64; do kb --workload alexnet-imagenet --gpus 1 --batch $g --precision fp32; done
 for g in 1 4 16 64; do kb --workload vgg16-imagenet --gpus 1 --batch $g --precision fp32; done
+if [ "$FAILS" -gt 0 ]; then
+  echo "measure_gpu.sh: $FAILS configuration(s) failed; see FAILED above" >&2
+  exit 1
+fi

@@ -35,7 +35,8 @@ Precision: fp32 = float32, TF32 off in cuBLAS and cuDNN; tf32 = float32, TF32 on
 tensors of that dtype for every kind, but batchnorm/layernorm weights stay float32 (optimizer
 steps are always fp32: master weights). cudnn.benchmark is on.
 
-Timing, as dlsim's harness (kernels/harness.c): 3 warm-up calls, then repeats each after an L2
+Timing, as dlsim's harness (kernels/harness.c) but for one more warm-up call (3; the harness makes
+2, and both are past cuDNN's algorithm search after the first): then repeats each after an L2
 flush (zeroing twice the L2) between their own pair of CUDA events, in groups of 5 until the
 median moves < 2 % between groups, or 0.3 s of timed time, or 100 repeats; median reported.
 RESULT.json (and TABLE.md) are rewritten after every entry; --limit / --max-seconds stop cleanly.

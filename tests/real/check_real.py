@@ -54,7 +54,6 @@ per stage and dp 1 (pipeline, m = 1: checked); with dp 2 the test checks that it
 also shows that the comparison can fail. The BN-free tests/real/cnn-nobn.json takes every
 strategy; on the grid batch norm sees B/Pc samples, so cnn-small is checked on the 4x1 grid.
 """
-import array
 import json
 import os
 import subprocess
@@ -62,12 +61,14 @@ import sys
 import tempfile
 import time
 
+import weights
+from weights import ADAM_LR
+
 DLSIM = sys.argv[1]
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(SRC, "tests", "real")
 ITERS = 2
 BATCH = 16
-ADAM_LR = 1e-3  # real_model.h
 failures = 0
 
 
@@ -92,15 +93,7 @@ def run(tmp, tag, args, expect_rc=0, guarded=False):
         return None, None, p
     with open(out) as f:
         res = json.load(f)
-    with open(w, "rb") as f:
-        blob = f.read()
-    nl = blob.index(b"\n")
-    head = json.loads(blob[:nl])
-    data = array.array("f")
-    data.frombytes(blob[nl + 1:])
-    if sys.byteorder != "little":
-        data.byteswap()
-    return res, (head, data), p
+    return res, weights.read(w), p
 
 
 def compare(tag, ref, got, adam):
@@ -111,21 +104,15 @@ def compare(tag, ref, got, adam):
     rl, gl = rres["loss"], res["loss"]
     worst = max(abs(a - b) / abs(a) for a, b in zip(rl, gl))
     check(len(gl) == ITERS and worst <= 1e-6, f"{tag}: loss {gl} vs serial {rl} (rel {worst:.1e} <= 1e-6)")
-    off, bad, outside, worst_rel = 0, [], 0, 0.0
-    for layer in head["layers"]:
-        n = layer["params"]
-        ref_l, got_l = rw[off:off + n], w[off:off + n]
-        scale = max(abs(x) for x in ref_l) or 1.0
-        tight = 1e-5 * scale
-        for a, b in zip(ref_l, got_l):
-            d = abs(a - b)
+    bad, outside, worst_rel = [], 0, 0.0
+    for name, scale, devs in weights.layer_deviations((rhead, rw), (head, w)):
+        for d in devs:
             worst_rel = max(worst_rel, d / scale)
-            if d > tight:
+            if d > 1e-5 * scale:
                 outside += 1
                 if not adam or d > 0.1 * ADAM_LR:
-                    bad.append(layer["name"])
+                    bad.append(name)
                     break
-        off += n
     total = len(w)
     if adam:
         check(not bad and outside <= 0.005 * total,
@@ -138,14 +125,8 @@ def compare(tag, ref, got, adam):
 
 def max_dev(ref, got):
     """Largest |w - w_serial| over all elements, relative to the layer's max |w_serial|."""
-    (head, rw), (_, w) = ref, got
-    off, worst = 0, 0.0
-    for layer in head["layers"]:
-        n = layer["params"]
-        scale = max(abs(x) for x in rw[off:off + n]) or 1.0
-        worst = max([worst] + [abs(a - b) / scale for a, b in zip(rw[off:off + n], w[off:off + n])])
-        off += n
-    return worst
+    return max((d / scale for _, scale, devs in weights.layer_deviations(ref, got) for d in devs),
+               default=0.0)
 
 
 def main():

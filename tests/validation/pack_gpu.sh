@@ -18,6 +18,7 @@ A=/usr/lib/x86_64-linux-gnu
 for f in dlsim dlsim-real dlsim-sgplat libdlsim-cuda.so test_kernels_cuda; do
   [ -e "$B/$f" ] || { echo "pack_gpu.sh: $B/$f: not built (a build with CUDA and MPI)" >&2; exit 2; }
 done
+command -v mpirun >/dev/null || { echo "pack_gpu.sh: no mpirun on the PATH (Open MPI)" >&2; exit 2; }
 MPIRUN=$(readlink -f "$(command -v mpirun)")
 [ -d "$A/openmpi/lib/openmpi3" ] || { echo "pack_gpu.sh: Open MPI's plugins are not in $A/openmpi" >&2; exit 2; }
 T=$(mktemp -d)
@@ -31,12 +32,17 @@ cp "$MPIRUN" "$D/ompi/bin/mpirun"
 cp -r "$A/openmpi/lib/openmpi3" "$D/ompi/lib/x86_64-linux-gnu/openmpi/lib/"
 cp -r /usr/share/openmpi "$D/ompi/share/"
 if [ -d "$A/pmix2" ]; then cp -r "$A/pmix2" "$D/pmix2"; rm -rf "$D/pmix2/include"; fi
-# every library all of these load, but the C library's and CUDA's (the GPU machine has its own)
+# every library all of these load, but the C library's and CUDA's (the GPU machine has its own);
+# Open MPI's plugins for hardware this machine lacks (UCX, libfabric, ...) may miss theirs: Open
+# MPI skips such a plugin, so only the programs' own libraries must all be found
+CUDA_LIBS='/(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libcuda|libcudart|libcublas|libcublasLt)\.so'
+MISSING=$(ldd "$D"/bin/dlsim "$D"/bin/dlsim-real "$D"/bin/dlsim-sgplat "$D"/ompi/bin/mpirun |
+  awk '/not found/ {print $1}' | grep -v -E 'libcuda|libcudart|libcublas' | sort -u | tr '\n' ' ')
+[ -z "$MISSING" ] || { echo "pack_gpu.sh: libraries not found here: $MISSING" >&2; exit 2; }
 ldd "$D"/bin/* "$D"/ompi/bin/mpirun "$D"/ompi/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so \
     $( [ -d "$D/pmix2" ] && ls "$D"/pmix2/lib/pmix/*.so ) 2>/dev/null |
-  awk '/=>/ && $3 ~ /^\// {print $3}' | sort -u |
-  grep -v -E '/(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libcuda|libcudart|libcublas|libcublasLt)\.so' |
-  while read -r l; do cp -L "$l" "$D/lib/" 2>/dev/null || true; done
+  awk '/=>/ && $3 ~ /^\// {print $3}' | sort -u | grep -v -E "$CUDA_LIBS" |
+  while read -r l; do cp -L "$l" "$D/lib/"; done
 cat >"$D/env.sh" <<'ENV'
 # . .dev/env.sh — the packed dlsim, from the checkout's top directory
 P=$(pwd)/.dev

@@ -28,7 +28,6 @@ kernels.
 OUT is rewritten after every case (provenance, weights[], times[]); a Markdown table is printed.
 """
 import argparse
-import array
 import datetime
 import json
 import os
@@ -40,9 +39,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "real"))
 from predict_gpu import simulate  # noqa: E402
+import weights  # noqa: E402
+from weights import ADAM_LR  # noqa: E402
 
-ADAM_LR = 1e-3  # sim/exec/real/model.c
 TIGHT = 1e-4    # of the layer's largest |w|
 REAL = os.path.join(ROOT, "tests", "real")
 # (label, workload, options, adam)
@@ -67,6 +68,17 @@ TIME_CASES = [("resnet18-cifar100", 128, "fp32"), ("resnet18-cifar100", 128, "bf
               ("gpt-1.7b", 1, "bf16")]
 
 
+RUNNING = []  # the process of the case running now, for on_term
+
+
+def on_term(signum, frame):
+    """An outer timeout's SIGTERM: the running case's process group goes too (it is a session of
+    its own, which the signal to this script's group does not reach)."""
+    for p in RUNNING:
+        os.killpg(p.pid, signal.SIGKILL)
+    sys.exit(128 + signum)
+
+
 def dlsim_run(dlsim, args, timeout, env=None):
     """`dlsim run --mode real ARGS`: exit status, last line of its standard error, wall seconds.
     On a timeout the whole process group goes (mpirun and its ranks too, which would otherwise
@@ -74,6 +86,7 @@ def dlsim_run(dlsim, args, timeout, env=None):
     t0 = time.time()
     p = subprocess.Popen([dlsim, "run", "--mode", "real"] + args, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    RUNNING[:] = [p]
     try:
         _, err = p.communicate(timeout=timeout)
         return p.returncode, err.strip().splitlines()[-1:] or [""], time.time() - t0
@@ -81,17 +94,8 @@ def dlsim_run(dlsim, args, timeout, env=None):
         os.killpg(p.pid, signal.SIGKILL)
         p.communicate()
         return 124, [f"timed out after {timeout:.0f} s"], time.time() - t0
-
-
-def weights(path):
-    with open(path, "rb") as f:
-        blob = f.read()
-    nl = blob.index(b"\n")
-    data = array.array("f")
-    data.frombytes(blob[nl + 1:])
-    if sys.byteorder != "little":
-        data.byteswap()
-    return json.loads(blob[:nl]), data
+    finally:
+        RUNNING.clear()
 
 
 def compare(ref, got, adam):
@@ -99,19 +103,13 @@ def compare(ref, got, adam):
     (rhead, rw), (head, w) = ref, got
     if head != rhead or len(w) != len(rw):
         return {"ok": False, "why": "parameter layouts differ"}
-    off, worst, outside, far = 0, 0.0, 0, 0
-    for layer in rhead["layers"]:
-        n = layer["params"]
-        scale = max(abs(x) for x in rw[off:off + n]) or 1.0
-        for a, b in zip(rw[off:off + n], w[off:off + n]):
-            d = abs(a - b)
-            if d != d:  # NaN
-                d = float("inf")
+    worst, outside, far = 0.0, 0, 0
+    for _, scale, devs in weights.layer_deviations(ref, got):
+        for d in devs:
             worst = max(worst, d / scale)
             if d > TIGHT * scale:
                 outside += 1
                 far += d > 0.1 * ADAM_LR
-        off += n
     ok = (outside <= 0.005 * len(w) and far == 0) if adam else outside == 0
     return {"ok": ok, "worst_rel": worst, "outside": outside, "params": len(w)}
 
@@ -127,15 +125,19 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda",
                     help="the --device held against the CPU twins (cpu with DLSIM_REAL_GUARDED=1 "
                          "in the environment tries this script on a machine without a GPU)")
-    ap.add_argument("--steps", default="weights times")
+    ap.add_argument("--steps", default="weights times", help="any of: weights times")
     a = ap.parse_args(argv)
     if a.predict:
         return predict(a)
     if not a.out:
         ap.error("--out or --predict is needed")
+    a.steps = a.steps.split()
+    if set(a.steps) - {"weights", "times"}:
+        ap.error(f"--steps {' '.join(a.steps)}: expected weights and/or times")
+    signal.signal(signal.SIGTERM, on_term)
     t_end = time.time() + a.budget
     doc = {"provenance": {"date": datetime.datetime.now(datetime.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ"), "db": os.path.relpath(a.db, ROOT)}, "weights": [], "times": []}
+        "%Y-%m-%dT%H:%M:%SZ"), "device": a.device}, "weights": [], "times": []}
 
     def save():
         with open(a.out, "w") as f:
@@ -146,7 +148,7 @@ def main(argv=None):
         if "weights" in a.steps:
             lines += ["| case | loss rel. diff | worst weight diff (of layer scale) | outside 1e-4 "
                       "| verdict |", "|---|---:|---:|---:|---|"]
-            cpu_ref = {}
+            done = {}
             for label, wl, opts, adam in WEIGHT_CASES:
                 if time.time() > t_end:
                     break
@@ -155,11 +157,11 @@ def main(argv=None):
                     # the CPU reference is the serial run (shared by the 2-rank cases)
                     o = ["--gpus", "1"] if role == "ref" else opts
                     key = (wl, role, tuple(o))
-                    if key in cpu_ref:
-                        runs[role] = cpu_ref[key]
+                    if key in done:
+                        runs[role] = done[key]
                         continue
-                    out = os.path.join(tmp, f"{len(cpu_ref)}.json")
-                    wb = os.path.join(tmp, f"{len(cpu_ref)}.bin")
+                    out = os.path.join(tmp, f"{len(done)}.json")
+                    wb = os.path.join(tmp, f"{len(done)}.bin")
                     env = None if role == "test" else {k: v for k, v in os.environ.items()
                                                        if k != "DLSIM_REAL_GUARDED"}
                     rc, msg, _ = dlsim_run(a.dlsim, ["--device", dev, "--workload", wl, "--batch",
@@ -167,7 +169,7 @@ def main(argv=None):
                                                      "--dump-weights", wb, "--ignore-memory"] + o,
                                            max(10, t_end - time.time()), env)
                     runs[role] = (rc, msg, out, wb)
-                    cpu_ref[key] = runs[role]
+                    done[key] = runs[role]
                 rc_c, msg_c, out_c, wb_c = runs["ref"]
                 rc_g, msg_g, out_g, wb_g = runs["test"]
                 rec = {"case": label, "workload": os.path.basename(wl), "options": opts}
@@ -179,7 +181,7 @@ def main(argv=None):
                     with open(out_g) as f:
                         res = json.load(f)
                     lg = res["loss"]
-                    rec.update(compare(weights(wb_c), weights(wb_g), adam))
+                    rec.update(compare(weights.read(wb_c), weights.read(wb_g), adam))
                     rec["loss_cpu"], rec["loss_test"] = lc, lg
                     rec["loss_rel"] = max((abs(x - y) / max(abs(x), 1e-30) for x, y in zip(lc, lg)),
                                           default=float("inf"))
@@ -238,7 +240,8 @@ def predict(a):
     with open(a.db) as f:
         prov = json.load(f)["provenance"]
     gpu = prov.get("spec_key") or prov.get("device")
-    lines = [f"| workload | batch | precision | real --device cuda (ms) | simulated with "
+    dev = doc["provenance"].get("device", "cuda")
+    lines = [f"| workload | batch | precision | real --device {dev} (ms) | simulated with "
              f"{os.path.basename(a.db)} (ms) | error |", "|---|---:|---|---:|---:|---:|"]
     errs = []
     with tempfile.TemporaryDirectory(prefix="dlsim-real-gpu-") as tmp:

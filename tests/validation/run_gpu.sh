@@ -36,15 +36,18 @@ say "run_gpu.sh: steps '$STEPS' into $OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu \
   --format=csv >>"$LOG" 2>&1 || say "nvidia-smi failed"
 # The database kbench measures on this GPU: the one under kernels/db/ measured with the CUDA
-# backend (not derived, not the framework's), the newest if there are several.
+# backend (not derived, not the framework's) on a GPU of this name, the newest if there are
+# several; "" when there is none (another GPU's database is never taken for this one's).
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 db_now() {
-  python3 - <<'PY'
+  GPU_NAME="$GPU_NAME" python3 - <<'PY'
 import glob, json, os
 dbs = []
 for f in glob.glob("kernels/db/*.json"):
     with open(f) as fh:
         p = json.load(fh).get("provenance", {})
-    if p.get("backend") == "cuda" and not p.get("derived"):
+    if p.get("backend") == "cuda" and not p.get("derived") and \
+            p.get("device_full_name") == os.environ["GPU_NAME"]:
         dbs.append((os.path.getmtime(f), f))
 print(max(dbs)[1] if dbs else "")
 PY
@@ -52,21 +55,31 @@ PY
 
 if has test; then
   say "1. CUDA kernels against the CPU twins"
-  DLSIM_REQUIRE_GPU=1 "$TESTBIN" >>"$LOG" 2>&1 && say "   passed" || say "   FAILED (see log)"
+  timeout 300 env DLSIM_REQUIRE_GPU=1 "$TESTBIN" >>"$LOG" 2>&1 && say "   passed" ||
+    say "   FAILED (see log)"
 fi
 if has db; then
   say "2. kernel database (budget ${BUDGET_DB} s)"
   timeout "$BUDGET_DB" kernels/measure_gpu.sh >>"$LOG" 2>&1
   st=$?
   DB=$(db_now)
-  say "   status $st; $DB: $(python3 -c "import json,sys;print(len(json.load(open(sys.argv[1]))['entries']),'entries')" "$DB" 2>&1)"
-  cp "$DB" "$OUT/"
+  if [ -n "$DB" ]; then
+    say "   status $st; $DB: $(python3 -c "import json,sys;print(len(json.load(open(sys.argv[1]))['entries']),'entries')" "$DB" 2>&1)"
+    cp "$DB" "$OUT/"
+  else
+    say "   status $st; no database of this GPU ($GPU_NAME) was written"
+  fi
 fi
 if has compare; then
-  say "3. dlsim's kernels against PyTorch's (budget ${BUDGET_COMPARE} s)"
-  timeout $((BUDGET_COMPARE + 30)) python3 kernels/torch_compare.py "$(db_now)" --resume --out "$OUT/compare.json" \
-    --md "$OUT/compare.md" --max-seconds "$BUDGET_COMPARE" >>"$LOG" 2>&1
-  say "   status $?"
+  DB=$(db_now)
+  if [ -z "$DB" ]; then
+    say "3. skipped: no database of this GPU ($GPU_NAME) under kernels/db/ (run step db)"
+  else
+    say "3. dlsim's kernels against PyTorch's, $DB (budget ${BUDGET_COMPARE} s)"
+    timeout $((BUDGET_COMPARE + 30)) python3 kernels/torch_compare.py "$DB" --resume \
+      --out "$OUT/compare.json" --md "$OUT/compare.md" --max-seconds "$BUDGET_COMPARE" >>"$LOG" 2>&1
+    say "   status $?"
+  fi
 fi
 if has iter; then
   say "4. real training iterations in PyTorch"
