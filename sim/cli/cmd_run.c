@@ -17,11 +17,12 @@
 static gboolean not_fitting(const res_result *r, const wl_model *m, GError **err) {
   g_set_error(err, DL_ERROR, DL_ERR_INPUT,
               "%s does not fit in GPU memory: %.2f GB needed per GPU (params %.2f, grads %.2f, "
-              "optimizer %.2f, activations %.2f) > %.2f GB on %s; use more GPUs, a smaller "
-              "--batch, --recompute or model parallelism (or --ignore-memory)",
+              "optimizer %.2f, activations %.2f, gathered %.2f) > %.2f GB on %s; use more GPUs, "
+              "a smaller --batch, --recompute, --zero or --fsdp, or model parallelism (or "
+              "--ignore-memory)",
               m->name, r->peak_mem_bytes / 1e9, r->mem.params / 1e9, r->mem.grads / 1e9,
-              r->mem.optimizer / 1e9, r->mem.activations / 1e9, r->gpu_mem_bytes / 1e9,
-              r->gpu_model);
+              r->mem.optimizer / 1e9, r->mem.activations / 1e9, r->mem.gathered / 1e9,
+              r->gpu_mem_bytes / 1e9, r->gpu_model);
   return FALSE;
 }
 

@@ -16,7 +16,7 @@
 typedef struct {
   char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
       *coll, *kernels, *gpu, *out, *trace, *pp_balance, *dump_weights, *routing, *bucket_mb,
-      *capacity_factor, *nccl_proto, *device;
+      *capacity_factor, *nccl_proto, *device, *fsdp;
   gint64 seed, batch;
   int gpus;
   char **simgrid_cfg;
@@ -30,7 +30,7 @@ static void raw_release(raw_opts *r) {
                 &r->grid_layers, &r->domain,   &r->platform,   &r->workload, &r->coll,
                 &r->kernels,    &r->gpu,         &r->out,        &r->trace,    &r->pp_balance,
                 &r->dump_weights, &r->routing, &r->bucket_mb,  &r->capacity_factor, &r->nccl_proto,
-                &r->device};
+                &r->device, &r->fsdp};
   for (size_t i = 0; i < G_N_ELEMENTS(s); i++) g_free(*s[i]);
   g_strfreev(r->simgrid_cfg);
 }
@@ -70,6 +70,17 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *
        "compute precision (default fp32; fp16/bf16 = mixed precision)", "fp32|tf32|fp16|bf16"},
       {"recompute", 0, 0, G_OPTION_ARG_NONE, &c->recompute,
        "full activation recomputation in backward", NULL},
+      {"zero", 0, 0, G_OPTION_ARG_INT, &c->zero,
+       "ZeRO stage: 1 shards the optimizer state over dp (as Megatron's distributed optimizer), 2 "
+       "also the gradients (reduce-scatter per bucket), 3 also the parameters (gathered per block "
+       "before its forward and its backward); default 0", "0|1|2|3"},
+      {"fsdp", 0, 0, G_OPTION_ARG_STRING, &r->fsdp,
+       "PyTorch FSDP: full (FULL_SHARD), grad-op (SHARD_GRAD_OP: no re-gather in backward) or "
+       "hybrid (HYBRID_SHARD: shard inside a node, replicate across nodes); one unit per block",
+       "full|grad-op|hybrid"},
+      {"fsdp-shard-size", 0, 0, G_OPTION_ARG_INT, &c->fsdp_shard,
+       "with --fsdp hybrid: data-parallel ranks per shard group (default: those of one node)",
+       "N"},
       {"coll", 0, 0, G_OPTION_ARG_STRING, &r->coll,
        "collective algorithm: ring, tree, hier, rhd, or smpi:NAME in simulation (default: an "
        "NCCL-like choice per call)", "NAME"},
@@ -218,6 +229,11 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
                 "--tp-style: expected gholami, megatron or auto, got '%s'", r->tp_style);
     return FALSE;
   }
+  if (r->fsdp && !cfg_fsdp_parse(r->fsdp, &c->fsdp)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--fsdp: expected full, grad-op, hybrid or none, got '%s'", r->fsdp);
+    return FALSE;
+  }
   if (r->grid && !cfg_grid_parse(c, r->grid, err)) return FALSE;
   if (r->routing && !cfg_routing_parse(c, r->routing, err)) return FALSE;
   if (r->nccl_proto && !cfg_nccl_proto_option(r->nccl_proto, &c->nccl_proto, err)) return FALSE;
@@ -291,8 +307,10 @@ gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *ext
   r.seed = r.batch = NOT_GIVEN64;
   /* degrees, micro-batches and iterations go straight into `c`: mark them so that 0 and
    * negative values given by the user are refused rather than taken for "not given" */
-  int *given[] = {&c->dp, &c->tp, &c->pp, &c->ep, &c->microbatches, &c->iters};
-  const char *given_name[] = {"--dp", "--tp", "--pp", "--ep", "--microbatches", "--iters"};
+  int *given[] = {&c->dp, &c->tp, &c->pp, &c->ep, &c->microbatches, &c->iters, &c->fsdp_shard};
+  const char *given_name[] = {"--dp",           "--tp",    "--pp",
+                              "--ep",           "--microbatches", "--iters",
+                              "--fsdp-shard-size"};
   int before[G_N_ELEMENTS(given)];
   for (size_t i = 0; i < G_N_ELEMENTS(given); i++) before[i] = *given[i], *given[i] = NOT_GIVEN;
   GOptionContext *ctx = run_context(&r, c, extra);

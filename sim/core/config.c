@@ -47,6 +47,7 @@ ENUM_NAMES(CFG_MODES, cfg_mode_name, cfg_mode)
 ENUM_NAMES(CFG_DEVICES, cfg_device_name, cfg_device)
 ENUM_NAMES(CFG_SCHEDULES, cfg_schedule_name, cfg_schedule)
 ENUM_NAMES(CFG_TP_STYLES, cfg_tp_style_name, cfg_tp_style)
+ENUM_NAMES(CFG_FSDPS, cfg_fsdp_name, cfg_fsdp)
 
 static gboolean parse_name(const char *const *names, size_t n, const char *text, int *out) {
   for (size_t i = 0; i < n; i++)
@@ -55,6 +56,13 @@ static gboolean parse_name(const char *const *names, size_t n, const char *text,
       return TRUE;
     }
   return FALSE;
+}
+
+gboolean cfg_fsdp_parse(const char *text, cfg_fsdp *out) {
+  int v;
+  if (!parse_name(cfg_fsdp_name_names, G_N_ELEMENTS(cfg_fsdp_name_names), text, &v)) return FALSE;
+  *out = (cfg_fsdp)v;
+  return TRUE;
 }
 
 gboolean cfg_mode_parse(const char *text, cfg_mode *out) {
@@ -215,6 +223,24 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
                 c->ep, (int64_t)c->dp * c->tp);
     return FALSE;
   }
+  if (c->zero < 0 || c->zero > 3) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--zero %d: expected a ZeRO stage 0..3", c->zero);
+    return FALSE;
+  }
+  if (c->zero && c->fsdp != CFG_FSDP_NONE) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--zero %d --fsdp %s: both shard the model states; "
+                "choose one (--zero 3 is --fsdp full)", c->zero, cfg_fsdp_name(c->fsdp));
+    return FALSE;
+  }
+  if (c->fsdp_shard && c->fsdp != CFG_FSDP_HYBRID) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--fsdp-shard-size: only with --fsdp hybrid");
+    return FALSE;
+  }
+  if (c->fsdp_shard < 0 || (c->fsdp_shard && c->dp % c->fsdp_shard)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--fsdp-shard-size %d: must divide dp = %d",
+                c->fsdp_shard, c->dp);
+    return FALSE;
+  }
   if (!c->microbatches) c->microbatches = c->pp > 1 ? c->pp : 1;
   if (c->n_pp_balance && c->n_pp_balance != c->pp) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--pp-balance: %d stage sizes for --pp %d",
@@ -266,6 +292,9 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddNumberToObject(cf, "microbatches", c->microbatches);
   cJSON_AddStringToObject(cf, "precision", gpu_precision_name(c->precision));
   cJSON_AddBoolToObject(cf, "recompute", c->recompute);
+  cJSON_AddNumberToObject(cf, "zero", c->zero);
+  cJSON_AddStringToObject(cf, "fsdp", cfg_fsdp_name(c->fsdp));
+  cJSON_AddNumberToObject(cf, "fsdp_shard_size", c->fsdp_shard);
   cJSON_AddStringToObject(cf, "coll", c->coll ? c->coll : "default");
   cJSON_AddStringToObject(cf, "nccl_proto", nccl_proto_name(c->nccl_proto));
   cJSON_AddStringToObject(cf, "kernels", c->kernels ? c->kernels : "default");
@@ -363,6 +392,7 @@ static gboolean parse_style(const char *t, int *v) {
 static gboolean parse_prec(const char *t, int *v) {
   return gpu_precision_parse(t, (gpu_precision *)v);
 }
+static gboolean parse_fsdp(const char *t, int *v) { return cfg_fsdp_parse(t, (cfg_fsdp *)v); }
 static gboolean parse_layers(const char *t, int *v) {
   *v = strcmp(t, "fc") == 0;
   return *v || strcmp(t, "all") == 0;
@@ -408,6 +438,14 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
   echo_enum(&r, "precision", parse_prec, &e);
   c->precision = (gpu_precision)e;
   if ((v = echo_item(&r, "recompute", is_bool, "true or false"))) c->recompute = cJSON_IsTrue(v);
+  /* newer than the rest: a result or trace written before them has none (no sharding) */
+  if (cJSON_GetObjectItemCaseSensitive(o, "zero")) c->zero = (int)echo_int(&r, "zero", 0, 3);
+  if (cJSON_GetObjectItemCaseSensitive(o, "fsdp")) {
+    echo_enum(&r, "fsdp", parse_fsdp, &e);
+    c->fsdp = (cfg_fsdp)e;
+  }
+  if (cJSON_GetObjectItemCaseSensitive(o, "fsdp_shard_size"))
+    c->fsdp_shard = (int)echo_int(&r, "fsdp_shard_size", 0, big);
   if ((s = echo_str(&r, "coll"))) {
     g_free(c->coll);
     c->coll = strcmp(s, "default") ? g_strdup(s) : NULL;

@@ -47,6 +47,18 @@ typedef enum {
 #undef X
 } cfg_tp_style;
 
+/* Sharded data parallelism (plan/fsdp.c): none; PyTorch FSDP's FULL_SHARD (parameters, gradients
+ * and optimizer state sharded over dp, parameters gathered before each unit's forward and again
+ * before its backward), SHARD_GRAD_OP (gathered once per micro-batch, kept through backward) and
+ * HYBRID_SHARD (FULL_SHARD inside a shard group, gradients all-reduced across its replicas). */
+#define CFG_FSDPS(X) X(CFG_FSDP_NONE, "none") X(CFG_FSDP_FULL, "full") \
+  X(CFG_FSDP_GRAD_OP, "grad-op") X(CFG_FSDP_HYBRID, "hybrid")
+typedef enum {
+#define X(e, s) e,
+  CFG_FSDPS(X)
+#undef X
+} cfg_fsdp;
+
 /* Limits checked at the door, so that no product of counts overflows: 2^20 GPUs, 2^40 samples
  * per batch, 2^16 micro-batches and iterations. */
 #define CFG_MAX_GPUS (1 << 20)
@@ -87,6 +99,11 @@ typedef struct {
   int n_pp_balance;
   gpu_precision precision;
   gboolean recompute;
+  int zero;            /* --zero: ZeRO stage 0 (none), 1 (optimizer state sharded over dp), 2 (and
+                          gradients), 3 (and parameters) */
+  cfg_fsdp fsdp;       /* --fsdp: PyTorch FSDP's sharding strategy, CFG_FSDP_NONE without */
+  int fsdp_shard;      /* --fsdp-shard-size: the shard group of --fsdp hybrid (data-parallel
+                          ranks); 0 = not given (the dp ranks of one node, run_ctx_open) */
   char *coll;          /* collective algorithm family, NULL = what NCCL would choose */
   int nccl_proto;      /* --nccl-proto: NCCL_PROTO_AUTO (the default), a pinned nccl_proto, or
                           NCCL_PROTO_OFF (coll/nccl.h) */
@@ -125,6 +142,8 @@ const char *cfg_device_name(cfg_device d);
 gboolean cfg_device_parse(const char *text, cfg_device *out);
 const char *cfg_schedule_name(cfg_schedule s);
 const char *cfg_tp_style_name(cfg_tp_style s);
+const char *cfg_fsdp_name(cfg_fsdp f);
+gboolean cfg_fsdp_parse(const char *text, cfg_fsdp *out);
 gboolean cfg_mode_parse(const char *text, cfg_mode *out);
 gboolean cfg_schedule_parse(const char *text, cfg_schedule *out);
 gboolean cfg_tp_style_parse(const char *text, cfg_tp_style *out);

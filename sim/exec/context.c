@@ -124,6 +124,17 @@ static gboolean open_rest(run_ctx *x, GError **err) {
                                     err)))
     return FALSE;
   if (!platform_gpu(x, err)) return FALSE;
+  if (x->cfg.fsdp == CFG_FSDP_HYBRID && !x->cfg.fsdp_shard) {
+    /* HYBRID_SHARD's default: shard among the data-parallel ranks of one node */
+    const int G = plat_gpus_per_node(x->platform), tp = x->cfg.tp;
+    int s = G % tp == 0 ? MAX(1, G / tp) : 1, d = x->cfg.dp;
+    while (d) { /* gcd(s, dp): the shard groups tile the data-parallel ranks */
+      int t = s % d;
+      s = d;
+      d = t;
+    }
+    x->cfg.fsdp_shard = s;
+  }
   run_ctx_nccl_env(x->platform, x->gpu, x->cfg.nccl_proto, &x->nccl);
   return open_kernels(x, err);
 }
@@ -196,9 +207,11 @@ static gboolean trace_config(run_ctx *x, GError **err) {
                 c->gpus, dir, P);
     return FALSE;
   }
-  if (c->dp || c->tp || c->pp || c->ep || c->microbatches || c->grid_pr || c->grid_auto) {
+  if (c->dp || c->tp || c->pp || c->ep || c->microbatches || c->grid_pr || c->grid_auto ||
+      c->zero || c->fsdp != CFG_FSDP_NONE) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--workload %s: the trace fixes each rank's work; "
-                "leave out --dp, --tp, --pp, --ep, --grid and --microbatches", c->workload);
+                "leave out --dp, --tp, --pp, --ep, --grid, --microbatches, --zero and --fsdp",
+                c->workload);
     return FALSE;
   }
   c->gpus = P;

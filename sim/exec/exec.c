@@ -164,12 +164,13 @@ typedef gboolean (*start_fn)(const run_ctx *x, const cfg_run *c, const char *pla
 /* Channel folding (plat_fold_xml, coll_topo.fold): the channels a simulation of `c` may fold, 1
  * for none. Every collective of the run must be a ring or tree all-reduce over every rank, in
  * whole nodes of at least two, with one channel per GPU of a node: a data-parallel run with
- * nothing else (no tensor, pipeline, expert, grid or domain split, no trace), with NCCL's choice
- * or --coll ring or tree. */
+ * nothing else (no tensor, pipeline, expert, grid or domain split, no trace; ZeRO and FSDP's
+ * reduce-scatters and gathers over all of dp are rings too, but not --fsdp hybrid's groups of
+ * part of it), with NCCL's choice or --coll ring or tree. */
 static int sim_fold_channels(const run_ctx *x, const cfg_run *c) {
   if (c->mode != CFG_MODE_SIM || c->no_folding || x->trace || !x->platform) return 1;
   if (c->dp != c->gpus || c->tp > 1 || c->pp > 1 || c->ep > 1 || c->grid_pr > 0 ||
-      c->grid_auto || c->domain_conv)
+      c->grid_auto || c->domain_conv || c->fsdp == CFG_FSDP_HYBRID)
     return 1;
   if (c->coll && strcmp(c->coll, "ring") != 0 && strcmp(c->coll, "tree") != 0) return 1;
   const int G = plat_gpus_per_node(x->platform);
@@ -409,6 +410,14 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
   if (c->recompute) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--mode real: --recompute is not run for real yet; leave it out");
+    return FALSE;
+  }
+  if (c->zero || c->fsdp != CFG_FSDP_NONE) {
+    char opt[32];
+    if (c->zero) g_snprintf(opt, sizeof opt, "--zero %d", c->zero);
+    else g_snprintf(opt, sizeof opt, "--fsdp %s", cfg_fsdp_name(c->fsdp));
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: %s is not run for real yet (the real "
+                "build holds whole model states); use --mode sim or analytic", opt);
     return FALSE;
   }
   for (int i = 0; i < x->model->n_layers; i++)

@@ -64,10 +64,13 @@ static void put_meta(et_file *f, const run_ctx *x, const plan_rank *p, int rank)
   et_attr_int(f, NULL, "dlsim_dataset_samples", x->model->dataset_samples);
   et_attr_int(f, NULL, "dlsim_stage", p->stage);
   et_attr_int(f, NULL, "dlsim_max_stash", p->max_stash);
+  for (int i = 0; i < p->n_ops && p->step_event >= 0; i++) /* what the next gathers follow */
+    if (p->ops[i].record_event == p->step_event) et_attr_int(f, NULL, "dlsim_step_node", i);
   et_attr_double(f, NULL, "dlsim_memory_params_bytes", p->mem.params);
   et_attr_double(f, NULL, "dlsim_memory_grads_bytes", p->mem.grads);
   et_attr_double(f, NULL, "dlsim_memory_optimizer_bytes", p->mem.optimizer);
   et_attr_double(f, NULL, "dlsim_memory_activations_bytes", p->mem.activations);
+  et_attr_double(f, NULL, "dlsim_memory_gathered_bytes", p->mem.gathered);
 }
 
 /* The node of kernel op `op`. */

@@ -70,6 +70,8 @@ void exec_stream_comm(const exec_stream *s) {
   for (int it = 0; it < s->iters; it++) {
     for (int i = 0; i < p->n_ops; i++)
       if (p->ops[i].kind == PLAN_RECV) o->recv_post(s->be, &p->ops[i], it);
+    /* gathers of parameters that the previous iteration's optimizer step updated */
+    if (it > 0 && p->step_event >= 0) o->ev_wait(s->be, it - 1, p->step_event);
     for (int i = 0; i < p->n_ops; i++) {
       const plan_op *op = &p->ops[i];
       if (op->stream != PLAN_STREAM_COMM) continue;

@@ -176,7 +176,7 @@ void rec_finish(rec_rank *r, double t_start) {
 }
 
 static double peak_of(const plan_memory *m) {
-  return m->params + m->grads + m->optimizer + m->activations;
+  return m->params + m->grads + m->optimizer + m->activations + m->gathered;
 }
 
 void rec_result(const rec_rank *recs, int P, const cfg_run *c, double gpu_mem_bytes,

@@ -107,6 +107,7 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   cJSON_AddNumberToObject(mem, "grads", r->mem.grads);
   cJSON_AddNumberToObject(mem, "optimizer", r->mem.optimizer);
   cJSON_AddNumberToObject(mem, "activations", r->mem.activations);
+  cJSON_AddNumberToObject(mem, "gathered", r->mem.gathered);
   cJSON_AddNumberToObject(mem, "capacity", r->gpu_mem_bytes);
   cJSON_AddBoolToObject(root, "fits_in_memory", r->fits_in_memory);
 
@@ -269,6 +270,9 @@ gboolean res_from_json(res_result *r, const char *text, const char *what, GError
   r->mem.grads = num(&rd, mem, "memory_bytes_per_gpu", "grads");
   r->mem.optimizer = num(&rd, mem, "memory_bytes_per_gpu", "optimizer");
   r->mem.activations = num(&rd, mem, "memory_bytes_per_gpu", "activations");
+  /* newer than the rest: a result written before it has none (nothing was gathered) */
+  if (cJSON_GetObjectItemCaseSensitive(mem, "gathered"))
+    r->mem.gathered = num(&rd, mem, "memory_bytes_per_gpu", "gathered");
   r->gpu_mem_bytes = num(&rd, mem, "memory_bytes_per_gpu", "capacity");
   r->fits_in_memory = cJSON_IsTrue(item(&rd, root, "", "fits_in_memory"));
   const cJSON *kd = item(&rd, root, "", "kernel_db");
@@ -430,11 +434,14 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
     fprintf(out, " (Gholami et al. equation: %s)", b);
   }
   fprintf(out, "\n");
+  char gathered[48] = "";
+  if (r->mem.gathered > 0)
+    g_snprintf(gathered, sizeof gathered, ", gathered %.2f", r->mem.gathered / 1e9);
   fprintf(out,
           "  memory per GPU  %.2f GB of %.2f GB (params %.2f, grads %.2f, optimizer %.2f, "
-          "activations %.2f)%s\n",
+          "activations %.2f%s)%s\n",
           r->peak_mem_bytes / 1e9, r->gpu_mem_bytes / 1e9, r->mem.params / 1e9,
-          r->mem.grads / 1e9, r->mem.optimizer / 1e9, r->mem.activations / 1e9,
+          r->mem.grads / 1e9, r->mem.optimizer / 1e9, r->mem.activations / 1e9, gathered,
           r->fits_in_memory ? "" : "  DOES NOT FIT");
   if (r->moe_routed_tokens > 0)
     fprintf(out,

@@ -240,7 +240,8 @@ static void counters(GString *t, const rec_rank *rr, const GArray *spans, guint 
     g_array_append_val(mem, b);
   }
   g_hash_table_destroy(live);
-  counter(t, rr->rank, "memory", p->mem.params + p->mem.grads + p->mem.optimizer, mem);
+  counter(t, rr->rank, "memory",
+          p->mem.params + p->mem.grads + p->mem.optimizer + p->mem.gathered, mem);
   counter(t, rr->rank, "comm in flight", 0, comm);
   g_array_free(mem, TRUE);
   g_array_free(comm, TRUE);

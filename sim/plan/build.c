@@ -60,6 +60,7 @@ typedef struct {
   int l0, l1;        /* the stage's layers */
   int prev, next;    /* the previous and next stage's rank, -1 for none */
   double dt;         /* bytes per activation element */
+  plan_units *units; /* --zero 3, --fsdp: the stage's units (fsdp.c), NULL otherwise */
 } stage_ctx;
 
 static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int mb,
@@ -69,9 +70,11 @@ static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int 
     plan_b_p2p(b, PLAN_RECV, PLAN_PH_FWD, s->l0, s->prev, mb, 0,
              (double)m->layers[s->l0 - 1].out_elems * s->role[s->l0 - 1].samples * s->dt,
              pending);
+  if (s->units) plan_units_fwd_begin(b, s->units, s->c, pending);
   for (int i = s->l0; i < s->l1; i++) {
     const wl_layer *l = &m->layers[i];
     const plan_shard *x = &s->role[i];
+    if (s->units) plan_units_fwd_layer(b, s->units, s->c, i, pending);
     if (x->redistribute)
       plan_b_coll(b, PLAN_PH_FWD, i, COLL_ALLGATHER, PLAN_GRP_TP, PLAN_WHY_REDIST, x->redist_bytes,
                   TRUE, pending);
@@ -103,9 +106,11 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
              pending);
   plan_grad_state g;
   plan_grad_begin(&g, s->l1);
+  if (s->units) plan_units_bwd_begin(b, s->units, c, pending);
   for (int i = s->l1 - 1; i >= s->l0; i--) {
     const wl_layer *l = &m->layers[i];
     const plan_shard *x = &s->role[i];
+    if (s->units) plan_units_bwd_layer(b, s->units, c, i, pending);
     if (l->kind == WL_MOE) {
       if (c->recompute) plan_moe_layer(b, p, c, l, i, mb, TRUE, TRUE, x, s->ep_i, pending);
       plan_moe_layer(b, p, c, l, i, mb, FALSE, FALSE, x, s->ep_i, pending);
@@ -126,9 +131,11 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
     if (x->bwd_coll != COLL_OP_COUNT)
       plan_b_coll(b, PLAN_PH_BWD, i, x->bwd_coll, PLAN_GRP_TP, x->bwd_why, x->bwd_bytes, TRUE,
                   pending);
-    if (sync_grads) plan_grad_layer(b, &g, c, l, i, x, pending);
+    if (s->units) plan_units_bwd_layer_done(b, s->units, c, i, pending);
+    else if (sync_grads) plan_grad_layer(b, &g, c, l, i, x, pending);
   }
-  if (sync_grads) plan_grad_flush(b, &g, c, s->l0, pending);
+  if (s->units) plan_units_bwd_end(b, s->units, c, pending);
+  else if (sync_grads) plan_grad_flush(b, &g, c, s->l0, pending);
   if (s->prev >= 0)
     plan_b_p2p(b, PLAN_SEND, PLAN_PH_BWD, s->l0, s->prev, mb, 1,
              (double)m->layers[s->l0 - 1].out_elems * s->role[s->l0 - 1].samples * s->dt,
@@ -138,8 +145,7 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
 /* The optimizer step: waits for the last collective (the stream is in order). Per parameter:
  * SGD-momentum reads w, g, m and writes w, m (3 FLOP); Adam reads w, g, m, v and writes w, m, v
  * (about 10 FLOP); mixed precision also reads and writes the fp32 master copy. */
-static void optimizer_step(plan_builder *b, const plan_rank *p, const wl_model *m,
-                           const cfg_run *c) {
+static void optimizer_step(plan_builder *b, plan_rank *p, const wl_model *m, const cfg_run *c) {
   int last_comm = -1;
   for (guint i = 0; i < b->ops->len; i++) {
     plan_op *op = &g_array_index(b->ops, plan_op, i);
@@ -148,10 +154,14 @@ static void optimizer_step(plan_builder *b, const plan_rank *p, const wl_model *
   const gboolean adam = m->optimizer == WL_OPT_ADAM;
   const gboolean mixed = c->precision == GPU_FP16 || c->precision == GPU_BF16;
   const double bytes_pp = (adam ? 7 : 5) * 4 + (mixed ? 2 * 2 : 0);
-  plan_b_kernel(b, PLAN_PH_OPT, -1, adam ? "adam.step" : "sgd.step", FALSE,
-              (double)p->local_params * (adam ? 10 : 3), (double)p->local_params * bytes_pp, 0, 1,
-              &last_comm)
-      ->params = p->local_params;
+  /* with ZeRO or FSDP the step updates this rank's shard of its parameters */
+  const int N = plan_shard_degree(c);
+  const int64_t n = (p->local_params + N - 1) / N; /* shards padded to equal sizes, as FSDP pads */
+  plan_op *op = plan_b_kernel(b, PLAN_PH_OPT, -1, adam ? "adam.step" : "sgd.step", FALSE,
+                              (double)n * (adam ? 10 : 3), (double)n * bytes_pp, 0, 1, &last_comm);
+  op->params = n;
+  /* sharded parameters are gathered from what the step wrote */
+  if (c->zero || c->fsdp != CFG_FSDP_NONE) op->record_event = p->step_event = b->n_events++;
 }
 
 /* The stage's layers [l0, l1) of the partition; DL_ERR_INPUT when a layer reads across more
@@ -182,7 +192,8 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
   if (!plan_shard_check(m, c, err)) return NULL;
   int dp_i, tp_i, pp_i;
   plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
-  stage_ctx s = {m, c, NULL, rank, dp_i % c->ep, 0, 0, -1, -1, gpu_precision_bytes(c->precision)};
+  stage_ctx s = {m, c, NULL, rank, dp_i % c->ep, 0, 0, -1, -1, gpu_precision_bytes(c->precision),
+                 NULL};
   int *stage_first = g_new(int, c->pp + 1);
   plan_shard *role = g_new(plan_shard, m->n_layers);
   if (!plan_partition(m, c, layer_time_s, stage_first, err) ||
@@ -203,11 +214,14 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
                     0, -1};
   plan_rank *p = g_new0(plan_rank, 1);
   p->pool = g_ptr_array_new_with_free_func(g_free);
+  p->step_event = -1;
   p->stage = pp_i;
   p->first_layer = s.l0;
   p->end_layer = s.l1;
   p->stage_first = stage_first;
   int pending = -1, inflight = 0;
+  if (plan_sharded_units(c)) s.units = plan_units_new(m, c, role, s.l0, s.l1);
+  plan_zero_gathers(&b, m, c, role, s.l0, s.l1, &pending);
   const int nsteps = 2 * c->microbatches;
   plan_step *steps = g_new(plan_step, nsteps);
   plan_schedule(c, pp_i, steps);
@@ -219,13 +233,17 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
       forward_step(&b, p, &s, steps[st].mb, &pending);
     } else {
       inflight--;
-      backward_step(&b, p, &s, steps[st].mb, plan_schedule_last_backward(c, steps[st]), &pending);
+      /* ZeRO 2 reduces the gradients of every micro-batch: only shards are accumulated */
+      backward_step(&b, p, &s, steps[st].mb,
+                    c->zero == 2 || plan_schedule_last_backward(c, steps[st]), &pending);
     }
   }
   g_free(steps);
   b.mb = -1; /* what follows belongs to the iteration, not to a micro-batch */
   plan_grad_tied(&b, m, c, role, s.l0, s.l1, &pending);
+  plan_units_free(s.units);
   plan_memory_fill(p, m, c, role);
+  plan_sharded_memory(p, m, c, role);
   optimizer_step(&b, p, m, c);
   p->n_ops = (int)b.ops->len;
   p->ops = (plan_op *)g_array_free(b.ops, FALSE);

@@ -68,9 +68,52 @@ void plan_grad_layer(plan_builder *b, plan_grad_state *g, const cfg_run *c, cons
                      int i, const plan_shard *x, int *pending);
 void plan_grad_flush(plan_builder *b, plan_grad_state *g, const cfg_run *c, int first_layer,
                    int *pending);
+/* The dense buckets a stage's last backward makes (the same rule as plan_grad_layer), in the
+ * order it makes them: highest layers first. `n` is set to their count; the caller frees. */
+plan_bucket *plan_grad_buckets(const wl_model *m, const cfg_run *c, const plan_shard *role,
+                               int l0, int l1, int *n);
 /* Tied weights whose layers sit on different stages: their gradient sums (after the schedule). */
 void plan_grad_tied(plan_builder *b, const wl_model *m, const cfg_run *c, const plan_shard *role,
                   int l0, int l1, int *pending);
+
+/* Sharded data parallelism (fsdp.c). Under --zero 3 and --fsdp the stage's layers form units
+ * whose parameters are gathered before use and whose gradients are reduce-scattered after. */
+typedef struct {
+  int l0, l1;          /* the stage's layers */
+  int n;               /* units */
+  int *unit_of;        /* layer l0 + j is in unit unit_of[j] */
+  int *first, *last;   /* each unit's first and last layer */
+  double *params;      /* each unit's parameters on this rank's slices (whole over the shards) */
+  int root;            /* the unit of the layers outside every block, -1 for none */
+  int *blocks;         /* the other units in layer order, n_blocks of them */
+  int n_blocks;
+  int *ag_event;       /* during a step: the event of each unit's gather, -1 for none */
+  int *ag_op;          /* and the index of that op */
+  gboolean *waited;    /* during a step: a kernel of the unit has waited for it */
+} plan_units;
+/* TRUE when the configuration gathers parameters by units (--zero 3, --fsdp). */
+gboolean plan_sharded_units(const cfg_run *c);
+plan_units *plan_units_new(const wl_model *m, const cfg_run *c, const plan_shard *role, int l0,
+                           int l1);
+void plan_units_free(plan_units *u);
+/* A forward step: its gathers before its first layer, then before each layer i's kernels (the
+ * prefetch of the next unit where a unit starts, and the wait for the unit's own gather). */
+void plan_units_fwd_begin(plan_builder *b, plan_units *u, const cfg_run *c, int *pending);
+void plan_units_fwd_layer(plan_builder *b, plan_units *u, const cfg_run *c, int i, int *pending);
+/* A backward step, likewise, with each unit's reduce-scatter after its first layer's backward
+ * (plan_units_bwd_layer_done) and the root's at the end. */
+void plan_units_bwd_begin(plan_builder *b, plan_units *u, const cfg_run *c, int *pending);
+void plan_units_bwd_layer(plan_builder *b, plan_units *u, const cfg_run *c, int i, int *pending);
+void plan_units_bwd_layer_done(plan_builder *b, const plan_units *u, const cfg_run *c, int i,
+                               int *pending);
+void plan_units_bwd_end(plan_builder *b, const plan_units *u, const cfg_run *c, int *pending);
+/* --zero 1 and 2: the gathers of the updated parameters, bucket by bucket, before the
+ * iteration's first forward (which waits for them). */
+void plan_zero_gathers(plan_builder *b, const wl_model *m, const cfg_run *c,
+                       const plan_shard *role, int l0, int l1, int *pending);
+/* The sharded model states and the whole buffers beyond them, over plan_memory_fill's figures. */
+void plan_sharded_memory(plan_rank *p, const wl_model *m, const cfg_run *c,
+                         const plan_shard *role);
 
 /* Memory (memory.c): the parameters this rank holds (tied copies included) and its weights,
  * gradients, optimizer state and activations, into p->local_params and p->mem. */

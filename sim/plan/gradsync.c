@@ -7,7 +7,9 @@
  * 1 MiB, the others at --bucket-mb). Gholami's grid and domain parallelism all-reduce each
  * layer's gradient on its own (over dp, or over all P where the weights are replicated on every
  * rank). An MoE layer's experts are summed among the replicas of the same experts, its router
- * with the dense layers. Every gradient collective names its layers (plan_bucket).
+ * with the dense layers. Every gradient collective names its layers (plan_bucket). With ZeRO
+ * (fsdp.c) a bucket is reduce-scattered instead: the all-reduce's first half, whose second half
+ * is the gather of the updated parameters.
  */
 #include "core/gpuspec.h"
 #include "plan/build.h"
@@ -41,11 +43,54 @@ void plan_grad_begin(plan_grad_state *g, int end_layer) {
   g->end = end_layer;
 }
 
+/* Layer i's `bytes` join the open bucket; TRUE when that fills it: the bucket [i, g->end) of
+ * g->bytes closes (its bounds in *closed, its bytes left in g->bytes for the caller to take) and
+ * the next one, capped at --bucket-mb, opens below it. */
+static gboolean bucket_add(plan_grad_state *g, const cfg_run *c, int i, double bytes,
+                           plan_bucket *closed) {
+  g->bytes += bytes;
+  if (g->bytes < g->cap) return FALSE;
+  *closed = (plan_bucket){i, g->end};
+  g->end = i;
+  g->cap = c->bucket_bytes;
+  return TRUE;
+}
+
+/* The gradient bytes of layer l that go into the dense buckets (an MoE layer's router's). */
+static double dense_grad_bytes(const cfg_run *c, const wl_layer *l, const plan_shard *x) {
+  const double gb = plan_grad_bytes(c);
+  if (l->kind == WL_MOE) return (double)wl_moe_router_params(l) * gb;
+  return (double)l->params / x->split * gb;
+}
+
+/* The collective of a dense bucket: an all-reduce, or with ZeRO its first half (each rank keeps
+ * the sum of its shard). */
+static coll_op bucket_coll(const cfg_run *c) {
+  return c->zero > 0 ? COLL_REDUCESCATTER : COLL_ALLREDUCE;
+}
+
+plan_bucket *plan_grad_buckets(const wl_model *m, const cfg_run *c, const plan_shard *role,
+                               int l0, int l1, int *n) {
+  plan_bucket *out = g_new(plan_bucket, l1 - l0 + 1);
+  plan_grad_state g;
+  plan_grad_begin(&g, l1);
+  *n = 0;
+  for (int i = l1 - 1; i >= l0 && bucketed(c); i--) {
+    const wl_layer *l = &m->layers[i];
+    if (!plan_layer_has_grads(l)) continue;
+    if (bucket_add(&g, c, i, dense_grad_bytes(c, l, &role[i]), &out[*n])) {
+      (*n)++;
+      g.bytes = 0;
+    }
+  }
+  if (g.bytes > 0) out[(*n)++] = (plan_bucket){l0, g.end};
+  return out;
+}
+
 void plan_grad_layer(plan_builder *b, plan_grad_state *g, const cfg_run *c, const wl_layer *l,
                      int i, const plan_shard *x, int *pending) {
   if (!plan_layer_has_grads(l)) return;
   const double gb = plan_grad_bytes(c);
-  double gbytes = (double)l->params / x->split * gb;
   if (l->kind == WL_MOE) {
     /* experts: among the replicas of the same experts; the router joins the bucket below */
     double expert = (double)l->experts / c->ep * (double)wl_moe_expert_params(l) * gb;
@@ -56,8 +101,8 @@ void plan_grad_layer(plan_builder *b, plan_grad_state *g, const cfg_run *c, cons
                       PLAN_WHY_EXPERT_GRAD, expert, FALSE, pending);
       op->bucket = (plan_bucket){i, i + 1};
     }
-    gbytes = (double)wl_moe_router_params(l) * gb;
   }
+  const double gbytes = dense_grad_bytes(c, l, x);
   if (x->grad_degree <= 1) return;
   if (!bucketed(c)) {
     plan_op *op = plan_b_coll(b, PLAN_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PLAN_WHY_GRAD,
@@ -65,21 +110,18 @@ void plan_grad_layer(plan_builder *b, plan_grad_state *g, const cfg_run *c, cons
     op->bucket = (plan_bucket){i, i + 1};
     return;
   }
-  g->bytes += gbytes;
-  if (g->bytes >= g->cap) {
-    plan_op *op = plan_b_coll(b, PLAN_PH_BWD, i, COLL_ALLREDUCE, x->grad_group, PLAN_WHY_GRAD,
-                              g->bytes, FALSE, pending);
-    op->bucket = (plan_bucket){i, g->end};
-    g->end = i;
+  plan_bucket closed;
+  if (bucket_add(g, c, i, gbytes, &closed)) {
+    plan_b_coll(b, PLAN_PH_BWD, i, bucket_coll(c), x->grad_group, PLAN_WHY_GRAD, g->bytes, FALSE,
+                pending)->bucket = closed;
     g->bytes = 0;
-    g->cap = c->bucket_bytes;
   }
 }
 
 void plan_grad_flush(plan_builder *b, plan_grad_state *g, const cfg_run *c, int first_layer,
                    int *pending) {
   if (!bucketed(c) || g->bytes <= 0) return;
-  plan_op *op = plan_b_coll(b, PLAN_PH_BWD, -1, COLL_ALLREDUCE, PLAN_GRP_DP, PLAN_WHY_GRAD,
+  plan_op *op = plan_b_coll(b, PLAN_PH_BWD, -1, bucket_coll(c), PLAN_GRP_DP, PLAN_WHY_GRAD,
                             g->bytes, FALSE, pending);
   op->bucket = (plan_bucket){first_layer, g->end};
 }

@@ -40,6 +40,16 @@ int plan_group_members(const cfg_run *c, plan_group g, int rank, int *members) {
     members[n++] = plan_rank_of(c, dp_i, tp_i, 0);
     if (c->pp > 1) members[n++] = plan_rank_of(c, dp_i, tp_i, c->pp - 1);
     break;
+  case PLAN_GRP_SHARD: { /* --fsdp hybrid: consecutive data-parallel ranks share one copy */
+    const int S = plan_shard_degree(c);
+    for (int i = 0; i < S; i++) members[n++] = plan_rank_of(c, dp_i / S * S + i, tp_i, pp_i);
+    break;
+  }
+  case PLAN_GRP_REPL: { /* and the ranks holding the same shard in the other groups */
+    const int S = plan_shard_degree(c);
+    for (int i = dp_i % S; i < c->dp; i += S) members[n++] = plan_rank_of(c, i, tp_i, pp_i);
+    break;
+  }
   case PLAN_GRP_TRACE: /* a trace's communicators are explicit (plan_op_members) */
   case PLAN_N_GROUPS:
     members[n++] = rank;
@@ -67,6 +77,8 @@ int plan_group_degree(const cfg_run *c, plan_group g) {
   case PLAN_GRP_EP: return c->ep;
   case PLAN_GRP_EMBED: return c->pp > 1 ? 2 : 1;
   case PLAN_GRP_EDP: return c->ep > 1 ? c->dp / c->ep : 1;
+  case PLAN_GRP_SHARD: return c->fsdp == CFG_FSDP_HYBRID ? plan_shard_degree(c) : 1;
+  case PLAN_GRP_REPL: return c->fsdp == CFG_FSDP_HYBRID ? c->dp / plan_shard_degree(c) : 1;
   case PLAN_GRP_TRACE:
   case PLAN_N_GROUPS: break;
   }
@@ -90,4 +102,14 @@ int plan_representative(const wl_model *m, const cfg_run *c, int rank) {
   int dp_i, tp_i, pp_i;
   plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
   return plan_rank_of(c, dp_i % c->ep, plan_tp_alike(m, c) ? 0 : tp_i, pp_i);
+}
+
+int plan_shard_degree(const cfg_run *c) {
+  if (c->fsdp == CFG_FSDP_HYBRID && c->fsdp_shard > 0 && c->dp % c->fsdp_shard == 0)
+    return c->fsdp_shard;
+  return c->zero > 0 || c->fsdp != CFG_FSDP_NONE ? c->dp : 1;
+}
+
+plan_group plan_shard_group(const cfg_run *c) {
+  return c->fsdp == CFG_FSDP_HYBRID ? PLAN_GRP_SHARD : PLAN_GRP_DP;
 }

@@ -107,6 +107,9 @@ typedef struct {
   double grads;        /* bytes of gradients */
   double optimizer;    /* bytes of optimizer state (master weights, moments) */
   double activations;  /* bytes of activations stashed for backward (peak) */
+  double gathered;     /* bytes of unsharded parameters and gradients held beyond this rank's
+                          shards at their peak (--zero 2 and 3, --fsdp: gathered units, their
+                          prefetch, gradients before their reduce-scatter); 0 without sharding */
 } plan_memory;
 
 typedef struct plan_rank {
@@ -119,6 +122,10 @@ typedef struct plan_rank {
   plan_op *ops;          /* owned */
   int n_ops;
   int n_events;        /* events are numbered 0..n_events-1 */
+  int step_event;      /* the event the optimizer step records where the next iteration's first
+                          communication reads what the step wrote (ZeRO and FSDP's parameter
+                          gathers): each executor starts iteration k + 1's communication stream
+                          once iteration k's step has recorded it; -1 for none */
   plan_memory mem;
   int64_t local_params;/* parameters whose gradients this rank holds */
   double moe_max_over_mean; /* MoE: largest (tokens of the busiest expert / mean per expert)
@@ -206,6 +213,13 @@ int plan_bucket_layers(const wl_model *m, const plan_op *op, int *layers);
  * replicas of the same experts (1 without expert parallelism, where they are the dp group).
  * Communicators are made for groups larger than 1. */
 int plan_group_degree(const cfg_run *c, plan_group g);
+
+/* Sharded data parallelism (--zero, --fsdp; fsdp.c): the ranks among which one copy of the
+ * sharded states is split (dp, the shard group of --fsdp hybrid; 1 without sharding), and the
+ * group they form (PLAN_GRP_DP, or PLAN_GRP_SHARD for hybrid, whose replicas of one shard form
+ * PLAN_GRP_REPL). */
+int plan_shard_degree(const cfg_run *c);
+plan_group plan_shard_group(const cfg_run *c);
 
 /* Bytes per element of gradients exchanged and of the weights a rank holds, for the precision. */
 int plan_grad_bytes(const cfg_run *c);

@@ -18,9 +18,10 @@ const char *plan_purpose_name(plan_purpose p) { return purpose_names[p]; }
 const char *plan_split_name(plan_split s) { return split_names[s]; }
 
 /* In the order their checks run and their roles apply: the tensor-parallel styles, then the
- * domain split that overrides their convolutional part, then the experts of MoE layers. */
+ * domain split that overrides their convolutional part, then the experts of MoE layers, then the
+ * sharding of the data-parallel states. */
 static const plan_strategy *const strategies[] = {&plan_gholami, &plan_megatron, &plan_domain,
-                                                &plan_experts};
+                                                &plan_experts, &plan_sharded};
 
 void plan_shard_slice(plan_shard *s, plan_split kind, int64_t dim, int parts, int idx) {
   s->kind = kind;

@@ -6,7 +6,9 @@
  *   gholami.c      Gholami et al.'s Pr×Pc grid (--grid, --tp with --tp-style gholami);
  *   megatron.c     Megatron tensor parallelism (--tp with --tp-style megatron);
  *   domain.c       domain parallelism over the grid's Pr group (--domain conv);
- *   moe.c          expert parallelism (--ep): each rank holds E/ep experts of every MoE layer.
+ *   moe.c          expert parallelism (--ep): each rank holds E/ep experts of every MoE layer;
+ *   fsdp.c         sharded data parallelism (--zero, --fsdp): the same splits, with parameters,
+ *                  gradients and optimizer state sharded over the data-parallel (or shard) group.
  * A new strategy adds a row and a file here; build.c asks each layer's entry what to emit.
  *
  * Two quantities are kept apart: `split` is how many ways the model divides the layer's work,
@@ -28,7 +30,8 @@
 /* The communicators (plan.h has their meaning). */
 #define PLAN_GROUPS(X) X(PLAN_GRP_WORLD, "world") X(PLAN_GRP_DP, "dp") X(PLAN_GRP_TP, "tp") \
   X(PLAN_GRP_PP, "pp") X(PLAN_GRP_EP, "ep") X(PLAN_GRP_EMBED, "embed")                   \
-  X(PLAN_GRP_EDP, "expert_dp") X(PLAN_GRP_TRACE, "trace")
+  X(PLAN_GRP_EDP, "expert_dp") X(PLAN_GRP_TRACE, "trace") X(PLAN_GRP_SHARD, "shard")     \
+  X(PLAN_GRP_REPL, "replicate")
 /* Why a collective exists: lets results and tests attribute bytes to Gholami's terms. */
 #define PLAN_PURPOSES(X) X(PLAN_WHY_NONE, "none") X(PLAN_WHY_GRAD, "grad_sync") \
   X(PLAN_WHY_FWD_GATHER, "fwd_allgather") X(PLAN_WHY_BWD_DX, "bwd_dx_allreduce") \
@@ -36,7 +39,8 @@
   X(PLAN_WHY_ACT, "activation") X(PLAN_WHY_ACT_GRAD, "activation_grad") \
   X(PLAN_WHY_TIED, "tied_grad_sync") X(PLAN_WHY_MOE_DISPATCH, "moe_dispatch") \
   X(PLAN_WHY_MOE_COMBINE, "moe_combine") X(PLAN_WHY_EXPERT_GRAD, "expert_grad_sync") \
-  X(PLAN_WHY_HALO, "halo") X(PLAN_WHY_BN_STATS, "bn_stats") X(PLAN_WHY_TRACE, "traced")
+  X(PLAN_WHY_HALO, "halo") X(PLAN_WHY_BN_STATS, "bn_stats") X(PLAN_WHY_TRACE, "traced") \
+  X(PLAN_WHY_PARAM_GATHER, "param_allgather")
 /* How a rank holds a layer's tensors. */
 #define PLAN_SPLITS(X)                                                                   \
   X(PLAN_SPLIT_FULL, "full")                                                             \

@@ -16,7 +16,7 @@ typedef struct {
                     GError **err);
 } plan_strategy;
 
-extern const plan_strategy plan_gholami, plan_megatron, plan_domain, plan_experts;
+extern const plan_strategy plan_gholami, plan_megatron, plan_domain, plan_experts, plan_sharded;
 
 /* Slice `idx` of `dim` cut into `parts`: [idx·dim/parts, (idx+1)·dim/parts), uneven allowed. */
 void plan_shard_slice(plan_shard *s, plan_split kind, int64_t dim, int parts, int idx);

@@ -545,6 +545,7 @@ plan_rank *plan_trace_rank(const plan_trace *t, int rank, GError **err) {
   p->comms = &t->comms;
   p->stage_first = g_new0(int, 2);
   p->ops = g_new0(plan_op, n ? n : 1);
+  p->step_event = -1;
   GHashTable *index = g_hash_table_new(g_int64_hash, g_int64_equal); /* id -> node index + 1 */
   for (int i = 0; i < n; i++)
     g_hash_table_insert(index, (gpointer)&f->nodes[i].id, GINT_TO_POINTER(i + 1));
@@ -568,10 +569,22 @@ plan_rank *plan_trace_rank(const plan_trace *t, int rank, GError **err) {
     p->ops[k].wait_event = p->ops[last].record_event;
   }
   p->n_ops = n;
+  /* dlsim's own export names the optimizer step the next iteration's gathers follow */
+  const double step = et_meta_num(f, "dlsim_step_node", -1);
+  if (ok && step >= 0 && step <= 9e15) {
+    const uint64_t id = (uint64_t)step;
+    const int j = GPOINTER_TO_INT(g_hash_table_lookup(index, &id)) - 1;
+    if (j >= 0 && p->ops[pos[j]].stream == PLAN_STREAM_COMPUTE) {
+      plan_op *op = &p->ops[pos[j]];
+      if (op->record_event < 0) op->record_event = p->n_events++;
+      p->step_event = op->record_event;
+    }
+  }
   p->mem.params = MAX(0.0, et_meta_num(f, "dlsim_memory_params_bytes", 0));
   p->mem.grads = MAX(0.0, et_meta_num(f, "dlsim_memory_grads_bytes", 0));
   p->mem.optimizer = MAX(0.0, et_meta_num(f, "dlsim_memory_optimizer_bytes", 0));
   p->mem.activations = MAX(0.0, et_meta_num(f, "dlsim_memory_activations_bytes", 0));
+  p->mem.gathered = MAX(0.0, et_meta_num(f, "dlsim_memory_gathered_bytes", 0));
   p->max_stash = (int)CLAMP(et_meta_num(f, "dlsim_max_stash", 1), 1, G_MAXINT);
   p->stage = (int)CLAMP(et_meta_num(f, "dlsim_stage", 0), 0, G_MAXINT);
   g_free(order);
