@@ -44,6 +44,12 @@ CASES = {
                "--routing", "zipf:1.2"],
     "moe-tp": ["--workload", "moe-gpt-8x", "--gpus", "8", "--ep", "2", "--tp", "2",
                "--batch", "8"],
+    # sharded states: reduce-scatters, gathers, and the step the next gathers follow
+    "zero-1-pp": ["--workload", "gpt-tiny", "--gpus", "8", "--pp", "2", "--schedule", "1f1b",
+                  "--microbatches", "4", "--batch", "16", "--zero", "1"],
+    "zero-3": ["--workload", "gpt-tiny", "--gpus", "4", "--batch", "8", "--zero", "3"],
+    "fsdp-hybrid-tp": ["--workload", "gpt-tiny", "--gpus", "8", "--tp", "2", "--fsdp", "hybrid",
+                       "--fsdp-shard-size", "2", "--microbatches", "2", "--batch", "16"],
 }
 # the same op lists give the same time: the closed form bit for bit, the simulation but for
 # SimGrid's rounding of its clock (2e-15 measured)
