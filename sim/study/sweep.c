@@ -43,6 +43,8 @@ static const sweep_option options[] = {
     {"message_level", "--message-level", SWEEP_BOOL},
     {"no_folding", "--no-folding", SWEEP_BOOL},
     {"gpu", "--gpu", SWEEP_STR},
+    {"zero", "--zero", SWEEP_INT}, {"fsdp", "--fsdp", SWEEP_STR},
+    {"fsdp_shard_size", "--fsdp-shard-size", SWEEP_INT},
 };
 #define N_OPTS G_N_ELEMENTS(options)
 enum { OPT_GPUS = 3, OPT_BATCH = 4, OPT_BATCH_PER_GPU = 5 };
