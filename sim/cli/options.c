@@ -61,8 +61,11 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *
       {"tp-style", 0, 0, G_OPTION_ARG_STRING, &r->tp_style,
        "how layers split across tp/Pr (default auto: megatron for transformers, gholami "
        "otherwise)", "gholami|megatron|auto"},
-      {"schedule", 0, 0, G_OPTION_ARG_STRING, &r->schedule, "pipeline schedule (default gpipe)",
-       "gpipe|1f1b"},
+      {"schedule", 0, 0, G_OPTION_ARG_STRING, &r->schedule,
+       "pipeline schedule (default gpipe); interleaved: Megatron's interleaved 1F1B with "
+       "--virtual-stages model chunks per rank", "gpipe|1f1b|interleaved"},
+      {"virtual-stages", 0, 0, G_OPTION_ARG_INT, &c->virtual_stages,
+       "with --schedule interleaved: model chunks per pipeline rank (V >= 2)", "V"},
       {"microbatches", 0, 0, G_OPTION_ARG_INT, &c->microbatches, "pipeline micro-batches", "M"},
       {"pp-balance", 0, 0, G_OPTION_ARG_STRING, &r->pp_balance,
        "layers per pipeline stage (default: balanced by predicted time)", "N,N,..."},
@@ -220,7 +223,8 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
     return FALSE;
   }
   if (r->schedule && !cfg_schedule_parse(r->schedule, &c->schedule)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--schedule: expected gpipe or 1f1b, got '%s'",
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--schedule: expected gpipe, 1f1b or interleaved, got '%s'",
                 r->schedule);
     return FALSE;
   }
@@ -307,10 +311,11 @@ gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *ext
   r.seed = r.batch = NOT_GIVEN64;
   /* degrees, micro-batches and iterations go straight into `c`: mark them so that 0 and
    * negative values given by the user are refused rather than taken for "not given" */
-  int *given[] = {&c->dp, &c->tp, &c->pp, &c->ep, &c->microbatches, &c->iters, &c->fsdp_shard};
+  int *given[] = {&c->dp,    &c->tp,         &c->pp,         &c->ep,
+                  &c->microbatches, &c->iters, &c->fsdp_shard, &c->virtual_stages};
   const char *given_name[] = {"--dp",           "--tp",    "--pp",
                               "--ep",           "--microbatches", "--iters",
-                              "--fsdp-shard-size"};
+                              "--fsdp-shard-size", "--virtual-stages"};
   int before[G_N_ELEMENTS(given)];
   for (size_t i = 0; i < G_N_ELEMENTS(given); i++) before[i] = *given[i], *given[i] = NOT_GIVEN;
   GOptionContext *ctx = run_context(&r, c, extra);

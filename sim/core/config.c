@@ -242,9 +242,42 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
     return FALSE;
   }
   if (!c->microbatches) c->microbatches = c->pp > 1 ? c->pp : 1;
-  if (c->n_pp_balance && c->n_pp_balance != c->pp) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--pp-balance: %d stage sizes for --pp %d",
-                c->n_pp_balance, c->pp);
+  if (c->virtual_stages < 0 || c->virtual_stages > CFG_MAX_STEPS) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--virtual-stages: expected 1..%d, got %d",
+                CFG_MAX_STEPS, c->virtual_stages);
+    return FALSE;
+  }
+  if (c->schedule == CFG_SCHED_INTERLEAVED) {
+    if (c->pp < 2 || c->virtual_stages < 2) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--schedule interleaved: needs --pp 2 or more and "
+                  "--virtual-stages V >= 2 (model chunks per pipeline rank), got --pp %d "
+                  "--virtual-stages %d", c->pp, c->virtual_stages ? c->virtual_stages : 1);
+      return FALSE;
+    }
+    if (c->microbatches % c->pp) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--schedule interleaved: --microbatches %d must be "
+                  "a multiple of --pp %d (as Megatron requires)", c->microbatches, c->pp);
+      return FALSE;
+    }
+    /* message tags (micro-batch, chunk, direction) stay below the collectives' (coll.h) */
+    if ((int64_t)c->microbatches * c->virtual_stages > 100000) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--microbatches %d --virtual-stages %d: at most "
+                  "100000 micro-batch chunks per iteration", c->microbatches, c->virtual_stages);
+      return FALSE;
+    }
+  } else if (c->virtual_stages > 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--virtual-stages %d: only with --schedule "
+                "interleaved", c->virtual_stages);
+    return FALSE;
+  }
+  if (!c->virtual_stages) c->virtual_stages = 1;
+  if (c->n_pp_balance && c->n_pp_balance != c->pp * c->virtual_stages) {
+    if (c->virtual_stages > 1)
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--pp-balance: %d sizes for --pp %d x "
+                  "--virtual-stages %d virtual stages", c->n_pp_balance, c->pp, c->virtual_stages);
+    else
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--pp-balance: %d stage sizes for --pp %d",
+                  c->n_pp_balance, c->pp);
     return FALSE;
   }
   if (c->batch == 0) c->batch = default_batch;
@@ -290,6 +323,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddStringToObject(cf, "tp_style", cfg_tp_style_name(c->tp_style));
   cJSON_AddStringToObject(cf, "schedule", cfg_schedule_name(c->schedule));
   cJSON_AddNumberToObject(cf, "microbatches", c->microbatches);
+  cJSON_AddNumberToObject(cf, "virtual_stages", c->virtual_stages);
   cJSON_AddStringToObject(cf, "precision", gpu_precision_name(c->precision));
   cJSON_AddBoolToObject(cf, "recompute", c->recompute);
   cJSON_AddNumberToObject(cf, "zero", c->zero);
@@ -435,6 +469,9 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
   echo_enum(&r, "schedule", parse_sched, &e);
   c->schedule = (cfg_schedule)e;
   c->microbatches = (int)echo_int(&r, "microbatches", 1, big);
+  /* newer than the rest: a result or trace written before it has none (one chunk) */
+  c->virtual_stages = cJSON_GetObjectItemCaseSensitive(o, "virtual_stages")
+                          ? (int)echo_int(&r, "virtual_stages", 1, big) : 1;
   echo_enum(&r, "precision", parse_prec, &e);
   c->precision = (gpu_precision)e;
   if ((v = echo_item(&r, "recompute", is_bool, "true or false"))) c->recompute = cJSON_IsTrue(v);

@@ -30,7 +30,10 @@ typedef enum {
 #undef X
 } cfg_device;
 
-#define CFG_SCHEDULES(X) X(CFG_SCHED_GPIPE, "gpipe") X(CFG_SCHED_1F1B, "1f1b")
+/* interleaved: Megatron's interleaved 1F1B, V model chunks per pipeline rank (Narayanan et al.
+ * 2021, Section 2.2). */
+#define CFG_SCHEDULES(X) X(CFG_SCHED_GPIPE, "gpipe") X(CFG_SCHED_1F1B, "1f1b") \
+  X(CFG_SCHED_INTERLEAVED, "interleaved")
 typedef enum {
 #define X(e, s) e,
   CFG_SCHEDULES(X)
@@ -95,7 +98,10 @@ typedef struct {
   cfg_tp_style tp_style;
   cfg_schedule schedule;
   int microbatches;    /* m; 0 = not given (1, or pp for a pipeline) */
-  int *pp_balance;     /* --pp-balance: layers per stage (owned), NULL = balance by time */
+  int virtual_stages;  /* V: model chunks per pipeline rank (--virtual-stages, with --schedule
+                          interleaved); 0 = not given (1) */
+  int *pp_balance;     /* --pp-balance: layers per stage, or per virtual stage (pp·V of them)
+                          with interleaving (owned), NULL = balance by time */
   int n_pp_balance;
   gpu_precision precision;
   gboolean recompute;

@@ -412,6 +412,12 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
                 "--mode real: --recompute is not run for real yet; leave it out");
     return FALSE;
   }
+  if (c->schedule == CFG_SCHED_INTERLEAVED) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --schedule interleaved is not run for "
+                "real yet (a rank holds one stage); use --schedule 1f1b, or --mode sim or "
+                "analytic");
+    return FALSE;
+  }
   if (c->zero || c->fsdp != CFG_FSDP_NONE) {
     char opt[32];
     if (c->zero) g_snprintf(opt, sizeof opt, "--zero %d", c->zero);

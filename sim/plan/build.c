@@ -61,13 +61,16 @@ typedef struct {
   int prev, next;    /* the previous and next stage's rank, -1 for none */
   double dt;         /* bytes per activation element */
   plan_units *units; /* --zero 3, --fsdp: the stage's units (fsdp.c), NULL otherwise */
+  int V;             /* model chunks per rank (1 without interleaving) */
+  int tag_prev, tag_next; /* the chunk whose boundary with the previous (next) virtual stage a
+                             message crosses: the lower side's; tags are (mb·V + it)·2 + grad */
 } stage_ctx;
 
 static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int mb,
                          int *pending) {
   const wl_model *m = s->m;
   if (s->prev >= 0)
-    plan_b_p2p(b, PLAN_RECV, PLAN_PH_FWD, s->l0, s->prev, mb, 0,
+    plan_b_p2p(b, PLAN_RECV, PLAN_PH_FWD, s->l0, s->prev, mb * s->V + s->tag_prev, 0,
              (double)m->layers[s->l0 - 1].out_elems * s->role[s->l0 - 1].samples * s->dt,
              pending);
   if (s->units) plan_units_fwd_begin(b, s->units, s->c, pending);
@@ -91,7 +94,7 @@ static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int 
                   pending);
   }
   if (s->next >= 0)
-    plan_b_p2p(b, PLAN_SEND, PLAN_PH_FWD, s->l1 - 1, s->next, mb, 0,
+    plan_b_p2p(b, PLAN_SEND, PLAN_PH_FWD, s->l1 - 1, s->next, mb * s->V + s->tag_next, 0,
              (double)m->layers[s->l1 - 1].out_elems * s->role[s->l1 - 1].samples * s->dt,
              pending);
 }
@@ -101,7 +104,7 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
   const wl_model *m = s->m;
   const cfg_run *c = s->c;
   if (s->next >= 0)
-    plan_b_p2p(b, PLAN_RECV, PLAN_PH_BWD, s->l1 - 1, s->next, mb, 1,
+    plan_b_p2p(b, PLAN_RECV, PLAN_PH_BWD, s->l1 - 1, s->next, mb * s->V + s->tag_next, 1,
              (double)m->layers[s->l1 - 1].out_elems * s->role[s->l1 - 1].samples * s->dt,
              pending);
   plan_grad_state g;
@@ -137,7 +140,7 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
   if (s->units) plan_units_bwd_end(b, s->units, c, pending);
   else if (sync_grads) plan_grad_flush(b, &g, c, s->l0, pending);
   if (s->prev >= 0)
-    plan_b_p2p(b, PLAN_SEND, PLAN_PH_BWD, s->l0, s->prev, mb, 1,
+    plan_b_p2p(b, PLAN_SEND, PLAN_PH_BWD, s->l0, s->prev, mb * s->V + s->tag_prev, 1,
              (double)m->layers[s->l0 - 1].out_elems * s->role[s->l0 - 1].samples * s->dt,
              pending);
 }
@@ -192,56 +195,75 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
   if (!plan_shard_check(m, c, err)) return NULL;
   int dp_i, tp_i, pp_i;
   plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
-  stage_ctx s = {m, c, NULL, rank, dp_i % c->ep, 0, 0, -1, -1, gpu_precision_bytes(c->precision),
-                 NULL};
-  int *stage_first = g_new(int, c->pp + 1);
+  const int V = MAX(1, c->virtual_stages), nv = c->pp * V; /* chunks per rank, virtual stages */
+  int *stage_first = g_new(int, nv + 1);
   plan_shard *role = g_new(plan_shard, m->n_layers);
-  if (!plan_partition(m, c, layer_time_s, stage_first, err) ||
-      !stage_layers(m, c, stage_first, pp_i, &s.l0, &s.l1, err) ||
-      !plan_shard_plan(m, c, tp_i, s.ep_i, role, err)) {
+  stage_ctx *chunk = g_new(stage_ctx, V); /* chunk v: virtual stage v·pp + pp_i */
+  gboolean ok = plan_partition(m, c, layer_time_s, stage_first, err) &&
+                plan_shard_plan(m, c, tp_i, dp_i % c->ep, role, err);
+  const int prev = plan_rank_of(c, dp_i, tp_i, (pp_i + c->pp - 1) % c->pp);
+  const int next = plan_rank_of(c, dp_i, tp_i, (pp_i + 1) % c->pp);
+  for (int v = 0; v < V && ok; v++) {
+    const int j = v * c->pp + pp_i;
+    stage_ctx *s = &chunk[v];
+    *s = (stage_ctx){m, c, role, rank, dp_i % c->ep, 0, 0, j > 0 ? prev : -1,
+                     j < nv - 1 ? next : -1, gpu_precision_bytes(c->precision), NULL, V,
+                     (j - 1) / c->pp, v};
+    ok = stage_layers(m, c, stage_first, j, &s->l0, &s->l1, err);
+  }
+  if (!ok) {
     g_free(stage_first);
     g_free(role);
+    g_free(chunk);
     return NULL;
   }
-  s.role = role;
-  s.prev = pp_i > 0 ? plan_rank_of(c, dp_i, tp_i, pp_i - 1) : -1;
-  s.next = pp_i < c->pp - 1 ? plan_rank_of(c, dp_i, tp_i, pp_i + 1) : -1;
+  int span = 0; /* the rank's layers */
+  for (int v = 0; v < V; v++) span += chunk[v].l1 - chunk[v].l0;
 
   /* a few ops per layer and micro-batch: grown once or twice, not copied over and over */
   plan_builder b = {g_array_sized_new(FALSE, FALSE, sizeof(plan_op),
-                                      (guint)MIN(1u << 24, 8u * (guint)(s.l1 - s.l0 + 1) *
+                                      (guint)MIN(1u << 24, 8u * (guint)(span + 1) *
                                                               (guint)c->microbatches + 64)),
                     0, -1};
   plan_rank *p = g_new0(plan_rank, 1);
   p->pool = g_ptr_array_new_with_free_func(g_free);
   p->step_event = -1;
   p->stage = pp_i;
-  p->first_layer = s.l0;
-  p->end_layer = s.l1;
+  p->first_layer = chunk[0].l0;
+  p->end_layer = chunk[0].l1;
   p->stage_first = stage_first;
-  int pending = -1, inflight = 0;
-  if (plan_sharded_units(c)) s.units = plan_units_new(m, c, role, s.l0, s.l1);
-  plan_zero_gathers(&b, m, c, role, s.l0, s.l1, &pending);
-  const int nsteps = 2 * c->microbatches;
+  p->n_chunks = V;
+  p->chunk_stride = c->pp;
+  int pending = -1;
+  int *inflight = g_new0(int, V), in_all = 0;
+  if (plan_sharded_units(c)) chunk[0].units = plan_units_new(m, c, role, chunk[0].l0, chunk[0].l1);
+  for (int v = 0; v < V; v++)
+    plan_zero_gathers(&b, m, c, role, chunk[v].l0, chunk[v].l1, &pending);
+  const int nsteps = 2 * c->microbatches * V;
   plan_step *steps = g_new(plan_step, nsteps);
   plan_schedule(c, pp_i, steps);
   for (int st = 0; st < nsteps; st++) {
     b.mb = steps[st].mb;
+    stage_ctx *s = &chunk[steps[st].chunk];
     if (steps[st].fwd) {
-      inflight++;
-      p->max_stash = MAX(p->max_stash, inflight);
-      forward_step(&b, p, &s, steps[st].mb, &pending);
+      inflight[steps[st].chunk]++;
+      in_all++;
+      p->max_stash = MAX(p->max_stash, in_all);
+      forward_step(&b, p, s, steps[st].mb, &pending);
     } else {
-      inflight--;
+      inflight[steps[st].chunk]--;
+      in_all--;
       /* ZeRO 2 reduces the gradients of every micro-batch: only shards are accumulated */
-      backward_step(&b, p, &s, steps[st].mb,
+      backward_step(&b, p, s, steps[st].mb,
                     c->zero == 2 || plan_schedule_last_backward(c, steps[st]), &pending);
     }
   }
+  g_free(inflight);
   g_free(steps);
   b.mb = -1; /* what follows belongs to the iteration, not to a micro-batch */
-  plan_grad_tied(&b, m, c, role, s.l0, s.l1, &pending);
-  plan_units_free(s.units);
+  plan_grad_tied(&b, p, m, c, role, &pending);
+  plan_units_free(chunk[0].units);
+  g_free(chunk);
   plan_memory_fill(p, m, c, role);
   plan_sharded_memory(p, m, c, role);
   optimizer_step(&b, p, m, c);

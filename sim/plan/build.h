@@ -47,13 +47,15 @@ void plan_moe_layer(plan_builder *b, plan_rank *p, const cfg_run *c, const wl_la
                   int mb, gboolean fwd, gboolean recompute, const plan_shard *x, int ep_index,
                   int *pending);
 
-/* The stage's steps (schedule.c): 2m entries of (forward?, micro-batch). */
+/* The stage's steps (schedule.c): 2·m·V entries of (forward?, micro-batch, model chunk); the
+ * chunk is 0 but with --schedule interleaved. */
 typedef struct {
   gboolean fwd;
   int mb;
+  int chunk;
 } plan_step;
 void plan_schedule(const cfg_run *c, int stage, plan_step *out);
-/* TRUE when step `s` is the stage's last backward (gradients are synchronised during it). */
+/* TRUE when step `s` is the last backward of its chunk (gradients are synchronised during it). */
 gboolean plan_schedule_last_backward(const cfg_run *c, plan_step s);
 
 /* Gradient synchronisation (gradsync.c): during the last backward, the gradient collectives of
@@ -73,8 +75,8 @@ void plan_grad_flush(plan_builder *b, plan_grad_state *g, const cfg_run *c, int 
 plan_bucket *plan_grad_buckets(const wl_model *m, const cfg_run *c, const plan_shard *role,
                                int l0, int l1, int *n);
 /* Tied weights whose layers sit on different stages: their gradient sums (after the schedule). */
-void plan_grad_tied(plan_builder *b, const wl_model *m, const cfg_run *c, const plan_shard *role,
-                  int l0, int l1, int *pending);
+void plan_grad_tied(plan_builder *b, const plan_rank *p, const wl_model *m, const cfg_run *c,
+                    const plan_shard *role, int *pending);
 
 /* Sharded data parallelism (fsdp.c). Under --zero 3 and --fsdp the stage's layers form units
  * whose parameters are gathered before use and whose gradients are reduce-scattered after. */

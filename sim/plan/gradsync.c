@@ -126,13 +126,13 @@ void plan_grad_flush(plan_builder *b, plan_grad_state *g, const cfg_run *c, int 
   op->bucket = (plan_bucket){first_layer, g->end};
 }
 
-void plan_grad_tied(plan_builder *b, const wl_model *m, const cfg_run *c, const plan_shard *role,
-                  int l0, int l1, int *pending) {
+void plan_grad_tied(plan_builder *b, const plan_rank *p, const wl_model *m, const cfg_run *c,
+                    const plan_shard *role, int *pending) {
   const double gb = plan_grad_bytes(c);
   for (int i = 0; i < m->n_layers; i++) {
     int t = m->layers[i].tied_to;
     if (t < 0 || c->pp == 1) continue;
-    gboolean here_i = i >= l0 && i < l1, here_t = t >= l0 && t < l1;
+    gboolean here_i = plan_holds_layer(p, i), here_t = plan_holds_layer(p, t);
     if (here_i == here_t) continue; /* both here, or neither */
     double bytes = (double)m->layers[t].params / role[t].split * gb;
     /* the copy is in no bucket: its data-parallel sum first (Megatron does the same) */

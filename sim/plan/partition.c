@@ -6,7 +6,8 @@
 
 gboolean plan_partition(const wl_model *m, const cfg_run *c, const double *layer_time_s,
                       int *stage_first, GError **err) {
-  const int n = m->n_layers, pp = c->pp;
+  /* with interleaving, pp·V virtual stages: rank s holds virtual stages s, s + pp, ... */
+  const int n = m->n_layers, pp = c->pp * MAX(1, c->virtual_stages);
   /* units: maximal runs of one residual block, or single layers outside blocks */
   int *unit_first = g_new(int, n + 1), nu = 0;
   for (int i = 0; i < n; i++)
@@ -37,6 +38,13 @@ gboolean plan_partition(const wl_model *m, const cfg_run *c, const double *layer
     }
     g_free(unit_first);
     return ok;
+  }
+  if (nu < pp && c->virtual_stages > 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--pp %d --virtual-stages %d: %s has only %d "
+                "pipeline units (residual blocks and layers outside blocks) for %d model chunks; "
+                "use fewer", c->pp, c->virtual_stages, m->name, nu, pp);
+    g_free(unit_first);
+    return FALSE;
   }
   if (nu < pp) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--pp %d: %s has only %d pipeline units (residual "

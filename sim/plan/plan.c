@@ -96,6 +96,15 @@ plan_op *plan_b_p2p(plan_builder *b, plan_op_kind kind, plan_phase phase, int la
   return op;
 }
 
+gboolean plan_holds_layer(const plan_rank *p, int i) {
+  for (int v = 0; v < p->n_chunks; v++) {
+    int l0, l1;
+    plan_chunk_layers(p, v, &l0, &l1);
+    if (i >= l0 && i < l1) return TRUE;
+  }
+  return FALSE;
+}
+
 void plan_rank_free(plan_rank *p) {
   if (!p) return;
   if (p->viewed) { /* borrows everything it points to */

@@ -114,11 +114,14 @@ typedef struct {
 
 typedef struct plan_rank {
   int stage;           /* pipeline stage of the rank */
-  int first_layer;     /* the stage's layers: [first_layer, end_layer) */
+  int first_layer;     /* the stage's layers: [first_layer, end_layer); with interleaving, those
+                          of its first model chunk (plan_chunk_layers has each) */
   int end_layer;
-  int *stage_first;    /* the partition (plan_partition): stage s holds [stage_first[s],
-                          stage_first[s + 1]), pp + 1 entries (owned) */
-  int max_stash;       /* most micro-batches whose activations are kept at once */
+  int *stage_first;    /* the partition (plan_partition): (virtual) stage j holds
+                          [stage_first[j], stage_first[j + 1]), pp·V + 1 entries (owned) */
+  int n_chunks;        /* V: the rank's model chunks, virtual stages stage + v·chunk_stride */
+  int chunk_stride;    /* pp (1 for a trace) */
+  int max_stash;       /* most micro-batches (micro-batch chunks) whose activations are kept */
   plan_op *ops;          /* owned */
   int n_ops;
   int n_events;        /* events are numbered 0..n_events-1 */
@@ -140,6 +143,10 @@ typedef struct plan_rank {
   int peer_shift;      /* added to every op's peer (plan_op_peer): 0 unless a view */
 } plan_rank;
 
+/* The layers [*l0, *l1) of model chunk v of plan `p` (v < p->n_chunks), below; TRUE when `p`
+ * holds layer `i` in one of its chunks. */
+gboolean plan_holds_layer(const plan_rank *p, int i);
+
 /* An op with nothing set: no layer, event, peer, recorded time or explicit communicator. */
 void plan_op_init(plan_op *op);
 
@@ -148,6 +155,12 @@ void plan_op_init(plan_op *op);
  * (MPI's order of collectives on one communicator). */
 int plan_op_slot(const plan_op *op);
 int plan_n_slots(const plan_rank *p);
+
+static inline void plan_chunk_layers(const plan_rank *p, int v, int *l0, int *l1) {
+  const int j = v * p->chunk_stride + p->stage;
+  *l0 = p->stage_first[j];
+  *l1 = p->stage_first[j + 1];
+}
 
 /* Builds rank `rank`'s op list for one training iteration. The configuration must have passed
  * cfg_resolve(). `layer_time_s` (may be NULL: FLOPs are used instead) gives each layer's forward
@@ -158,8 +171,9 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
                        GError **err);
 
 /* The pipeline partition: stage_first[s] is the first layer of stage s, stage_first[pp] =
- * n_layers. Residual blocks stay whole; stages minimise the largest stage cost (or follow
- * --pp-balance). DL_ERR_INPUT when the model cannot be cut into pp stages. */
+ * n_layers; with --schedule interleaved the same over pp·V virtual stages (pipeline rank s holds
+ * virtual stages s, s + pp, ..., its model chunks). Residual blocks stay whole; stages minimise
+ * the largest stage cost (or follow --pp-balance). DL_ERR_INPUT when the model cannot be cut. */
 gboolean plan_partition(const wl_model *m, const cfg_run *c, const double *layer_time_s,
                       int *stage_first, GError **err);
 void plan_rank_free(plan_rank *p);

@@ -544,6 +544,8 @@ plan_rank *plan_trace_rank(const plan_trace *t, int rank, GError **err) {
   p->pool = g_ptr_array_new_with_free_func(g_free);
   p->comms = &t->comms;
   p->stage_first = g_new0(int, 2);
+  p->n_chunks = 1;
+  p->chunk_stride = 1;
   p->ops = g_new0(plan_op, n ? n : 1);
   p->step_event = -1;
   GHashTable *index = g_hash_table_new(g_int64_hash, g_int64_equal); /* id -> node index + 1 */

@@ -45,6 +45,7 @@ static const sweep_option options[] = {
     {"gpu", "--gpu", SWEEP_STR},
     {"zero", "--zero", SWEEP_INT}, {"fsdp", "--fsdp", SWEEP_STR},
     {"fsdp_shard_size", "--fsdp-shard-size", SWEEP_INT},
+    {"virtual_stages", "--virtual-stages", SWEEP_INT},
 };
 #define N_OPTS G_N_ELEMENTS(options)
 enum { OPT_GPUS = 3, OPT_BATCH = 4, OPT_BATCH_PER_GPU = 5 };

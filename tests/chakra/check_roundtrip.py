@@ -44,6 +44,9 @@ CASES = {
                "--routing", "zipf:1.2"],
     "moe-tp": ["--workload", "moe-gpt-8x", "--gpus", "8", "--ep", "2", "--tp", "2",
                "--batch", "8"],
+    "interleaved": ["--workload", "gpt-tiny", "--gpus", "8", "--tp", "2", "--pp", "2",
+                    "--schedule", "interleaved", "--virtual-stages", "2", "--microbatches", "4",
+                    "--batch", "16"],
     # sharded states: reduce-scatters, gathers, and the step the next gathers follow
     "zero-1-pp": ["--workload", "gpt-tiny", "--gpus", "8", "--pp", "2", "--schedule", "1f1b",
                   "--microbatches", "4", "--batch", "16", "--zero", "1"],
