@@ -16,9 +16,10 @@
 typedef struct {
   char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
       *coll, *kernels, *gpu, *out, *trace, *pp_balance, *dump_weights, *routing, *bucket_mb,
-      *capacity_factor, *nccl_proto, *device, *fsdp;
+      *capacity_factor, *nccl_proto, *device, *fsdp, *grad_reduce;
   gint64 seed, batch;
   int gpus;
+  gboolean no_pp_scatter_gather;
   char **simgrid_cfg;
 } raw_opts;
 
@@ -30,7 +31,7 @@ static void raw_release(raw_opts *r) {
                 &r->grid_layers, &r->domain,   &r->platform,   &r->workload, &r->coll,
                 &r->kernels,    &r->gpu,         &r->out,        &r->trace,    &r->pp_balance,
                 &r->dump_weights, &r->routing, &r->bucket_mb,  &r->capacity_factor, &r->nccl_proto,
-                &r->device, &r->fsdp};
+                &r->device, &r->fsdp, &r->grad_reduce};
   for (size_t i = 0; i < G_N_ELEMENTS(s); i++) g_free(*s[i]);
   g_strfreev(r->simgrid_cfg);
 }
@@ -64,6 +65,9 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *
       {"schedule", 0, 0, G_OPTION_ARG_STRING, &r->schedule,
        "pipeline schedule (default gpipe); interleaved: Megatron's interleaved 1F1B with "
        "--virtual-stages model chunks per rank", "gpipe|1f1b|interleaved"},
+      {"no-pp-scatter-gather", 0, 0, G_OPTION_ARG_NONE, &r->no_pp_scatter_gather,
+       "with Megatron tp and a pipeline: send whole tensors between stages (default: each tp "
+       "rank sends 1/tp and the next stage all-gathers, as Megatron)", NULL},
       {"virtual-stages", 0, 0, G_OPTION_ARG_INT, &c->virtual_stages,
        "with --schedule interleaved: model chunks per pipeline rank (V >= 2)", "V"},
       {"microbatches", 0, 0, G_OPTION_ARG_INT, &c->microbatches, "pipeline micro-batches", "M"},
@@ -73,6 +77,10 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *
        "compute precision (default fp32; fp16/bf16 = mixed precision)", "fp32|tf32|fp16|bf16"},
       {"recompute", 0, 0, G_OPTION_ARG_NONE, &c->recompute,
        "full activation recomputation in backward", NULL},
+      {"grad-reduce-dtype", 0, 0, G_OPTION_ARG_STRING, &r->grad_reduce,
+       "the dtype gradients are kept and reduced in (default: fp16 under --precision fp16, as "
+       "Megatron and DeepSpeed; fp32 otherwise, as PyTorch DDP under autocast and Megatron's "
+       "bf16)", "fp32|bf16|fp16"},
       {"zero", 0, 0, G_OPTION_ARG_INT, &c->zero,
        "ZeRO stage: 1 shards the optimizer state over dp (as Megatron's distributed optimizer), 2 "
        "also the gradients (reduce-scatter per bucket), 3 also the parameters (gathered per block "
@@ -232,6 +240,16 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--tp-style: expected gholami, megatron or auto, got '%s'", r->tp_style);
     return FALSE;
+  }
+  if (r->no_pp_scatter_gather) c->pp_scatter_gather = 0;
+  if (r->grad_reduce) {
+    gpu_precision g;
+    if (!gpu_precision_parse(r->grad_reduce, &g) || g == GPU_TF32) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--grad-reduce-dtype: expected fp32, bf16 or fp16, got '%s'", r->grad_reduce);
+      return FALSE;
+    }
+    c->grad_reduce = g;
   }
   if (r->fsdp && !cfg_fsdp_parse(r->fsdp, &c->fsdp)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,

@@ -101,6 +101,8 @@ void cfg_init(cfg_run *c) {
   c->tp_style = CFG_TP_AUTO;
   c->schedule = CFG_SCHED_GPIPE;
   c->precision = GPU_FP32;
+  c->grad_reduce = CFG_GRAD_REDUCE_DEFAULT;
+  c->pp_scatter_gather = -1;
   c->mode = CFG_MODE_SIM;
   c->iters = 3;
   c->bucket_bytes = 25.0 * 1024 * 1024; /* PyTorch DDP bucket_cap_mb = 25 (MiB) */
@@ -241,6 +243,13 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
                 c->fsdp_shard, c->dp);
     return FALSE;
   }
+  if (c->pp_scatter_gather < 0) c->pp_scatter_gather = c->mode != CFG_MODE_REAL;
+  if (c->grad_reduce == CFG_GRAD_REDUCE_DEFAULT)
+    c->grad_reduce = c->precision == GPU_FP16 && c->mode != CFG_MODE_REAL ? GPU_FP16 : GPU_FP32;
+  if (c->grad_reduce != GPU_FP32 && c->grad_reduce != GPU_BF16 && c->grad_reduce != GPU_FP16) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--grad-reduce-dtype: expected fp32, bf16 or fp16");
+    return FALSE;
+  }
   if (!c->microbatches) c->microbatches = c->pp > 1 ? c->pp : 1;
   if (c->virtual_stages < 0 || c->virtual_stages > CFG_MAX_STEPS) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--virtual-stages: expected 1..%d, got %d",
@@ -324,7 +333,11 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddStringToObject(cf, "schedule", cfg_schedule_name(c->schedule));
   cJSON_AddNumberToObject(cf, "microbatches", c->microbatches);
   cJSON_AddNumberToObject(cf, "virtual_stages", c->virtual_stages);
+  cJSON_AddBoolToObject(cf, "pp_scatter_gather", c->pp_scatter_gather > 0);
   cJSON_AddStringToObject(cf, "precision", gpu_precision_name(c->precision));
+  cJSON_AddStringToObject(cf, "grad_reduce_dtype",
+                          c->grad_reduce >= 0 ? gpu_precision_name((gpu_precision)c->grad_reduce)
+                                              : "default");
   cJSON_AddBoolToObject(cf, "recompute", c->recompute);
   cJSON_AddNumberToObject(cf, "zero", c->zero);
   cJSON_AddStringToObject(cf, "fsdp", cfg_fsdp_name(c->fsdp));
@@ -469,11 +482,22 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
   echo_enum(&r, "schedule", parse_sched, &e);
   c->schedule = (cfg_schedule)e;
   c->microbatches = (int)echo_int(&r, "microbatches", 1, big);
-  /* newer than the rest: a result or trace written before it has none (one chunk) */
+  /* newer than the rest: a result or trace written before them has none (one chunk, whole
+   * tensors between stages) */
+  c->pp_scatter_gather = 0;
+  if (cJSON_GetObjectItemCaseSensitive(o, "pp_scatter_gather") &&
+      (v = echo_item(&r, "pp_scatter_gather", is_bool, "true or false")))
+    c->pp_scatter_gather = cJSON_IsTrue(v);
   c->virtual_stages = cJSON_GetObjectItemCaseSensitive(o, "virtual_stages")
                           ? (int)echo_int(&r, "virtual_stages", 1, big) : 1;
   echo_enum(&r, "precision", parse_prec, &e);
   c->precision = (gpu_precision)e;
+  /* newer than the rest: before it, gradients were reduced in the compute precision */
+  c->grad_reduce = c->precision == GPU_TF32 ? GPU_FP32 : c->precision;
+  if (cJSON_GetObjectItemCaseSensitive(o, "grad_reduce_dtype")) {
+    echo_enum(&r, "grad_reduce_dtype", parse_prec, &e);
+    c->grad_reduce = e;
+  }
   if ((v = echo_item(&r, "recompute", is_bool, "true or false"))) c->recompute = cJSON_IsTrue(v);
   /* newer than the rest: a result or trace written before them has none (no sharding) */
   if (cJSON_GetObjectItemCaseSensitive(o, "zero")) c->zero = (int)echo_int(&r, "zero", 0, 3);

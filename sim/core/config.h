@@ -62,6 +62,8 @@ typedef enum {
 #undef X
 } cfg_fsdp;
 
+#define CFG_GRAD_REDUCE_DEFAULT (-1)
+
 /* Limits checked at the door, so that no product of counts overflows: 2^20 GPUs, 2^40 samples
  * per batch, 2^16 micro-batches and iterations. */
 #define CFG_MAX_GPUS (1 << 20)
@@ -104,7 +106,16 @@ typedef struct {
                           with interleaving (owned), NULL = balance by time */
   int n_pp_balance;
   gpu_precision precision;
+  int grad_reduce;     /* --grad-reduce-dtype: the gpu_precision gradients are reduced and kept in
+                          (GPU_FP32, GPU_BF16 or GPU_FP16); CFG_GRAD_REDUCE_DEFAULT until
+                          cfg_resolve: fp16 under --precision fp16 (Megatron and DeepSpeed), fp32
+                          otherwise (PyTorch DDP under autocast reduces in the parameters' fp32;
+                          Megatron's bf16 accumulates and reduces in fp32), and fp32 in --mode
+                          real, whose build reduces in fp32 */
   gboolean recompute;
+  int pp_scatter_gather; /* Megatron's scatter/gather of inter-stage tensors under tp: 1 on, 0 off
+                            (--no-pp-scatter-gather, and --mode real, whose build sends whole
+                            tensors); -1 until cfg_resolve */
   int zero;            /* --zero: ZeRO stage 0 (none), 1 (optimizer state sharded over dp), 2 (and
                           gradients), 3 (and parameters) */
   cfg_fsdp fsdp;       /* --fsdp: PyTorch FSDP's sharding strategy, CFG_FSDP_NONE without */

@@ -412,6 +412,11 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
                 "--mode real: --recompute is not run for real yet; leave it out");
     return FALSE;
   }
+  if (c->grad_reduce != GPU_FP32) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --grad-reduce-dtype %s: the real build "
+                "reduces gradients in fp32; leave it out", gpu_precision_name(c->grad_reduce));
+    return FALSE;
+  }
   if (c->schedule == CFG_SCHED_INTERLEAVED) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --schedule interleaved is not run for "
                 "real yet (a rank holds one stage); use --schedule 1f1b, or --mode sim or "

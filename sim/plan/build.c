@@ -66,13 +66,44 @@ typedef struct {
                              message crosses: the lower side's; tags are (mb·V + it)·2 + grad */
 } stage_ctx;
 
+/* Megatron's scatter/gather of the tensors between stages under tp
+ * (scatter_gather_tensors_in_pipeline; Narayanan et al. 2021, Section 4.1): each tp rank sends
+ * 1/tp of the boundary tensor to its peer, and the receiving stage all-gathers it over the tp
+ * group (NVLink inside the node) before using it. */
+static gboolean scatter_gather(const cfg_run *c) {
+  return c->pp_scatter_gather > 0 && c->tp > 1 && c->tp_style == CFG_TP_MEGATRON;
+}
+
+/* The output of layer `at` (or its gradient) crossing a stage boundary: bytes of the whole
+ * tensor, and what one rank sends. */
+static double boundary_bytes(const stage_ctx *s, int at) {
+  return (double)s->m->layers[at].out_elems * s->role[at].samples * s->dt;
+}
+
+static void boundary_send(plan_builder *b, const stage_ctx *s, plan_phase ph, int layer, int peer,
+                          int tag_mb, int at, int *pending) {
+  const double whole = boundary_bytes(s, at);
+  plan_b_p2p(b, PLAN_SEND, ph, layer, peer, tag_mb, ph == PLAN_PH_BWD,
+             scatter_gather(s->c) ? whole / s->c->tp : whole, pending);
+}
+
+/* A receive across a boundary; the next compute op waits for it (and for its gather). */
+static void boundary_recv(plan_builder *b, const stage_ctx *s, plan_phase ph, int layer, int peer,
+                          int tag_mb, int at, int *pending) {
+  const double whole = boundary_bytes(s, at);
+  const gboolean grad = ph == PLAN_PH_BWD;
+  plan_b_p2p(b, PLAN_RECV, ph, layer, peer, tag_mb, grad,
+             scatter_gather(s->c) ? whole / s->c->tp : whole, pending);
+  if (scatter_gather(s->c))
+    plan_b_coll(b, ph, layer, COLL_ALLGATHER, PLAN_GRP_TP, grad ? PLAN_WHY_ACT_GRAD : PLAN_WHY_ACT,
+                whole, TRUE, pending);
+}
+
 static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int mb,
                          int *pending) {
   const wl_model *m = s->m;
   if (s->prev >= 0)
-    plan_b_p2p(b, PLAN_RECV, PLAN_PH_FWD, s->l0, s->prev, mb * s->V + s->tag_prev, 0,
-             (double)m->layers[s->l0 - 1].out_elems * s->role[s->l0 - 1].samples * s->dt,
-             pending);
+    boundary_recv(b, s, PLAN_PH_FWD, s->l0, s->prev, mb * s->V + s->tag_prev, s->l0 - 1, pending);
   if (s->units) plan_units_fwd_begin(b, s->units, s->c, pending);
   for (int i = s->l0; i < s->l1; i++) {
     const wl_layer *l = &m->layers[i];
@@ -94,9 +125,8 @@ static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int 
                   pending);
   }
   if (s->next >= 0)
-    plan_b_p2p(b, PLAN_SEND, PLAN_PH_FWD, s->l1 - 1, s->next, mb * s->V + s->tag_next, 0,
-             (double)m->layers[s->l1 - 1].out_elems * s->role[s->l1 - 1].samples * s->dt,
-             pending);
+    boundary_send(b, s, PLAN_PH_FWD, s->l1 - 1, s->next, mb * s->V + s->tag_next, s->l1 - 1,
+                  pending);
 }
 
 static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int mb,
@@ -104,9 +134,8 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
   const wl_model *m = s->m;
   const cfg_run *c = s->c;
   if (s->next >= 0)
-    plan_b_p2p(b, PLAN_RECV, PLAN_PH_BWD, s->l1 - 1, s->next, mb * s->V + s->tag_next, 1,
-             (double)m->layers[s->l1 - 1].out_elems * s->role[s->l1 - 1].samples * s->dt,
-             pending);
+    boundary_recv(b, s, PLAN_PH_BWD, s->l1 - 1, s->next, mb * s->V + s->tag_next, s->l1 - 1,
+                  pending);
   plan_grad_state g;
   plan_grad_begin(&g, s->l1);
   if (s->units) plan_units_bwd_begin(b, s->units, c, pending);
@@ -140,9 +169,7 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
   if (s->units) plan_units_bwd_end(b, s->units, c, pending);
   else if (sync_grads) plan_grad_flush(b, &g, c, s->l0, pending);
   if (s->prev >= 0)
-    plan_b_p2p(b, PLAN_SEND, PLAN_PH_BWD, s->l0, s->prev, mb * s->V + s->tag_prev, 1,
-             (double)m->layers[s->l0 - 1].out_elems * s->role[s->l0 - 1].samples * s->dt,
-             pending);
+    boundary_send(b, s, PLAN_PH_BWD, s->l0, s->prev, mb * s->V + s->tag_prev, s->l0 - 1, pending);
 }
 
 /* The optimizer step: waits for the last collective (the stream is in order). Per parameter:

@@ -26,9 +26,8 @@ int plan_bucket_layers(const wl_model *m, const plan_op *op, int *layers) {
 }
 
 int plan_grad_bytes(const cfg_run *c) {
-  /* Mixed precision keeps fp16/bf16 weights and gradients (fp32 master copy in the optimizer);
-   * fp32 and tf32 keep everything in fp32. */
-  return gpu_precision_bytes(c->precision);
+  /* --grad-reduce-dtype, resolved (config.h); the compute precision before it was resolved */
+  return gpu_precision_bytes(c->grad_reduce >= 0 ? (gpu_precision)c->grad_reduce : c->precision);
 }
 
 /* DDP buckets whole groups of layers: not where the planner all-reduces per layer (Gholami's

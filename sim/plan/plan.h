@@ -235,7 +235,7 @@ int plan_group_degree(const cfg_run *c, plan_group g);
 int plan_shard_degree(const cfg_run *c);
 plan_group plan_shard_group(const cfg_run *c);
 
-/* Bytes per element of gradients exchanged and of the weights a rank holds, for the precision. */
+/* Bytes per element of the gradients a rank holds and exchanges (--grad-reduce-dtype). */
 int plan_grad_bytes(const cfg_run *c);
 
 #endif

@@ -46,6 +46,7 @@ static const sweep_option options[] = {
     {"zero", "--zero", SWEEP_INT}, {"fsdp", "--fsdp", SWEEP_STR},
     {"fsdp_shard_size", "--fsdp-shard-size", SWEEP_INT},
     {"virtual_stages", "--virtual-stages", SWEEP_INT},
+    {"grad_reduce_dtype", "--grad-reduce-dtype", SWEEP_STR},
 };
 #define N_OPTS G_N_ELEMENTS(options)
 enum { OPT_GPUS = 3, OPT_BATCH = 4, OPT_BATCH_PER_GPU = 5 };

@@ -1,10 +1,14 @@
 /* test_zero.c — ZeRO and FSDP (plan/fsdp.c) against their published figures.
  *
  * Model states per GPU (Rajbhandari et al. 2020, "ZeRO", Section 5.1, Figure 1): mixed-precision
- * Adam keeps 2Ψ bytes of fp16/bf16 parameters, 2Ψ of gradients and KΨ = 12Ψ of optimizer state
- * (fp32 master weights, momentum, variance); sharding over N ranks leaves
+ * Adam keeps 2Ψ bytes of fp16/bf16 parameters, 2Ψ of gradients (--grad-reduce-dtype bf16) and
+ * KΨ = 12Ψ of optimizer state (fp32 master weights, momentum, variance); sharding over N ranks
+ * leaves
  *   baseline 16Ψ,   P_os (stage 1) 4Ψ + 12Ψ/N,   P_os+g (stage 2) 2Ψ + 14Ψ/N,
  *   P_os+g+p (stage 3) 16Ψ/N.
+ * With the gradients in fp32 (the default under bf16, as Megatron's), Megatron Core's
+ * distributed-optimizer guide gives 18 bytes per parameter, 6 + 12/d distributed; in fp32
+ * throughout 16, and 8 + 8/d.
  * Communication (Section 7): stages 1 and 2 move what data parallelism's all-reduce moves (a
  * reduce-scatter of the gradients and an all-gather of the parameters), stage 3 1.5 times it (the
  * parameters gathered twice: forward and backward). PyTorch FSDP (Zhao et al. 2023):
@@ -69,9 +73,10 @@ static gboolean close_to(double got, double want, double rel) {
   return ok;
 }
 
-/* GPT 1.7B in bf16 with Adam on N = 8 and 64 data-parallel ranks: the model states follow
- * ZeRO's formulas (within 2 %; they differ only by the padding of each shard). FSDP full holds
- * what stage 3 holds, grad-op the same at rest, hybrid stage 3's over its shard group. */
+/* GPT 1.7B in bf16 with Adam and bf16 gradients on N = 8 and 64 data-parallel ranks: the model
+ * states follow ZeRO's formulas (within 2 %; they differ only by the padding of each shard).
+ * FSDP full holds what stage 3 holds, grad-op the same at rest, hybrid stage 3's over its shard
+ * group. With fp32 gradients (the default) and in fp32, Megatron's figures. */
 static void test_model_states(void) {
   wl_model *m = load("gpt-1.7b");
   const int Ns[] = {8, 64};
@@ -91,6 +96,7 @@ static void test_model_states(void) {
     for (size_t j = 0; j < G_N_ELEMENTS(cases); j++) {
       cfg_run c;
       config(&c, m, Ns[k], 1, 1, Ns[k], GPU_BF16);
+      c.grad_reduce = GPU_BF16;
       c.zero = cases[j].zero;
       c.fsdp = cases[j].fsdp;
       c.fsdp_shard = cases[j].shard;
@@ -102,6 +108,24 @@ static void test_model_states(void) {
       /* nothing is held whole beyond the shards where nothing is gathered */
       if (cases[j].zero < 2 && cases[j].fsdp == CFG_FSDP_NONE) CU_ASSERT_EQUAL(p->mem.gathered, 0);
       if (cases[j].zero == 3 || cases[j].fsdp != CFG_FSDP_NONE) CU_ASSERT(p->mem.gathered > 0);
+      plan_rank_free(p);
+      cfg_release(&c);
+    }
+    /* Megatron's distributed optimizer: bf16 parameters with fp32 gradients, and fp32 */
+    const struct {
+      gpu_precision prec;
+      int zero;
+      double want_per_psi;
+    } megatron[] = {{GPU_BF16, 0, 18}, {GPU_BF16, 1, 6 + 12 / N}, {GPU_FP32, 0, 16},
+                    {GPU_FP32, 1, 8 + 8 / N}};
+    for (size_t j = 0; j < G_N_ELEMENTS(megatron); j++) {
+      cfg_run c;
+      config(&c, m, Ns[k], 1, 1, Ns[k], megatron[j].prec);
+      CU_ASSERT_EQUAL(c.grad_reduce, GPU_FP32); /* the default */
+      c.zero = megatron[j].zero;
+      plan_rank *p = build(m, &c, 0);
+      const double states = p->mem.params + p->mem.grads + p->mem.optimizer;
+      CU_ASSERT(close_to(states, megatron[j].want_per_psi * (double)m->params, 0.02));
       plan_rank_free(p);
       cfg_release(&c);
     }
@@ -293,7 +317,51 @@ static void test_equivalent_ranks(void) {
   wl_free(m);
 }
 
+/* --grad-reduce-dtype's default is the frameworks': fp16 under fp16 (Megatron, DeepSpeed), fp32
+ * under bf16 (Megatron's fp32 gradient accumulation; PyTorch DDP under autocast reduces the fp32
+ * parameters' gradients) and fp32; fp32 in --mode real, whose build reduces in fp32. The DDP
+ * buckets carry Ψ times its bytes. */
+static void test_grad_dtype(void) {
+  wl_model *m = load("gpt-tiny");
+  const struct {
+    gpu_precision prec;
+    cfg_mode mode;
+    int given;
+    gpu_precision want;
+  } cases[] = {{GPU_FP32, CFG_MODE_ANALYTIC, -1, GPU_FP32}, {GPU_TF32, CFG_MODE_SIM, -1, GPU_FP32},
+               {GPU_BF16, CFG_MODE_SIM, -1, GPU_FP32},     {GPU_FP16, CFG_MODE_SIM, -1, GPU_FP16},
+               {GPU_FP16, CFG_MODE_REAL, -1, GPU_FP32},    {GPU_BF16, CFG_MODE_SIM, GPU_BF16, GPU_BF16},
+               {GPU_FP32, CFG_MODE_SIM, GPU_FP16, GPU_FP16}};
+  for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+    cfg_run c;
+    cfg_init(&c);
+    c.gpus = 4;
+    c.batch = 8;
+    c.precision = cases[k].prec;
+    c.mode = cases[k].mode;
+    if (cases[k].given >= 0) c.grad_reduce = cases[k].given;
+    CU_ASSERT_FATAL(cfg_resolve(&c, 8, NULL));
+    CU_ASSERT_EQUAL(c.grad_reduce, cases[k].want);
+    plan_rank *p = build(m, &c, 0);
+    CU_ASSERT(close_to(sum(p, COLL_ALLREDUCE, PLAN_WHY_GRAD, PLAN_GRP_DP, NULL),
+                       (double)m->params * gpu_precision_bytes(cases[k].want), 1e-12));
+    CU_ASSERT_EQUAL(p->mem.grads, (double)m->params * gpu_precision_bytes(cases[k].want));
+    plan_rank_free(p);
+    cfg_release(&c);
+  }
+  cfg_run c;
+  cfg_init(&c);
+  c.grad_reduce = GPU_TF32;
+  GError *e = NULL;
+  CU_ASSERT_FALSE(cfg_resolve(&c, 8, &e));
+  CU_ASSERT(e && strstr(e->message, "--grad-reduce-dtype"));
+  g_clear_error(&e);
+  cfg_release(&c);
+  wl_free(m);
+}
+
 static const dl_cu_test zero_tests[] = {
+    DL_CU_TEST(test_grad_dtype),
     DL_CU_TEST(test_model_states), DL_CU_TEST(test_volumes), DL_CU_TEST(test_hybrid_groups),
     DL_CU_TEST(test_prefetch), DL_CU_TEST(test_equivalent_ranks), DL_CU_END};
 const dl_cu_suite dl_cu_suites[] = {{"zero", zero_tests}, {NULL, NULL}};
