@@ -35,3 +35,18 @@ def save(fig, prefix):
         fig.savefig(f"{prefix}.{ext}", dpi=110)
         print(f"{prefix}.{ext}")
     plt.close(fig)
+
+
+def result_rows(doc):
+    """Parses the usual arguments of a study script (a sweep JSONL and --out PREFIX, `doc` its
+    docstring) and returns the rows that hold a result, and the prefix; exits if there are none."""
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("jsonl", help="sweep JSONL (dlsim sweep)")
+    ap.add_argument("--out", required=True, help="write PREFIX.png and PREFIX.svg")
+    a = ap.parse_args()
+    rows = [r for r in read_rows(a.jsonl) if "config" in r]
+    if not rows:
+        sys.exit(f"{a.jsonl}: no result rows with status ok")
+    return rows, a.out

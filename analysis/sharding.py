@@ -7,11 +7,10 @@ buffers (the GPU's capacity dashed), and the largest batch per GPU that fits.
 
 Usage: analysis/sharding.py SWEEP.jsonl --out PREFIX
 """
-import argparse
 import sys
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from plotlib import plt, read_rows, save  # noqa: E402
+from plotlib import plt, result_rows, save  # noqa: E402
 
 PARTS = [("params", "parameters"), ("grads", "gradients"), ("optimizer", "optimizer state"),
          ("activations", "activations"), ("gathered", "gathered")]
@@ -23,13 +22,7 @@ def per_gpu_batch(r):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("jsonl", help="sweep JSONL (dlsim sweep)")
-    ap.add_argument("--out", required=True, help="write PREFIX.png and PREFIX.svg")
-    a = ap.parse_args()
-    rows = [r for r in read_rows(a.jsonl) if "config" in r]
-    if not rows:
-        sys.exit(f"{a.jsonl}: no result rows with status ok")
+    rows, out = result_rows(__doc__)
     workloads = sorted({r["config"]["workload"] for r in rows})
     # DDP, ZeRO 1 to 3, then FSDP's strategies
     order = {"none": 0, "full": 1, "grad-op": 2, "hybrid": 3}
@@ -92,7 +85,7 @@ def main():
         ax.set_ylabel("largest batch per GPU that fits")
         ax.set_title("largest batch per GPU in the sweep that fits")
         ax.grid(axis="y", alpha=0.3)
-    save(fig, a.out)
+    save(fig, out)
 
 
 if __name__ == "__main__":

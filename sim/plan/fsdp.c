@@ -26,7 +26,9 @@
  * its gather.
  *
  * Folding stays exact: every member of a shard group runs the same op list, and the groups are
- * made of data-parallel ranks, which the closed form and the simulation already fold.
+ * made of data-parallel ranks, which the closed form and the simulation already fold; the
+ * simulation folds the channels of ZeRO's and FSDP's collectives over all of dp, but not those of
+ * --fsdp hybrid's groups of part of it (exec.c sim_fold_channels, which says so in the result).
  */
 #include <string.h>
 

@@ -11,15 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cu_main.h"
-#include "plan/plan.h"
-
-static wl_model *load(const char *name) {
-  GError *e = NULL;
-  wl_model *m = wl_load(name, &e);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-  return m;
-}
+#include "cu_plan.h"
 
 static void config(cfg_run *c, const wl_model *m, int gpus, int tp, int pp, int V, int mb) {
   cfg_init(c);
@@ -37,26 +29,18 @@ static void config(cfg_run *c, const wl_model *m, int gpus, int tp, int pp, int 
   cfg_resolve_style(c, wl_has_tp_roles(m));
 }
 
-static plan_rank *build(const wl_model *m, const cfg_run *c, int rank) {
-  GError *e = NULL;
-  plan_rank *p = plan_build(m, c, NULL, rank, &e);
-  if (!p) fprintf(stderr, "\nplan_build: %s\n", e ? e->message : "?");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-  return p;
-}
-
 /* gpt-1.7b (26 pipeline units: the embedding, 24 blocks, the head's layers) on p = 4 with
  * V = 2 and 3, m = 8 and m = p: each micro-batch chunk's forward precedes its backward, each
  * runs once, and the most chunks in flight is Megatron's warm-up plus one. */
 static void test_interleaved_order(void) {
-  wl_model *m = load("gpt-1.7b");
+  wl_model *m = dl_cu_load("gpt-1.7b");
   const int cases[][3] = {{4, 2, 8}, {4, 3, 8}, {4, 2, 4}, {2, 4, 6}};
   for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
     const int p = cases[k][0], V = cases[k][1], mb = cases[k][2];
     cfg_run c;
     config(&c, m, p, 1, p, V, mb);
     for (int s = 0; s < p; s++) {
-      plan_rank *pl = build(m, &c, s);
+      plan_rank *pl = dl_cu_build(m, &c, s);
       CU_ASSERT_EQUAL(pl->n_chunks, V);
       /* forwards and backwards of each (micro-batch, chunk): once each, in that order */
       int *fwd_at = g_new(int, mb * V), *bwd_at = g_new(int, mb * V), k_op = 0;
@@ -97,14 +81,14 @@ static void test_interleaved_order(void) {
 /* Messages: 2(pV − 1)·m over the pipeline with V chunks, 2(p − 1)·m without; every send has
  * its receive on the peer with the same tag and bytes. */
 static void test_interleaved_messages(void) {
-  wl_model *m = load("gpt-1.7b");
+  wl_model *m = dl_cu_load("gpt-1.7b");
   const int p = 4, mb = 8;
   for (int V = 1; V <= 3; V++) {
     cfg_run c;
     config(&c, m, p, 1, p, V, mb);
     plan_rank *pl[4];
     int sends = 0, matched = 0;
-    for (int s = 0; s < p; s++) pl[s] = build(m, &c, s);
+    for (int s = 0; s < p; s++) pl[s] = dl_cu_build(m, &c, s);
     for (int s = 0; s < p; s++)
       for (int i = 0; i < pl[s]->n_ops; i++) {
         const plan_op *op = &pl[s]->ops[i];
@@ -129,13 +113,13 @@ static void test_interleaved_messages(void) {
 /* Every rank of an interleaved 3-D layout runs its representative's op list (what folding
  * needs), and the chunks of all ranks cover each layer once. */
 static void test_interleaved_equivalent(void) {
-  wl_model *m = load("gpt-tiny");
+  wl_model *m = dl_cu_load("gpt-tiny");
   cfg_run c;
   config(&c, m, 16, 2, 2, 2, 4);
   int *owners = g_new0(int, m->n_layers);
   for (int r = 0; r < c.gpus; r++) {
-    plan_rank *own = build(m, &c, r);
-    plan_rank *rep = build(m, &c, plan_representative(m, &c, r));
+    plan_rank *own = dl_cu_build(m, &c, r);
+    plan_rank *rep = dl_cu_build(m, &c, plan_representative(m, &c, r));
     gboolean same = own->n_ops == rep->n_ops;
     for (int i = 0; same && i < own->n_ops; i++)
       same = own->ops[i].kind == rep->ops[i].kind && own->ops[i].bytes == rep->ops[i].bytes &&
@@ -158,7 +142,7 @@ static void test_interleaved_equivalent(void) {
 /* What the configuration refuses: V without interleaving, interleaving without V or a
  * pipeline, micro-batches that are not a multiple of pp, more chunks than pipeline units. */
 static void test_interleaved_refusals(void) {
-  wl_model *m = load("gpt-tiny");
+  wl_model *m = dl_cu_load("gpt-tiny");
   struct {
     int pp, V, mb;
     cfg_schedule sched;

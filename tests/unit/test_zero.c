@@ -20,15 +20,7 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "cu_main.h"
-#include "plan/plan.h"
-
-static wl_model *load(const char *name) {
-  GError *e = NULL;
-  wl_model *m = wl_load(name, &e);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-  return m;
-}
+#include "cu_plan.h"
 
 /* A resolved configuration: `gpus` GPUs, `tp` tensor parallel, micro-batches `mb`. */
 static void config(cfg_run *c, const wl_model *m, int gpus, int tp, int mb, long batch,
@@ -42,14 +34,6 @@ static void config(cfg_run *c, const wl_model *m, int gpus, int tp, int mb, long
   c->mode = CFG_MODE_ANALYTIC;
   CU_ASSERT_FATAL(cfg_resolve(c, batch, NULL));
   cfg_resolve_style(c, wl_has_tp_roles(m));
-}
-
-static plan_rank *build(const wl_model *m, const cfg_run *c, int rank) {
-  GError *e = NULL;
-  plan_rank *p = plan_build(m, c, NULL, rank, &e);
-  if (!p) fprintf(stderr, "\nplan_build: %s\n", e ? e->message : "?");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-  return p;
 }
 
 /* Bytes of the collectives of kind `op` and purpose `why` over group `g`, and their count. */
@@ -78,7 +62,7 @@ static gboolean close_to(double got, double want, double rel) {
  * FSDP full holds what stage 3 holds, grad-op the same at rest, hybrid stage 3's over its shard
  * group. With fp32 gradients (the default) and in fp32, Megatron's figures. */
 static void test_model_states(void) {
-  wl_model *m = load("gpt-1.7b");
+  wl_model *m = dl_cu_load("gpt-1.7b");
   const int Ns[] = {8, 64};
   for (size_t k = 0; k < G_N_ELEMENTS(Ns); k++) {
     const double N = Ns[k];
@@ -100,7 +84,7 @@ static void test_model_states(void) {
       c.zero = cases[j].zero;
       c.fsdp = cases[j].fsdp;
       c.fsdp_shard = cases[j].shard;
-      plan_rank *p = build(m, &c, 0);
+      plan_rank *p = dl_cu_build(m, &c, 0);
       const double psi = (double)m->params;
       CU_ASSERT_EQUAL(p->local_params, m->params);
       const double states = p->mem.params + p->mem.grads + p->mem.optimizer;
@@ -123,7 +107,7 @@ static void test_model_states(void) {
       config(&c, m, Ns[k], 1, 1, Ns[k], megatron[j].prec);
       CU_ASSERT_EQUAL(c.grad_reduce, GPU_FP32); /* the default */
       c.zero = megatron[j].zero;
-      plan_rank *p = build(m, &c, 0);
+      plan_rank *p = dl_cu_build(m, &c, 0);
       const double states = p->mem.params + p->mem.grads + p->mem.optimizer;
       CU_ASSERT(close_to(states, megatron[j].want_per_psi * (double)m->params, 0.02));
       plan_rank_free(p);
@@ -140,7 +124,7 @@ static void test_model_states(void) {
  * all-gather and reduce-scatter moves (N-1)/N of its buffer, all-reduce twice that) stages 1, 2
  * and grad-op move the all-reduce's volume, stage 3 1.5 times it. */
 static void test_volumes(void) {
-  wl_model *m = load("gpt-tiny");
+  wl_model *m = dl_cu_load("gpt-tiny");
   const double psi = (double)m->params, N = 4;
   const int root = wl_find_layer(m, "ln_f");
   CU_ASSERT_FATAL(root >= 0);
@@ -162,14 +146,14 @@ static void test_volumes(void) {
     };
     cfg_run c;
     config(&c, m, 4, 1, mb, 8, GPU_FP32);
-    plan_rank *base = build(m, &c, 0);
+    plan_rank *base = dl_cu_build(m, &c, 0);
     const double ar = sum(base, COLL_ALLREDUCE, PLAN_WHY_GRAD, PLAN_GRP_DP, NULL);
     CU_ASSERT(close_to(ar, 4 * psi, 1e-12));
     plan_rank_free(base);
     for (size_t j = 0; j < G_N_ELEMENTS(cases); j++) {
       c.zero = cases[j].zero;
       c.fsdp = cases[j].fsdp;
-      plan_rank *p = build(m, &c, 0);
+      plan_rank *p = dl_cu_build(m, &c, 0);
       const double ag = sum(p, COLL_ALLGATHER, PLAN_WHY_PARAM_GATHER, PLAN_GRP_DP, NULL);
       const double rs = sum(p, COLL_REDUCESCATTER, PLAN_WHY_GRAD, PLAN_GRP_DP, NULL);
       /* ZeRO 1 and 2 gather once per iteration; units once (or twice) per micro-batch */
@@ -197,7 +181,7 @@ static void test_volumes(void) {
  * reduce-scattered among the 2 and the shard (Ψ/2) all-reduced among the 4 replicas; the groups
  * are what layout.c says, and tile the data-parallel ranks. */
 static void test_hybrid_groups(void) {
-  wl_model *m = load("gpt-tiny");
+  wl_model *m = dl_cu_load("gpt-tiny");
   cfg_run c;
   config(&c, m, 16, 2, 1, 16, GPU_FP32);
   c.fsdp = CFG_FSDP_HYBRID;
@@ -211,7 +195,7 @@ static void test_hybrid_groups(void) {
   CU_ASSERT(mem[0] == 4 && mem[1] == 6);
   CU_ASSERT_EQUAL(plan_group_members(&c, PLAN_GRP_REPL, 6, mem), 4);
   CU_ASSERT(mem[0] == 2 && mem[1] == 6 && mem[2] == 10 && mem[3] == 14);
-  plan_rank *p = build(m, &c, 6);
+  plan_rank *p = dl_cu_build(m, &c, 6);
   const double local = (double)p->local_params * 4;
   CU_ASSERT(close_to(sum(p, COLL_REDUCESCATTER, PLAN_WHY_GRAD, PLAN_GRP_SHARD, NULL), local, 1e-12));
   CU_ASSERT(close_to(sum(p, COLL_ALLREDUCE, PLAN_WHY_GRAD, PLAN_GRP_REPL, NULL), local / 2, 1e-12));
@@ -234,11 +218,11 @@ static const plan_op *recorder(const plan_rank *p, int ev) {
  * waits for a communication op at or after its own gather, so compute never starts on
  * parameters that are not there. gpt-1.7b: an embedding block and 24 transformer blocks. */
 static void test_prefetch(void) {
-  wl_model *m = load("gpt-1.7b");
+  wl_model *m = dl_cu_load("gpt-1.7b");
   cfg_run c;
   config(&c, m, 8, 1, 1, 8, GPU_BF16);
   c.fsdp = CFG_FSDP_FULL;
-  plan_rank *p = build(m, &c, 0);
+  plan_rank *p = dl_cu_build(m, &c, 0);
   int gathers = 0, checked = 0;
   int *gather_at = g_new(int, m->n_layers); /* op index of the forward gather of the unit of i */
   int *block_first = g_new(int, m->n_layers), n_blocks = 0; /* first layer of each block */
@@ -288,7 +272,7 @@ static void test_prefetch(void) {
 /* Sharding keeps the ranks of a shard group alike: every rank's plan is its representative's
  * (what the closed form's and the simulation's folding rely on). */
 static void test_equivalent_ranks(void) {
-  wl_model *m = load("gpt-tiny");
+  wl_model *m = dl_cu_load("gpt-tiny");
   struct {
     int zero;
     cfg_fsdp fsdp;
@@ -300,8 +284,8 @@ static void test_equivalent_ranks(void) {
     c.zero = cases[k].zero;
     c.fsdp = cases[k].fsdp;
     c.fsdp_shard = cases[k].shard;
-    plan_rank *rep = build(m, &c, plan_representative(m, &c, 13));
-    plan_rank *own = build(m, &c, 13);
+    plan_rank *rep = dl_cu_build(m, &c, plan_representative(m, &c, 13));
+    plan_rank *own = dl_cu_build(m, &c, 13);
     CU_ASSERT_EQUAL(own->n_ops, rep->n_ops);
     gboolean same = own->n_ops == rep->n_ops && own->step_event == rep->step_event &&
                     memcmp(&own->mem, &rep->mem, sizeof own->mem) == 0;
@@ -322,7 +306,7 @@ static void test_equivalent_ranks(void) {
  * parameters' gradients) and fp32; fp32 in --mode real, whose build reduces in fp32. The DDP
  * buckets carry Ψ times its bytes. */
 static void test_grad_dtype(void) {
-  wl_model *m = load("gpt-tiny");
+  wl_model *m = dl_cu_load("gpt-tiny");
   const struct {
     gpu_precision prec;
     cfg_mode mode;
@@ -342,7 +326,7 @@ static void test_grad_dtype(void) {
     if (cases[k].given >= 0) c.grad_reduce = cases[k].given;
     CU_ASSERT_FATAL(cfg_resolve(&c, 8, NULL));
     CU_ASSERT_EQUAL(c.grad_reduce, cases[k].want);
-    plan_rank *p = build(m, &c, 0);
+    plan_rank *p = dl_cu_build(m, &c, 0);
     CU_ASSERT(close_to(sum(p, COLL_ALLREDUCE, PLAN_WHY_GRAD, PLAN_GRP_DP, NULL),
                        (double)m->params * gpu_precision_bytes(cases[k].want), 1e-12));
     CU_ASSERT_EQUAL(p->mem.grads, (double)m->params * gpu_precision_bytes(cases[k].want));
