@@ -325,7 +325,7 @@ static void test_grad_dtype(void) {
     c.mode = cases[k].mode;
     if (cases[k].given >= 0) c.grad_reduce = cases[k].given;
     CU_ASSERT_FATAL(cfg_resolve(&c, 8, NULL));
-    CU_ASSERT_EQUAL(c.grad_reduce, cases[k].want);
+    CU_ASSERT_EQUAL(c.grad_reduce, (int)cases[k].want);
     plan_rank *p = dl_cu_build(m, &c, 0);
     CU_ASSERT(close_to(sum(p, COLL_ALLREDUCE, PLAN_WHY_GRAD, PLAN_GRP_DP, NULL),
                        (double)m->params * gpu_precision_bytes(cases[k].want), 1e-12));
