@@ -77,7 +77,8 @@ char *dl_resolve(const char *what, const char *subdir, const char *name, const c
 }
 
 char *dl_read_file(const char *path, gsize *len, GError **err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO without a writer would wait forever */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cannot read: %s", path, g_strerror(errno));
@@ -89,8 +90,13 @@ char *dl_read_file(const char *path, gsize *len, GError **err) {
     close(fd);
     return NULL;
   }
-  /* a pipe or a device is read to its end too, but no input of dlsim is this large: a bound
-   * keeps /dev/zero from running the machine out of memory */
+  if (!S_ISREG(st.st_mode)) { /* a FIFO, a device, a socket: inputs are files */
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cannot read: not a regular file", path);
+    close(fd);
+    return NULL;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  /* the size bound holds for a file that grows while it is read */
   GString *s = g_string_sized_new(S_ISREG(st.st_mode) ? (gsize)st.st_size + 1 : 4096);
   char buf[65536];
   for (;;) {

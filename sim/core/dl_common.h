@@ -35,8 +35,8 @@ char *dl_resolve(const char *what, const char *subdir, const char *name, const c
                  GError **err);
 
 /* Reads a whole file into a newly allocated NUL-terminated string (g_free). DL_ERR_INPUT if it
- * cannot be read (a user-named file), with the path and the system's reason, or is larger than
- * DL_MAX_INPUT_BYTES. */
+ * is not a regular file (a FIFO, a device: never waited on), cannot be read (a user-named file),
+ * with the path and the system's reason, or is larger than DL_MAX_INPUT_BYTES. */
 #define DL_MAX_INPUT_BYTES (256 << 20)
 char *dl_read_file(const char *path, gsize *len, GError **err);
 

@@ -35,6 +35,9 @@ static const char *const default_cfg[] = {
     "smpi/gather:ompi_binomial",
     "smpi/scatter:ompi_binomial",
     "smpi/barrier:ompi_recursivedoubling",
+    /* a platform file's <config> may not turn tracing on: only --simgrid-cfg, which replaces
+     * this, asks the simulation to write a trace */
+    "tracing:no",
     NULL,
 };
 

@@ -4,8 +4,8 @@
 //
 //   dlsim-sgplat FILE [--cfg=KEY:VALUE ...]
 //
-// The settings are those smpirun gives (network/model:SMPI), then the --cfg items, then the
-// file's <config> where those leave a setting at its default, as under smpirun.
+// The settings are those smpirun gives (network/model:SMPI) with tracing off, then the --cfg
+// items, then the file's <config> where those leave a setting at its default, as under smpirun.
 // Output (stdout), one record per line, fields separated by tabs:
 //   dlsim-sgplat 1                     first line
 //   cfg KEY VALUE                      a network setting that is not at SimGrid's default
@@ -124,7 +124,9 @@ int main(int argc, char** argv)
   }
   std::string file = argv[1];
   // SimGrid reads its options from argv; the file is ours. smpirun's network model first.
-  std::vector<std::string> args = {"dlsim-sgplat", "--cfg=network/model:SMPI",
+  // No tracing, whatever the file's <config> says: the helper writes no file (a setting given on
+  // the command line is no longer at its default, so the file's <config> leaves it alone).
+  std::vector<std::string> args = {"dlsim-sgplat", "--cfg=network/model:SMPI", "--cfg=tracing:no",
                                    "--log=root.thresh:warning"};
   for (int i = 2; i < argc; i++)
     args.emplace_back(argv[i]);

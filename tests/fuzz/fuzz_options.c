@@ -9,11 +9,9 @@
 #include "core/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  /* file: inputs too: --routing file:/dev/stdin (or a FIFO) is refused as not a regular file
+   * instead of waiting for input */
   char *text = fuzz_text(data, size);
-  if (strstr(text, "file:")) { /* --routing file:/dev/stdin would wait for input */
-    g_free(text);
-    return 0;
-  }
   char **lines = g_strsplit(text, "\n", 64);
   int argc = 1;
   for (char **l = lines; *l; l++) argc++;

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Hostile inputs that once hung dlsim or made it write where nothing should be written: each row
+names its case (T3-nn), runs the command as a user would, and requires exit status 2 with one
+line on stderr that says why, and nothing written. FIFOs cannot be stored in git, so the test
+makes them; an input is read only when it is a regular file, so none of them is ever waited on
+(the timeout only bounds a failure). A platform file's <config> that turns SimGrid's tracing on
+must not make any mode write its trace (only --simgrid-cfg may).
+
+Usage: check_hostile.py DLSIM   (DLSIM_DATA_DIR points at the repository; run from anywhere)
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+DLSIM = os.path.abspath(sys.argv[1])
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data", "hostile")
+GOLDEN = os.path.join(os.path.dirname(HERE), "golden", "expected", "dp-buckets.analytic.json")
+failures = 0
+
+
+def check(row, ok, detail):
+    global failures
+    print(f"{'ok  ' if ok else 'FAIL'} {row}: {detail}")
+    failures += not ok
+
+
+def refused(row, args, says, cwd, out=None):
+    """The command ends with exit 2 and one line containing `says`; `out` is not written."""
+    try:
+        p = subprocess.run([DLSIM, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+    except subprocess.TimeoutExpired:
+        check(row, False, "did not end within 300 s")
+        return
+    lines = p.stderr.strip().splitlines()
+    ok = p.returncode == 2 and len(lines) == 1 and says in lines[0]
+    ok = ok and not (out and os.path.exists(out))
+    check(row, ok, f"exit {p.returncode}: {p.stderr.strip()[:200]}")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as d:
+        fifo = os.path.join(d, "in.fifo")
+        os.mkfifo(fifo)
+        et = os.path.join(d, "et-is-fifo")
+        os.mkdir(et)
+        os.mkfifo(os.path.join(et, "t.0.et"))
+        out = os.path.join(d, "r.json")
+        nrf = "not a regular file"
+        refused("T3-05 a Chakra rank file that is a FIFO",
+                ["run", "--mode", "analytic", "--platform", "star", "--workload", "chakra:" + et,
+                 "--out", out], nrf, d, out)
+        refused("T3-06 a sweep spec that is a FIFO",
+                ["sweep", fifo, "--out", os.path.join(d, "s")], nrf, d,
+                os.path.join(d, "s.csv"))
+        refused("T3-07 a compare input that is a FIFO", ["compare", fifo, GOLDEN], nrf, d)
+        refused("T3-08 --routing file: a FIFO",
+                ["run", "--mode", "analytic", "--platform", "star", "--workload", "switch-base-8",
+                 "--gpus", "8", "--ep", "8", "--ignore-memory", "--routing", "file:" + fifo,
+                 "--out", out], nrf, d, out)
+        # T3-21: the file's <config> sets tracing:yes and tracing/filename (relative)
+        plat = os.path.join(DATA, "config-tracing-relative.xml")
+        trace = os.path.join(d, "written-by-platform.trace")
+        refused("T3-21 a platform that asks for a trace, run refused",
+                ["run", "--mode", "analytic", "--platform", plat, "--workload", "mlp-small",
+                 "--gpus", "4", "--out", out], "has only 2 GPUs", d, out)
+        check("T3-21 no trace written by the refused run", not os.path.exists(trace), trace)
+        for mode in ("analytic", "sim"):
+            p = subprocess.run([DLSIM, "run", "--mode", mode, "--platform", plat, "--workload",
+                                "mlp-small", "--gpus", "2", "--iters", "1", "--out", out],
+                               capture_output=True, text=True, cwd=d, timeout=300)
+            check(f"T3-21 {mode}: runs, and writes no trace",
+                  p.returncode == 0 and not os.path.exists(trace),
+                  f"exit {p.returncode}, {'a trace' if os.path.exists(trace) else 'no trace'}")
+        p = subprocess.run([DLSIM, "coll", "--platform", plat, "--gpus", "2", "--op", "allreduce",
+                            "--max-bytes", "1KB"], capture_output=True, text=True, cwd=d,
+                           timeout=300)
+        check("T3-21 coll: runs, and writes no trace",
+              p.returncode == 0 and not os.path.exists(trace), f"exit {p.returncode}")
+    print(f"{'FAILED' if failures else 'PASSED'}: {failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
