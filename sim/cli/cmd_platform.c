@@ -6,6 +6,7 @@
 #include "core/gpuspec.h"
 #include "platform/platform.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -103,7 +104,8 @@ int cmd_platform(int argc, char **argv) {
   char *preset = NULL, *gpu = NULL, *gpu_mem = NULL, *gpu_speed = NULL, *nvlink_bw = NULL,
        *nvlink_lat = NULL, *nic_bw = NULL, *nic_lat = NULL, *switch_lat = NULL, *pcie_bw = NULL,
        *pcie_lat = NULL, *topology = NULL, *oversub = NULL, *out = NULL;
-  int nodes = -1, gpus = -1, nics = -1, npl = -1, ranks = 2;
+  /* INT_MIN: not given (a negative count given is refused, not taken for the default) */
+  int nodes = INT_MIN, gpus = INT_MIN, nics = INT_MIN, npl = INT_MIN, ranks = 2;
   gboolean calibrate = FALSE, quick = FALSE;
   char *pingpong = NULL;
   int status = 2;
@@ -185,18 +187,23 @@ int cmd_platform(int argc, char **argv) {
   if (!plat_gen_preset(preset ? preset : "dgx-a100", &p, &err)) goto out;
   /* The preset's comment names its sources; once a figure changes it no longer describes the
    * file (the node count aside for dgx-a100, whose comment gives no count). */
-  if (gpus >= 0 || gpu || gpu_mem || gpu_speed || nvlink_bw || nvlink_lat || nics >= 0 ||
-      nic_bw || nic_lat || pcie_bw || pcie_lat || switch_lat || topology || oversub || npl >= 0 ||
-      (nodes >= 0 && preset && strcmp(preset, "dgx-a100") != 0))
+  if (npl != INT_MIN && npl < 1) {
+    g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "--nodes-per-leaf: expected 1 or more, got %d",
+                npl);
+    goto out;
+  }
+  if (gpus != INT_MIN || gpu || gpu_mem || gpu_speed || nvlink_bw || nvlink_lat ||
+      nics != INT_MIN || nic_bw || nic_lat || pcie_bw || pcie_lat || switch_lat || topology ||
+      oversub || npl != INT_MIN || (nodes != INT_MIN && preset && strcmp(preset, "dgx-a100") != 0))
     p.comment = "Derived from a dlsim preset with changed options; see platforms/README.md.";
-  if (nodes >= 0) p.nodes = nodes;
-  if (gpus >= 0) {
+  if (nodes != INT_MIN) p.nodes = nodes;
+  if (gpus != INT_MIN) {
     /* a NIC per GPU stays a NIC per GPU unless --nics-per-node says otherwise */
     if (p.nics_per_node == p.gpus_per_node) p.nics_per_node = gpus;
     p.gpus_per_node = gpus;
   }
-  if (nics >= 0) p.nics_per_node = nics;
-  if (npl >= 0) p.nodes_per_leaf = npl;
+  if (nics != INT_MIN) p.nics_per_node = nics;
+  if (npl != INT_MIN) p.nodes_per_leaf = npl;
   if (gpu) {
     p.gpu_model = gpu;
     if (!plat_gpu_spec(gpu, &p.gpu_mem_bytes, &p.speed_flops) && (!gpu_mem || !gpu_speed)) {

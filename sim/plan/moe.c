@@ -151,6 +151,17 @@ void plan_moe_layer(plan_builder *b, plan_rank *p, const cfg_run *c, const wl_la
   g_free(load);
 }
 
+gboolean plan_moe_check_routing(const wl_model *m, const cfg_run *c, GError **err) {
+  for (int i = 0; i < m->n_layers && c->n_routing_weights; i++)
+    if (m->layers[i].kind == WL_MOE && m->layers[i].experts != c->n_routing_weights) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--routing %s: %d weights for %d experts (layer "
+                  "'%s'); give one weight per expert", c->routing ? c->routing : "file:",
+                  c->n_routing_weights, m->layers[i].experts, m->layers[i].name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* ---- expert parallelism in the split table ------------------------------------------------ */
 
 static gboolean applies(const cfg_run *c) { return c->ep > 1; }

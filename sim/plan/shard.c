@@ -33,6 +33,7 @@ void plan_shard_slice(plan_shard *s, plan_split kind, int64_t dim, int parts, in
 }
 
 gboolean plan_shard_check(const wl_model *m, const cfg_run *c, GError **err) {
+  if (!plan_moe_check_routing(m, c, err)) return FALSE;
   for (size_t k = 0; k < G_N_ELEMENTS(strategies); k++)
     if (strategies[k]->applies(c) && !strategies[k]->check(m, c, err)) return FALSE;
   return TRUE;

@@ -18,6 +18,9 @@ typedef struct {
 
 extern const plan_strategy plan_gholami, plan_megatron, plan_domain, plan_experts, plan_sharded;
 
+/* --routing file:F gives one weight per expert of every MoE layer (DL_ERR_INPUT otherwise). */
+gboolean plan_moe_check_routing(const wl_model *m, const cfg_run *c, GError **err);
+
 /* Slice `idx` of `dim` cut into `parts`: [idx·dim/parts, (idx+1)·dim/parts), uneven allowed. */
 void plan_shard_slice(plan_shard *s, plan_split kind, int64_t dim, int parts, int idx);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Hostile inputs that once hung dlsim or made it write where nothing should be written: each row
-names its case (T3-nn), runs the command as a user would, and requires exit status 2 with one
-line on stderr that says why, and nothing written. FIFOs cannot be stored in git, so the test
+"""Hostile inputs that once hung dlsim, gave a silently wrong result or made it write where nothing
+should be written: each row names its case (T3-nn), runs the command as a user would, and
+requires exit status 2 with one line on stderr that says why, and nothing written. FIFOs cannot be stored in git, so the test
 makes them; an input is read only when it is a regular file, so none of them is ever waited on
 (the timeout only bounds a failure). A platform file's <config> that turns SimGrid's tracing on
 must not make any mode write its trace (only --simgrid-cfg may).
@@ -59,6 +59,19 @@ def main():
                 ["run", "--mode", "analytic", "--platform", "star", "--workload", "switch-base-8",
                  "--gpus", "8", "--ep", "8", "--ignore-memory", "--routing", "file:" + fifo,
                  "--out", out], nrf, d, out)
+        refused("T3-12 --routing file: with fewer weights than experts",
+                ["run", "--mode", "analytic", "--platform", "star", "--workload", "switch-base-8",
+                 "--gpus", "8", "--ep", "8", "--ignore-memory", "--routing",
+                 "file:" + os.path.join(DATA, "routing-short.json"), "--out", out],
+                "2 weights for 8 experts", d, out)
+        pxml = os.path.join(d, "p.xml")
+        for opt, value, says in (("--nodes", "-1", "--nodes: expected 1..1000000, got -1"),
+                                 ("--gpus-per-node", "-3", "--gpus-per-node: expected 1..1024"),
+                                 ("--nics-per-node", "-1", "--nics-per-node: expected a divisor"),
+                                 ("--nodes-per-leaf", "0", "--nodes-per-leaf: expected 1 or more"),
+                                 ("--nodes-per-leaf", "-1", "--nodes-per-leaf: expected 1 or more")):
+            refused(f"T3-16 platform {opt} {value}", ["platform", opt, value, "--out", pxml], says,
+                    d, pxml)
         # T3-21: the file's <config> sets tracing:yes and tracing/filename (relative)
         plat = os.path.join(DATA, "config-tracing-relative.xml")
         trace = os.path.join(d, "written-by-platform.trace")

@@ -3,22 +3,24 @@
 # configuration has exactly one row in the CSV and in the JSONL, and that the killed sweep left
 # no run behind.
 #
-# Nothing here depends on timing: the second half of the configurations reads its MoE routing
-# weights from a named pipe that nobody writes to, so a sweep with --jobs 1 writes exactly the
-# first half of the rows and then blocks in the next run until it is killed. The resumed sweep
-# finds a regular file at that path.
+# Nothing here depends on timing: the first run of the second half of the configurations (a
+# simulation, marked by its --routing file) is stopped with SIGSTOP as soon as it appears, so a
+# sweep with --jobs 1 has written exactly the first half of the rows and waits on a run that
+# cannot end, until it is killed. (Inputs are read only as regular files: a FIFO no longer
+# blocks a run, it is refused.)
 # Usage: sweep-kill-resume.sh DLSIM
 set -e
 dlsim=$1
 d=$(mktemp -d /tmp/dlsim-sweep-kill-XXXXXX)
-trap 'rm -rf "$d"' EXIT
-mkfifo "$d/gate"
+trap 'pkill -9 -f -- "$d/gate" 2>/dev/null || true; rm -rf "$d"' EXIT
+echo '[1, 1]' > "$d/gate"
 cat > "$d/spec.json" <<SPEC
 {
-  "comment": "30 closed-form configurations: 20 valid, 10 invalid (grid 2x2 needs 4 GPUs, tp 2 needs 2)",
-  "fixed": {"workload": "resnet18-cifar100", "platform": "thetagpu", "mode": "analytic", "batch": 256},
+  "comment": "30 configurations: 20 valid, 10 invalid (grid 2x2 needs 4 GPUs, tp 2 needs 2); the second half simulated",
+  "fixed": {"workload": "resnet18-cifar100", "platform": "thetagpu", "batch": 256},
   "axes": {
-    "routing": ["uniform", "file:$d/gate"],
+    "half": [{"label": "first", "mode": "analytic", "routing": "uniform"},
+             {"label": "second", "mode": "sim", "routing": "file:$d/gate", "iters": 4}],
     "gpus": [1, 2, 4, 8, 16],
     "strategy": [{"label": "dp"}, {"label": "grid", "grid": "2x2"}, {"label": "tp", "tp": 2}]
   }
@@ -30,32 +32,37 @@ echo "configurations: $total"
 
 "$dlsim" sweep "$spec" --out "$d/s" --jobs 1 >/dev/null 2>&1 &
 pid=$!
-# header + 15 rows: the sweep is now blocked opening the pipe (bounded wait, for a broken build)
+# the second half's first run: stopped where it stands (bounded wait, for a broken build)
 i=0
-while [ "$(cat "$d/s.csv" 2>/dev/null | wc -l)" -lt 16 ]; do
-  sleep 0.05
+stopped=
+while [ -z "$stopped" ]; do
+  for r in $(pgrep -f -- "--routing file:$d/gate" || true); do
+    kill -STOP "$r" 2>/dev/null && stopped=$r && break
+  done
+  [ -n "$stopped" ] && break
+  sleep 0.02
   i=$((i + 1))
-  if [ $i -gt 6000 ]; then echo "no 15 rows after 5 min"; kill -9 $pid; exit 1; fi
+  if [ $i -gt 15000 ]; then echo "no run of the second half after 5 min"; kill -9 $pid; exit 1; fi
 done
+rows=$(($(wc -l < "$d/s.csv") - 1))
 kill -9 $pid
 wait $pid 2>/dev/null || true
-echo "killed after $(($(wc -l < "$d/s.csv") - 1)) rows"
-# the blocked run dies with its sweep
+[ "$rows" -ge 15 ] && [ "$rows" -lt 30 ] && echo "killed part-way"
+# the stopped run dies with its sweep
 i=0
-while pgrep -f -- "--routing file:$d/gate" >/dev/null; do
+while kill -0 "$stopped" 2>/dev/null && [ "$(ps -o stat= -p "$stopped" | cut -c1)" != Z ]; do
   sleep 0.05
   i=$((i + 1))
-  if [ $i -gt 600 ]; then echo "a run outlived its killed sweep"; pkill -9 -f -- "$d/gate"; exit 1; fi
+  if [ $i -gt 600 ]; then echo "a run outlived its killed sweep"; kill -9 "$stopped"; exit 1; fi
 done
+if pgrep -f -- "--routing file:$d/gate" >/dev/null; then echo "a run outlived its killed sweep"; exit 1; fi
 echo "no run left behind"
 
 # a row cut short by a crash: resume must drop it
 printf '%s' '--workload resnet18-cifar100 --mode ana' >> "$d/s.csv"
-rm "$d/gate"
-echo '[1, 1]' > "$d/gate"
 "$dlsim" sweep "$spec" --out "$d/s" --jobs 2 > "$d/resume.txt" 2> "$d/resume.err"
 grep -q 'dropped 1 incomplete' "$d/resume.err" && echo "torn line dropped"
-grep -q "15 already done" "$d/resume.txt" && echo "resumed"
+grep -q "$rows already done" "$d/resume.txt" && echo "resumed"
 
 csv_rows=$(($(wc -l < "$d/s.csv") - 1))
 csv_keys=$(tail -n +2 "$d/s.csv" | cut -d, -f1 | sort -u | wc -l)
