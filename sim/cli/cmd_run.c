@@ -54,6 +54,16 @@ int cmd_run(int argc, char **argv) {
   if (!run_ctx_open(&x, &parsed, &e)) goto out;
   if (x.note) fprintf(stderr, "dlsim: note: %s\n", x.note);
   cfg_run *c = &x.cfg;
+  {
+    const char *out_names[] = {"--out", "--trace", "--dump-weights"};
+    const char *outs[] = {c->out, c->trace, c->dump_weights};
+    const char *in_names[] = {"--workload", "--platform", "--kernels", "--routing"};
+    const char *ins[] = {x.trace ? NULL : x.model->path, x.platform ? plat_path(x.platform) : NULL,
+                         x.db ? kdb_path(x.db) : NULL,
+                         c->routing && g_str_has_prefix(c->routing, "file:") ? c->routing + 5
+                                                                            : NULL};
+    if (!dl_check_outputs(out_names, outs, 3, in_names, ins, 4, &e)) goto out;
+  }
   const exec_ops *ex = exec_for(c->mode);
   if (!ex->check(&x, c, &e)) goto out;
   /* The closed form runs first in every mode: it checks the configuration against the planner

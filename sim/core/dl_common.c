@@ -76,6 +76,48 @@ char *dl_resolve(const char *what, const char *subdir, const char *name, const c
   return path;
 }
 
+/* The file `path` would reach, newly allocated, or NULL when its directory cannot be resolved. */
+static char *reached(const char *path) {
+  char *r = realpath(path, NULL), *out = r ? g_strdup(r) : NULL;
+  free(r);
+  if (out) return out;
+  char *dir = g_path_get_dirname(path), *base = g_path_get_basename(path);
+  char *rd = realpath(dir, NULL);
+  out = rd ? g_build_filename(rd, base, NULL) : NULL;
+  free(rd);
+  g_free(dir);
+  g_free(base);
+  return out;
+}
+
+gboolean dl_check_outputs(const char *const *out_names, const char *const *outs, int n_outs,
+                          const char *const *in_names, const char *const *ins, int n_ins,
+                          GError **err) {
+  char **o = g_new0(char *, n_outs + 1), **in = g_new0(char *, n_ins + 1);
+  gboolean ok = TRUE;
+  for (int i = 0; i < n_outs; i++) o[i] = outs[i] ? reached(outs[i]) : NULL;
+  for (int j = 0; j < n_ins; j++) in[j] = ins[j] ? reached(ins[j]) : NULL;
+  for (int i = 0; i < n_outs && ok; i++) {
+    for (int j = 0; o[i] && j < n_ins && ok; j++)
+      if (in[j] && strcmp(o[i], in[j]) == 0) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s names the %s file (%s): an input is never "
+                    "overwritten", out_names[i], in_names[j], outs[i]);
+        ok = FALSE;
+      }
+    for (int k = i + 1; o[i] && k < n_outs && ok; k++)
+      if (o[k] && strcmp(o[i], o[k]) == 0) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s and %s name the same file (%s)",
+                    out_names[i], out_names[k], outs[i]);
+        ok = FALSE;
+      }
+  }
+  for (int i = 0; i < n_outs; i++) g_free(o[i]);
+  for (int j = 0; j < n_ins; j++) g_free(in[j]);
+  g_free(o);
+  g_free(in);
+  return ok;
+}
+
 char *dl_read_file(const char *path, gsize *len, GError **err) {
   /* O_NONBLOCK: opening a FIFO without a writer would wait forever */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);

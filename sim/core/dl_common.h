@@ -51,6 +51,15 @@ gboolean dl_write_file_atomic(const char *path, const char *data, gsize len, GEr
  * written. NULL path: TRUE. */
 gboolean dl_check_writable(const char *what, const char *path, GError **err);
 
+/* Outputs that must not land on an input or on each other: `out_names[i]` (an option such as
+ * "--out") writes `outs[i]` (NULL: not given), and `in_names[j]` reads `ins[j]` (NULL: none).
+ * Paths are compared as the files they would reach (symbolic links followed, the directory of a
+ * file not yet there resolved). DL_ERR_INPUT "--out names the --workload file (PATH)" or
+ * "--out and --trace name the same file (PATH)" at the first clash; TRUE when there is none. */
+gboolean dl_check_outputs(const char *const *out_names, const char *const *outs, int n_outs,
+                          const char *const *in_names, const char *const *ins, int n_ins,
+                          GError **err);
+
 /* Last non-empty line of `text` (a child's standard error, say), newly allocated (g_free), or
  * "(no message)". */
 char *dl_last_line(const char *text);

@@ -420,6 +420,10 @@ static gboolean op_of(conv *v, const et_node *n, plan_op *op, GPtrArray *pool) {
     op->gemm_like = op->flops > 0;
     op->samples = attr_int(n, "dlsim_samples", 0);
     const double rec = attr_num(n, "dlsim_duration_s", -1);
+    const et_attr *dur = et_node_attr(n, "dlsim_duration_s");
+    if (dur && (dur->kind == ET_A_DOUBLE ? !(dur->d >= 0 && dur->d <= 1e6)
+                                         : dur->kind != ET_A_INT || dur->i < 0 || dur->i > 1000000))
+      return refuse(v, n, "dlsim_duration_s: expected seconds in [0, 1e6]");
     const char *key = attr_str(n, "dlsim_kernel_key");
     if (key) {
       char *k = g_strdup(key);

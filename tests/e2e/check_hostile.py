@@ -39,6 +39,14 @@ def refused(row, args, says, cwd, out=None):
     check(row, ok, f"exit {p.returncode}: {p.stderr.strip()[:200]}")
 
 
+def plat_copy(d):
+    """A platform file of our own in `d` (p2.xml), written by dlsim platform."""
+    p = os.path.join(d, "p2.xml")
+    subprocess.run([DLSIM, "platform", "--preset", "star", "--out", p], check=True,
+                   stdout=subprocess.DEVNULL)
+    return p
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         fifo = os.path.join(d, "in.fifo")
@@ -72,6 +80,38 @@ def main():
                                  ("--nodes-per-leaf", "-1", "--nodes-per-leaf: expected 1 or more")):
             refused(f"T3-16 platform {opt} {value}", ["platform", opt, value, "--out", pxml], says,
                     d, pxml)
+        refused("T3-10 a host's gpu_mem_bytes of 0",
+                ["run", "--mode", "analytic", "--workload", "mlp-small", "--gpus", "2", "--iters",
+                 "2", "--platform", os.path.join(DATA, "gpu-mem-zero.xml"), "--out", out],
+                "gpu_mem_bytes: expected bytes > 0", d, out)
+        for x in ("nan", "inf", "neg", "1e300"):
+            for mode in ("analytic", "sim"):
+                refused(f"T3-15 dlsim_duration_s {x} ({mode})",
+                        ["run", "--mode", mode, "--platform", "star", "--iters", "2", "--workload",
+                         "chakra:" + os.path.join(DATA, "ch", "dur-s-" + x), "--out", out],
+                        "dlsim_duration_s: expected seconds", d, out)
+        # T3-23: an output on an input, or two outputs on one file
+        src = os.path.join(os.path.dirname(os.path.dirname(HERE)), "workloads", "mlp-small.json")
+        w = os.path.join(d, "w.json")
+        with open(src) as f, open(w, "w") as g:
+            g.write(f.read())
+        before = open(w).read()
+        refused("T3-23 --out on the --workload file",
+                ["run", "--mode", "analytic", "--platform", "star", "--workload", "w.json",
+                 "--iters", "2", "--out", "./w.json"], "--out names the --workload file", d)
+        os.symlink("w.json", os.path.join(d, "link.json"))
+        refused("T3-23 --out through a link to the --workload file",
+                ["run", "--mode", "analytic", "--platform", "star", "--workload", "w.json",
+                 "--iters", "2", "--out", "link.json"], "--out names the --workload file", d)
+        check("T3-23 the workload file is intact", open(w).read() == before, w)
+        refused("T3-23 --out on the --platform file",
+                ["run", "--mode", "analytic", "--platform", plat_copy(d), "--workload",
+                 "mlp-small", "--gpus", "2", "--iters", "2", "--out", "p2.xml"],
+                "--out names the --platform file", d)
+        refused("T3-23 --out and --trace on one file",
+                ["run", "--mode", "sim", "--platform", "star", "--workload", "mlp-small", "--gpus",
+                 "2", "--iters", "2", "--out", "s.json", "--trace", "./s.json"],
+                "--out and --trace name the same file", d, os.path.join(d, "s.json"))
         # T3-21: the file's <config> sets tracing:yes and tracing/filename (relative)
         plat = os.path.join(DATA, "config-tracing-relative.xml")
         trace = os.path.join(d, "written-by-platform.trace")
