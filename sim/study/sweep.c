@@ -343,6 +343,13 @@ GPtrArray *sweep_expand(const char *text, const char *name, GError **err) {
       goto out;
     }
   }
+  /* a spec that varies nothing is a mistake more often than a sweep of one ({} would run the
+   * defaults) */
+  if (axes->len == 0 || (axes->len == 1 && strcmp(((axis *)axes->pdata[0])->name, "fixed") == 0)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: axes: nothing to sweep (give \"axes\" an "
+                "option with a list of values; dlsim run runs one configuration)", name);
+    goto out;
+  }
   double total = 1;
   for (guint a = 0; a < axes->len; a++)
     total *= ((axis *)g_ptr_array_index(axes, a))->values->len;

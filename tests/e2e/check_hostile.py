@@ -112,6 +112,15 @@ def main():
                 ["run", "--mode", "sim", "--platform", "star", "--workload", "mlp-small", "--gpus",
                  "2", "--iters", "2", "--out", "s.json", "--trace", "./s.json"],
                 "--out and --trace name the same file", d, os.path.join(d, "s.json"))
+        for mode in ("analytic", "sim"):
+            refused(f"T3-03 a platform without a zone ({mode})",
+                    ["run", "--mode", mode, "--workload", "mlp-small", "--gpus", "2", "--platform",
+                     os.path.join(DATA, "empty-platform.xml"), "--out", out],
+                    "empty-platform.xml: no <host> found", d, out)
+        for spec in ("empty-obj.json", "axes-empty.json"):
+            refused(f"T3-34 a sweep spec that varies nothing ({spec})",
+                    ["sweep", os.path.join(DATA, spec), "--out", os.path.join(d, "e")],
+                    "axes: nothing to sweep", d, os.path.join(d, "e.csv"))
         # T3-21: the file's <config> sets tracing:yes and tracing/filename (relative)
         plat = os.path.join(DATA, "config-tracing-relative.xml")
         trace = os.path.join(d, "written-by-platform.trace")
