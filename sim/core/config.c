@@ -58,6 +58,12 @@ static gboolean parse_name(const char *const *names, size_t n, const char *text,
   return FALSE;
 }
 
+const char *cfg_sharding_option(const cfg_run *c, char *buf, size_t n) {
+  if (c->zero) g_snprintf(buf, n, "--zero %d", c->zero);
+  else g_snprintf(buf, n, "--fsdp %s", cfg_fsdp_name(c->fsdp));
+  return buf;
+}
+
 gboolean cfg_fsdp_parse(const char *text, cfg_fsdp *out) {
   int v;
   if (!parse_name(cfg_fsdp_name_names, G_N_ELEMENTS(cfg_fsdp_name_names), text, &v)) return FALSE;

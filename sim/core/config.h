@@ -160,6 +160,9 @@ gboolean cfg_device_parse(const char *text, cfg_device *out);
 const char *cfg_schedule_name(cfg_schedule s);
 const char *cfg_tp_style_name(cfg_tp_style s);
 const char *cfg_fsdp_name(cfg_fsdp f);
+/* The option that asked for sharding, for messages ("--zero 3", "--fsdp hybrid"), into `buf`
+ * of `n` bytes, which it returns. */
+const char *cfg_sharding_option(const cfg_run *c, char *buf, size_t n);
 gboolean cfg_fsdp_parse(const char *text, cfg_fsdp *out);
 gboolean cfg_mode_parse(const char *text, cfg_mode *out);
 gboolean cfg_schedule_parse(const char *text, cfg_schedule *out);

@@ -425,8 +425,7 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
   }
   if (c->zero || c->fsdp != CFG_FSDP_NONE) {
     char opt[32];
-    if (c->zero) g_snprintf(opt, sizeof opt, "--zero %d", c->zero);
-    else g_snprintf(opt, sizeof opt, "--fsdp %s", cfg_fsdp_name(c->fsdp));
+    cfg_sharding_option(c, opt, sizeof opt);
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: %s is not run for real yet (the real "
                 "build holds whole model states); use --mode sim or analytic", opt);
     return FALSE;

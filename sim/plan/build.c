@@ -262,7 +262,7 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
   p->n_chunks = V;
   p->chunk_stride = c->pp;
   int pending = -1;
-  int *inflight = g_new0(int, V), in_all = 0;
+  int in_all = 0; /* micro-batch chunks whose activations are kept */
   if (plan_sharded_units(c)) chunk[0].units = plan_units_new(m, c, role, chunk[0].l0, chunk[0].l1);
   for (int v = 0; v < V; v++)
     plan_zero_gathers(&b, m, c, role, chunk[v].l0, chunk[v].l1, &pending);
@@ -273,25 +273,22 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
     b.mb = steps[st].mb;
     stage_ctx *s = &chunk[steps[st].chunk];
     if (steps[st].fwd) {
-      inflight[steps[st].chunk]++;
       in_all++;
       p->max_stash = MAX(p->max_stash, in_all);
       forward_step(&b, p, s, steps[st].mb, &pending);
     } else {
-      inflight[steps[st].chunk]--;
       in_all--;
       /* ZeRO 2 reduces the gradients of every micro-batch: only shards are accumulated */
       backward_step(&b, p, s, steps[st].mb,
                     c->zero == 2 || plan_schedule_last_backward(c, steps[st]), &pending);
     }
   }
-  g_free(inflight);
-  g_free(steps);
   b.mb = -1; /* what follows belongs to the iteration, not to a micro-batch */
   plan_grad_tied(&b, p, m, c, role, &pending);
   plan_units_free(chunk[0].units);
   g_free(chunk);
-  plan_memory_fill(p, m, c, role);
+  plan_memory_fill(p, m, c, role, steps);
+  g_free(steps);
   plan_sharded_memory(p, m, c, role);
   optimizer_step(&b, p, m, c);
   p->n_ops = (int)b.ops->len;

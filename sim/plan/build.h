@@ -81,17 +81,21 @@ void plan_grad_tied(plan_builder *b, const plan_rank *p, const wl_model *m, cons
 /* Sharded data parallelism (fsdp.c). Under --zero 3 and --fsdp the stage's layers form units
  * whose parameters are gathered before use and whose gradients are reduce-scattered after. */
 typedef struct {
+  int first, last;     /* its first and last layer (the root's layers need not be contiguous) */
+  double params;       /* its parameters on this rank's slices (whole over the shards) */
+  int block;           /* its place among the block units (blocks[block]), -1 for the root */
+  int ag_event;        /* during a step: the event of its gather, -1 for none */
+  int ag_op;           /* and the index of that op */
+  gboolean waited;     /* during a step: a kernel of the unit has waited for it */
+} plan_unit;
+typedef struct {
   int l0, l1;          /* the stage's layers */
   int n;               /* units */
   int *unit_of;        /* layer l0 + j is in unit unit_of[j] */
-  int *first, *last;   /* each unit's first and last layer */
-  double *params;      /* each unit's parameters on this rank's slices (whole over the shards) */
+  plan_unit *unit;     /* the units */
   int root;            /* the unit of the layers outside every block, -1 for none */
   int *blocks;         /* the other units in layer order, n_blocks of them */
   int n_blocks;
-  int *ag_event;       /* during a step: the event of each unit's gather, -1 for none */
-  int *ag_op;          /* and the index of that op */
-  gboolean *waited;    /* during a step: a kernel of the unit has waited for it */
 } plan_units;
 /* TRUE when the configuration gathers parameters by units (--zero 3, --fsdp). */
 gboolean plan_sharded_units(const cfg_run *c);
@@ -118,7 +122,9 @@ void plan_sharded_memory(plan_rank *p, const wl_model *m, const cfg_run *c,
                          const plan_shard *role);
 
 /* Memory (memory.c): the parameters this rank holds (tied copies included) and its weights,
- * gradients, optimizer state and activations, into p->local_params and p->mem. */
-void plan_memory_fill(plan_rank *p, const wl_model *m, const cfg_run *c, const plan_shard *role);
+ * gradients, optimizer state and activations, into p->local_params and p->mem; `steps` is the
+ * stage's schedule (plan_schedule), whose chunks in flight set the activations' peak. */
+void plan_memory_fill(plan_rank *p, const wl_model *m, const cfg_run *c, const plan_shard *role,
+                      const plan_step *steps);
 
 #endif

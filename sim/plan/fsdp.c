@@ -41,16 +41,9 @@ static gboolean sharded_applies(const cfg_run *c) {
   return c->zero > 0 || c->fsdp != CFG_FSDP_NONE;
 }
 
-/* The option that asked for sharding, for messages: "--zero 3" or "--fsdp hybrid". */
-static const char *option_text(const cfg_run *c, char *buf, size_t n) {
-  if (c->zero) g_snprintf(buf, n, "--zero %d", c->zero);
-  else g_snprintf(buf, n, "--fsdp %s", cfg_fsdp_name(c->fsdp));
-  return buf;
-}
-
 static gboolean sharded_check(const wl_model *m, const cfg_run *c, GError **err) {
   char opt[32];
-  option_text(c, opt, sizeof opt);
+  cfg_sharding_option(c, opt, sizeof opt);
   if (c->grid_pr > 0 || c->grid_auto || (c->tp > 1 && c->tp_style == CFG_TP_GHOLAMI) ||
       c->domain_conv) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: shards data-parallel states; Gholami's grid and "
@@ -100,13 +93,8 @@ plan_units *plan_units_new(const wl_model *m, const cfg_run *c, const plan_shard
   u->l0 = l0;
   u->l1 = l1;
   u->unit_of = g_new(int, L > 0 ? L : 1);
-  u->first = g_new(int, L + 1);
-  u->last = g_new(int, L + 1);
-  u->params = g_new0(double, L + 1);
+  u->unit = g_new0(plan_unit, L + 1);
   u->blocks = g_new(int, L + 1);
-  u->ag_event = g_new(int, L + 1);
-  u->ag_op = g_new(int, L + 1);
-  u->waited = g_new0(gboolean, L + 1);
   u->root = -1;
   gboolean any_block = FALSE;
   for (int i = l0; i < l1; i++) any_block = any_block || m->layers[i].block >= 0;
@@ -118,7 +106,8 @@ plan_units *plan_units_new(const wl_model *m, const cfg_run *c, const plan_shard
     if (any_block && l->block < 0) { /* the root: every layer outside the blocks */
       if (u->root < 0) {
         u->root = u->n++;
-        u->first[u->root] = i;
+        u->unit[u->root].first = i;
+        u->unit[u->root].block = -1;
       }
       k = u->root;
     } else {
@@ -126,16 +115,17 @@ plan_units *plan_units_new(const wl_model *m, const cfg_run *c, const plan_shard
       const gboolean fresh = i == l0 || (any_block ? m->layers[i - 1].block != l->block
                                                    : open >= c->bucket_bytes);
       if (fresh) {
-        u->first[u->n] = i;
+        u->unit[u->n].first = i;
+        u->unit[u->n].block = u->n_blocks;
         u->blocks[u->n_blocks++] = u->n++;
         open = 0;
       }
       k = u->blocks[u->n_blocks - 1];
     }
     u->unit_of[i - l0] = k;
-    u->last[k] = i;
+    u->unit[k].last = i;
     const double p = plan_layer_has_grads(l) ? (double)l->params / role[i].split : 0;
-    u->params[k] += p;
+    u->unit[k].params += p;
     open += p * dt;
   }
   return u;
@@ -144,13 +134,8 @@ plan_units *plan_units_new(const wl_model *m, const cfg_run *c, const plan_shard
 void plan_units_free(plan_units *u) {
   if (!u) return;
   g_free(u->unit_of);
-  g_free(u->first);
-  g_free(u->last);
-  g_free(u->params);
+  g_free(u->unit);
   g_free(u->blocks);
-  g_free(u->ag_event);
-  g_free(u->ag_op);
-  g_free(u->waited);
   g_free(u);
 }
 
@@ -168,45 +153,45 @@ static int op_recording(const plan_builder *b, int ev) {
 static void gather(plan_builder *b, plan_units *u, const cfg_run *c, plan_phase ph, int k,
                    int *pending) {
   if (k < 0) return;
-  u->ag_event[k] = -1;
-  if (u->params[k] <= 0 || plan_shard_degree(c) < 2) return;
-  int keep = *pending; /* not a blocking gather: the unit's first kernel waits for it */
-  plan_op *op = plan_b_coll(b, ph, u->first[k], COLL_ALLGATHER, plan_shard_group(c),
-                            PLAN_WHY_PARAM_GATHER, u->params[k] * gpu_precision_bytes(c->precision),
-                            FALSE, &keep);
-  op->bucket = (plan_bucket){u->first[k], u->last[k] + 1};
-  u->ag_event[k] = op->record_event;
-  u->ag_op[k] = (int)b->ops->len - 1;
+  u->unit[k].ag_event = -1;
+  if (u->unit[k].params <= 0 || plan_shard_degree(c) < 2) return;
+  /* not blocking: the unit's first kernel waits for it (wait_gather) */
+  plan_op *op = plan_b_coll(b, ph, u->unit[k].first, COLL_ALLGATHER, plan_shard_group(c),
+                            PLAN_WHY_PARAM_GATHER,
+                            u->unit[k].params * gpu_precision_bytes(c->precision), FALSE, pending);
+  op->bucket = (plan_bucket){u->unit[k].first, u->unit[k].last + 1};
+  u->unit[k].ag_event = op->record_event;
+  u->unit[k].ag_op = (int)b->ops->len - 1;
 }
 
 /* Before the first kernel of unit k in this step: wait for its gather as well as for *pending
  * (the communication stream runs in order: the later of the two covers the other). */
 static void wait_gather(plan_builder *b, plan_units *u, int k, int *pending) {
-  if (u->waited[k]) return;
-  u->waited[k] = TRUE;
-  if (u->ag_event[k] < 0) return;
-  if (*pending < 0 || op_recording(b, *pending) < u->ag_op[k]) *pending = u->ag_event[k];
+  if (u->unit[k].waited) return;
+  u->unit[k].waited = TRUE;
+  if (u->unit[k].ag_event < 0) return;
+  if (*pending < 0 || op_recording(b, *pending) < u->unit[k].ag_op) *pending = u->unit[k].ag_event;
 }
 
 /* Unit k's gradients reduce-scattered over the shard group (and, hybrid, the shard all-reduced
  * over its replicas) once its backward kernels are done. */
 static void reduce(plan_builder *b, const plan_units *u, const cfg_run *c, int k, int *pending) {
   const int N = plan_shard_degree(c);
-  if (u->params[k] <= 0 || c->dp < 2) return;
-  const double bytes = u->params[k] * plan_grad_bytes(c);
-  const plan_bucket bk = {u->first[k], u->last[k] + 1};
+  if (u->unit[k].params <= 0 || c->dp < 2) return;
+  const double bytes = u->unit[k].params * plan_grad_bytes(c);
+  const plan_bucket bk = {u->unit[k].first, u->unit[k].last + 1};
   if (N > 1)
-    plan_b_coll(b, PLAN_PH_BWD, u->first[k], COLL_REDUCESCATTER, plan_shard_group(c),
+    plan_b_coll(b, PLAN_PH_BWD, u->unit[k].first, COLL_REDUCESCATTER, plan_shard_group(c),
                 PLAN_WHY_GRAD, bytes, FALSE, pending)->bucket = bk;
   if (c->dp / N > 1)
-    plan_b_coll(b, PLAN_PH_BWD, u->first[k], COLL_ALLREDUCE, PLAN_GRP_REPL, PLAN_WHY_GRAD,
+    plan_b_coll(b, PLAN_PH_BWD, u->unit[k].first, COLL_ALLREDUCE, PLAN_GRP_REPL, PLAN_WHY_GRAD,
                 bytes / N, FALSE, pending)->bucket = bk;
 }
 
 static void step_begin(plan_units *u) {
   for (int k = 0; k < u->n; k++) {
-    u->waited[k] = FALSE;
-    u->ag_event[k] = -1;
+    u->unit[k].waited = FALSE;
+    u->unit[k].ag_event = -1;
   }
 }
 
@@ -218,11 +203,9 @@ void plan_units_fwd_begin(plan_builder *b, plan_units *u, const cfg_run *c, int 
 
 void plan_units_fwd_layer(plan_builder *b, plan_units *u, const cfg_run *c, int i, int *pending) {
   const int k = u->unit_of[i - u->l0];
-  if (k != u->root && u->first[k] == i) { /* block j starts: prefetch block j + 1 */
-    int j = 0;
-    while (u->blocks[j] != k) j++;
-    if (j >= 1 && j + 1 < u->n_blocks) gather(b, u, c, PLAN_PH_FWD, u->blocks[j + 1], pending);
-  }
+  const int j = u->unit[k].block;
+  if (j >= 1 && u->unit[k].first == i && j + 1 < u->n_blocks) /* prefetch block j + 1 */
+    gather(b, u, c, PLAN_PH_FWD, u->blocks[j + 1], pending);
   wait_gather(b, u, k, pending);
 }
 
@@ -239,18 +222,16 @@ void plan_units_bwd_begin(plan_builder *b, plan_units *u, const cfg_run *c, int 
 
 void plan_units_bwd_layer(plan_builder *b, plan_units *u, const cfg_run *c, int i, int *pending) {
   const int k = u->unit_of[i - u->l0];
-  if (regather(c) && k != u->root && u->last[k] == i) { /* block j's backward starts */
-    int j = 0;
-    while (u->blocks[j] != k) j++;
-    if (j <= u->n_blocks - 2 && j >= 1) gather(b, u, c, PLAN_PH_BWD, u->blocks[j - 1], pending);
-  }
+  const int j = u->unit[k].block;
+  if (regather(c) && j >= 1 && j <= u->n_blocks - 2 && u->unit[k].last == i) /* prefetch j - 1 */
+    gather(b, u, c, PLAN_PH_BWD, u->blocks[j - 1], pending);
   wait_gather(b, u, k, pending);
 }
 
 void plan_units_bwd_layer_done(plan_builder *b, const plan_units *u, const cfg_run *c, int i,
                                int *pending) {
   const int k = u->unit_of[i - u->l0];
-  if (k != u->root && u->first[k] == i) reduce(b, u, c, k, pending);
+  if (k != u->root && u->unit[k].first == i) reduce(b, u, c, k, pending);
 }
 
 void plan_units_bwd_end(plan_builder *b, const plan_units *u, const cfg_run *c, int *pending) {
@@ -303,8 +284,8 @@ void plan_sharded_memory(plan_rank *p, const wl_model *m, const cfg_run *c, cons
   }
   if (!plan_sharded_units(c)) return;
   plan_units *u = plan_units_new(m, c, role, p->first_layer, p->end_layer);
-  double biggest = 0, root = u->root >= 0 ? u->params[u->root] : 0;
-  for (int j = 0; j < u->n_blocks; j++) biggest = MAX(biggest, u->params[u->blocks[j]]);
+  double biggest = 0, root = u->root >= 0 ? u->unit[u->root].params : 0;
+  for (int j = 0; j < u->n_blocks; j++) biggest = MAX(biggest, u->unit[u->blocks[j]].params);
   const int in_flight = MIN(2, u->n_blocks);
   plan_units_free(u);
   /* parameters: grad-op keeps every unit from its forward through backward, the others the

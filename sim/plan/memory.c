@@ -36,7 +36,8 @@ static void stash(const wl_model *m, const cfg_run *c, const plan_shard *role, i
   }
 }
 
-void plan_memory_fill(plan_rank *p, const wl_model *m, const cfg_run *c, const plan_shard *role) {
+void plan_memory_fill(plan_rank *p, const wl_model *m, const cfg_run *c, const plan_shard *role,
+                      const plan_step *steps) {
   int64_t local_params = 0;
   for (int v = 0; v < p->n_chunks; v++) {
     int l0, l1;
@@ -77,15 +78,12 @@ void plan_memory_fill(plan_rank *p, const wl_model *m, const cfg_run *c, const p
     stash(m, c, role, l0, l1, &per_mb[v], &keep[v], &w);
     worst = MAX(worst, w);
   }
-  plan_step *steps = g_new(plan_step, nsteps);
-  plan_schedule(c, p->stage, steps);
   for (int k = 0; k < nsteps; k++) {
     const int v = steps[k].chunk;
     cur += (steps[k].fwd ? 1 : -1) * (c->recompute ? keep[v] : per_mb[v]);
     peak = MAX(peak, cur);
   }
   p->mem.activations = peak + (c->recompute ? worst : 0);
-  g_free(steps);
   g_free(per_mb);
   g_free(keep);
 }
