@@ -356,7 +356,7 @@ static int setup(kh_bench *b, const kh_layer *l) {
     /* forward once so the saved tensors exist */
     b->bwd = 0;
     if (b->kind == B_ATTN) { /* forward's workspace is the smaller one */
-      b->be->attention_fwd(F(0), F(1), F(5), F(3), (int)b->n1, (int)b->n2, (int)b->n3,
+      b->be->attention_fwd(F(0), F(1), F(2), F(3), (int)b->n1, (int)b->n2, (int)b->n3,
                            (int)b->n4, b->math);
     } else if (b->kind != B_CONV && b->kind != B_LINEAR && b->kind != B_ADD &&
                b->kind != B_EMBED && b->kind != B_DROPOUT && b->kind != B_GELU) {

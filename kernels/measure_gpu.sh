@@ -36,6 +36,11 @@ kb --workload resnet50-imagenet --gpus 1 --batch 64 --precision fp32 --grid-shap
 kb --workload resnet50-imagenet --gpus 1 --batch 64 --precision bf16 --grid-shapes
 for b in 4 1 2 8; do kb --workload gpt-1.7b --gpus 1 --batch $b --precision bf16; done
 kb --workload resnet18-cifar100 --gpus 1 --batch 128 --precision bf16
+#    and the validation's second batch size and tf32 (tests/validation/run_gpu.sh's iterations)
+for p in bf16 tf32; do kb --workload resnet18-cifar100 --gpus 1 --batch 256 --precision $p; done
+kb --workload resnet18-cifar100 --gpus 1 --batch 128 --precision tf32
+kb --workload resnet50-imagenet --gpus 1 --batch 64 --precision tf32
+for p in fp32 bf16 tf32; do kb --workload resnet50-imagenet --gpus 1 --batch 128 --precision $p; done
 # 3. The studies: 3-D GPT (fp16, recomputation, 1F1B), MoE skew (bf16), grids of AlexNet and
 #    VGG-16 (fp32; fully connected layers on the grid), ResNet-50 at 32 per GPU (scale runs).
 for w in gpt-1.7b gpt-18b; do

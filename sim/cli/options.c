@@ -20,6 +20,7 @@ typedef struct {
   gint64 seed, batch;
   int gpus;
   gboolean no_pp_scatter_gather;
+  gboolean no_host_launch;
   char **simgrid_cfg;
 } raw_opts;
 
@@ -68,6 +69,12 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *
       {"no-pp-scatter-gather", 0, 0, G_OPTION_ARG_NONE, &r->no_pp_scatter_gather,
        "with Megatron tp and a pipeline: send whole tensors between stages (default: each tp "
        "rank sends 1/tp and the next stage all-gathers, as Megatron)", NULL},
+      {"no-host-launch", 0, 0, G_OPTION_ARG_NONE, &r->no_host_launch,
+       "leave out the framework's host time per kernel launch (default: where the kernel "
+       "database carries it, the GPU cannot start a kernel before the host has launched it)",
+       NULL},
+      {"cuda-graphs", 0, 0, G_OPTION_ARG_NONE, &c->cuda_graphs,
+       "the iteration runs as CUDA graphs: no host time per kernel launch", NULL},
       {"virtual-stages", 0, 0, G_OPTION_ARG_INT, &c->virtual_stages,
        "with --schedule interleaved: model chunks per pipeline rank (V >= 2)", "V"},
       {"microbatches", 0, 0, G_OPTION_ARG_INT, &c->microbatches, "pipeline micro-batches", "M"},
@@ -242,6 +249,7 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
     return FALSE;
   }
   if (r->no_pp_scatter_gather) c->pp_scatter_gather = 0;
+  if (r->no_host_launch) c->host_launch = FALSE;
   if (r->grad_reduce) {
     gpu_precision g;
     if (!gpu_precision_parse(r->grad_reduce, &g) || g == GPU_TF32) {

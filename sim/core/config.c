@@ -109,6 +109,7 @@ void cfg_init(cfg_run *c) {
   c->precision = GPU_FP32;
   c->grad_reduce = CFG_GRAD_REDUCE_DEFAULT;
   c->pp_scatter_gather = -1;
+  c->host_launch = TRUE;
   c->mode = CFG_MODE_SIM;
   c->iters = 3;
   c->bucket_bytes = 25.0 * 1024 * 1024; /* PyTorch DDP bucket_cap_mb = 25 (MiB) */
@@ -345,6 +346,8 @@ cJSON *cfg_to_json(const cfg_run *c) {
                           c->grad_reduce >= 0 ? gpu_precision_name((gpu_precision)c->grad_reduce)
                                               : "default");
   cJSON_AddBoolToObject(cf, "recompute", c->recompute);
+  cJSON_AddBoolToObject(cf, "host_launch", c->host_launch);
+  cJSON_AddBoolToObject(cf, "cuda_graphs", c->cuda_graphs);
   cJSON_AddNumberToObject(cf, "zero", c->zero);
   cJSON_AddStringToObject(cf, "fsdp", cfg_fsdp_name(c->fsdp));
   cJSON_AddNumberToObject(cf, "fsdp_shard_size", c->fsdp_shard);
@@ -494,6 +497,14 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
   if (cJSON_GetObjectItemCaseSensitive(o, "pp_scatter_gather") &&
       (v = echo_item(&r, "pp_scatter_gather", is_bool, "true or false")))
     c->pp_scatter_gather = cJSON_IsTrue(v);
+  /* newer still: without them, no host times (results written before the model had none) */
+  c->host_launch = c->cuda_graphs = FALSE;
+  if (cJSON_GetObjectItemCaseSensitive(o, "host_launch") &&
+      (v = echo_item(&r, "host_launch", is_bool, "true or false")))
+    c->host_launch = cJSON_IsTrue(v);
+  if (cJSON_GetObjectItemCaseSensitive(o, "cuda_graphs") &&
+      (v = echo_item(&r, "cuda_graphs", is_bool, "true or false")))
+    c->cuda_graphs = cJSON_IsTrue(v);
   c->virtual_stages = cJSON_GetObjectItemCaseSensitive(o, "virtual_stages")
                           ? (int)echo_int(&r, "virtual_stages", 1, big) : 1;
   echo_enum(&r, "precision", parse_prec, &e);

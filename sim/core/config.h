@@ -116,6 +116,9 @@ typedef struct {
   int pp_scatter_gather; /* Megatron's scatter/gather of inter-stage tensors under tp: 1 on, 0 off
                             (--no-pp-scatter-gather, and --mode real, whose build sends whole
                             tensors); -1 until cfg_resolve */
+  gboolean host_launch; /* the kernel database's framework host times gate the kernels (on by
+                           default; --no-host-launch); only a database that carries them has any */
+  gboolean cuda_graphs; /* --cuda-graphs: one graph launch per iteration, no host time per kernel */
   int zero;            /* --zero: ZeRO stage 0 (none), 1 (optimizer state sharded over dp), 2 (and
                           gradients), 3 (and parameters) */
   cfg_fsdp fsdp;       /* --fsdp: PyTorch FSDP's sharding strategy, CFG_FSDP_NONE without */

@@ -5,20 +5,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* sm_ghz: the NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs, boost clock
+ * 1410 MHz; H100 SXM5 and H200: 132 SMs and a 1980 MHz maximum SM clock, as nvidia-smi and
+ * PyTorch reported them on the H100 80GB HBM3 and the H200 that measured kernels/db/ (132 SMs
+ * for the SXM5 H100 in NVIDIA's H100 whitepaper too). */
 static const gpu_spec specs[] = {
     /* NVIDIA A100 Tensor Core GPU datasheet (2020/2021): FP32 19.5 TF, TF32 156 TF, FP16/BF16
      * 312 TF; 40 GB HBM2 at 1,555 GB/s (SXM4 40GB), 80 GB HBM2e at 2,039 GB/s (SXM4 80GB). */
     {"a100-40gb", "NVIDIA A100-SXM4-40GB", {19.5e12, 156e12, 312e12, 312e12}, 1555e9, 40e9,
-     "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 1555 GB/s", 80},
+     "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 1555 GB/s", 80,
+     108 * 1.41},
     {"a100-80gb", "NVIDIA A100-SXM4-80GB", {19.5e12, 156e12, 312e12, 312e12}, 2039e9, 80e9,
-     "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 2039 GB/s", 80},
+     "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 2039 GB/s", 80,
+     108 * 1.41},
     /* NVIDIA H100 datasheet (SXM5): FP32 67 TF, TF32 494.7 TF, FP16/BF16 989.4 TF dense;
      * 80 GB HBM3 at 3.35 TB/s. */
     {"h100-sxm", "NVIDIA H100-SXM5-80GB", {67e12, 494.7e12, 989.4e12, 989.4e12}, 3350e9, 80e9,
-     "NVIDIA H100 datasheet (SXM5): FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 3.35 TB/s", 90},
+     "NVIDIA H100 datasheet (SXM5): FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 3.35 TB/s", 90,
+     132 * 1.98},
     /* NVIDIA H200 datasheet (SXM): same compute as H100 SXM; 141 GB HBM3e at 4.8 TB/s. */
     {"h200", "NVIDIA H200-SXM-141GB", {67e12, 494.7e12, 989.4e12, 989.4e12}, 4800e9, 141e9,
-     "NVIDIA H200 datasheet: FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 4.8 TB/s", 90},
+     "NVIDIA H200 datasheet: FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 4.8 TB/s", 90,
+     132 * 1.98},
 };
 
 static const gpu_spec *const all[] = {&specs[0], &specs[1], &specs[2], &specs[3], NULL};
@@ -77,6 +85,7 @@ static gpointer cpu_spec_init(gpointer unused) {
   cpu_spec.mem_bw_bps = bw;
   cpu_spec.mem_bytes = mem > 0 ? mem : 8e9;
   cpu_spec.source = cpu_source;
+  cpu_spec.sm_ghz = (double)cores * mhz / 1000.0;
   return NULL;
 }
 

@@ -30,6 +30,8 @@ typedef struct {
   double mem_bytes;        /* device memory, bytes */
   const char *source;      /* where the figures come from */
   int compute_capability;  /* CUDA compute capability x 10 (80 = 8.0); 0 for the CPU */
+  double sm_ghz;           /* multiprocessors x boost clock in GHz (cores x clock for the CPU):
+                            * what a kernel's time above its roofline scales with (kdb_derive) */
 } gpu_spec;
 
 /* Efficiencies of the roofline estimate (documented in kernels/README.md). */

@@ -417,6 +417,11 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
                 "reduces gradients in fp32; leave it out", gpu_precision_name(c->grad_reduce));
     return FALSE;
   }
+  if (c->cuda_graphs) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --cuda-graphs: the real build launches "
+                "every kernel itself; leave it out");
+    return FALSE;
+  }
   if (c->schedule == CFG_SCHED_INTERLEAVED) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --schedule interleaved is not run for "
                 "real yet (a rank holds one stage); use --schedule 1f1b, or --mode sim or "

@@ -7,7 +7,7 @@
  * the first that records an event, or before the next that waits for one (nothing outside the
  * stream can see a point in between). Records each kernel's span from the durations. Returns
  * the index after the batch. */
-static int compute_batch(const exec_stream *s, int i, int it) {
+static int compute_batch(const exec_stream *s, int i, int it, double *host) {
   const exec_stream_ops *o = s->ops;
   const plan_rank *p = s->plan;
   const double t0 = o->now(s->be);
@@ -22,6 +22,10 @@ static int compute_batch(const exec_stream *s, int i, int it) {
               s->rec->rank, it, j, op->kname, op->wait_event, op->record_event);
     kdb_origin origin;
     const double d = o->kernel_time(s->be, op, it, &origin);
+    if (o->host_time) { /* launched by the host: not before it has been */
+      *host += o->host_time(s->be, op, it);
+      if (*host > t) t = *host;
+    }
     rec_kernel(s->rec, j, it, t, t + d, origin);
     t += d;
     last = j;
@@ -41,6 +45,7 @@ void exec_stream_compute(const exec_stream *s) {
       o->iter_begin(s->be, it);
       if (rec_steady(s->rec, it)) s->rec->host_s += o->now(s->be) - h0;
     }
+    double host = o->now(s->be); /* the host starts launching the iteration */
     for (int i = 0; i < p->n_ops;) {
       const plan_op *op = &p->ops[i];
       if (op->stream != PLAN_STREAM_COMPUTE) {
@@ -49,7 +54,7 @@ void exec_stream_compute(const exec_stream *s) {
       }
       if (op->wait_event >= 0) o->ev_wait(s->be, it, op->wait_event);
       if (o->kernel_time) {
-        i = compute_batch(s, i, it);
+        i = compute_batch(s, i, it, &host);
         continue;
       }
       if (s->debug)

@@ -33,6 +33,10 @@ typedef struct {
    * are one activity, with the same timeline. */
   double (*kernel_time)(void *be, const plan_op *op, int iter, kdb_origin *origin);
   void (*run_for)(void *be, double seconds);
+  /* optional, with kernel_time (NULL: none): the host time to launch kernel op `op`. The host
+   * launches the compute ops in order from the start of each iteration, each taking its host
+   * time; a kernel starts when the stream is free and the host has launched it. */
+  double (*host_time)(void *be, const plan_op *op, int iter);
   void (*recv_post)(void *be, const plan_op *op, int iter);  /* posts the receive of a PLAN_RECV */
   /* waits for a posted receive; returns when its sender posted the message (same clock) */
   double (*recv_wait)(void *be, const plan_op *op, int iter);

@@ -16,6 +16,10 @@ struct kdb {
   GHashTable *by_class;   /* "kname prec" -> GArray of int indices (owned key and array) */
   cJSON *prov;            /* provenance object (owned) */
   char *path;             /* the file it was loaded from, NULL if none (owned) */
+  cJSON *host;            /* the framework's host times ("host"), NULL if none (owned) */
+  GHashTable *host_ops;   /* "kname class" -> double * seconds (owned) */
+  double host_other_s;    /* a kernel the table does not name */
+  double opt_fixed_s[2], opt_tensor_s[2]; /* optimizer steps: sgd, adam */
 };
 
 static const char *const origin_names[] = {
@@ -54,6 +58,8 @@ void kdb_free(kdb *db) {
   g_hash_table_destroy(db->by_key);
   g_hash_table_destroy(db->by_class);
   cJSON_Delete(db->prov);
+  cJSON_Delete(db->host);
+  if (db->host_ops) g_hash_table_destroy(db->host_ops);
   g_free(db->name);
   g_free(db->path);
   g_free(db);
@@ -145,6 +151,7 @@ char *kdb_to_json(const kdb *db) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "format", KDB_FORMAT);
   cJSON_AddItemToObject(root, "provenance", cJSON_Duplicate(db->prov, TRUE));
+  if (db->host) cJSON_AddItemToObject(root, "host", cJSON_Duplicate(db->host, TRUE));
   cJSON *arr = cJSON_AddArrayToObject(root, "entries");
   GPtrArray *sorted = g_ptr_array_new();
   for (guint i = 0; i < db->entries->len; i++)
@@ -219,6 +226,75 @@ static char *file_stem(const char *path) {
   return stem;
 }
 
+/* A host time: a number of seconds in [0, 1] (no framework takes a second to launch a kernel). */
+static gboolean host_num(const cJSON *o, const char *field, double *v, const char *path,
+                         const char *where, GError **err) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, field);
+  double d = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+  if (!(d >= 0 && d <= 1)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: host.%s%s: expected a number of seconds in "
+                "[0, 1]", path, where, field);
+    return FALSE;
+  }
+  *v = d;
+  return TRUE;
+}
+
+/* "host": {"ops_s": {"<kname> <fp32|bf16>": s, ...}, "other_s": s,
+ *          "optimizer": {"sgd": {"fixed_s": s, "per_tensor_s": s}, "adam": {...}}, ...} */
+static gboolean host_load(kdb *db, const cJSON *host, const char *path, GError **err) {
+  const cJSON *ops = cJSON_GetObjectItemCaseSensitive(host, "ops_s");
+  const cJSON *opt = cJSON_GetObjectItemCaseSensitive(host, "optimizer");
+  if (!cJSON_IsObject(host) || !cJSON_IsObject(ops) || !cJSON_IsObject(opt)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: host: expected an object with \"ops_s\" and "
+                "\"optimizer\" (objects)", path);
+    return FALSE;
+  }
+  if (!host_num(host, "other_s", &db->host_other_s, path, "", err)) return FALSE;
+  db->host_ops = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  const cJSON *o;
+  cJSON_ArrayForEach(o, ops) {
+    double *v = g_new(double, 1);
+    g_hash_table_replace(db->host_ops, g_strdup(o->string), v);
+    if (!host_num(ops, o->string, v, path, "ops_s.", err)) return FALSE;
+  }
+  static const char *const names[2] = {"sgd", "adam"};
+  for (int k = 0; k < 2; k++) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(opt, names[k]);
+    char *where = g_strdup_printf("optimizer.%s.", names[k]);
+    gboolean ok = cJSON_IsObject(x) &&
+                  host_num(x, "fixed_s", &db->opt_fixed_s[k], path, where, err) &&
+                  host_num(x, "per_tensor_s", &db->opt_tensor_s[k], path, where, err);
+    if (!cJSON_IsObject(x))
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: host.optimizer.%s: expected an object",
+                  path, names[k]);
+    g_free(where);
+    if (!ok) return FALSE;
+  }
+  db->host = cJSON_Duplicate(host, TRUE);
+  return TRUE;
+}
+
+gboolean kdb_has_host(const kdb *db) { return db && db->host; }
+
+double kdb_host_s(const kdb *db, const char *kname, gpu_precision prec, double tensors) {
+  if (!db || !db->host) return 0;
+  if (g_str_has_prefix(kname, "sgd.") || g_str_has_prefix(kname, "adam.")) {
+    int k = kname[0] == 'a';
+    return db->opt_fixed_s[k] + db->opt_tensor_s[k] * tensors;
+  }
+  char key[64];
+  g_snprintf(key, sizeof key, "%s %s", kname,
+             prec == GPU_FP16 || prec == GPU_BF16 ? "bf16" : "fp32");
+  const double *v = g_hash_table_lookup(db->host_ops, key);
+  return v ? *v : db->host_other_s;
+}
+
+const char *kdb_host_str(const kdb *db, const char *field) {
+  const cJSON *v = db && db->host ? cJSON_GetObjectItemCaseSensitive(db->host, field) : NULL;
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
 kdb *kdb_load(const char *name_or_path, GError **err) {
   char *path = dl_resolve("--kernels", "kernels/db", name_or_path, ".json", err);
   if (!path) return NULL;
@@ -257,6 +333,8 @@ kdb *kdb_load_text(const char *path, const char *txt, gsize len, GError **err) {
   cJSON_Delete(db->prov);
   db->prov = cJSON_Duplicate(prov, TRUE);
   db->path = g_strdup(path);
+  const cJSON *host = cJSON_GetObjectItemCaseSensitive(root, "host");
+  if (host && !host_load(db, host, path, err)) goto out;
   const gboolean all_derived = kdb_is_derived(db);
   int i = 0;
   const cJSON *o;
@@ -403,6 +481,17 @@ double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu
   return t;
 }
 
+double kdb_derive_ratio(const kdb_entry *e, const gpu_spec *from, const gpu_spec *to) {
+  double rf = gpu_roofline_s(from, e->prec, e->gemm_like, e->flops, e->bytes);
+  double rt = gpu_roofline_s(to, e->prec, e->gemm_like, e->flops, e->bytes);
+  double t = e->median_s;
+  /* a GEMM-like kernel keeps its distance from the roofline (its efficiency carries over);
+   * another kernel's rest runs on the multiprocessors as a whole */
+  const double s = from->sm_ghz / to->sm_ghz;
+  if (e->gemm_like || !(t > rf) || !(s > 0) || !isfinite(s)) return rt / rf;
+  return (rt + (t - rf) * s) / t;
+}
+
 kdb *kdb_derive(const kdb *src, const gpu_spec *from, const gpu_spec *to) {
   kdb *db = kdb_new(to->name);
   cJSON_Delete(db->prov);
@@ -417,12 +506,14 @@ kdb *kdb_derive(const kdb *src, const gpu_spec *from, const gpu_spec *to) {
   g_free(stem);
   kdb_set_prov_str(db, "derived_from_spec", from->name);
   kdb_set_prov_str(db, "derived_method",
-                   "each measured time scaled by the ratio of the two devices' roofline times "
-                   "for that entry (spec sheets in sim/core/gpuspec.c)");
+                   "each measured time split into the entry's roofline time on the measured "
+                   "device and the rest; the roofline part becomes the target's roofline time, "
+                   "the rest scales with the ratio of multiprocessors x clock (a time under the "
+                   "roofline scales by the roofline ratio alone); spec sheets in "
+                   "sim/core/gpuspec.c");
   for (int i = 0; i < kdb_n_entries(src); i++) {
     kdb_entry e = *kdb_entry_at(src, i);
-    double r = gpu_roofline_s(to, e.prec, e.gemm_like, e.flops, e.bytes) /
-               gpu_roofline_s(from, e.prec, e.gemm_like, e.flops, e.bytes);
+    double r = kdb_derive_ratio(&e, from, to);
     e.median_s *= r;
     e.mean_s *= r;
     e.stddev_s *= r;

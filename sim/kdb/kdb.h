@@ -124,11 +124,30 @@ const kdb_entry *kdb_find(const kdb *db, const char *key);
 double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
                     kdb_origin *origin);
 
+/* The framework's host side, when the database carries it ("host", measured with the kernels:
+ * tests/validation/torch_micro.py): the host time to launch one kernel op, by kernel ("conv2d.fwd")
+ * and precision class (fp32 for fp32/tf32, bf16 for the 16-bit types, which autocast launches),
+ * `other_s` for a kernel it does not name; an optimizer step costs fixed_s + per_tensor_s x
+ * `tensors` (its parameter tensors). 0 without a table. */
+gboolean kdb_has_host(const kdb *db);
+double kdb_host_s(const kdb *db, const char *kname, gpu_precision prec, double tensors);
+/* host.<field> as a string ("framework", "source"), or NULL. Borrowed. */
+const char *kdb_host_str(const kdb *db, const char *field);
+
+/* The factor that turns entry `e`'s time on device `from` into its time on `to`. A GEMM-like
+ * kernel keeps its efficiency: R_to / R_from, the ratio of the entry's roofline times (the
+ * compute ratio for compute-bound shapes, about 1 for launch-bound ones). Another kernel's time
+ * t is its roofline time R_from plus a rest (latency, occupancy, its distance from the memory
+ * roofline) that runs on the multiprocessors: t_to = R_to + (t - R_from) x from->sm_ghz /
+ * to->sm_ghz; a time at or under R_from scales by R_to / R_from alone. Between an H200 and an H100 (same multiprocessors and clock,
+ * 4.8 against 3.35 TB/s) this keeps kernels that do not reach the memory roofline (batch norm,
+ * pooling, small tensors) at their own time instead of scaling all of it by the bandwidth
+ * ratio (tests/validation/README.md has the measured comparison). */
+double kdb_derive_ratio(const kdb_entry *e, const gpu_spec *from, const gpu_spec *to);
+
 /* A database for device `to` derived from `src`, measured on device `from`: every entry's time
- * is scaled by the ratio of the two devices' roofline times for that entry
- * (gpu_roofline_s(to)/gpu_roofline_s(from)), which is the compute ratio for compute-bound shapes
- * and the bandwidth ratio for memory-bound ones. Every entry is marked derived. Provenance:
- * derived = true, derived_from, device = spec_key = to->name. Newly allocated. */
+ * scaled by kdb_derive_ratio. Every entry is marked derived. Provenance: derived = true,
+ * derived_from, device = spec_key = to->name. Newly allocated. */
 kdb *kdb_derive(const kdb *src, const gpu_spec *from, const gpu_spec *to);
 
 #endif

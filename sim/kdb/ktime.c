@@ -27,6 +27,20 @@ double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *orig
   return kdb_kernel_s(k->db, k->gpu, &d, k->precision, origin);
 }
 
+double ktime_host_s(const ktime_source *k, const plan_op *op) {
+  if (!k->host || !kdb_has_host(k->db) || op->kind != PLAN_KERNEL) return 0;
+  double tensors = 0;
+  if (op->params > 0 && k->model->params > 0) {
+    for (int i = 0; i < k->model->n_layers; i++) {
+      const wl_layer *l = &k->model->layers[i];
+      if (l->params <= 0) continue;
+      tensors += 1 + (l->bias || l->kind == WL_BATCHNORM || l->kind == WL_LAYERNORM);
+    }
+    tensors *= (double)op->params / (double)k->model->params;
+  }
+  return kdb_host_s(k->db, op->kname, k->precision, tensors);
+}
+
 double *ktime_layer_times(const ktime_source *k, const cfg_run *c) {
   const wl_model *m = k->model;
   double *t = g_new0(double, m->n_layers);

@@ -17,6 +17,7 @@ typedef struct {
   gpu_precision precision; /* compute precision */
   const wl_model *model;  /* borrowed */
   const kdb *db;          /* kernel database, NULL = roofline only (borrowed) */
+  gboolean host;          /* the framework's host launch times of `db` apply (ktime_host_s) */
 } ktime_source;
 
 /* The kernel-database descriptor of kernel op `op` (kind PLAN_KERNEL) of model `m`; it borrows the
@@ -28,6 +29,14 @@ kdb_kernel ktime_describe(const wl_model *m, const plan_op *op);
  * there is one, else its recorded fixed_s (origin "recorded"), else the lookup of its FLOP and
  * bytes like any other. */
 double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *origin);
+
+/* Host time to launch kernel op `op`, seconds: the database's host table (kdb_host_s) when
+ * k->host, else 0. An optimizer step's parameter tensors are the model's (a weight per layer with
+ * parameters, and a bias where the layer has one or is a normalisation) in the share of the
+ * model's parameters the step updates. The GPU cannot start the op before the host has launched
+ * it; the host launches a rank's compute ops in order from the start of each iteration
+ * (exec/stream.c, exec/analytic/). */
+double ktime_host_s(const ktime_source *k, const plan_op *op);
 
 /* Forward + backward time of each layer for one micro-batch of configuration `c` on one GPU
  * (no split), seconds: what pipeline stages are balanced with. Newly allocated, n_layers

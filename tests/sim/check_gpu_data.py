@@ -9,6 +9,10 @@
   framework's times at (at least) the same keys, one for every kernel but flatten, and not a copy
   of dlsim's; a100-40gb.json exactly what `dlsim kbench --derive-for a100-40gb` makes of the
   latter (every entry marked derived, none faster than on the H200);
+- the H100's databases (dlsim's kernels, PyTorch's), the framework's host times in both
+  PyTorch databases, the derivation rule within 5 % of the summed measured kernel time from the
+  H200 to the H100 and back, and the host launch model moving the host-bound ResNet-18 in bf16
+  towards its real iteration time;
 - predict_gpu.py on the real iterations measured on the H200 (tests/validation/data/
   h200-iter.json) reproduces the validation table: from PyTorch's kernel times each prediction
   is within 20 % of the real median, and from dlsim's own kernels each is slower than real.
@@ -87,6 +91,56 @@ def main(dlsim):
         check("a100-40gb.json: what kbench --derive-for makes of h200-pytorch.json today, every "
               "entry marked derived and none faster than on the H200", ok,
               p.stderr.strip()[-300:])
+
+        # the H100: dlsim's kernels and PyTorch's at the same keys, measured on one H100
+        for name, backend in (("h100-sxm", "cuda"), ("h100-sxm-pytorch", "pytorch")):
+            with open(os.path.join(DB, f"{name}.json")) as f:
+                h = json.load(f)
+            check(f"{name}.json: measured by {backend} on an H100", h["provenance"]["backend"] ==
+                  backend and h["provenance"]["spec_key"] == "h100-sxm" and
+                  not h["provenance"]["derived"] and "H100" in
+                  h["provenance"]["device_full_name"])
+            dbs[name] = h
+        for name in ("h200-pytorch", "h100-sxm-pytorch"):
+            hs = dbs[name].get("host", {})
+            check(f"{name}.json carries the framework's host times", len(hs.get("ops_s", {})) >= 20
+                  and "sgd" in hs.get("optimizer", {}) and "adam" in hs.get("optimizer", {}))
+        # the derivation rule against measurement: H200 -> H100 and back, PyTorch's kernels
+        for frm, to in (("h200-pytorch", "h100-sxm-pytorch"), ("h100-sxm-pytorch",
+                                                               "h200-pytorch")):
+            p = py(os.path.join(REPO, "tests", "validation", "derive_check.py"),
+                   os.path.join(DB, f"{frm}.json"), os.path.join(DB, f"{to}.json"), "--dlsim",
+                   dlsim)
+            first = p.stdout.splitlines()[0] if p.stdout else ""
+            summed = float(first.split("summed time ")[1].split("%")[0]) if "summed" in first \
+                else 99.0
+            check(f"{to} derived from {frm}: summed kernel time within 5 % of the measured "
+                  f"({summed:+.1f} %)", p.returncode == 0 and abs(summed) <= 5, first)
+
+        # the host launch model where the real run is bound by it: ResNet-18 in bf16 on the H100
+        iters = os.path.join(REPO, "tests", "validation", "data", "h100-iter.json")
+        with open(iters) as f:
+            real = {(r["config"]["workload"], r["batch"], r["config"]["precision"]):
+                    r["iteration_s"]["median"] for r in json.load(f) if r.get("iteration_s")}
+        rt = real[("resnet18-cifar100", 128, "bf16")]
+        pred = {}
+        plat = os.path.join(d, "h100.xml")
+        subprocess.run([dlsim, "platform", "--nodes", "1", "--gpus-per-node", "1", "--gpu",
+                        "h100-sxm", "-o", plat], check=True, capture_output=True)
+        for opt in ([], ["--no-host-launch"]):
+            p = subprocess.run([dlsim, "run", "--mode", "analytic", "--workload",
+                                "resnet18-cifar100", "--gpus", "1", "--batch", "128",
+                                "--precision", "bf16", "--platform", plat, "--kernels",
+                                os.path.join(DB, "h100-sxm-pytorch.json"), "--out",
+                                os.path.join(d, "r18.json")] + opt,
+                               capture_output=True, text=True)
+            with open(os.path.join(d, "r18.json")) as f:
+                pred[bool(opt)] = json.load(f)["iteration_time_s"] if p.returncode == 0 else None
+        check("ResNet-18 bf16 on the H100 (host-bound): the host launch model moves the "
+              "prediction towards the real iteration",
+              pred[False] and pred[True] and abs(pred[False] - rt) < abs(pred[True] - rt),
+              f"real {rt * 1e3:.2f} ms, with {pred[False] and pred[False] * 1e3:.2f}, without "
+              f"{pred[True] and pred[True] * 1e3:.2f}")
 
         table = os.path.join(d, "pred.md")
         p = py(os.path.join(REPO, "tests", "validation", "predict_gpu.py"),

@@ -78,6 +78,39 @@ static void test_lookup(void) {
   wl_free(m);
 }
 
+/* kdb_derive_ratio by hand, H200 to H100 (same 132 multiprocessors at 1.98 GHz; 4.8 against
+ * 3.35 TB/s, 80 % of either for the roofline, plus 4 us of launch): a bandwidth-bound entry of
+ * 3.84 GB has the roofline 3.84e9 / (4.8e12 x 0.8) + 4e-6 = 1.004 ms on the H200 and
+ * 3.84e9 / (3.35e12 x 0.8) + 4e-6 = 1.436836 ms on the H100. */
+static void test_derive_ratio(void) {
+  const gpu_spec *h200 = gpu_find("h200"), *h100 = gpu_find("h100-sxm");
+  kdb_entry e = {0};
+  e.prec = GPU_FP32;
+  e.gemm_like = FALSE;
+  e.flops = 1e6;
+  e.bytes = 3.84e9;
+  double rf = 3.84e9 / (4.8e12 * 0.8) + 4e-6, rt = 3.84e9 / (3.35e12 * 0.8) + 4e-6;
+  CU_ASSERT_DOUBLE_EQUAL(gpu_roofline_s(h200, GPU_FP32, FALSE, e.flops, e.bytes), rf, 1e-15);
+  /* 2 ms on the H200, twice its roofline: 1.436836 + (2 - 1.004) = 2.432836 ms on the H100,
+   * not 2 x 1.4311 = 2.862 ms as the bandwidth ratio alone would say */
+  e.median_s = 2e-3;
+  CU_ASSERT_DOUBLE_EQUAL(kdb_derive_ratio(&e, h200, h100) * 2e-3, 2.432836e-3, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(kdb_derive_ratio(&e, h200, h100) * 2e-3, rt + (2e-3 - rf), 1e-15);
+  /* under the roofline (0.5 ms < 1.004 ms): the roofline ratio */
+  e.median_s = 0.5e-3;
+  CU_ASSERT_DOUBLE_EQUAL(kdb_derive_ratio(&e, h200, h100), rt / rf, 1e-12);
+  /* and back: the H100's 2.432836 ms is 2 ms on the H200 */
+  e.median_s = rt + (2e-3 - rf);
+  CU_ASSERT_DOUBLE_EQUAL(kdb_derive_ratio(&e, h100, h200) * e.median_s, 2e-3, 1e-15);
+  /* to an A100 (108 SMs at 1.41 GHz, 1555 GB/s): the rest of a non-GEMM kernel scales with
+   * multiprocessors x clock, 132 x 1.98 / (108 x 1.41) = 1.7163 */
+  const gpu_spec *a100 = gpu_find("a100-40gb");
+  e.median_s = 2e-3;
+  double ra = 3.84e9 / (1555e9 * 0.8) + 4e-6;
+  CU_ASSERT_DOUBLE_EQUAL(kdb_derive_ratio(&e, h200, a100) * 2e-3,
+                         ra + (2e-3 - rf) * (132 * 1.98) / (108 * 1.41), 1e-15);
+}
+
 static void test_roundtrip_and_derive(void) {
   wl_model *m = model();
   kdb *db = kdb_new("a100-40gb");
@@ -105,6 +138,7 @@ static void test_roundtrip_and_derive(void) {
   CU_ASSERT_STRING_EQUAL(kdb_prov_str(d, "derived_from"), stem);
   g_free(stem);
   kdb_origin o;
+  /* a GEMM-like kernel keeps its efficiency: scaled by the ratio of its roofline times */
   double r = gpu_roofline_s(to, GPU_FP32, TRUE, a.flops, a.bytes) /
              gpu_roofline_s(from, GPU_FP32, TRUE, a.flops, a.bytes);
   CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(d, to, &a, GPU_FP32, &o), 1e-3 * r, 1e-15);
@@ -217,7 +251,7 @@ static void test_cpu_spec(void) {
 }
 
 static const dl_cu_test kdb_tests[] = {DL_CU_TEST(test_key), DL_CU_TEST(test_lookup),
-                                       DL_CU_TEST(test_roundtrip_and_derive),
+                                       DL_CU_TEST(test_roundtrip_and_derive), DL_CU_TEST(test_derive_ratio),
                                        DL_CU_TEST(test_device), DL_CU_TEST(test_device_names),
                                        DL_CU_TEST(test_cpu_spec), DL_CU_END};
 const dl_cu_suite dl_cu_suites[] = {{"kdb", kdb_tests}, {NULL, NULL}};

@@ -8,9 +8,12 @@
 #   4. real single-GPU training iterations in PyTorch at the shapes, batches and precisions of the
 #      validation table (tests/validation/torch_iter.py);
 #   5. dlsim's own real run on the GPU (--mode real --device cuda): weights against the CPU twins,
-#      and its times (tests/validation/real_gpu.py; needs mpirun, or DLSIM_MPIRUN naming one).
+#      and its times (tests/validation/real_gpu.py; needs mpirun, or DLSIM_MPIRUN naming one);
+#   6. what a kernel sum misses, through PyTorch: host time per launch by layer kind, L2 size and
+#      rates, kernels cold against warm, GEMM efficiency by shape (tests/validation/torch_micro.py).
 #
-#   tests/validation/run_gpu.sh OUTDIR [STEPS]  STEPS: any of "test db compare iter real" (default all)
+#   tests/validation/run_gpu.sh OUTDIR [STEPS]  STEPS: any of "test db compare iter real micro"
+#                                               (default all)
 #
 # Needs a build with CUDA (build/dlsim, build/libdlsim-cuda.so, build/test_kernels_cuda; DLSIM and
 # TESTBIN name others) and python3 with torch for steps 3 and 4. Everything lands in OUTDIR:
@@ -21,7 +24,7 @@
 # OUTDIR/real.json.
 set -u
 OUT=${1:?usage: run_gpu.sh OUTDIR [STEPS]}
-STEPS=${2:-test db compare iter real}
+STEPS=${2:-test db compare iter real micro}
 DLSIM=${DLSIM:-build/dlsim}
 TESTBIN=${TESTBIN:-build/test_kernels_cuda}
 BUDGET_DB=${BUDGET_DB:-330}          # seconds for the database step (it resumes on the next run)
@@ -86,12 +89,21 @@ if has iter; then
   while read -r w b p; do
     say "   $w batch $b $p"
     timeout 120 python3 tests/validation/torch_iter.py --workload "workloads/$w.json" --batch "$b" \
-      --precision "$p" --out "$OUT/iter-$w-$b-$p.json" >>"$LOG" 2>&1 || say "   status $?"
+      --precision "$p" --iters 12 --warmup 3 --count-kernels --no-fallback \
+      --out "$OUT/iter-$w-$b-$p.json" >>"$LOG" 2>&1 || say "   status $?"
   done <<LIST
-resnet18-cifar100 128 fp32
 resnet18-cifar100 128 bf16
-resnet50-imagenet 64 fp32
+resnet18-cifar100 256 bf16
+resnet18-cifar100 128 fp32
+resnet18-cifar100 256 fp32
+resnet18-cifar100 128 tf32
+resnet18-cifar100 256 tf32
 resnet50-imagenet 64 bf16
+resnet50-imagenet 128 bf16
+resnet50-imagenet 64 fp32
+resnet50-imagenet 128 fp32
+resnet50-imagenet 64 tf32
+resnet50-imagenet 128 tf32
 gpt-1.7b 4 bf16
 LIST
   python3 - "$OUT" <<'PY' || say "   could not merge the results"
@@ -113,5 +125,10 @@ if has real; then
   timeout $((BUDGET_REAL + 60)) python3 tests/validation/real_gpu.py --dlsim "$DLSIM" \
     --out "$OUT/real.json" --budget "$BUDGET_REAL" >>"$LOG" 2>&1
   say "   status $? (0: every weight check passed)"
+fi
+if has micro; then
+  say "6. host launch, L2, warm kernels, GEMM efficiency (PyTorch)"
+  timeout 120 python3 tests/validation/torch_micro.py --out "$OUT/micro.json" >>"$LOG" 2>&1
+  say "   status $?"
 fi
 say "done"

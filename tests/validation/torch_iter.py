@@ -373,6 +373,19 @@ def attempt(torch, a, wl, layers, meta, batch, res):
                peak_memory_bytes=torch.cuda.max_memory_allocated(),
                peak_reserved_bytes=torch.cuda.max_memory_reserved(),
                losses=[float(v) for v in losses])
+    if a.count_kernels:  # the kernels one iteration launches, as the profiler sees them
+        try:
+            from torch.profiler import profile, ProfilerActivity
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                step(new())
+                torch.cuda.synchronize()
+            cuda = torch.autograd.DeviceType.CUDA
+            names = [e.name for e in prof.events() if e.device_type == cuda]
+            res["kernels_per_iter"] = len(names)
+            res["kernels_memcpy_memset"] = sum(1 for n in names if "Memcpy" in n or
+                                               "Memset" in n)
+        except Exception as ex:
+            res["notes"].append(f"kernel count failed: {type(ex).__name__}: {ex}")
     if scaler:
         res["grad_scale"] = {"before_timing": scale0, "after": scaler.get_scale(),
                              "note": "a drop means steps were skipped (overflow) while timed"}
@@ -388,6 +401,8 @@ def main(argv=None):
     ap.add_argument("--out", help="result JSON (rewritten as the run goes)")
     ap.add_argument("--channels-last", action="store_true", help="NHWC images and weights")
     ap.add_argument("--no-fallback", action="store_true", help="no halved batch after an OOM")
+    ap.add_argument("--count-kernels", action="store_true",
+                    help="also count the GPU kernels of one iteration (torch.profiler)")
     ap.add_argument("--dry-run", action="store_true", help="print the layers; no torch")
     ap.add_argument("--check-against", help="with --dry-run: `dlsim workload NAME --json` output")
     a = ap.parse_args(argv)

@@ -51,6 +51,7 @@ typedef struct {
   int registered;           /* op index whose arrival at a collective is recorded, or -1 */
   int next[PLAN_N_STREAMS];  /* index of the next op of each stream */
   double free_at[PLAN_N_STREAMS];
+  double host_t;            /* when the host has launched the compute ops so far (ktime_host_s) */
   double *event_t;          /* NAN until recorded */
   rec_rank *rec;            /* what the rank did (one iteration) */
 } rank_run;
@@ -121,6 +122,8 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
       const int peer = plan_op_peer(rr->plan, op);
       if (op->kind == PLAN_KERNEL) {
         kdb_origin o;
+        rr->host_t += ktime_host_s(ks, op); /* as exec/stream.c: not before the host launched it */
+        if (rr->host_t > start) start = rr->host_t;
         end = start + ktime_kernel_s(ks, op, &o);
         rec_kernel(rr->rec, i, 0, start, end, o);
       } else if (op->kind == PLAN_COLL) {

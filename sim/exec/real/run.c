@@ -421,8 +421,11 @@ static void be_ev_record(void *be, int iter, int ev) {
 }
 
 static const exec_stream_ops real_stream = {
-    be_now,       be_iter_begin, be_kernel, NULL /* kernels run one by one, for real */, NULL,
-    be_recv_post, be_recv_wait,  be_send,   be_sends_wait, be_coll, be_ev_wait, be_ev_record,
+    .now = be_now, .iter_begin = be_iter_begin, .kernel = be_kernel,
+    /* kernels run one by one, for real: no kernel_time, run_for or host_time */
+    .recv_post = be_recv_post, .recv_wait = be_recv_wait, .send = be_send,
+    .sends_wait = be_sends_wait, .coll = be_coll, .ev_wait = be_ev_wait,
+    .ev_record = be_ev_record,
 };
 
 static gpointer compute_thread(gpointer data) {

@@ -181,6 +181,12 @@ static double be_now(void *be) {
   return t;
 }
 
+static double be_host_time(void *be, const plan_op *op, int iter) {
+  (void)be;
+  (void)iter;
+  return ktime_host_s(&shared.ctx.kt, op);
+}
+
 static double be_kernel_time(void *be, const plan_op *op, int iter, kdb_origin *origin) {
   (void)be, (void)iter;
   return ktime_kernel_s(&shared.ctx.kt, op, origin);
@@ -350,8 +356,10 @@ static void be_ev_record(void *be, int iter, int ev) {
 }
 
 static const exec_stream_ops smpi_stream = {
-    be_now,  NULL,        be_kernel,     be_kernel_time, be_run_for, be_recv_post, be_recv_wait,
-    be_send, be_sends_wait, be_coll, be_ev_wait,     be_ev_record,
+    .now = be_now, .kernel = be_kernel, .kernel_time = be_kernel_time, .run_for = be_run_for,
+    .host_time = be_host_time, .recv_post = be_recv_post, .recv_wait = be_recv_wait,
+    .send = be_send, .sends_wait = be_sends_wait, .coll = be_coll, .ev_wait = be_ev_wait,
+    .ev_record = be_ev_record,
 };
 
 /* The compute stream: an actor beside the rank on the same host. */
