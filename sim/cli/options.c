@@ -21,6 +21,7 @@ typedef struct {
   int gpus;
   gboolean no_pp_scatter_gather;
   gboolean no_host_launch;
+  gboolean no_l2_reuse;
   char **simgrid_cfg;
 } raw_opts;
 
@@ -75,6 +76,14 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *
        NULL},
       {"cuda-graphs", 0, 0, G_OPTION_ARG_NONE, &c->cuda_graphs,
        "the iteration runs as CUDA graphs: no host time per kernel launch", NULL},
+      {"autocast", 0, 0, G_OPTION_ARG_NONE, &c->autocast,
+       "with --precision bf16/fp16: PyTorch's automatic mixed precision: each layer's fp32 "
+       "weights cast to 16 bits in every forward and their gradients back in backward, as "
+       "kernels of their own (default: Megatron's way, a 16-bit model copy the optimizer "
+       "writes)", NULL},
+      {"no-l2-reuse", 0, 0, G_OPTION_ARG_NONE, &r->no_l2_reuse,
+       "time every kernel cold, as measured (default: where the kernel database measured the "
+       "GPU's L2, a kernel reads the input its predecessor just wrote from the L2)", NULL},
       {"virtual-stages", 0, 0, G_OPTION_ARG_INT, &c->virtual_stages,
        "with --schedule interleaved: model chunks per pipeline rank (V >= 2)", "V"},
       {"microbatches", 0, 0, G_OPTION_ARG_INT, &c->microbatches, "pipeline micro-batches", "M"},
@@ -250,6 +259,7 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
   }
   if (r->no_pp_scatter_gather) c->pp_scatter_gather = 0;
   if (r->no_host_launch) c->host_launch = FALSE;
+  if (r->no_l2_reuse) c->l2_reuse = FALSE;
   if (r->grad_reduce) {
     gpu_precision g;
     if (!gpu_precision_parse(r->grad_reduce, &g) || g == GPU_TF32) {

@@ -110,6 +110,7 @@ void cfg_init(cfg_run *c) {
   c->grad_reduce = CFG_GRAD_REDUCE_DEFAULT;
   c->pp_scatter_gather = -1;
   c->host_launch = TRUE;
+  c->l2_reuse = TRUE;
   c->mode = CFG_MODE_SIM;
   c->iters = 3;
   c->bucket_bytes = 25.0 * 1024 * 1024; /* PyTorch DDP bucket_cap_mb = 25 (MiB) */
@@ -241,6 +242,19 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
                 "choose one (--zero 3 is --fsdp full)", c->zero, cfg_fsdp_name(c->fsdp));
     return FALSE;
   }
+  if (c->autocast && c->precision != GPU_BF16 && c->precision != GPU_FP16) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--autocast: casts to 16 bits; it needs --precision "
+                "bf16 or fp16, got %s", gpu_precision_name(c->precision));
+    return FALSE;
+  }
+  if (c->autocast && (c->zero || c->fsdp != CFG_FSDP_NONE)) {
+    char opt[32];
+    cfg_sharding_option(c, opt, sizeof opt);
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--autocast %s: sharded parameters are gathered in "
+                "16 bits (FSDP's MixedPrecision, DeepSpeed's fp16/bf16), not cast in every "
+                "forward; leave out --autocast", opt);
+    return FALSE;
+  }
   if (c->fsdp_shard && c->fsdp != CFG_FSDP_HYBRID) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--fsdp-shard-size: only with --fsdp hybrid");
     return FALSE;
@@ -348,6 +362,8 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddBoolToObject(cf, "recompute", c->recompute);
   cJSON_AddBoolToObject(cf, "host_launch", c->host_launch);
   cJSON_AddBoolToObject(cf, "cuda_graphs", c->cuda_graphs);
+  cJSON_AddBoolToObject(cf, "l2_reuse", c->l2_reuse);
+  cJSON_AddBoolToObject(cf, "autocast", c->autocast);
   cJSON_AddNumberToObject(cf, "zero", c->zero);
   cJSON_AddStringToObject(cf, "fsdp", cfg_fsdp_name(c->fsdp));
   cJSON_AddNumberToObject(cf, "fsdp_shard_size", c->fsdp_shard);
@@ -498,7 +514,13 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
       (v = echo_item(&r, "pp_scatter_gather", is_bool, "true or false")))
     c->pp_scatter_gather = cJSON_IsTrue(v);
   /* newer still: without them, no host times (results written before the model had none) */
-  c->host_launch = c->cuda_graphs = FALSE;
+  c->host_launch = c->cuda_graphs = c->l2_reuse = c->autocast = FALSE;
+  if (cJSON_GetObjectItemCaseSensitive(o, "autocast") &&
+      (v = echo_item(&r, "autocast", is_bool, "true or false")))
+    c->autocast = cJSON_IsTrue(v);
+  if (cJSON_GetObjectItemCaseSensitive(o, "l2_reuse") &&
+      (v = echo_item(&r, "l2_reuse", is_bool, "true or false")))
+    c->l2_reuse = cJSON_IsTrue(v);
   if (cJSON_GetObjectItemCaseSensitive(o, "host_launch") &&
       (v = echo_item(&r, "host_launch", is_bool, "true or false")))
     c->host_launch = cJSON_IsTrue(v);

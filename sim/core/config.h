@@ -119,6 +119,11 @@ typedef struct {
   gboolean host_launch; /* the kernel database's framework host times gate the kernels (on by
                            default; --no-host-launch); only a database that carries them has any */
   gboolean cuda_graphs; /* --cuda-graphs: one graph launch per iteration, no host time per kernel */
+  gboolean autocast;   /* --autocast: PyTorch's automatic mixed precision: fp32 weights cast to
+                          16 bits in every forward, their gradients back in backward, no 16-bit
+                          model copy for the optimizer to write (fp16/bf16 only) */
+  gboolean l2_reuse;   /* a kernel reads the input its predecessor just wrote from the L2, where
+                          the kernel database measured the L2 (on by default; --no-l2-reuse) */
   int zero;            /* --zero: ZeRO stage 0 (none), 1 (optimizer state sharded over dp), 2 (and
                           gradients), 3 (and parameters) */
   cfg_fsdp fsdp;       /* --fsdp: PyTorch FSDP's sharding strategy, CFG_FSDP_NONE without */

@@ -111,8 +111,10 @@ static void describe_kernels(run_ctx *x) {
 static gboolean open_kernels(run_ctx *x, GError **err) {
   if (!ktime_open_db(x->cfg.kernels, x->gpu->name, x->cfg.kernels_any_device, &x->db, err))
     return FALSE;
+  double l2b, l2c, l2w;
   x->kt = (ktime_source){x->gpu, x->cfg.precision, x->model, x->db,
-                         x->cfg.host_launch && !x->cfg.cuda_graphs && kdb_has_host(x->db)};
+                         x->cfg.host_launch && !x->cfg.cuda_graphs && kdb_has_host(x->db),
+                         x->cfg.l2_reuse && kdb_l2(x->db, &l2b, &l2c, &l2w)};
   x->layer_t = ktime_layer_times(&x->kt, &x->cfg);
   describe_kernels(x);
   return TRUE;

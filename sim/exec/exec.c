@@ -401,6 +401,11 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
                 "running them; name one grid, e.g. --grid 2x2");
     return FALSE;
   }
+  if (c->autocast) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --autocast: the real build keeps "
+                "one fp32 copy of the weights and rounds inside its kernels; leave it out");
+    return FALSE;
+  }
   if (c->device == CFG_DEVICE_CPU && (c->precision == GPU_FP16 || c->precision == GPU_BF16)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--mode real: --precision %s: the CPU kernels compute in fp32; use --precision "

@@ -20,6 +20,8 @@ struct kdb {
   GHashTable *host_ops;   /* "kname class" -> double * seconds (owned) */
   double host_other_s;    /* a kernel the table does not name */
   double opt_fixed_s[2], opt_tensor_s[2]; /* optimizer steps: sgd, adam */
+  cJSON *l2;              /* the GPU's L2 as measured ("l2"), NULL if none (owned) */
+  double l2_bytes, l2_cold_Bps, l2_warm_Bps;
 };
 
 static const char *const origin_names[] = {
@@ -59,6 +61,7 @@ void kdb_free(kdb *db) {
   g_hash_table_destroy(db->by_class);
   cJSON_Delete(db->prov);
   cJSON_Delete(db->host);
+  cJSON_Delete(db->l2);
   if (db->host_ops) g_hash_table_destroy(db->host_ops);
   g_free(db->name);
   g_free(db->path);
@@ -152,6 +155,7 @@ char *kdb_to_json(const kdb *db) {
   cJSON_AddStringToObject(root, "format", KDB_FORMAT);
   cJSON_AddItemToObject(root, "provenance", cJSON_Duplicate(db->prov, TRUE));
   if (db->host) cJSON_AddItemToObject(root, "host", cJSON_Duplicate(db->host, TRUE));
+  if (db->l2) cJSON_AddItemToObject(root, "l2", cJSON_Duplicate(db->l2, TRUE));
   cJSON *arr = cJSON_AddArrayToObject(root, "entries");
   GPtrArray *sorted = g_ptr_array_new();
   for (guint i = 0; i < db->entries->len; i++)
@@ -275,6 +279,34 @@ static gboolean host_load(kdb *db, const cJSON *host, const char *path, GError *
   return TRUE;
 }
 
+/* "l2": {"bytes": B, "cold_read_Bps": r, "warm_read_Bps": w, ...}: w > r > 0, B > 0. */
+static gboolean l2_load(kdb *db, const cJSON *l2, const char *path, GError **err) {
+  static const char *const f[3] = {"bytes", "cold_read_Bps", "warm_read_Bps"};
+  double v[3] = {0, 0, 0};
+  for (int k = 0; k < 3; k++) {
+    const cJSON *x = cJSON_IsObject(l2) ? cJSON_GetObjectItemCaseSensitive(l2, f[k]) : NULL;
+    v[k] = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+    if (!(v[k] > 0 && v[k] < 1e18) || (k == 2 && !(v[2] > v[1]))) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: l2.%s: expected a positive number%s", path,
+                  f[k], k == 2 ? " above l2.cold_read_Bps" : "");
+      return FALSE;
+    }
+  }
+  db->l2_bytes = v[0];
+  db->l2_cold_Bps = v[1];
+  db->l2_warm_Bps = v[2];
+  db->l2 = cJSON_Duplicate(l2, TRUE);
+  return TRUE;
+}
+
+gboolean kdb_l2(const kdb *db, double *bytes, double *cold_Bps, double *warm_Bps) {
+  if (!db || !db->l2) return FALSE;
+  *bytes = db->l2_bytes;
+  *cold_Bps = db->l2_cold_Bps;
+  *warm_Bps = db->l2_warm_Bps;
+  return TRUE;
+}
+
 gboolean kdb_has_host(const kdb *db) { return db && db->host; }
 
 double kdb_host_s(const kdb *db, const char *kname, gpu_precision prec, double tensors) {
@@ -335,6 +367,8 @@ kdb *kdb_load_text(const char *path, const char *txt, gsize len, GError **err) {
   db->path = g_strdup(path);
   const cJSON *host = cJSON_GetObjectItemCaseSensitive(root, "host");
   if (host && !host_load(db, host, path, err)) goto out;
+  const cJSON *l2 = cJSON_GetObjectItemCaseSensitive(root, "l2");
+  if (l2 && !l2_load(db, l2, path, err)) goto out;
   const gboolean all_derived = kdb_is_derived(db);
   int i = 0;
   const cJSON *o;

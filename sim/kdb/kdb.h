@@ -131,6 +131,11 @@ double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu
  * `tensors` (its parameter tensors). 0 without a table. */
 gboolean kdb_has_host(const kdb *db);
 double kdb_host_s(const kdb *db, const char *kname, gpu_precision prec, double tensors);
+/* The GPU's L2 as measured with the database ("l2", tests/validation/torch_micro.py): its size,
+ * and the rates at which a kernel reads a buffer evicted from it (cold, as kernels are timed:
+ * after a flush) and one just written into it (warm). FALSE without. */
+gboolean kdb_l2(const kdb *db, double *bytes, double *cold_Bps, double *warm_Bps);
+
 /* host.<field> as a string ("framework", "source"), or NULL. Borrowed. */
 const char *kdb_host_str(const kdb *db, const char *field);
 

@@ -24,11 +24,21 @@ double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *orig
     }
   }
   kdb_kernel d = ktime_describe(k->model, op);
-  return kdb_kernel_s(k->db, k->gpu, &d, k->precision, origin);
+  double t = kdb_kernel_s(k->db, k->gpu, &d, k->precision, origin);
+  double l2, cold, warm;
+  if (k->l2 && op->warm_bytes > 0 && kdb_l2(k->db, &l2, &cold, &warm) &&
+      op->warm_bytes + op->out_bytes <= l2) {
+    const double floor_s = op->warm_bytes / warm;
+    const double w = t - op->warm_bytes * (1.0 / cold - 1.0 / warm);
+    t = w > floor_s ? w : (floor_s < t ? floor_s : t);
+  }
+  return t;
 }
 
 double ktime_host_s(const ktime_source *k, const plan_op *op) {
   if (!k->host || !kdb_has_host(k->db) || op->kind != PLAN_KERNEL) return 0;
+  /* autocast's casts are launched inside the layer's own dispatch, which the table measured */
+  if (g_str_has_prefix(op->kname, "cast.")) return 0;
   double tensors = 0;
   if (op->params > 0 && k->model->params > 0) {
     for (int i = 0; i < k->model->n_layers; i++) {

@@ -18,6 +18,8 @@ typedef struct {
   const wl_model *model;  /* borrowed */
   const kdb *db;          /* kernel database, NULL = roofline only (borrowed) */
   gboolean host;          /* the framework's host launch times of `db` apply (ktime_host_s) */
+  gboolean l2;            /* a kernel whose input the previous one just wrote reads it from
+                             the L2 that `db` describes (ktime_kernel_s) */
 } ktime_source;
 
 /* The kernel-database descriptor of kernel op `op` (kind PLAN_KERNEL) of model `m`; it borrows the
@@ -27,7 +29,10 @@ kdb_kernel ktime_describe(const wl_model *m, const plan_op *op);
 /* Duration in seconds of kernel op `op` (kind PLAN_KERNEL), and where the figure comes from. An
  * op read from an execution trace (plan/trace.h) takes the database's entry of its kdb_key when
  * there is one, else its recorded fixed_s (origin "recorded"), else the lookup of its FLOP and
- * bytes like any other. */
+ * bytes like any other. With k->l2 and a database that measured its GPU's L2 (kdb_l2), a kernel
+ * whose warm_bytes the previous kernel just wrote, and whose warm_bytes + out_bytes fit in the
+ * L2, reads them at the warm rate instead of the cold one its time was measured at: it takes
+ * warm_bytes x (1/cold - 1/warm) less, and never less than reading them warm. */
 double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *origin);
 
 /* Host time to launch kernel op `op`, seconds: the database's host table (kdb_host_s) when

@@ -99,6 +99,24 @@ static void boundary_recv(plan_builder *b, const stage_ctx *s, plan_phase ph, in
                 whole, TRUE, pending);
 }
 
+/* --autocast: the bytes of layer `l`'s weights on this rank that autocast casts (a GEMM-like
+ * layer with weights; a tied output layer casts its table), 0 for none. One cast reads them in
+ * fp32 and writes them in 16 bits (6 bytes a parameter); the gradient's cast back in backward
+ * the same. MoE experts are not modelled. */
+static double autocast_bytes(const wl_model *m, const cfg_run *c, const wl_layer *l,
+                             const plan_shard *x) {
+  if (!c->autocast || (l->kind != WL_LINEAR && l->kind != WL_CONV2D)) return 0;
+  int64_t w = l->params ? l->params : l->tied_to >= 0 ? m->layers[l->tied_to].params : 0;
+  return 6.0 * (double)w / x->split;
+}
+
+static void autocast_kernel(plan_builder *b, const stage_ctx *s, int i, plan_phase ph,
+                            const char *kn, int *pending) {
+  const plan_shard *x = &s->role[i];
+  const double bytes = autocast_bytes(s->m, s->c, &s->m->layers[i], x);
+  if (bytes > 0) plan_b_kernel(b, ph, i, kn, FALSE, 0, bytes, x->samples, x->split, pending);
+}
+
 static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int mb,
                          int *pending) {
   const wl_model *m = s->m;
@@ -116,6 +134,7 @@ static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int 
       plan_moe_layer(b, p, s->c, l, i, mb, TRUE, FALSE, x, s->ep_i, pending);
     } else {
       char kn[40];
+      autocast_kernel(b, s, i, PLAN_PH_FWD, "cast.fwd", pending);
       g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
       layer_kernels(b, s->rank, x, i, mb, 0, kn, wl_kind_gemm_like(l->kind),
                     l->fwd_flops * x->samples / x->split, fwd_mem(l, x, s->dt), pending);
@@ -149,6 +168,7 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
     } else {
       char kn[40];
       if (c->recompute) { /* the forward again, from the stashed block input */
+        autocast_kernel(b, s, i, PLAN_PH_BWD, "cast.fwd", pending);
         g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
         const double share = x->domain ? x->row_share : 1.0;
         plan_op *k = plan_b_kernel(b, PLAN_PH_BWD, i, kn, wl_kind_gemm_like(l->kind),
@@ -159,6 +179,7 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
       g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
       layer_kernels(b, s->rank, x, i, mb, 1, kn, wl_kind_gemm_like(l->kind),
                     l->bwd_flops * x->samples / x->split, 2.0 * fwd_mem(l, x, s->dt), pending);
+      autocast_kernel(b, s, i, PLAN_PH_BWD, "cast.bwd", pending);
     }
     if (x->bwd_coll != COLL_OP_COUNT)
       plan_b_coll(b, PLAN_PH_BWD, i, x->bwd_coll, PLAN_GRP_TP, x->bwd_why, x->bwd_bytes, TRUE,
@@ -182,7 +203,8 @@ static void optimizer_step(plan_builder *b, plan_rank *p, const wl_model *m, con
     if (op->stream == PLAN_STREAM_COMM && op->record_event >= 0) last_comm = op->record_event;
   }
   const gboolean adam = m->optimizer == WL_OPT_ADAM;
-  const gboolean mixed = c->precision == GPU_FP16 || c->precision == GPU_BF16;
+  /* Megatron's mixed precision: the step also writes the 16-bit model copy (autocast has none) */
+  const gboolean mixed = (c->precision == GPU_FP16 || c->precision == GPU_BF16) && !c->autocast;
   const double bytes_pp = (adam ? 7 : 5) * 4 + (mixed ? 2 * 2 : 0);
   /* with ZeRO or FSDP the step updates this rank's shard of its parameters */
   const int N = plan_shard_degree(c);
@@ -211,6 +233,45 @@ static gboolean stage_layers(const wl_model *m, const cfg_run *c, const int *sta
       return FALSE;
     }
   return TRUE;
+}
+
+/* Whether layer `l` reads the output of layer `j`. */
+static gboolean layer_reads(const wl_layer *l, int j) {
+  for (int k = 0; k < l->n_inputs; k++)
+    if (l->inputs[k] == j) return TRUE;
+  return FALSE;
+}
+
+/* Marks the kernels whose input the previous kernel of the compute stream has just written:
+ * a forward after the forward of the layer it reads, a backward after the backward of a layer
+ * that reads it (the gradient of its output), autocast's casts in between or not. Layers split
+ * over ranks are left out: their tensors are not whole on the rank. What the kernel gains from
+ * it is the database's to say (ktime_kernel_s). */
+static void plan_mark_warm(plan_rank *p, const wl_model *m, const cfg_run *c) {
+  if (c->domain_conv) return; /* images split by rows: no layer's tensors are whole */
+  const double dt = gpu_precision_bytes(c->precision);
+  const plan_op *q = NULL;
+  for (int i = 0; i < p->n_ops; i++) {
+    plan_op *op = &p->ops[i];
+    if (op->stream != PLAN_STREAM_COMPUTE) continue;
+    if (op->kind == PLAN_KERNEL && q && q->kind == PLAN_KERNEL && op->layer >= 0 &&
+        q->layer >= 0 && op->split == 1 && q->split == 1 && q->microbatch == op->microbatch) {
+      const wl_layer *l = &m->layers[op->layer];
+      const gboolean fwd = g_str_has_suffix(op->kname, ".fwd");
+      const gboolean qfwd = g_str_has_suffix(q->kname, ".fwd");
+      const double n = (double)op->samples;
+      if (fwd && qfwd && layer_reads(l, q->layer)) {
+        op->warm_bytes = (double)m->layers[q->layer].out_elems * n * dt;
+        op->out_bytes = (double)l->out_elems * n * dt;
+      } else if (!fwd && !qfwd && g_str_has_suffix(op->kname, ".bwd") &&
+                 layer_reads(&m->layers[q->layer], op->layer)) {
+        op->warm_bytes = (double)l->out_elems * n * dt;
+        op->out_bytes = (double)l->in.c * l->in.h * l->in.w * n * dt;
+      }
+    }
+    /* autocast's weight casts do not count: small next to the activations they sit between */
+    if (!g_str_has_prefix(op->kname, "cast.")) q = op;
+  }
 }
 
 plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
@@ -295,5 +356,6 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
   p->ops = (plan_op *)g_array_free(b.ops, FALSE);
   p->n_events = b.n_events;
   g_free(role);
+  plan_mark_warm(p, m, c);
   return p;
 }

@@ -75,6 +75,11 @@ typedef struct {
   plan_part part;        /* which part of the layer's work */
   gboolean recompute;  /* a forward kernel re-run in backward (--recompute) */
   int64_t params;      /* optimizer step: parameters it updates; 0 otherwise */
+  double warm_bytes;   /* bytes of its input that the previous kernel of the stream just wrote
+                          (a producer's output before its forward, a consumer's input gradient
+                          before its backward; unsplit layers), 0 for none (plan_mark_warm) */
+  double out_bytes;    /* with warm_bytes: the bytes this kernel writes (output, or input
+                          gradient), which must fit in the L2 beside them */
   /* PLAN_COLL, PLAN_SEND, PLAN_RECV */
   coll_op coll;        /* which collective (coll.h) */
   plan_group group;

@@ -51,17 +51,19 @@ def main(argv=None):
     return table(runs, dbs, rows, a.out)
 
 
-def simulate(dlsim, workload, batch, precision, db, gpu, tmp, plats):
+def simulate(dlsim, workload, batch, precision, db, gpu, tmp, plats, autocast=False):
     """The result of `dlsim run --mode sim` of one training iteration on one GPU of model `gpu`
-    (a platform made once per model in `plats`) with kernel database `db`."""
+    (a platform made once per model in `plats`) with kernel database `db`; `autocast`: 16-bit
+    runs as PyTorch's automatic mixed precision (--autocast)."""
     if gpu not in plats:
         plats[gpu] = os.path.join(tmp, f"{gpu}.xml")
         run([dlsim, "platform", "--nodes", "1", "--gpus-per-node", "1", "--gpu", gpu,
              "-o", plats[gpu]])
     out = os.path.join(tmp, "r.json")
+    amp = ["--autocast"] if autocast and precision in ("fp16", "bf16") else []
     run([dlsim, "run", "--mode", "sim", "--platform", plats[gpu], "--gpus", "1",
          "--workload", workload, "--batch", str(batch), "--precision", precision,
-         "--kernels", db, "--iters", "1", "--out", out])
+         "--kernels", db, "--iters", "1", "--out", out] + amp)
     with open(out) as f:
         return json.load(f)
 
@@ -76,7 +78,9 @@ def predict(dlsim, runs, dbs, tmp):
         row = {"workload": c["workload"], "batch": r["batch"], "precision": c["precision"],
                "real_s": real, "real_min_s": r["iteration_s"]["min"], "pred": {}}
         for label, path, gpu in dbs:
-            res = simulate(dlsim, c["workload"], r["batch"], c["precision"], path, gpu, tmp, plats)
+            # torch_iter.py trains fp16/bf16 under torch.autocast
+            res = simulate(dlsim, c["workload"], r["batch"], c["precision"], path, gpu, tmp, plats,
+                           autocast=True)
             k = res["kernel_db"]
             row["pred"][label] = {
                 "s": res["iteration_time_s"], "err": res["iteration_time_s"] / real - 1,
