@@ -14,6 +14,8 @@ struct kdb {
   GArray *entries;        /* kdb_entry, owned strings */
   GHashTable *by_key;     /* key (its own copy) -> index+1 into entries */
   GHashTable *by_class;   /* "kname prec" -> GArray of int indices (owned key and array) */
+  GHashTable *by_shape;   /* the key without its " n=<samples>" -> GArray of int indices: one
+                             kernel shape at several batch sizes (owned key and array) */
   cJSON *prov;            /* provenance object (owned) */
   char *path;             /* the file it was loaded from, NULL if none (owned) */
   cJSON *host;            /* the framework's host times ("host"), NULL if none (owned) */
@@ -42,6 +44,7 @@ kdb *kdb_new(const char *name) {
   db->entries = g_array_new(FALSE, TRUE, sizeof(kdb_entry));
   db->by_key = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   db->by_class = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, class_free);
+  db->by_shape = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, class_free);
   db->prov = cJSON_CreateObject();
   return db;
 }
@@ -59,6 +62,7 @@ void kdb_free(kdb *db) {
   g_array_free(db->entries, TRUE);
   g_hash_table_destroy(db->by_key);
   g_hash_table_destroy(db->by_class);
+  g_hash_table_destroy(db->by_shape);
   cJSON_Delete(db->prov);
   cJSON_Delete(db->host);
   cJSON_Delete(db->l2);
@@ -100,6 +104,29 @@ static char *class_key(const char *kname, gpu_precision p) {
   return g_strdup_printf("%s %s", kname, gpu_precision_name(p));
 }
 
+/* `key` without its " n=<samples>" token (newly allocated), and the samples in *n; NULL when the
+ * key has none (optimizer steps). */
+static char *shape_key(const char *key, int64_t *n) {
+  const char *p = strstr(key, " n=");
+  if (!p) return NULL;
+  char *end = NULL;
+  gint64 v = g_ascii_strtoll(p + 3, &end, 10);
+  if (end == p + 3 || v <= 0) return NULL;
+  *n = v;
+  return g_strdup_printf("%.*s%s", (int)(p - key), key, end);
+}
+
+static void index_add(GHashTable *h, char *owned_key, int idx) {
+  GArray *a = g_hash_table_lookup(h, owned_key);
+  if (!a) {
+    a = g_array_new(FALSE, FALSE, sizeof(int));
+    g_hash_table_insert(h, owned_key, a);
+  } else {
+    g_free(owned_key);
+  }
+  g_array_append_val(a, idx);
+}
+
 void kdb_add(kdb *db, const kdb_entry *e) {
   gpointer idx1 = g_hash_table_lookup(db->by_key, e->key);
   kdb_entry copy = *e;
@@ -115,15 +142,10 @@ void kdb_add(kdb *db, const kdb_entry *e) {
   g_array_append_val(db->entries, copy);
   int idx = (int)db->entries->len - 1;
   g_hash_table_insert(db->by_key, g_strdup(copy.key), GINT_TO_POINTER(idx + 1));
-  char *ck = class_key(copy.kname, copy.prec);
-  GArray *cls = g_hash_table_lookup(db->by_class, ck);
-  if (!cls) {
-    cls = g_array_new(FALSE, FALSE, sizeof(int));
-    g_hash_table_insert(db->by_class, ck, cls);
-  } else {
-    g_free(ck);
-  }
-  g_array_append_val(cls, idx);
+  index_add(db->by_class, class_key(copy.kname, copy.prec), idx);
+  int64_t n;
+  char *sk = shape_key(copy.key, &n);
+  if (sk) index_add(db->by_shape, sk, idx);
 }
 
 void kdb_set_prov_str(kdb *db, const char *field, const char *value) {
@@ -465,6 +487,41 @@ const kdb_entry *kdb_find(const kdb *db, const char *key) {
   return idx1 ? kdb_entry_at(db, GPOINTER_TO_INT(idx1) - 1) : NULL;
 }
 
+/* The same kernel shape measured at other batch sizes: between two, the achieved rate
+ * (samples/s) interpolated linearly in log(samples); outside them, the nearest one's time
+ * scaled by the roofline's (its FLOP and bytes at the two sizes, plus the launch), so a larger
+ * batch is never slower per sample than the largest measured, and a smaller one keeps the
+ * launch. -1 when the shape was measured at no batch size. */
+static double same_shape_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k,
+                           gpu_precision prec, const char *key) {
+  int64_t n = 0;
+  char *sk = shape_key(key, &n);
+  GArray *grp = sk ? g_hash_table_lookup(db->by_shape, sk) : NULL;
+  g_free(sk);
+  if (!grp || n <= 0) return -1;
+  const kdb_entry *lo = NULL, *hi = NULL;
+  int64_t nlo = 0, nhi = 0;
+  for (guint i = 0; i < grp->len; i++) {
+    const kdb_entry *e = kdb_entry_at(db, g_array_index(grp, int, i));
+    int64_t m = 0;
+    char *k2 = shape_key(e->key, &m);
+    g_free(k2);
+    if (m <= 0 || e->median_s <= 0) continue;
+    if (m <= n && (!lo || m > nlo)) lo = e, nlo = m;
+    if (m >= n && (!hi || m < nhi)) hi = e, nhi = m;
+  }
+  if (lo && hi && nhi > nlo) {
+    double rlo = (double)nlo / lo->median_s, rhi = (double)nhi / hi->median_s;
+    double f = (log((double)n) - log((double)nlo)) / (log((double)nhi) - log((double)nlo));
+    return (double)n / (rlo + f * (rhi - rlo));
+  }
+  const kdb_entry *e = lo ? lo : hi;
+  if (!e) return -1;
+  if (!gpu) gpu = gpu_find("cpu");
+  return e->median_s * gpu_roofline_s(gpu, prec, k->gemm_like, k->flops, k->bytes) /
+         gpu_roofline_s(gpu, prec, k->gemm_like, e->flops, e->bytes);
+}
+
 double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
                     kdb_origin *origin) {
   kdb_origin o = KDB_ESTIMATED;
@@ -472,11 +529,13 @@ double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu
   if (db) {
     char *key = kdb_key(k, prec);
     const kdb_entry *e = kdb_find(db, key);
-    g_free(key);
     if (e) {
       o = e->derived ? KDB_DERIVED : KDB_MEASURED;
       t = e->median_s;
+    } else if ((t = same_shape_s(db, gpu, k, prec, key)) >= 0) {
+      o = KDB_INTERPOLATED;
     }
+    g_free(key);
     char *ck = class_key(k->kname, prec);
     GArray *cls = t < 0 ? g_hash_table_lookup(db->by_class, ck) : NULL;
     g_free(ck);

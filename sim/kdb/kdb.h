@@ -7,11 +7,17 @@
  * measured time (median, mean, stddev, repeats). Lookup order:
  *   1. MEASURED, or DERIVED when the entry was scaled from another device's measurement
  *      (kdb_derive): an entry with the op's exact key;
- *   2. INTERPOLATED: entries of the same kname and precision exist: the two nearest in size
- *      (FLOP for GEMM-like kernels, bytes for bandwidth-bound ones) on a log scale give achieved
- *      rates r = size/time; the op's rate is interpolated linearly in log(size) between them and
- *      clamped to the nearer one outside the measured range; time = size / rate;
- *   3. ESTIMATED: the roofline of the device's spec sheet (gpu_roofline_s).
+ *   2. INTERPOLATED, from the same shape: the op's key but for its batch (" n=") was measured
+ *      at other batch sizes: between two, the achieved rate (samples/s) interpolated linearly
+ *      in log(samples); outside them, the nearest one's time scaled by the roofline's ratio
+ *      between the two sizes (a larger batch never slower per sample than the largest
+ *      measured, a smaller one keeping the launch);
+ *   3. INTERPOLATED, from other shapes: entries of the same kname and precision exist: the two
+ *      nearest in size (FLOP for GEMM-like kernels, bytes for bandwidth-bound ones) on a log
+ *      scale give achieved rates r = size/time; the op's rate is interpolated linearly in
+ *      log(size) between them and clamped to the nearer one outside the measured range;
+ *      time = size / rate;
+ *   4. ESTIMATED: the roofline of the device's spec sheet (gpu_roofline_s).
  *
  * File format: {"format": "dlsim-kdb-1", "provenance": {...}, "entries": [{"key", "kname",
  * "precision", "gemm_like", "flops", "bytes", "median_s", "mean_s", "stddev_s", "repeats",

@@ -63,10 +63,31 @@ static void test_lookup(void) {
   double t = kdb_kernel_s(db, gpu_find("a100-40gb"), &mid, GPU_FP32, &o);
   CU_ASSERT_EQUAL(o, KDB_INTERPOLATED);
   CU_ASSERT_DOUBLE_EQUAL(t, 1.6e-3, 1e-12);
-  /* above the range: clamped to the largest's rate: 4 × 4 ms */
+  /* above the range, the same shape: the largest's time scaled by the A100's roofline at the
+   * two sizes (fp32 GEMM at 60 % of 19.5 TFLOP/s, 80 % of 1555 GB/s, plus 4 us):
+   * 256: 134,348,800 FLOP / 11.7e12 + 4 us = 15.4828 us;
+   * 1024: 537,395,200 FLOP / 11.7e12 + 4 us = 49.9312 us; 4 ms x 49.9312 / 15.4828 = 12.8998 ms,
+   * not the 16 ms of the largest's rate: the launch does not grow with the batch */
   t = kdb_kernel_s(db, gpu_find("a100-40gb"), &big, GPU_FP32, &o);
   CU_ASSERT_EQUAL(o, KDB_INTERPOLATED);
-  CU_ASSERT_DOUBLE_EQUAL(t, 16e-3, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(t, 4e-3 * (537395200.0 / 11.7e12 + 4e-6) / (134348800.0 / 11.7e12 + 4e-6),
+                         1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(t, 12.8998e-3, 1e-7);
+  /* below the range: 4 samples from 16, both bandwidth-bound on the roofline (the weights):
+   * 1 ms x (1,067,008 B / 1.244e12 + 4 us) / (1,116,160 B / 1.244e12 + 4 us)
+   * = 1 ms x 4.857723 / 4.897235 = 0.991932 ms */
+  kdb_kernel small = fc2_op(m, 4);
+  t = kdb_kernel_s(db, gpu_find("a100-40gb"), &small, GPU_FP32, &o);
+  CU_ASSERT_EQUAL(o, KDB_INTERPOLATED);
+  CU_ASSERT_DOUBLE_EQUAL(t, 0.991932e-3, 1e-9);
+  /* another shape of the same kernel (fc3, 512 -> 10, 656,000 FLOP at 64 samples): the class,
+   * by size: under the smallest entry, its rate, 8.3968 GFLOP/s: 78.125 us */
+  kdb_kernel fc3 = {"linear.fwd", &m->layers[4], 64, 1, 0, TRUE, m->layers[4].fwd_flops * 64,
+                    4.0 * (512 * 64 + 10 * 64 + 5130)};
+  CU_ASSERT_DOUBLE_EQUAL(fc3.flops, 656000.0, 1e-6);
+  t = kdb_kernel_s(db, gpu_find("a100-40gb"), &fc3, GPU_FP32, &o);
+  CU_ASSERT_EQUAL(o, KDB_INTERPOLATED);
+  CU_ASSERT_DOUBLE_EQUAL(t, 78.125e-6, 1e-12);
   /* other precision or other kernel: roofline of the spec sheet */
   const gpu_spec *g = gpu_find("a100-40gb");
   t = kdb_kernel_s(db, g, &mid, GPU_TF32, &o);
