@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from checklib import check, finish, run
+from checklib import check, finish, refused, run
 
 BW = 1555e9 * 0.8  # A100-40GB, 80 % of the datasheet bandwidth (sim/core/gpuspec.c)
 LAUNCH = 4e-6
@@ -65,10 +65,7 @@ def main(dlsim):
                 cmd += ["--gpus", "1"]
             if "--mode" not in args:
                 cmd += ["--mode", "analytic"]
-            p = subprocess.run(cmd, capture_output=True, text=True)
-            lines = p.stderr.strip().splitlines()
-            check(f"--autocast with {what}: exit 2, one line", p.returncode == 2 and
-                  len(lines) == 1 and "--autocast" in lines[0], p.stderr.strip())
+            refused(dlsim, cmd[1:], "--autocast")
     return finish()
 
 

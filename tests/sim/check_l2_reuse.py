@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 
-from checklib import check, finish, run
+from checklib import check, finish, refused, run
 
 COLD, WARM = 1e12, 2e12
 
@@ -78,11 +78,7 @@ def main(dlsim):
                             "l2.warm_read_Bps"),
                            ({"bytes": 1e9, "warm_read_Bps": WARM}, "l2.cold_read_Bps")):
             path = db("bad.json", bad)
-            p = subprocess.run([dlsim, "run", "--mode", "analytic", *base, "--kernels", path],
-                               capture_output=True, text=True)
-            lines = p.stderr.strip().splitlines()
-            check(f"a bad {field}: exit 2 and one line naming it", p.returncode == 2 and
-                  len(lines) == 1 and field in lines[0] and path in lines[0], p.stderr.strip())
+            refused(dlsim, ["run", "--mode", "analytic", *base, "--kernels", path], field, path)
     return finish()
 
 

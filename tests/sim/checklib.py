@@ -27,3 +27,13 @@ def run(dlsim, workdir, *args):
     subprocess.run([dlsim, "run", "--out", out, *args], check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
         return json.load(f)
+
+
+def refused(dlsim, args, needle, path=None):
+    """Runs `dlsim ARGS` and checks the documented refusal: exit status 2 and one line on
+    standard error that names `needle` (and `path`, the file, when given)."""
+    p = subprocess.run([dlsim, *args], capture_output=True, text=True)
+    lines = p.stderr.strip().splitlines()
+    check(f"refused, naming {needle}: exit 2 and one line", p.returncode == 2 and
+          len(lines) == 1 and needle in lines[0] and (path is None or path in lines[0]),
+          p.stderr.strip())

@@ -29,23 +29,13 @@ section, and a section that fails records its error and the next one runs.
 """
 import argparse
 import datetime
-import json
 import os
 import statistics
 import sys
 import time
 
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def write_atomic(path, obj):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_iter import log, write_atomic  # noqa: E402
 
 
 class Timer:
