@@ -23,6 +23,8 @@ struct kdb {
   double host_other_s;    /* a kernel the table does not name */
   double opt_fixed_s[2], opt_tensor_s[2]; /* optimizer steps: sgd, adam */
   cJSON *l2;              /* the GPU's L2 as measured ("l2"), NULL if none (owned) */
+  cJSON *gemm_eff;        /* "gemm_efficiency", NULL if none (owned) */
+  GArray *eff[GPU_N_PRECISIONS]; /* (log FLOP, efficiency) pairs by rising FLOP, or NULL */
   double l2_bytes, l2_cold_Bps, l2_warm_Bps;
 };
 
@@ -66,6 +68,9 @@ void kdb_free(kdb *db) {
   cJSON_Delete(db->prov);
   cJSON_Delete(db->host);
   cJSON_Delete(db->l2);
+  cJSON_Delete(db->gemm_eff);
+  for (int i = 0; i < GPU_N_PRECISIONS; i++)
+    if (db->eff[i]) g_array_free(db->eff[i], TRUE);
   if (db->host_ops) g_hash_table_destroy(db->host_ops);
   g_free(db->name);
   g_free(db->path);
@@ -178,6 +183,8 @@ char *kdb_to_json(const kdb *db) {
   cJSON_AddItemToObject(root, "provenance", cJSON_Duplicate(db->prov, TRUE));
   if (db->host) cJSON_AddItemToObject(root, "host", cJSON_Duplicate(db->host, TRUE));
   if (db->l2) cJSON_AddItemToObject(root, "l2", cJSON_Duplicate(db->l2, TRUE));
+  if (db->gemm_eff)
+    cJSON_AddItemToObject(root, "gemm_efficiency", cJSON_Duplicate(db->gemm_eff, TRUE));
   cJSON *arr = cJSON_AddArrayToObject(root, "entries");
   GPtrArray *sorted = g_ptr_array_new();
   for (guint i = 0; i < db->entries->len; i++)
@@ -329,6 +336,66 @@ gboolean kdb_l2(const kdb *db, double *bytes, double *cold_Bps, double *warm_Bps
   return TRUE;
 }
 
+typedef struct {
+  double log_flops, eff;
+} eff_point;
+
+/* "gemm_efficiency": {"<precision>": [[FLOP, efficiency], ...] by rising FLOP, ...}: the
+ * fraction of the spec sheet's peak a GEMM of that many FLOP reached, measured on this
+ * database's GPU. FLOP > 0, efficiency in (0, 1]. */
+static gboolean eff_load(kdb *db, const cJSON *ge, const char *path, GError **err) {
+  if (!cJSON_IsObject(ge)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: gemm_efficiency: expected an object", path);
+    return FALSE;
+  }
+  const cJSON *arr;
+  cJSON_ArrayForEach(arr, ge) {
+    gpu_precision p;
+    if (!gpu_precision_parse(arr->string, &p)) continue; /* "source" and other notes */
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: gemm_efficiency.%s: expected an array of "
+                  "[FLOP, efficiency] pairs", path, arr->string);
+      return FALSE;
+    }
+    GArray *a = g_array_new(FALSE, FALSE, sizeof(eff_point));
+    if (db->eff[p]) g_array_free(db->eff[p], TRUE);
+    db->eff[p] = a;
+    int i = 0;
+    const cJSON *pt;
+    cJSON_ArrayForEach(pt, arr) {
+      const cJSON *f = cJSON_GetArrayItem(pt, 0), *e = cJSON_GetArrayItem(pt, 1);
+      double fl = cJSON_IsNumber(f) ? f->valuedouble : NAN;
+      double ef = cJSON_IsNumber(e) ? e->valuedouble : NAN;
+      eff_point q = {log(fl), ef};
+      if (!cJSON_IsArray(pt) || cJSON_GetArraySize(pt) != 2 || !(fl > 0 && fl < 1e24) ||
+          !(ef > 0 && ef <= 1) ||
+          (a->len && !(q.log_flops > g_array_index(a, eff_point, a->len - 1).log_flops))) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: gemm_efficiency.%s[%d]: expected [FLOP, "
+                    "efficiency] with FLOP rising and efficiency in (0, 1]", path, arr->string,
+                    i);
+        return FALSE;
+      }
+      g_array_append_val(a, q);
+      i++;
+    }
+  }
+  db->gemm_eff = cJSON_Duplicate(ge, TRUE);
+  return TRUE;
+}
+
+double kdb_gemm_efficiency(const kdb *db, gpu_precision prec, double flops) {
+  const GArray *a = db && (unsigned)prec < GPU_N_PRECISIONS ? db->eff[prec] : NULL;
+  if (!a || !a->len || !(flops > 0)) return -1;
+  const double x = log(flops);
+  const eff_point *v = (const eff_point *)a->data;
+  if (x <= v[0].log_flops) return v[0].eff;
+  if (x >= v[a->len - 1].log_flops) return v[a->len - 1].eff;
+  guint i = 1;
+  while (v[i].log_flops < x) i++;
+  const double f = (x - v[i - 1].log_flops) / (v[i].log_flops - v[i - 1].log_flops);
+  return v[i - 1].eff + f * (v[i].eff - v[i - 1].eff);
+}
+
 gboolean kdb_has_host(const kdb *db) { return db && db->host; }
 
 double kdb_host_s(const kdb *db, const char *kname, gpu_precision prec, double tensors) {
@@ -391,6 +458,8 @@ kdb *kdb_load_text(const char *path, const char *txt, gsize len, GError **err) {
   if (host && !host_load(db, host, path, err)) goto out;
   const cJSON *l2 = cJSON_GetObjectItemCaseSensitive(root, "l2");
   if (l2 && !l2_load(db, l2, path, err)) goto out;
+  const cJSON *ge = cJSON_GetObjectItemCaseSensitive(root, "gemm_efficiency");
+  if (ge && !eff_load(db, ge, path, err)) goto out;
   const gboolean all_derived = kdb_is_derived(db);
   int i = 0;
   const cJSON *o;
@@ -569,6 +638,12 @@ double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu
   if (t < 0) {
     if (!gpu) gpu = gpu_find("cpu");
     t = gpu_roofline_s(gpu, prec, k->gemm_like, k->flops, k->bytes);
+    const double eff = k->gemm_like ? kdb_gemm_efficiency(db, prec, k->flops) : -1;
+    if (eff > 0) { /* the GPU's own efficiency for a GEMM of this size, not the fixed 60 % */
+      const double tc = k->flops / (gpu->peak_flops[prec] * eff);
+      const double tm = k->bytes / (gpu->mem_bw_bps * GPU_EFF_MEMORY) + GPU_LAUNCH_S;
+      t = tc > tm ? tc : tm;
+    }
   }
   if (origin) *origin = o;
   return t;

@@ -17,7 +17,9 @@
  *      scale give achieved rates r = size/time; the op's rate is interpolated linearly in
  *      log(size) between them and clamped to the nearer one outside the measured range;
  *      time = size / rate;
- *   4. ESTIMATED: the roofline of the device's spec sheet (gpu_roofline_s).
+ *   4. ESTIMATED: the roofline of the device's spec sheet (gpu_roofline_s); for a GEMM-like
+ *      kernel, the database's measured efficiency by size in place of 60 % of peak when it has
+ *      a curve for the precision (kdb_gemm_efficiency).
  *
  * File format: {"format": "dlsim-kdb-1", "provenance": {...}, "entries": [{"key", "kname",
  * "precision", "gemm_like", "flops", "bytes", "median_s", "mean_s", "stddev_s", "repeats",
@@ -141,6 +143,13 @@ double kdb_host_s(const kdb *db, const char *kname, gpu_precision prec, double t
  * and the rates at which a kernel reads a buffer evicted from it (cold, as kernels are timed:
  * after a flush) and one just written into it (warm). FALSE without. */
 gboolean kdb_l2(const kdb *db, double *bytes, double *cold_Bps, double *warm_Bps);
+
+/* The efficiency (fraction of the spec sheet's peak) a GEMM of `flops` FLOP reaches at `prec`
+ * on this database's GPU, from its "gemm_efficiency" curve (measured: torch_micro.py, section
+ * gemm): linear in log(FLOP) between measured points, the end points' outside them; -1 without a
+ * curve for `prec`. A GEMM-like kernel with no time in the database is then estimated as
+ * max(FLOP / (peak x efficiency), the bandwidth roofline + launch) instead of 60 % of peak. */
+double kdb_gemm_efficiency(const kdb *db, gpu_precision prec, double flops);
 
 /* host.<field> as a string ("framework", "source"), or NULL. Borrowed. */
 const char *kdb_host_str(const kdb *db, const char *field);

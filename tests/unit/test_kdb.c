@@ -132,6 +132,52 @@ static void test_derive_ratio(void) {
                          ra + (2e-3 - rf) * (132 * 1.98) / (108 * 1.41), 1e-15);
 }
 
+/* A GEMM-like kernel with no time in a database that carries an efficiency curve, by hand: the
+ * curve [[1e9 FLOP, 0.2], [1e12, 0.8]] in bf16 gives, at 10^10.5 FLOP (half way in log), 0.5
+ * of the H100's 989.4 TFLOP/s: 3.16228e10 / 494.7e12 = 63.9232 us (its 1 MB read in 0.37 us
+ * plus 4 us of launch is less); without a curve, 60 %: 53.2693 us + 4 us. */
+static void test_gemm_efficiency(void) {
+  const char *txt = "{\"format\": \"dlsim-kdb-1\", \"provenance\": {\"device\": \"h100-sxm\"}, "
+                    "\"gemm_efficiency\": {\"source\": \"by hand\", "
+                    "\"bf16\": [[1e9, 0.2], [1e12, 0.8]]}, \"entries\": []}";
+  GError *e = NULL;
+  kdb *db = kdb_load_text("eff.json", txt, strlen(txt), &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+  const double f = pow(10, 10.5);
+  CU_ASSERT_DOUBLE_EQUAL(kdb_gemm_efficiency(db, GPU_BF16, f), 0.5, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(kdb_gemm_efficiency(db, GPU_BF16, 1e6), 0.2, 0);  /* clamped */
+  CU_ASSERT_DOUBLE_EQUAL(kdb_gemm_efficiency(db, GPU_BF16, 1e15), 0.8, 0);
+  CU_ASSERT(kdb_gemm_efficiency(db, GPU_FP32, f) < 0);                    /* no curve */
+  kdb_kernel k = {"linear.fwd", NULL, 0, 1, 0, TRUE, f, 1e6};
+  kdb_origin o;
+  const gpu_spec *g = gpu_find("h100-sxm");
+  CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(db, g, &k, GPU_BF16, &o), f / (989.4e12 * 0.5), 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(db, g, &k, GPU_BF16, &o), 63.9232e-6, 1e-10);
+  CU_ASSERT_EQUAL(o, KDB_ESTIMATED);
+  CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(db, g, &k, GPU_FP32, &o),
+                         gpu_roofline_s(g, GPU_FP32, TRUE, f, 1e6), 1e-15);
+  /* written and read back, the curve stays */
+  char *json = kdb_to_json(db);
+  kdb *back = kdb_load_text("eff2.json", json, strlen(json), &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+  CU_ASSERT_DOUBLE_EQUAL(kdb_gemm_efficiency(back, GPU_BF16, f), 0.5, 1e-12);
+  g_free(json);
+  kdb_free(back);
+  kdb_free(db);
+  /* a curve whose FLOP do not rise, or an efficiency over 1: refused, naming the point */
+  const char *bad[] = {"[[1e9, 0.2], [1e9, 0.3]]", "[[1e9, 1.5]]"};
+  for (int i = 0; i < 2; i++) {
+    char *t = g_strdup_printf("{\"format\": \"dlsim-kdb-1\", \"provenance\": {}, "
+                              "\"gemm_efficiency\": {\"bf16\": %s}, \"entries\": []}", bad[i]);
+    GError *err = NULL;
+    CU_ASSERT_PTR_NULL(kdb_load_text("bad.json", t, strlen(t), &err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+    CU_ASSERT(strstr(err->message, "gemm_efficiency.bf16[") != NULL);
+    g_error_free(err);
+    g_free(t);
+  }
+}
+
 static void test_roundtrip_and_derive(void) {
   wl_model *m = model();
   kdb *db = kdb_new("a100-40gb");
@@ -273,6 +319,7 @@ static void test_cpu_spec(void) {
 
 static const dl_cu_test kdb_tests[] = {DL_CU_TEST(test_key), DL_CU_TEST(test_lookup),
                                        DL_CU_TEST(test_roundtrip_and_derive), DL_CU_TEST(test_derive_ratio),
+                                       DL_CU_TEST(test_gemm_efficiency),
                                        DL_CU_TEST(test_device), DL_CU_TEST(test_device_names),
                                        DL_CU_TEST(test_cpu_spec), DL_CU_END};
 const dl_cu_suite dl_cu_suites[] = {{"kdb", kdb_tests}, {NULL, NULL}};
