@@ -36,7 +36,9 @@ pid=$!
 i=0
 stopped=
 while [ -z "$stopped" ]; do
-  for r in $(pgrep -f -- "--routing file:$d/gate" || true); do
+  # the sweep's own child: a run's helpers (mpirun, the simulator) may carry the same options,
+  # and which of them pgrep lists first is a matter of timing
+  for r in $(pgrep -P "$pid" -f -- "--routing file:$d/gate" || true); do
     kill -STOP "$r" 2>/dev/null && stopped=$r && break
   done
   [ -n "$stopped" ] && break
@@ -48,7 +50,10 @@ rows=$(($(wc -l < "$d/s.csv") - 1))
 kill -9 $pid
 wait $pid 2>/dev/null || true
 [ "$rows" -ge 15 ] && [ "$rows" -lt 30 ] && echo "killed part-way"
-# the stopped run dies with its sweep
+# the stopped run dies with its sweep: its parent-death signal (SIGTERM) waits, pending, until
+# the run is let go on (only SIGKILL ends a stopped process)
+out=$(tr '\0' '\n' < "/proc/$stopped/cmdline" | sed -n '/^--out$/{n;p;}')
+kill -CONT "$stopped" 2>/dev/null || true
 i=0
 while kill -0 "$stopped" 2>/dev/null && [ "$(ps -o stat= -p "$stopped" | cut -c1)" != Z ]; do
   sleep 0.05
@@ -56,6 +61,8 @@ while kill -0 "$stopped" 2>/dev/null && [ "$(ps -o stat= -p "$stopped" | cut -c1
   if [ $i -gt 600 ]; then echo "a run outlived its killed sweep"; kill -9 "$stopped"; exit 1; fi
 done
 if pgrep -f -- "--routing file:$d/gate" >/dev/null; then echo "a run outlived its killed sweep"; exit 1; fi
+# it died, it did not finish: no result of it
+if [ -z "$out" ] || [ -e "$out" ]; then echo "the stopped run finished instead of dying ($out)"; exit 1; fi
 echo "no run left behind"
 
 # a row cut short by a crash: resume must drop it
