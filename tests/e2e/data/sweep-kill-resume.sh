@@ -46,13 +46,14 @@ while [ -z "$stopped" ]; do
   i=$((i + 1))
   if [ $i -gt 15000 ]; then echo "no run of the second half after 5 min"; kill -9 $pid; exit 1; fi
 done
+# where it would write its result, read while it is frozen
+out=$(tr '\0' '\n' < "/proc/$stopped/cmdline" | sed -n '/^--out$/{n;p;}')
 rows=$(($(wc -l < "$d/s.csv") - 1))
 kill -9 $pid
 wait $pid 2>/dev/null || true
 [ "$rows" -ge 15 ] && [ "$rows" -lt 30 ] && echo "killed part-way"
 # the stopped run dies with its sweep: its parent-death signal (SIGTERM) waits, pending, until
 # the run is let go on (only SIGKILL ends a stopped process)
-out=$(tr '\0' '\n' < "/proc/$stopped/cmdline" | sed -n '/^--out$/{n;p;}')
 kill -CONT "$stopped" 2>/dev/null || true
 i=0
 while kill -0 "$stopped" 2>/dev/null && [ "$(ps -o stat= -p "$stopped" | cut -c1)" != Z ]; do
@@ -71,7 +72,9 @@ printf '%s' '--workload resnet18-cifar100 --mode ana' >> "$d/s.csv"
 grep -q 'dropped 1 incomplete' "$d/resume.err" && echo "torn line dropped"
 grep -q "$rows already done" "$d/resume.txt" && echo "resumed"
 
-csv_rows=$(($(wc -l < "$d/s.csv") - 1))
+csv_# where it would write its result, read while it is frozen
+out=$(tr '\0' '\n' < "/proc/$stopped/cmdline" | sed -n '/^--out$/{n;p;}')
+rows=$(($(wc -l < "$d/s.csv") - 1))
 csv_keys=$(tail -n +2 "$d/s.csv" | cut -d, -f1 | sort -u | wc -l)
 jsonl_rows=$(wc -l < "$d/s.jsonl")
 echo "csv rows: $csv_rows, distinct keys: $csv_keys, jsonl rows: $jsonl_rows"
