@@ -72,9 +72,7 @@ printf '%s' '--workload resnet18-cifar100 --mode ana' >> "$d/s.csv"
 grep -q 'dropped 1 incomplete' "$d/resume.err" && echo "torn line dropped"
 grep -q "$rows already done" "$d/resume.txt" && echo "resumed"
 
-csv_# where it would write its result, read while it is frozen
-out=$(tr '\0' '\n' < "/proc/$stopped/cmdline" | sed -n '/^--out$/{n;p;}')
-rows=$(($(wc -l < "$d/s.csv") - 1))
+csv_rows=$(($(wc -l < "$d/s.csv") - 1))
 csv_keys=$(tail -n +2 "$d/s.csv" | cut -d, -f1 | sort -u | wc -l)
 jsonl_rows=$(wc -l < "$d/s.jsonl")
 echo "csv rows: $csv_rows, distinct keys: $csv_keys, jsonl rows: $jsonl_rows"
