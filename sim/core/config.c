@@ -421,6 +421,14 @@ static gboolean is_int(const cJSON *v) {
 }
 static gboolean is_str(const cJSON *v) { return cJSON_IsString(v); }
 static gboolean is_bool(const cJSON *v) { return cJSON_IsBool(v); }
+
+/* A boolean key newer than the echoes that may lack it: FALSE when absent (the behaviour before
+ * it existed), else its value, checked like any other. */
+static gboolean echo_new_bool(echo_reader *r, const char *key) {
+  if (!cJSON_GetObjectItemCaseSensitive(r->o, key)) return FALSE;
+  const cJSON *v = echo_item(r, key, is_bool, "true or false");
+  return v && cJSON_IsTrue(v);
+}
 static gboolean is_num(const cJSON *v) { return cJSON_IsNumber(v) && isfinite(v->valuedouble); }
 static gboolean is_array(const cJSON *v) { return cJSON_IsArray(v); }
 
@@ -514,19 +522,10 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
       (v = echo_item(&r, "pp_scatter_gather", is_bool, "true or false")))
     c->pp_scatter_gather = cJSON_IsTrue(v);
   /* newer still: without them, no host times (results written before the model had none) */
-  c->host_launch = c->cuda_graphs = c->l2_reuse = c->autocast = FALSE;
-  if (cJSON_GetObjectItemCaseSensitive(o, "autocast") &&
-      (v = echo_item(&r, "autocast", is_bool, "true or false")))
-    c->autocast = cJSON_IsTrue(v);
-  if (cJSON_GetObjectItemCaseSensitive(o, "l2_reuse") &&
-      (v = echo_item(&r, "l2_reuse", is_bool, "true or false")))
-    c->l2_reuse = cJSON_IsTrue(v);
-  if (cJSON_GetObjectItemCaseSensitive(o, "host_launch") &&
-      (v = echo_item(&r, "host_launch", is_bool, "true or false")))
-    c->host_launch = cJSON_IsTrue(v);
-  if (cJSON_GetObjectItemCaseSensitive(o, "cuda_graphs") &&
-      (v = echo_item(&r, "cuda_graphs", is_bool, "true or false")))
-    c->cuda_graphs = cJSON_IsTrue(v);
+  c->autocast = echo_new_bool(&r, "autocast");
+  c->l2_reuse = echo_new_bool(&r, "l2_reuse");
+  c->host_launch = echo_new_bool(&r, "host_launch");
+  c->cuda_graphs = echo_new_bool(&r, "cuda_graphs");
   c->virtual_stages = cJSON_GetObjectItemCaseSensitive(o, "virtual_stages")
                           ? (int)echo_int(&r, "virtual_stages", 1, big) : 1;
   echo_enum(&r, "precision", parse_prec, &e);

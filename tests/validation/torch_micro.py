@@ -76,6 +76,20 @@ class Timer:
         return statistics.median(ts)
 
 
+def per_call(torch, fn, n, warm):
+    """Seconds per call of fn() over n calls after `warm` untimed ones: (the host's, the time to
+    the GPU's end of them)."""
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    host = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    return host / n, (time.perf_counter() - t0) / n
+
+
 def launch(torch, T):
     N = 20000
     a = torch.ones(1, device="cuda")
@@ -87,15 +101,7 @@ def launch(torch, T):
     res = {}
 
     def per_op(body, n):
-        for _ in range(200):
-            body()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            body()
-        host = time.perf_counter() - t0
-        torch.cuda.synchronize()
-        return host / n, (time.perf_counter() - t0) / n
+        return per_call(torch, body, n, 200)
 
     res["add_out"] = dict(zip(("host_s", "wall_s"), per_op(lambda: torch.add(a, b, out=c), N)))
     res["mul_autograd"] = dict(zip(("host_s", "wall_s"), per_op(lambda: w * a, N)))
@@ -249,14 +255,7 @@ def dispatch(torch, T):
             loss = y.float().sum()
             if bwd:
                 loss.backward()
-        for _ in range(5):
-            it()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            it()
-        torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / n
+        return per_call(torch, it, n, 5)[1]
 
     for kind, (shape, make) in kinds.items():
         for amp in (False, True):
@@ -275,14 +274,7 @@ def dispatch(torch, T):
             for p in ps:
                 p.grad = torch.randn_like(p)
             opt = mk(ps)
-            for _ in range(5):
-                opt.step()
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(50):
-                opt.step()
-            torch.cuda.synchronize()
-            t[P] = (time.perf_counter() - t0) / 50
+            t[P] = per_call(torch, opt.step, 50, 5)[1]
         res["optimizer"][name] = {"per_tensor_s": (t[256] - t[16]) / 240,
                                   "fixed_s": t[16] - 16 * (t[256] - t[16]) / 240}
     return res
