@@ -11,7 +11,7 @@
 
 typedef enum {
   B_CONV, B_LINEAR, B_BN, B_RELU, B_GELU, B_MAXPOOL, B_AVGPOOL, B_ADD, B_EMBED, B_LN, B_ATTN,
-  B_SCE, B_MOE, B_LRN, B_FLATTEN, B_DROPOUT, B_SGD, B_ADAM
+  B_SCE, B_MOE, B_LRN, B_FLATTEN, B_DROPOUT, B_SGD, B_ADAM, B_RMS, B_SWIGLU, B_ROPE
 } bench_kind;
 
 static const struct { const char *name; bench_kind k; } kinds[] = {
@@ -19,7 +19,8 @@ static const struct { const char *name; bench_kind k; } kinds[] = {
     {"gelu", B_GELU}, {"maxpool", B_MAXPOOL}, {"avgpool", B_AVGPOOL}, {"add", B_ADD},
     {"embedding", B_EMBED}, {"layernorm", B_LN}, {"attention", B_ATTN},
     {"softmax_ce", B_SCE}, {"moe", B_MOE}, {"lrn", B_LRN}, {"flatten", B_FLATTEN},
-    {"dropout", B_DROPOUT}, {"sgd", B_SGD}, {"adam", B_ADAM}};
+    {"dropout", B_DROPOUT}, {"sgd", B_SGD}, {"adam", B_ADAM}, {"rmsnorm", B_RMS},
+    {"swiglu", B_SWIGLU}, {"rope", B_ROPE}};
 
 struct kh_bench {
   const kn_backend *be;  /* implementation timed */
@@ -34,7 +35,8 @@ struct kh_bench {
   kn_moe_saved sv;       /* B_MOE: pointers into buf */
   kn_moe_weights mw;     /* B_MOE */
   kn_moe_grads mg;       /* B_MOE */
-  long n1, n2, n3, n4;   /* sizes, per kind (see setup) */
+  long n1, n2, n3, n4, n5; /* sizes, per kind (see setup) */
+  int flash;             /* B_ATTN: probabilities not kept */
   int step;              /* adam step counter */
 };
 
@@ -145,11 +147,25 @@ void kh_bench_run(kh_bench *b) {
     else be->layernorm_bwd(F(6), F(7), F(8), F(0), F(3), F(4), F(1), F(2), (int)b->n1,
                            (int)b->n2);
     break;
-  case B_ATTN: /* n1 N, n2 T, n3 C, n4 NH */
-    if (!b->bwd) be->attention_fwd(F(0), F(1), F(2), F(3), (int)b->n1, (int)b->n2, (int)b->n3,
-                                   (int)b->n4, b->math);
-    else be->attention_bwd(F(4), F(2), F(0), F(3), F(1), (int)b->n1, (int)b->n2, (int)b->n3,
-                           (int)b->n4, b->math);
+  case B_ATTN: /* n1 N, n2 T, n3 C, n4 NH, n5 KVH */
+    if (!b->bwd) be->attention_fwd(F(0), b->flash ? NULL : F(1), F(2), F(3), (int)b->n1,
+                                   (int)b->n2, (int)b->n3, (int)b->n4, (int)b->n5, b->math);
+    else be->attention_bwd(F(4), F(2), F(0), F(3), b->flash ? NULL : F(1), (int)b->n1,
+                           (int)b->n2, (int)b->n3, (int)b->n4, (int)b->n5, b->math);
+    break;
+  case B_RMS: /* n1 M, n2 C */
+    if (!b->bwd) be->rmsnorm_fwd(F(0), F(1), F(2), F(3), (int)b->n1, (int)b->n2, 1e-5f);
+    else be->rmsnorm_bwd(F(4), F(5), F(0), F(2), F(3), F(1), (int)b->n1, (int)b->n2);
+    break;
+  case B_SWIGLU: /* n1 output elements */
+    if (!b->bwd) be->swiglu_fwd(F(0), F(1), b->n1);
+    else be->swiglu_bwd(F(2), F(0), F(1), b->n1);
+    break;
+  case B_ROPE: /* n1 N, n2 T, n3 hs, n4 NH, n5 KVH */
+    if (!b->bwd) be->rope_fwd(F(0), F(1), (int)b->n1, (int)b->n2, (int)b->n3, (int)b->n4,
+                              (int)b->n5, 10000.0f, 0);
+    else be->rope_bwd(F(1), F(0), (int)b->n1, (int)b->n2, (int)b->n3, (int)b->n4, (int)b->n5,
+                      10000.0f, 0);
     break;
   case B_SCE: /* n1 M, n2 V */
     if (!b->bwd) be->softmax_ce_fwd(F(0), F(1), I(2), (int)b->n1, (int)b->n2);
@@ -287,19 +303,56 @@ static int setup(kh_bench *b, const kh_layer *l) {
       NEED(fbuf(b, b->n2, 0));
     }
     break;
-  case B_ATTN:
+  case B_ATTN: {
     b->n1 = N;
     b->n2 = l->out_h * l->out_w;
     b->n3 = l->out_c;
     b->n4 = l->heads > 0 ? l->heads : 1;
-    if (b->n3 % b->n4) b->n4 = 1;
+    b->n5 = l->kv_heads > 0 && b->n4 % l->kv_heads == 0 ? l->kv_heads : 0;
+    if (b->n3 % b->n4) b->n4 = 1, b->n5 = 0;
+    b->flash = l->flash;
+    const long qkv = N * b->n2 * kn_qkv_width((int)b->n3, (int)b->n4, (int)b->n5);
     NEED(fbuf(b, outn, NaN_));                                                     /* 0 out */
-    NEED(fbuf(b, b->n1 * b->n4 * b->n2 * b->n2, 0));                               /* 1 att */
-    NEED(fbuf(b, kn_attention_ws_floats((int)b->n1, (int)b->n2, (int)b->n3, (int)b->n4, b->bwd),
-              0));                                                                 /* 2 ws */
-    NEED(fbuf(b, 3 * outn, NaN_));                                                 /* 3 qkv */
-    if (b->bwd) NEED(fbuf(b, 3 * outn, 0));                                        /* 4 dqkv */
+    NEED(fbuf(b, b->flash ? 1 : b->n1 * b->n4 * b->n2 * b->n2, 0));                /* 1 att */
+    NEED(fbuf(b, kn_attention_ws_floats((int)b->n1, (int)b->n2, (int)b->n3, (int)b->n4, b->bwd,
+                                        b->flash), 0));                            /* 2 ws */
+    NEED(fbuf(b, qkv, NaN_));                                                      /* 3 qkv */
+    if (b->bwd) NEED(fbuf(b, qkv, 0));                                             /* 4 dqkv */
     break;
+  }
+  case B_RMS:
+    b->n1 = N * l->out_h * l->out_w;
+    b->n2 = l->out_c;
+    NEED(fbuf(b, outn, NaN_));              /* 0 out / dout */
+    NEED(fbuf(b, b->n1, 0));                /* 1 rstd */
+    NEED(fbuf(b, outn, NaN_));              /* 2 in */
+    NEED(fbuf(b, b->n2, 1));                /* 3 gamma */
+    if (b->bwd) {
+      NEED(fbuf(b, outn, 0));               /* 4 din */
+      NEED(fbuf(b, b->n2, 0));              /* 5 dgamma */
+    }
+    break;
+  case B_SWIGLU:
+    b->n1 = outn;
+    NEED(fbuf(b, outn, NaN_));              /* 0 out / dout */
+    NEED(fbuf(b, 2 * outn, NaN_));          /* 1 in */
+    if (b->bwd) NEED(fbuf(b, 2 * outn, 0)); /* 2 din */
+    break;
+  case B_ROPE: {
+    /* in_c = (NH + 2·KVH)·hs; a split keeps whole groups: the heads scale with the channels */
+    int nh = l->heads > 0 ? l->heads : 1, kv = l->kv_heads > 0 ? l->kv_heads : nh;
+    if (nh % kv) kv = nh;
+    const long units = nh + 2L * kv, full = l->in_c;
+    b->n1 = N;
+    b->n2 = l->out_h * l->out_w;
+    b->n3 = full % units == 0 && (full / units) % 2 == 0 ? full / units : 2;
+    b->n4 = nh;
+    b->n5 = kv;
+    const long n = N * b->n2 * units * b->n3;
+    NEED(fbuf(b, n, NaN_));                 /* 0 out / dout */
+    NEED(fbuf(b, n, b->bwd ? 0 : NaN_));    /* 1 in / din */
+    break;
+  }
   case B_SCE:
     b->n1 = N * l->out_h * l->out_w;
     b->n2 = l->out_c;
@@ -356,10 +409,11 @@ static int setup(kh_bench *b, const kh_layer *l) {
     /* forward once so the saved tensors exist */
     b->bwd = 0;
     if (b->kind == B_ATTN) { /* forward's workspace is the smaller one */
-      b->be->attention_fwd(F(0), F(1), F(2), F(3), (int)b->n1, (int)b->n2, (int)b->n3,
-                           (int)b->n4, b->math);
+      b->be->attention_fwd(F(0), b->flash ? NULL : F(1), F(2), F(3), (int)b->n1, (int)b->n2,
+                           (int)b->n3, (int)b->n4, (int)b->n5, b->math);
     } else if (b->kind != B_CONV && b->kind != B_LINEAR && b->kind != B_ADD &&
-               b->kind != B_EMBED && b->kind != B_DROPOUT && b->kind != B_GELU) {
+               b->kind != B_EMBED && b->kind != B_DROPOUT && b->kind != B_GELU &&
+               b->kind != B_SWIGLU && b->kind != B_ROPE) {
       kh_bench_run(b);
     }
     b->bwd = 1;

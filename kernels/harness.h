@@ -27,7 +27,9 @@ typedef struct {
   long out_c, out_h, out_w; /* output per sample */
   int kh, kw, stride, pad, groups; /* conv/pool window; lrn: kh = local size */
   int bias;              /* conv/linear (moe: router) have a bias */
-  int heads;             /* attention heads */
+  int heads;             /* attention and rope: query heads */
+  int kv_heads;          /* grouped-query attention and rope: key/value heads (0: packed Q|K|V) */
+  int flash;             /* attention: probabilities not kept (computed again in backward) */
   int needs_dx;          /* backward computes the input gradient (0 for a first layer) */
   long vocab;            /* embedding rows */
   int experts, top_k;    /* moe */

@@ -133,8 +133,27 @@ size_t kn_moe_ws_floats(const kn_moe_shape *s);
 void kn_moe_saved_bind(kn_moe_saved *sv, float *fbuf, int *ibuf, const kn_moe_shape *s);
 
 /* Attention workspaces in floats: forward needs 3·N·T·C (q, k, v head-major); backward
- * 7·N·T·C + N·NH·T·T. */
-size_t kn_attention_ws_floats(int N, int T, int C, int NH, int bwd);
+ * 7·N·T·C + N·NH·T·T; flash-style (flash = 1: the probabilities not kept) N·NH·T·T more each. */
+size_t kn_attention_ws_floats(int N, int T, int C, int NH, int bwd, int flash);
+
+/* The fused QKV of attention with C = NH·hs output channels: KVH = 0 packs Q|K|V (3·C); KVH > 0
+ * groups them by key/value head (grouped-query attention, Megatron-Core's layout): for each
+ * group g the NH/KVH query heads of g, then K_g, then V_g, hs each. kn_qkv_width is a row's
+ * channels; kn_qkv_offset the first channel of query head h's Q (which 0), K (1) or V (2). */
+#ifdef __CUDACC__
+#define KN_HOST_DEVICE __host__ __device__
+#else
+#define KN_HOST_DEVICE
+#endif
+static inline KN_HOST_DEVICE int kn_qkv_width(int C, int NH, int KVH) {
+  return KVH > 0 ? (NH + 2 * KVH) * (C / NH) : 3 * C;
+}
+static inline KN_HOST_DEVICE int kn_qkv_offset(int which, int h, int C, int NH, int KVH) {
+  const int hs = C / NH;
+  if (KVH <= 0) return which * C + h * hs;
+  const int r = NH / KVH, g = h / r;
+  return g * (r + 2) * hs + (which == 0 ? (h % r) : r + which - 1) * hs;
+}
 
 /* Dropout mask: TRUE (1) when element i survives. Counter-based (SplitMix64 finaliser of
  * seed·φ + i, Steele et al. 2014), identical on CPU and GPU. */
@@ -228,15 +247,41 @@ int kn_dropout_keep(uint64_t seed, uint64_t i, float p);
                           const float *in, const float *gamma, const float *mean,                \
                           const float *rstd, int M, int C),                                      \
     (din, dgamma, dbeta, dout, in, gamma, mean, rstd, M, C))                                     \
-  /* causal multi-head attention core: out (N,T,C); att (N,NH,T,T) saved probabilities;          \
-   * ws kn_attention_ws_floats(.., 0); qkv (N,T,3C) packed q|k|v, head h at columns h·C/NH */    \
+  /* causal attention core, NH query heads over KVH key/value heads (0: multi-head, packed):     \
+   * out (N,T,C); att (N,NH,T,T) saved probabilities, or NULL (flash-style); ws                 \
+   * kn_attention_ws_floats(.., 0, att == NULL); qkv (N,T,kn_qkv_width) */                      \
   X(attention_fwd, void, (float *out, float *att, float *ws, const float *qkv, int N, int T,     \
-                          int C, int NH, kn_math math),                                          \
-    (out, att, ws, qkv, N, T, C, NH, math))                                                      \
-  /* dqkv (N,T,3C); ws kn_attention_ws_floats(.., 1); dout (N,T,C) */                            \
+                          int C, int NH, int KVH, kn_math math),                                 \
+    (out, att, ws, qkv, N, T, C, NH, KVH, math))                                                 \
+  /* dqkv (N,T,kn_qkv_width) added to; ws kn_attention_ws_floats(.., 1, att == NULL); dout       \
+   * (N,T,C); att the saved probabilities, or NULL to compute them again */                      \
   X(attention_bwd, void, (float *dqkv, float *ws, const float *dout, const float *qkv,           \
-                          const float *att, int N, int T, int C, int NH, kn_math math),          \
-    (dqkv, ws, dout, qkv, att, N, T, C, NH, math))                                               \
+                          const float *att, int N, int T, int C, int NH, int KVH, kn_math math), \
+    (dqkv, ws, dout, qkv, att, N, T, C, NH, KVH, math))                                          \
+  /* RMSNorm (Zhang & Sennrich 2019): out = x·rstd·gamma, rstd = 1/√(mean x² + eps) per row.     \
+   * out, in (M,C); rstd (M) saved; gamma (C) */                                                 \
+  X(rmsnorm_fwd, void, (float *out, float *rstd, const float *in, const float *gamma, int M,     \
+                        int C, float eps),                                                       \
+    (out, rstd, in, gamma, M, C, eps))                                                           \
+  /* din (M,C) added to, or NULL; dgamma (C) added to */                                         \
+  X(rmsnorm_bwd, void, (float *din, float *dgamma, const float *dout, const float *in,           \
+                        const float *gamma, const float *rstd, int M, int C),                    \
+    (din, dgamma, dout, in, gamma, rstd, M, C))                                                  \
+  /* SwiGLU: out (n) = silu(in[2j])·in[2j+1]; in (2n), gate and up interleaved */                \
+  X(swiglu_fwd, void, (float *out, const float *in, long n), (out, in, n))                       \
+  /* din (2n) added to; dout (n); in (2n) the saved input */                                     \
+  X(swiglu_bwd, void, (float *din, const float *dout, const float *in, long n),                  \
+    (din, dout, in, n))                                                                          \
+  /* rotary embedding of the Q and K heads of a grouped QKV (N,T,kn_qkv_width(NH·hs, NH, KVH)):  \
+   * pairs (i, i + hs/2) of a head at position pos0 + t turned by (pos0 + t)·theta^(−2i/hs); V   \
+   * copied. out, in alike */                                                                    \
+  X(rope_fwd, void, (float *out, const float *in, int N, int T, int hs, int NH, int KVH,         \
+                     float theta, int pos0),                                                     \
+    (out, in, N, T, hs, NH, KVH, theta, pos0))                                                   \
+  /* din added to: dout turned back */                                                           \
+  X(rope_bwd, void, (float *din, const float *dout, int N, int T, int hs, int NH, int KVH,       \
+                     float theta, int pos0),                                                     \
+    (din, dout, N, T, hs, NH, KVH, theta, pos0))                                                 \
   /* returns the mean loss over the M rows; probs (M,V) saved; logits (M,V); targets (M) */      \
   X(softmax_ce_fwd, float, (float *probs, const float *logits, const int *targets, int M,        \
                             int V),                                                              \

@@ -1,6 +1,7 @@
 /* attention.c — CPU twins of the sequence kernels: token/position embedding, the causal
- * multi-head attention core (its two batched GEMMs plus a masked softmax, as in Vaswani et al.
- * 2017, Eq. 1), and softmax cross-entropy. */
+ * multi-head and grouped-query attention core (its two batched GEMMs plus a masked softmax, as
+ * in Vaswani et al. 2017, Eq. 1; flash-style when the probabilities are not kept: backward
+ * computes them again), and softmax cross-entropy. */
 #include <math.h>
 #include <string.h>
 
@@ -30,37 +31,34 @@ void kn_embedding_bwd_cpu(float *dwte, float *dwpe, const float *dout, const int
     }
 }
 
-size_t kn_attention_ws_floats(int N, int T, int C, int NH, int bwd) {
-  size_t X = (size_t)N * T * C;
-  return bwd ? 7 * X + (size_t)N * NH * T * T : 3 * X;
+size_t kn_attention_ws_floats(int N, int T, int C, int NH, int bwd, int flash) {
+  const size_t X = (size_t)N * T * C, P = (size_t)N * NH * T * T;
+  return bwd ? 7 * X + P + (flash ? P : 0) : 3 * X + (flash ? P : 0);
 }
 
-/* q, k, v (N,NH,T,hs) from qkv (N,T,3C). */
+/* q, k, v (N,NH,T,hs) from qkv (N,T,W): a key/value head is repeated for each query head of its
+ * group. */
 static void split_heads(float *q, float *k, float *v, const float *qkv, int N, int T, int C,
-                        int NH) {
-  const int hs = C / NH;
+                        int NH, int KVH) {
+  const int hs = C / NH, W = kn_qkv_width(C, NH, KVH);
   for (int n = 0; n < N; n++)
     for (int t = 0; t < T; t++)
       for (int h = 0; h < NH; h++) {
-        const float *src = qkv + ((size_t)n * T + t) * 3 * C + h * hs;
+        const float *src = qkv + ((size_t)n * T + t) * W;
         size_t dst = (((size_t)n * NH + h) * T + t) * hs;
-        memcpy(q + dst, src, sizeof(float) * hs);
-        memcpy(k + dst, src + C, sizeof(float) * hs);
-        memcpy(v + dst, src + 2 * C, sizeof(float) * hs);
+        memcpy(q + dst, src + kn_qkv_offset(0, h, C, NH, KVH), sizeof(float) * hs);
+        memcpy(k + dst, src + kn_qkv_offset(1, h, C, NH, KVH), sizeof(float) * hs);
+        memcpy(v + dst, src + kn_qkv_offset(2, h, C, NH, KVH), sizeof(float) * hs);
       }
 }
 
-void kn_attention_fwd_cpu(float *out, float *att, float *ws, const float *qkv, int N, int T,
-                          int C, int NH, kn_math math) {
-  const int hs = C / NH;
-  const size_t X = (size_t)N * T * C;
-  float *q = ws, *k = ws + X, *v = ws + 2 * X;
-  split_heads(q, k, v, qkv, N, T, C, NH);
+/* att (B,T,T) = causal softmax(q·kᵀ/√hs) of the head-major q, k. */
+static void probabilities(float *att, const float *q, const float *k, int B, int T, int hs,
+                          kn_math math) {
   const float scale = 1.0f / sqrtf((float)hs);
-  /* scores (T,T) = q·kᵀ/√hs per (n, h) */
   kn_gemm_batched_cpu(0, 1, T, T, hs, scale, q, (long)T * hs, k, (long)T * hs, 0.0f, att,
-                      (long)T * T, N * NH, math);
-  for (long r = 0; r < (long)N * NH * T; r++) {
+                      (long)T * T, B, math);
+  for (long r = 0; r < (long)B * T; r++) {
     float *row = att + r * T;
     int t = (int)(r % T);
     float mx = row[0];
@@ -73,6 +71,16 @@ void kn_attention_fwd_cpu(float *out, float *att, float *ws, const float *qkv, i
     for (int j = 0; j <= t; j++) row[j] /= sum;
     for (int j = t + 1; j < T; j++) row[j] = 0.0f; /* causal mask */
   }
+}
+
+void kn_attention_fwd_cpu(float *out, float *att, float *ws, const float *qkv, int N, int T,
+                          int C, int NH, int KVH, kn_math math) {
+  const int hs = C / NH;
+  const size_t X = (size_t)N * T * C;
+  float *q = ws, *k = ws + X, *v = ws + 2 * X;
+  if (!att) att = ws + 3 * X; /* flash-style: the probabilities are not kept */
+  split_heads(q, k, v, qkv, N, T, C, NH, KVH);
+  probabilities(att, q, k, N * NH, T, hs, math);
   /* y (T,hs) = att·v, into q's space (head-major), then back to (N,T,C) */
   kn_gemm_batched_cpu(0, 0, T, hs, T, 1.0f, att, (long)T * T, v, (long)T * hs, 0.0f, q,
                       (long)T * hs, N * NH, math);
@@ -84,14 +92,19 @@ void kn_attention_fwd_cpu(float *out, float *att, float *ws, const float *qkv, i
 }
 
 void kn_attention_bwd_cpu(float *dqkv, float *ws, const float *dout, const float *qkv,
-                          const float *att, int N, int T, int C, int NH, kn_math math) {
-  const int hs = C / NH;
+                          const float *att, int N, int T, int C, int NH, int KVH, kn_math math) {
+  const int hs = C / NH, W = kn_qkv_width(C, NH, KVH);
   const size_t X = (size_t)N * T * C;
   const long sh = (long)T * hs, sa = (long)T * T;
   const int B = N * NH;
   float *q = ws, *k = ws + X, *v = ws + 2 * X, *dq = ws + 3 * X, *dk = ws + 4 * X,
         *dv = ws + 5 * X, *dy = ws + 6 * X, *datt = ws + 7 * X;
-  split_heads(q, k, v, qkv, N, T, C, NH);
+  split_heads(q, k, v, qkv, N, T, C, NH, KVH);
+  if (!att) { /* flash-style: the probabilities again, from q and k */
+    float *p = datt + (size_t)B * sa;
+    probabilities(p, q, k, B, T, hs, math);
+    att = p;
+  }
   for (int n = 0; n < N; n++)
     for (int h = 0; h < NH; h++)
       for (int t = 0; t < T; t++)
@@ -112,12 +125,14 @@ void kn_attention_bwd_cpu(float *dqkv, float *ws, const float *dout, const float
   for (int n = 0; n < N; n++)
     for (int t = 0; t < T; t++)
       for (int h = 0; h < NH; h++) {
-        float *dst = dqkv + ((size_t)n * T + t) * 3 * C + h * hs;
+        float *row = dqkv + ((size_t)n * T + t) * W;
+        float *gq = row + kn_qkv_offset(0, h, C, NH, KVH), *gk = row + kn_qkv_offset(1, h, C, NH, KVH),
+              *gv = row + kn_qkv_offset(2, h, C, NH, KVH);
         size_t src = (((size_t)n * NH + h) * T + t) * hs;
-        for (int d = 0; d < hs; d++) {
-          dst[d] += dq[src + d];
-          dst[C + d] += dk[src + d];
-          dst[2 * C + d] += dv[src + d];
+        for (int d = 0; d < hs; d++) { /* a group's query heads all add to its K and V */
+          gq[d] += dq[src + d];
+          gk[d] += dk[src + d];
+          gv[d] += dv[src + d];
         }
       }
 }
@@ -146,6 +161,45 @@ void kn_softmax_ce_bwd_cpu(float *dlogits, const float *probs, const int *target
     for (int j = 0; j < V; j++)
       dlogits[(size_t)i * V + j] +=
           (probs[(size_t)i * V + j] - (j == targets[i] ? 1.0f : 0.0f)) * inv;
+}
+
+/* ---- rotary position embedding (Su et al. 2021), rotate-half form ---------------------------- */
+
+/* Turns the Q and K heads of every row by +1 (forward) or -1 (backward: the transpose) times
+ * their angles; out += the result when acc, else out = it (V copied). */
+static void rope_turn(float *out, const float *in, int N, int T, int hs, int NH, int KVH,
+                      float theta, int pos0, int dir, int acc) {
+  const int C = NH * hs, W = kn_qkv_width(C, NH, KVH), half = hs / 2, r = NH / KVH;
+  for (int n = 0; n < N; n++)
+    for (int t = 0; t < T; t++) {
+      const float *x = in + ((size_t)n * T + t) * W;
+      float *y = out + ((size_t)n * T + t) * W;
+      for (int c = 0; c < W; c++) {
+        if (!acc) y[c] = 0.0f;
+        if ((c / hs) % (r + 2) == r + 1) y[c] += x[c]; /* V_g, the last head of group g */
+      }
+      for (int h = 0; h < NH + KVH; h++) { /* the query heads, then one K per group */
+        const int off = h < NH ? kn_qkv_offset(0, h, C, NH, KVH)
+                               : kn_qkv_offset(1, (h - NH) * (NH / KVH), C, NH, KVH);
+        for (int i = 0; i < half; i++) {
+          const double a = (double)(pos0 + t) * pow((double)theta, -2.0 * i / hs);
+          const float cs = (float)cos(a), sn = (float)(dir * sin(a));
+          const float x0 = x[off + i], x1 = x[off + i + half];
+          y[off + i] += x0 * cs - x1 * sn;
+          y[off + i + half] += x0 * sn + x1 * cs;
+        }
+      }
+    }
+}
+
+void kn_rope_fwd_cpu(float *out, const float *in, int N, int T, int hs, int NH, int KVH,
+                     float theta, int pos0) {
+  rope_turn(out, in, N, T, hs, NH, KVH, theta, pos0, 1, 0);
+}
+
+void kn_rope_bwd_cpu(float *din, const float *dout, int N, int T, int hs, int NH, int KVH,
+                     float theta, int pos0) {
+  rope_turn(din, dout, N, T, hs, NH, KVH, theta, pos0, -1, 1);
 }
 
 /* ---- Megatron's vocabulary-parallel embedding and cross-entropy (slices of the vocabulary) ---- */

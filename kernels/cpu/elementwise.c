@@ -1,5 +1,5 @@
-/* elementwise.c — CPU twins of the per-element kernels: ReLU, GELU, residual add, dropout, and
- * the optimizer steps (SGD with momentum, AdamW). */
+/* elementwise.c — CPU twins of the per-element kernels: ReLU, GELU, SwiGLU, residual add,
+ * dropout, and the optimizer steps (SGD with momentum, AdamW). */
 #include <math.h>
 
 #include "kernels.h"
@@ -29,6 +29,23 @@ void kn_gelu_bwd_cpu(float *din, const float *dout, const float *in, long n) {
     float sech2 = 1.0f - t * t;
     float d = 0.5f * (1.0f + t) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
     din[i] += d * dout[i];
+  }
+}
+
+/* SwiGLU (Shazeer 2020): out_j = silu(a)·b with a = in[2j] (gate), b = in[2j+1] (up). */
+void kn_swiglu_fwd_cpu(float *out, const float *in, long n) {
+  for (long j = 0; j < n; j++) {
+    const float a = in[2 * j], b = in[2 * j + 1];
+    out[j] = a / (1.0f + expf(-a)) * b;
+  }
+}
+
+/* silu′(a) = σ(a)·(1 + a·(1 − σ(a))). */
+void kn_swiglu_bwd_cpu(float *din, const float *dout, const float *in, long n) {
+  for (long j = 0; j < n; j++) {
+    const float a = in[2 * j], b = in[2 * j + 1], sg = 1.0f / (1.0f + expf(-a));
+    din[2 * j] += dout[j] * b * sg * (1.0f + a * (1.0f - sg));
+    din[2 * j + 1] += dout[j] * a * sg;
   }
 }
 

@@ -139,3 +139,36 @@ void kn_lrn_bwd_cpu(float *din, const float *dout, const float *in, const float 
         din[i] += dout[i] * powf(scale[i], -beta) - f * in[i] * acc;
       }
 }
+
+void kn_rmsnorm_fwd_cpu(float *out, float *rstd, const float *in, const float *gamma, int M,
+                        int C, float eps) {
+  for (int i = 0; i < M; i++) {
+    const float *x = in + (size_t)i * C;
+    float *y = out + (size_t)i * C;
+    double s2 = 0;
+    for (int c = 0; c < C; c++) s2 += (double)x[c] * x[c];
+    const double rs = 1.0 / sqrt(s2 / C + eps);
+    rstd[i] = (float)rs;
+    for (int c = 0; c < C; c++) y[c] = (float)(x[c] * rs) * gamma[c];
+  }
+}
+
+/* dx = rstd·(dy·γ − x̂·mean(dy·γ·x̂)), x̂ = x·rstd; dγ = Σ dy·x̂. */
+void kn_rmsnorm_bwd_cpu(float *din, float *dgamma, const float *dout, const float *in,
+                        const float *gamma, const float *rstd, int M, int C) {
+  for (int i = 0; i < M; i++) {
+    const float *x = in + (size_t)i * C, *dy = dout + (size_t)i * C;
+    double sdx = 0;
+    for (int c = 0; c < C; c++) {
+      const double xh = x[c] * (double)rstd[i];
+      sdx += dy[c] * (double)gamma[c] * xh;
+      dgamma[c] += (float)(dy[c] * xh);
+    }
+    if (!din) continue;
+    float *dx = din + (size_t)i * C;
+    for (int c = 0; c < C; c++) {
+      const double xh = x[c] * (double)rstd[i];
+      dx[c] += (float)(rstd[i] * (dy[c] * (double)gamma[c] - xh * sdx / C));
+    }
+  }
+}

@@ -180,7 +180,7 @@ __device__ float block_max(float v, float *sh) {
 /* Column sums of a (M, C) row-major matrix d in two steps, in a fixed order: partial sums over
  * chunks of rows (grid.x over 32-column tiles, grid.y chunks), then one pass over the chunks.
  * With `in` (and mean, rstd per row), s1[c] = Σ_r d·(in−mean[r])·rstd[r] as well (layer norm's
- * gamma gradient); s2[c] = Σ_r d. */
+ * gamma gradient; RMSNorm's with mean NULL, taken as 0); s2[c] = Σ_r d. */
 __global__ void colsum_partial_k(float *part1, float *part2, const float *d, const float *in,
                                  const float *mean, const float *rstd, long M, int C,
                                  long rows_per) {
@@ -192,7 +192,7 @@ __global__ void colsum_partial_k(float *part1, float *part2, const float *d, con
     for (long r = r0 + ty; r < r1; r += 8) {
       float dy = d[r * C + c];
       a2 += dy;
-      if (in) a1 += dy * ((in[r * C + c] - mean[r]) * rstd[r]);
+      if (in) a1 += dy * ((in[r * C + c] - (mean ? mean[r] : 0.0f)) * rstd[r]);
     }
   sh1[ty][threadIdx.x] = a1;
   sh2[ty][threadIdx.x] = a2;
@@ -534,6 +534,40 @@ extern "C" void kn_layernorm_bwd_cuda(float *din, float *dgamma, float *dbeta, c
   colsums(dgamma, dbeta, dout, in, mean, rstd, M, C);
 }
 
+/* RMSNorm: one warp per row (8 rows a block). */
+__global__ void rms_fwd_k(float *out, float *rstd, const float *in, const float *gm, int M, int C,
+                          float eps) {
+  int r = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (r >= M) return;
+  const float *x = in + (long)r * C;
+  float s2 = 0.0f;
+  for (int c = lane; c < C; c += 32) s2 += x[c] * x[c];
+  float rs = rsqrtf(warp_sum(s2) / C + eps);
+  if (lane == 0) rstd[r] = rs;
+  for (int c = lane; c < C; c += 32) out[(long)r * C + c] = (x[c] * rs) * gm[c];
+}
+__global__ void rms_bwd_dx_k(float *din, const float *dout, const float *in, const float *gm,
+                             const float *rstd, int M, int C) {
+  int r = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (r >= M) return;
+  const float *x = in + (long)r * C, *dy = dout + (long)r * C;
+  const float rs = rstd[r];
+  float sdx = 0.0f;
+  for (int c = lane; c < C; c += 32) sdx += dy[c] * gm[c] * (x[c] * rs);
+  sdx = warp_sum(sdx) / C;
+  for (int c = lane; c < C; c += 32) din[(long)r * C + c] += rs * (dy[c] * gm[c] - x[c] * rs * sdx);
+}
+extern "C" void kn_rmsnorm_fwd_cuda(float *out, float *rstd, const float *in, const float *gamma,
+                                    int M, int C, float eps) {
+  if (M > 0) rms_fwd_k<<<(M + 7) / 8, 256>>>(out, rstd, in, gamma, M, C, eps);
+}
+extern "C" void kn_rmsnorm_bwd_cuda(float *din, float *dgamma, const float *dout, const float *in,
+                                    const float *gamma, const float *rstd, int M, int C) {
+  if (M <= 0) return;
+  if (din) rms_bwd_dx_k<<<(M + 7) / 8, 256>>>(din, dout, in, gamma, rstd, M, C);
+  colsums(dgamma, NULL, dout, in, NULL, rstd, M, C);
+}
+
 __global__ void lrn_fwd_k(float *out, float *scale, const float *in, int N, int C, int HW,
                           int size, float alpha, float beta, float k) {
   long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
@@ -606,6 +640,23 @@ extern "C" void kn_gelu_fwd_cuda(float *out, const float *in, long n) {
 }
 extern "C" void kn_gelu_bwd_cuda(float *din, const float *dout, const float *in, long n) {
   gelu_bwd_k<<<GRID(n)>>>(din, dout, in, n);
+}
+__global__ void swiglu_fwd_k(float *o, const float *x, long n) {
+  long j = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (j < n) o[j] = x[2 * j] / (1.0f + expf(-x[2 * j])) * x[2 * j + 1];
+}
+__global__ void swiglu_bwd_k(float *dx, const float *d, const float *x, long n) {
+  long j = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  float a = x[2 * j], b = x[2 * j + 1], sg = 1.0f / (1.0f + expf(-a));
+  dx[2 * j] += d[j] * b * sg * (1.0f + a * (1.0f - sg));
+  dx[2 * j + 1] += d[j] * a * sg;
+}
+extern "C" void kn_swiglu_fwd_cuda(float *out, const float *in, long n) {
+  swiglu_fwd_k<<<GRID(n)>>>(out, in, n);
+}
+extern "C" void kn_swiglu_bwd_cuda(float *din, const float *dout, const float *in, long n) {
+  swiglu_bwd_k<<<GRID(n)>>>(din, dout, in, n);
 }
 extern "C" void kn_add_fwd_cuda(float *out, const float *a, const float *b, long n) {
   add_fwd_k<<<GRID(n)>>>(out, a, b, n);
@@ -797,20 +848,21 @@ extern "C" void kn_embedding_bwd_cuda(float *dwte, float *dwpe, const float *dou
 }
 
 /* ---- attention: permutes, two batched GEMMs, masked softmax ---- */
-/* dir 0: (N,T,3C) -> q,k,v (N,NH,T,hs); dir 1: y (N,NH,T,hs) -> out (N,T,C), set (acc 0) or
- * added (acc 1); dir 2: dq,dk,dv -> dqkv added */
+/* dir 0: (N,T,W) -> q,k,v (N,NH,T,hs), a key/value head repeated for each query head of its
+ * group; dir 1: y (N,NH,T,hs) -> out (N,T,C), set; dir 3: dout (N,T,C) -> (N,NH,T,hs); dir 2:
+ * dq,dk,dv -> dqkv added (packed layout only: the grouped one sums a group's heads, gqa_add_k) */
 __global__ void heads_k(float *a, float *b, float *c, float *x, int N, int T, int C, int NH,
-                        int dir) {
+                        int KVH, int dir) {
   long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
   if (i >= (long)N * T * C) return;
   int hs = C / NH, d = (int)(i % hs), h = (int)(i / hs % NH), t = (int)(i / C % T);
   long n = i / ((long)T * C);
   long hm = ((n * NH + h) * T + t) * hs + d;
-  long row = (n * T + t);
+  long row = (n * T + t), W = kn_qkv_width(C, NH, KVH);
   if (dir == 0) {
-    a[hm] = x[row * 3 * C + h * hs + d];
-    b[hm] = x[row * 3 * C + C + h * hs + d];
-    c[hm] = x[row * 3 * C + 2 * C + h * hs + d];
+    a[hm] = x[row * W + kn_qkv_offset(0, h, C, NH, KVH) + d];
+    b[hm] = x[row * W + kn_qkv_offset(1, h, C, NH, KVH) + d];
+    c[hm] = x[row * W + kn_qkv_offset(2, h, C, NH, KVH) + d];
   } else if (dir == 1) {
     x[row * C + h * hs + d] = a[hm];
   } else if (dir == 3) {
@@ -820,6 +872,27 @@ __global__ void heads_k(float *a, float *b, float *c, float *x, int N, int T, in
     x[row * 3 * C + C + h * hs + d] += b[hm];
     x[row * 3 * C + 2 * C + h * hs + d] += c[hm];
   }
+}
+/* Grouped layout: dqkv (N,T,W) += dq of its query head, or Σ over the group's query heads of
+ * dk (dv) for K_g (V_g); one thread per element, in a fixed order. */
+__global__ void gqa_add_k(float *dqkv, const float *dq, const float *dk, const float *dv, int N,
+                          int T, int C, int NH, int KVH) {
+  const int hs = C / NH, r = NH / KVH, W = kn_qkv_width(C, NH, KVH);
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i >= (long)N * T * W) return;
+  int c = (int)(i % W), t = (int)(i / W % T), slot = c / hs % (r + 2), g = c / hs / (r + 2),
+      d = c % hs;
+  long n = i / ((long)T * W);
+#define HM(h) ((((long)n * NH + (h)) * T + t) * hs + d)
+  if (slot < r) {
+    dqkv[i] += dq[HM(g * r + slot)];
+  } else {
+    const float *src = slot == r ? dk : dv;
+    float acc = 0.0f;
+    for (int j = 0; j < r; j++) acc += src[HM(g * r + j)];
+    dqkv[i] += acc;
+  }
+#undef HM
 }
 /* Causal softmax of rows of T scores (row r is query t = r mod T): one warp per row. */
 __global__ void causal_softmax_k(float *att, long rows, int T) {
@@ -847,35 +920,83 @@ __global__ void softmax_bwd_rows_k(float *d, const float *p, long rows, int T) {
   for (int j = lane; j < T; j += 32) d[r * T + j] = p[r * T + j] * (d[r * T + j] - dot);
 }
 #define ROWS8(rows) (unsigned)((rows) > 0 ? ((rows) + 7) / 8 : 1), 256
-extern "C" void kn_attention_fwd_cuda(float *out, float *att, float *ws, const float *qkv, int N,
-                                      int T, int C, int NH, kn_math math) {
-  int hs = C / NH, B = N * NH;
-  long X = (long)N * T * C;
-  float *q = ws, *k = ws + X, *v = ws + 2 * X;
-  heads_k<<<GRID(X)>>>(q, k, v, (float *)qkv, N, T, C, NH, 0);
+/* att (B,T,T) = causal softmax(q·kᵀ/√hs) */
+static void probabilities(float *att, const float *q, const float *k, int B, int T, int hs,
+                          kn_math math) {
   kn_gemm_batched_cuda(0, 1, T, T, hs, 1.0f / sqrtf((float)hs), q, (long)T * hs, k, (long)T * hs,
                        0.0f, att, (long)T * T, B, math);
   causal_softmax_k<<<ROWS8((long)B * T)>>>(att, (long)B * T, T);
+}
+extern "C" void kn_attention_fwd_cuda(float *out, float *att, float *ws, const float *qkv, int N,
+                                      int T, int C, int NH, int KVH, kn_math math) {
+  int hs = C / NH, B = N * NH;
+  long X = (long)N * T * C;
+  float *q = ws, *k = ws + X, *v = ws + 2 * X;
+  if (!att) att = ws + 3 * X; /* flash-style: the probabilities are not kept */
+  heads_k<<<GRID(X)>>>(q, k, v, (float *)qkv, N, T, C, NH, KVH, 0);
+  probabilities(att, q, k, B, T, hs, math);
   kn_gemm_batched_cuda(0, 0, T, hs, T, 1.0f, att, (long)T * T, v, (long)T * hs, 0.0f, q,
                        (long)T * hs, B, math);
-  heads_k<<<GRID(X)>>>(q, NULL, NULL, out, N, T, C, NH, 1);
+  heads_k<<<GRID(X)>>>(q, NULL, NULL, out, N, T, C, NH, KVH, 1);
 }
 extern "C" void kn_attention_bwd_cuda(float *dqkv, float *ws, const float *dout, const float *qkv,
-                                      const float *att, int N, int T, int C, int NH,
+                                      const float *att, int N, int T, int C, int NH, int KVH,
                                       kn_math math) {
   int hs = C / NH, B = N * NH;
   long X = (long)N * T * C, sh = (long)T * hs, sa = (long)T * T;
   float *q = ws, *k = ws + X, *v = ws + 2 * X, *dq = ws + 3 * X, *dk = ws + 4 * X,
         *dv = ws + 5 * X, *dy = ws + 6 * X, *datt = ws + 7 * X;
   float sc = 1.0f / sqrtf((float)hs);
-  heads_k<<<GRID(X)>>>(q, k, v, (float *)qkv, N, T, C, NH, 0);
-  heads_k<<<GRID(X)>>>(dy, NULL, NULL, (float *)dout, N, T, C, NH, 3);
+  heads_k<<<GRID(X)>>>(q, k, v, (float *)qkv, N, T, C, NH, KVH, 0);
+  heads_k<<<GRID(X)>>>(dy, NULL, NULL, (float *)dout, N, T, C, NH, KVH, 3);
+  if (!att) { /* flash-style: the probabilities again, from q and k */
+    float *p = datt + (long)B * sa;
+    probabilities(p, q, k, B, T, hs, math);
+    att = p;
+  }
   kn_gemm_batched_cuda(0, 1, T, T, hs, 1.0f, dy, sh, v, sh, 0.0f, datt, sa, B, math);
   kn_gemm_batched_cuda(1, 0, T, hs, T, 1.0f, att, sa, dy, sh, 0.0f, dv, sh, B, math);
   softmax_bwd_rows_k<<<ROWS8((long)B * T)>>>(datt, att, (long)B * T, T);
   kn_gemm_batched_cuda(0, 0, T, hs, T, sc, datt, sa, k, sh, 0.0f, dq, sh, B, math);
   kn_gemm_batched_cuda(1, 0, T, hs, T, sc, datt, sa, q, sh, 0.0f, dk, sh, B, math);
-  heads_k<<<GRID(X)>>>(dq, dk, dv, dqkv, N, T, C, NH, 2);
+  if (KVH > 0) {
+    long n = (long)N * T * kn_qkv_width(C, NH, KVH);
+    gqa_add_k<<<GRID(n)>>>(dqkv, dq, dk, dv, N, T, C, NH, KVH);
+  } else {
+    heads_k<<<GRID(X)>>>(dq, dk, dv, dqkv, N, T, C, NH, 0, 2);
+  }
+}
+
+/* ---- rotary position embedding, rotate-half form (the CPU twin's rope_turn) ---- */
+/* out (N,T,W) = (acc ? out : 0) + x turned by dir·angle: one thread per element. */
+__global__ void rope_k(float *out, const float *x, int N, int T, int hs, int NH, int KVH,
+                       float theta, int pos0, int dir, int acc) {
+  const int C = NH * hs, W = kn_qkv_width(C, NH, KVH), r = NH / KVH, half = hs / 2;
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i >= (long)N * T * W) return;
+  int c = (int)(i % W), t = (int)(i / W % T), slot = c / hs % (r + 2), d = c % hs;
+  float v;
+  if (slot == r + 1) {
+    v = x[i];
+  } else {
+    int j = d < half ? d : d - half;
+    double a = (double)(pos0 + t) * pow((double)theta, -2.0 * j / hs);
+    float cs = (float)cos(a), sn = (float)(dir * sin(a));
+    long base = i - d;
+    float x0 = x[base + j], x1 = x[base + j + half];
+    v = d < half ? x0 * cs - x1 * sn : x0 * sn + x1 * cs;
+  }
+  out[i] = (acc ? out[i] : 0.0f) + v;
+}
+extern "C" void kn_rope_fwd_cuda(float *out, const float *in, int N, int T, int hs, int NH,
+                                 int KVH, float theta, int pos0) {
+  long n = (long)N * T * kn_qkv_width(NH * hs, NH, KVH);
+  rope_k<<<GRID(n)>>>(out, in, N, T, hs, NH, KVH, theta, pos0, 1, 0);
+}
+extern "C" void kn_rope_bwd_cuda(float *din, const float *dout, int N, int T, int hs, int NH,
+                                 int KVH, float theta, int pos0) {
+  long n = (long)N * T * kn_qkv_width(NH * hs, NH, KVH);
+  rope_k<<<GRID(n)>>>(din, dout, N, T, hs, NH, KVH, theta, pos0, -1, 1);
 }
 
 /* ---- softmax cross-entropy ---- */

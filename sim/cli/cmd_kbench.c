@@ -180,6 +180,8 @@ static void layer_of(kh_layer *k, const kdb_kernel *d, const plan_shard *sh) {
   k->kh = l->kh, k->kw = l->kw, k->stride = l->stride, k->pad = l->pad, k->groups = l->groups;
   k->bias = l->bias;
   k->heads = l->heads;
+  k->kv_heads = l->kv_heads;
+  k->flash = l->flash;
   k->needs_dx = l->inputs[0] >= 0;
   k->vocab = l->vocab;
   k->experts = l->experts, k->top_k = l->top_k, k->ffn = l->ffn;
@@ -191,8 +193,12 @@ static void layer_of(kh_layer *k, const kdb_kernel *d, const plan_shard *sh) {
   case PLAN_SPLIT_ROW: k->in_c = cn; break;
   case PLAN_SPLIT_LOCAL: /* attention heads, or the features between a column and a row linear */
     k->out_c = cn;
-    if (l->kind != WL_LINEAR) k->in_c = l->kind == WL_ATTENTION ? 3 * cn : cn;
-    if (l->kind == WL_ATTENTION && l->heads > 0) k->heads = (int)(l->heads * cn / l->out.c);
+    /* attention reads its heads' share of the QKV; swiglu its pairs; rope keeps its width */
+    if (l->kind != WL_LINEAR) k->in_c = l->in.c * cn / l->out.c;
+    if ((l->kind == WL_ATTENTION || l->kind == WL_ROPE) && l->heads > 0) {
+      k->heads = (int)(l->heads * cn / l->out.c);
+      k->kv_heads = (int)(l->kv_heads * cn / l->out.c);
+    }
     break;
   case PLAN_SPLIT_VOCAB: k->vocab = cn; break;
   case PLAN_SPLIT_CE: k->in_c = k->out_c = cn; break;
@@ -216,14 +222,18 @@ static void layer_of(kh_layer *k, const kdb_kernel *d, const plan_shard *sh) {
 static char *shape_json(const kh_layer *k) {
   if (!strcmp(k->kind, "sgd") || !strcmp(k->kind, "adam"))
     return g_strdup_printf("{\"kind\":\"%s\",\"params\":%ld}", k->kind, k->params);
+  /* grouped-query and flash-style attention add their fields; older entries stay as they were */
+  char extra[64] = "";
+  if (k->kv_heads > 0 || k->flash)
+    g_snprintf(extra, sizeof extra, ",\"kv_heads\":%d,\"flash\":%d", k->kv_heads, k->flash);
   return g_strdup_printf(
       "{\"kind\":\"%s\",\"bwd\":%d,\"n\":%ld,\"in\":[%ld,%ld,%ld],\"out\":[%ld,%ld,%ld],"
       "\"kh\":%d,\"kw\":%d,\"stride\":%d,\"pad\":%d,\"groups\":%d,\"bias\":%d,\"heads\":%d,"
       "\"needs_dx\":%d,\"vocab\":%ld,\"experts\":%d,\"top_k\":%d,\"ffn\":%ld,"
-      "\"capacity_factor\":%g}",
+      "\"capacity_factor\":%g%s}",
       k->kind, k->bwd, k->n, k->in_c, k->in_h, k->in_w, k->out_c, k->out_h, k->out_w, k->kh,
       k->kw, k->stride, k->pad, k->groups, k->bias, k->heads, k->needs_dx, k->vocab, k->experts,
-      k->top_k, k->ffn, k->capacity_factor);
+      k->top_k, k->ffn, k->capacity_factor, extra);
 }
 
 static char *slug(const char *s) {

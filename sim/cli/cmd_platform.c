@@ -103,9 +103,9 @@ out:
 int cmd_platform(int argc, char **argv) {
   char *preset = NULL, *gpu = NULL, *gpu_mem = NULL, *gpu_speed = NULL, *nvlink_bw = NULL,
        *nvlink_lat = NULL, *nic_bw = NULL, *nic_lat = NULL, *switch_lat = NULL, *pcie_bw = NULL,
-       *pcie_lat = NULL, *topology = NULL, *oversub = NULL, *out = NULL;
+       *pcie_lat = NULL, *topology = NULL, *oversub = NULL, *pod_oversub = NULL, *out = NULL;
   /* INT_MIN: not given (a negative count given is refused, not taken for the default) */
-  int nodes = INT_MIN, gpus = INT_MIN, nics = INT_MIN, npl = INT_MIN, ranks = 2;
+  int nodes = INT_MIN, gpus = INT_MIN, nics = INT_MIN, npl = INT_MIN, lpp = INT_MIN, ranks = 2;
   gboolean calibrate = FALSE, quick = FALSE;
   char *pingpong = NULL;
   int status = 2;
@@ -113,7 +113,8 @@ int cmd_platform(int argc, char **argv) {
   GError *err = NULL;
   GOptionEntry entries[] = {
       {"preset", 0, 0, G_OPTION_ARG_STRING, &preset,
-       "Start from a preset: thetagpu, dgx-a100 (default), workstation, star", "NAME"},
+       "Start from a preset: thetagpu, dgx-a100 (default), dgx-h100, dgx-h200, dgx-b200, "
+       "gb200-nvl72 (a node is one 72-GPU rack), workstation, star", "NAME"},
       {"nodes", 0, 0, G_OPTION_ARG_INT, &nodes, "Number of nodes", "N"},
       {"gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpus, "GPUs per node (one host each)", "G"},
       {"gpu", 0, 0, G_OPTION_ARG_STRING, &gpu,
@@ -142,6 +143,11 @@ int cmd_platform(int argc, char **argv) {
        "Leaf downlink / uplink bandwidth ratio (default 1: non-blocking)", "R"},
       {"nodes-per-leaf", 0, 0, G_OPTION_ARG_INT, &npl, "Nodes under one leaf switch (default: all)",
        "N"},
+      {"leaves-per-pod", 0, 0, G_OPTION_ARG_INT, &lpp,
+       "Three-tier Clos: leaf switches per pod, whose spines join at a core tier (a multiple of "
+       "the rails on a rail topology; default: two tiers)", "L"},
+      {"pod-oversubscription", 0, 0, G_OPTION_ARG_STRING, &pod_oversub,
+       "A pod's leaf-uplink / core-uplink bandwidth ratio (default 1: non-blocking)", "R"},
       {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write the XML there (default: stdout)", "FILE"},
       {"calibrate", 0, 0, G_OPTION_ARG_NONE, &calibrate,
        "Measure MPI ping-pongs on this machine, fit SMPI's latency, bandwidth and per-size "
@@ -158,7 +164,8 @@ int cmd_platform(int argc, char **argv) {
   GOptionContext *ctx = g_option_context_new("- write a SimGrid platform file for a cluster");
   g_option_context_set_summary(ctx,
       "Writes a SimGrid platform (explicit graph, DijkstraCache routing): one host per GPU named\n"
-      "n<node>g<gpu>, an NVSwitch router per node, NIC links to leaf switches, leaves to a spine.\n"
+      "n<node>g<gpu>, an NVSwitch router per node, NIC links to leaf switches, leaves to a spine\n"
+      "(or, with --leaves-per-pod, to their pod's spine, and the pods' spines to a core).\n"
       "Bandwidths take SimGrid units (GBps = 10^9 bytes/s, Gbps = 10^9 bits/s), latencies\n"
       "s, ms, us, ns. See platforms/README.md.");
   g_option_context_add_main_entries(ctx, entries, NULL);
@@ -192,9 +199,15 @@ int cmd_platform(int argc, char **argv) {
                 npl);
     goto out;
   }
+  if (lpp != INT_MIN && lpp < 1) {
+    g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "--leaves-per-pod: expected 1 or more, got %d",
+                lpp);
+    goto out;
+  }
   if (gpus != INT_MIN || gpu || gpu_mem || gpu_speed || nvlink_bw || nvlink_lat ||
       nics != INT_MIN || nic_bw || nic_lat || pcie_bw || pcie_lat || switch_lat || topology ||
-      oversub || npl != INT_MIN || (nodes != INT_MIN && preset && strcmp(preset, "dgx-a100") != 0))
+      oversub || npl != INT_MIN || lpp != INT_MIN || pod_oversub ||
+      (nodes != INT_MIN && preset && !plat_gen_preset_scalable(preset)))
     p.comment = "Derived from a dlsim preset with changed options; see platforms/README.md.";
   if (nodes != INT_MIN) p.nodes = nodes;
   if (gpus != INT_MIN) {
@@ -204,6 +217,7 @@ int cmd_platform(int argc, char **argv) {
   }
   if (nics != INT_MIN) p.nics_per_node = nics;
   if (npl != INT_MIN) p.nodes_per_leaf = npl;
+  if (lpp != INT_MIN) p.leaves_per_pod = lpp;
   if (gpu) {
     p.gpu_model = gpu;
     if (!plat_gpu_spec(gpu, &p.gpu_mem_bytes, &p.speed_flops) && (!gpu_mem || !gpu_speed)) {
@@ -235,7 +249,9 @@ int cmd_platform(int argc, char **argv) {
       !opt_value("--pcie-bw", pcie_bw, plat_parse_bandwidth, "25GBps", &p.pcie_bps, &err) ||
       !opt_value("--pcie-lat", pcie_lat, plat_parse_time, "0.5us", &p.pcie_lat_s, &err) ||
       !opt_value("--switch-lat", switch_lat, plat_parse_time, "130ns", &p.switch_lat_s, &err) ||
-      !opt_value("--oversubscription", oversub, parse_ratio, "2", &p.oversubscription, &err))
+      !opt_value("--oversubscription", oversub, parse_ratio, "2", &p.oversubscription, &err) ||
+      !opt_value("--pod-oversubscription", pod_oversub, parse_ratio, "2",
+                 &p.pod_oversubscription, &err))
     goto out;
 
   xml = plat_generate_xml(&p, &err);
@@ -268,6 +284,7 @@ out:
   g_free(pcie_lat);
   g_free(topology);
   g_free(oversub);
+  g_free(pod_oversub);
   g_free(out);
   g_free(pingpong);
   return status;

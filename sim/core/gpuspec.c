@@ -27,9 +27,28 @@ static const gpu_spec specs[] = {
     {"h200", "NVIDIA H200-SXM-141GB", {67e12, 494.7e12, 989.4e12, 989.4e12}, 4800e9, 141e9,
      "NVIDIA H200 datasheet: FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 4.8 TB/s", 90,
      132 * 1.98},
+    /* NVIDIA HGX B200 specifications (nvidia.com/data-center/hgx, 8 GPUs): FP32 600 TF, TF32
+     * 18 PF and FP16/BF16 36 PF with 2:4 sparsity, i.e. per GPU 75 TF, 1.125 PF and 2.25 PF
+     * dense; NVIDIA DGX B200 User Guide: 1,440 GB of HBM3e in 8 GPUs (180 GB each), 64 TB/s
+     * (8 TB/s each); compute capability 10.0 (NVIDIA's CUDA GPUs list). NVIDIA publishes no SM
+     * count or clock: 148 SMs at 1.98 GHz as deviceQuery reports them in Chips and Cheese's B200
+     * article (2025). */
+    {"b200", "NVIDIA B200 (HGX/DGX B200)", {75e12, 1125e12, 2250e12, 2250e12}, 8000e9, 180e9,
+     "NVIDIA HGX B200 specifications (sparse figures halved): FP32 75, TF32 1125, FP16/BF16 2250 "
+     "TFLOP/s dense per GPU; DGX B200 User Guide: 180 GB, 8 TB/s per GPU",
+     100, 148 * 1.98},
+    /* NVIDIA GB200 NVL72 specifications (nvidia.com/data-center/gb200-nvl72, per GPU): FP32
+     * 80 TF; TF32 2.5 PF and FP16/BF16 5 PF with sparsity (1.25 and 2.5 PF dense); 186 GB of
+     * HBM3e at 8 TB/s. SM count and clock as for b200 (the same die; not published). */
+    {"gb200", "NVIDIA GB200 (Blackwell GPU of a GB200 NVL72)", {80e12, 1250e12, 2500e12, 2500e12},
+     8000e9, 186e9,
+     "NVIDIA GB200 NVL72 specifications (sparse figures halved): FP32 80, TF32 1250, FP16/BF16 "
+     "2500 TFLOP/s dense per GPU; 186 GB, 8 TB/s per GPU",
+     100, 148 * 1.98},
 };
 
-static const gpu_spec *const all[] = {&specs[0], &specs[1], &specs[2], &specs[3], NULL};
+static const gpu_spec *const all[] = {&specs[0], &specs[1], &specs[2], &specs[3],
+                                      &specs[4], &specs[5], NULL};
 
 /* The local CPU, read from /proc/cpuinfo and /proc/meminfo at run time. Peak FP32 assumes AVX2
  * with two 256-bit FMA units per core: 2 units x 8 lanes x 2 FLOP = 32 FLOP/cycle/core (Intel
@@ -119,7 +138,9 @@ const gpu_spec *gpu_for_device_name(const char *name, double mem_bytes) {
   char *n = g_ascii_strdown(name, -1);
   const char *key = NULL;
   /* other boards of the same chip run at other clocks and power: no sheet here */
-  if (has(n, "pcie") || has(n, "nvl") || has(n, "gh200") || has(n, "gh100")) key = NULL;
+  if (has(n, "gb200")) key = "gb200";
+  else if (has(n, "pcie") || has(n, "nvl") || has(n, "gh200") || has(n, "gh100")) key = NULL;
+  else if (has(n, "b200")) key = "b200";
   else if (has(n, "h200")) key = "h200";
   else if (has(n, "h100") && (has(n, "hbm3") || has(n, "sxm"))) key = "h100-sxm";
   else if (has(n, "a100") && has(n, "sxm4")) {

@@ -48,7 +48,8 @@ const gpu_spec *gpu_local_cpu(void);
 /* The sheet of a CUDA device by the name the driver reports (cudaDeviceProp.name, e.g.
  * "NVIDIA H100 80GB HBM3") and its memory in bytes (0 if unknown: the name decides). Only the
  * variants whose figures the sheet holds match: SXM A100s (40 and 80 GB), the SXM5 H100 and the
- * SXM H200; PCIe and NVL boards (lower clocks and power) and Grace Hopper give NULL. */
+ * SXM H200, the B200 and the GPU of a GB200; PCIe and NVL boards (lower clocks and power) and
+ * Grace Hopper give NULL. */
 const gpu_spec *gpu_for_device_name(const char *name, double mem_bytes);
 /* All known GPU sheets, NULL-terminated. */
 const gpu_spec *const *gpu_all(void);

@@ -531,7 +531,12 @@ char *kdb_key(const kdb_kernel *k, gpu_precision prec) {
     break;
   case WL_LINEAR: g_string_append_printf(s, " bias=%d", l->bias ? 1 : 0); break;
   case WL_LRN: g_string_append_printf(s, " size=%d", l->kh); break;
-  case WL_ATTENTION: g_string_append_printf(s, " heads=%d", l->heads); break;
+  case WL_ATTENTION:
+  case WL_ROPE:
+    g_string_append_printf(s, " heads=%d", l->heads);
+    if (l->kv_heads > 0) g_string_append_printf(s, " kv=%d", l->kv_heads);
+    if (l->flash) g_string_append(s, " flash=1");
+    break;
   case WL_EMBEDDING: g_string_append_printf(s, " vocab=%" G_GINT64_FORMAT, l->vocab); break;
   case WL_MOE:
     g_string_append_printf(s, " E=%d k=%d ffn=%" G_GINT64_FORMAT " cf=%g bias=%d", l->experts,

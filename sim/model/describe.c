@@ -64,7 +64,13 @@ char *wl_to_json(const wl_model *m) {
       if (l->tied_to >= 0) cJSON_AddStringToObject(o, "tied_to", m->layers[l->tied_to].name);
       break;
     case WL_EMBEDDING: cJSON_AddNumberToObject(o, "vocab", (double)l->vocab); break;
-    case WL_ATTENTION: cJSON_AddNumberToObject(o, "heads", l->heads); break;
+    case WL_ATTENTION:
+    case WL_ROPE:
+      cJSON_AddNumberToObject(o, "heads", l->heads);
+      if (l->kv_heads > 0) cJSON_AddNumberToObject(o, "kv_heads", l->kv_heads);
+      if (l->kind == WL_ATTENTION && l->flash) cJSON_AddBoolToObject(o, "flash", TRUE);
+      if (l->kind == WL_ROPE) cJSON_AddNumberToObject(o, "theta", l->rope_theta);
+      break;
     case WL_LRN: cJSON_AddNumberToObject(o, "size", l->kh); break;
     case WL_MOE:
       cJSON_AddNumberToObject(o, "experts", l->experts);

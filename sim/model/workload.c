@@ -221,7 +221,8 @@ static const char *const keys_avgpool[] = {COMMON_KEYS, "kernel", "stride", "pad
                                            NULL};
 static const char *const keys_add[] = {"name", "type", "inputs", "block", NULL};
 static const char *const keys_embedding[] = {COMMON_KEYS, "vocab", "out_features", NULL};
-static const char *const keys_attention[] = {COMMON_KEYS, "heads", NULL};
+static const char *const keys_attention[] = {COMMON_KEYS, "heads", "kv_heads", "flash", NULL};
+static const char *const keys_rope[] = {COMMON_KEYS, "heads", "kv_heads", "theta", NULL};
 static const char *const keys_moe[] = {COMMON_KEYS, "experts", "top_k", "ffn", "capacity_factor",
                                        "bias", NULL};
 static const char *const keys_lrn[] = {COMMON_KEYS, "size", NULL};
@@ -235,6 +236,7 @@ static const char *const *kind_keys(wl_layer_kind k) {
   case WL_ADD: return keys_add;
   case WL_EMBEDDING: return keys_embedding;
   case WL_ATTENTION: return keys_attention;
+  case WL_ROPE: return keys_rope;
   case WL_MOE: return keys_moe;
   case WL_LRN: return keys_lrn;
   case WL_DROPOUT: return keys_dropout;
@@ -504,9 +506,24 @@ static gboolean read_embedding(layer_reader *r) {
   return TRUE;
 }
 
-static gboolean read_attention(layer_reader *r) {
+/* heads and kv_heads of attention or rope, and the head width from the fused QKV input. */
+static gboolean read_heads(layer_reader *r, gboolean kv_required) {
   wl_layer *l = r->l;
-  if (!get_int32(r->L, r->jl, r->jp, "heads", TRUE, 0, 1, 1024, &l->heads)) return FALSE;
+  if (!get_int32(r->L, r->jl, r->jp, "heads", TRUE, 0, 1, 1024, &l->heads) ||
+      !get_int32(r->L, r->jl, r->jp, "kv_heads", kv_required, 0, 1, l->heads, &l->kv_heads))
+    return FALSE;
+  if (l->kv_heads > 0) {
+    if (l->heads % l->kv_heads)
+      return fail_at(r, "kv_heads", "%d key/value heads must divide the %d query heads",
+                     l->kv_heads, l->heads);
+    const int64_t units = l->heads + 2 * (int64_t)l->kv_heads;
+    if (l->in.c % units)
+      return fail_at(r, "input", "grouped-query attention reads (heads + 2·kv_heads)·head_dim "
+                                 "= %" G_GINT64_FORMAT "·head_dim channels, got %" G_GINT64_FORMAT,
+                     units, l->in.c);
+    l->out.c = l->in.c / units * l->heads;
+    return TRUE;
+  }
   if (l->in.c % 3)
     return fail_at(r, "input", "attention reads the fused Q, K, V (3·hidden channels), got %"
                                G_GINT64_FORMAT " channels", l->in.c);
@@ -514,6 +531,31 @@ static gboolean read_attention(layer_reader *r) {
   if (l->out.c % l->heads)
     return fail_at(r, "heads", "%d heads must divide the hidden size %" G_GINT64_FORMAT, l->heads,
                    l->out.c);
+  return TRUE;
+}
+
+static gboolean read_attention(layer_reader *r) {
+  return read_heads(r, FALSE) && get_bool(r->L, r->jl, r->jp, "flash", FALSE, &r->l->flash);
+}
+
+static gboolean read_rope(layer_reader *r) {
+  wl_layer *l = r->l;
+  if (!read_heads(r, TRUE) ||
+      !get_double(r->L, r->jl, r->jp, "theta", 10000.0, 1.0, 1e12, &l->rope_theta))
+    return FALSE;
+  if ((l->out.c / l->heads) % 2)
+    return fail_at(r, "heads", "rotary embeddings rotate pairs: the head width %" G_GINT64_FORMAT
+                   " must be even", l->out.c / l->heads);
+  l->out = l->in; /* same channels: Q and K rotated, V copied */
+  return TRUE;
+}
+
+static gboolean read_swiglu(layer_reader *r) {
+  wl_layer *l = r->l;
+  if (l->in.c % 2)
+    return fail_at(r, "input", "swiglu reads gate and up channels in pairs, got %" G_GINT64_FORMAT
+                   " channels", l->in.c);
+  l->out.c = l->in.c / 2;
   return TRUE;
 }
 
@@ -563,6 +605,8 @@ static gboolean read_kind(layer_reader *r) {
   case WL_LINEAR: return read_linear(r);
   case WL_EMBEDDING: return read_embedding(r);
   case WL_ATTENTION: return read_attention(r);
+  case WL_ROPE: return read_rope(r);
+  case WL_SWIGLU: return read_swiglu(r);
   case WL_MOE: return read_moe(r);
   case WL_LRN: return read_lrn(r);
   case WL_DROPOUT: return read_dropout(r);
@@ -624,6 +668,25 @@ static gboolean derive(layer_reader *r) {
     saved = in_e;
     l->weighted = TRUE;
     break;
+  case WL_RMSNORM:
+    params = (double)l->in.c;
+    l->fwd_flops = 4 * out_e;
+    l->bwd_flops = 7 * out_e;
+    saved = in_e;
+    l->weighted = TRUE;
+    break;
+  case WL_SWIGLU:
+    l->fwd_flops = 5 * out_e;
+    l->bwd_flops = 11 * out_e;
+    saved = in_e;
+    break;
+  case WL_ROPE: {
+    const int kv = wl_kv_heads(l);
+    const double head_dim = (double)(l->in.c / (l->heads + 2 * kv));
+    const double rotated = (double)(l->heads + kv) * head_dim * pos; /* Q and K, not V */
+    l->fwd_flops = l->bwd_flops = 3 * rotated;
+    break;
+  }
   case WL_EMBEDDING:
     params = (double)l->vocab * (double)l->out.c;
     l->fwd_flops = 0;
@@ -668,8 +731,9 @@ static gboolean derive(layer_reader *r) {
     const double h = (double)l->out.c;
     /* QKᵀ 2·s²·h, softmax ~5·heads·s², AV 2·s²·h (Megatron-LM, Narayanan et al. 2021, §5.1) */
     l->fwd_flops = 4 * pos * pos * h + 5.0 * l->heads * pos * pos;
-    l->bwd_flops = 8 * pos * pos * h + 5.0 * l->heads * pos * pos;
-    saved = in_e + (double)l->heads * pos * pos;
+    /* flash-style backward recomputes QKᵀ (Dao et al. 2022, FlashAttention, §3.1) */
+    l->bwd_flops = (l->flash ? 10 : 8) * pos * pos * h + 5.0 * l->heads * pos * pos;
+    saved = l->flash ? in_e + out_e + (double)l->heads * pos : in_e + (double)l->heads * pos * pos;
     break;
   }
   case WL_MOE: {

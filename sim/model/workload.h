@@ -7,6 +7,18 @@
  * (c, h, w): c channels or features over h×w positions (an image's H×W pixels, or a sequence of
  * h = seq_len tokens with w = 1). Token ids are the input shape (1, seq_len, 1).
  *
+ * Channel layouts of the Llama-style layers (Megatron-Core's, so that a tensor-parallel rank
+ * holds one contiguous slice of every tensor):
+ *   attention with kv_heads (grouped-query, Ainslie et al. 2023) and rope read QKV grouped by
+ *   key/value head: for g = 0..kv_heads-1 the heads/kv_heads query heads of group g, then K_g,
+ *   then V_g, each head_dim = out.c/heads wide, so in.c = (heads + 2·kv_heads)·head_dim;
+ *   attention without kv_heads reads the packed Q|K|V (3·out.c).
+ *   swiglu (Shazeer 2020) reads gate and up interleaved, channel 2j the gate and 2j+1 the up
+ *   projection of output j: out_j = silu(x_2j)·x_2j+1, out.c = in.c/2.
+ *   rope (Su et al. 2021) rotates the Q and K heads of a grouped QKV, pairs (i, i + head_dim/2)
+ *   of a head at position t by t·theta^(−2i/head_dim) (the rotate-half form of Llama's
+ *   reference code), and copies V.
+ *
  * FLOP conventions (per sample, FLOP; a multiply-add counts 2). The loader derives them once:
  *   conv2d     fwd 2·(C_in/groups)·kh·kw·C_out·H_out·W_out (+ C_out·H_out·W_out with bias)
  *   linear     fwd 2·in·out·positions (+ out·positions with bias); positions = h·w of the input
@@ -17,21 +29,29 @@
  *   attention  the core only (no weights; its QKV and output projections are separate linear
  *              layers with tp column/row). With s = positions, h = out channels (model width):
  *              fwd = QKᵀ 2·s²·h + softmax 5·heads·s² + AV 2·s²·h;
- *              bwd = 2 GEMMs for each of QKᵀ and AV (8·s²·h) + softmax 5·heads·s².
+ *              bwd = 2 GEMMs for each of QKᵀ and AV (8·s²·h) + softmax 5·heads·s²;
+ *              flash-style (fused, Dao et al. 2022): bwd also recomputes QKᵀ, 10·s²·h +
+ *              5·heads·s². Grouped-query attention (kv_heads < heads) reads fewer K/V channels
+ *              but computes the same scores: the same counts.
  *   moe        per token (Switch/GShard feed-forward of E experts, top_k routed, two linears of
  *              width ffn with biases): fwd = router 2·h·E + top_k·(4·h·ffn); bwd = 2× fwd.
  *              The capacity factor sizes the dispatch buffers (planner), not these FLOPs.
  *   per-element counts on the output (fwd / bwd): relu 1/1, gelu 8/8 (tanh form), batchnorm 5/5,
  *              layernorm 5/5, dropout 1/1, add 1/1, flatten 0/0, softmax_ce 5/2 (max, exp, sum,
- *              divide, log / p − onehot), lrn (2·size+3)/(2·size+3) with size = local window
+ *              divide, log / p − onehot), rmsnorm 4/7 (x², Σ, ·rstd, ·γ / g·γ, Σ g·γ·x̂,
+ *              x̂·c, −, ·rstd, dγ), swiglu 5/11 per output (σ, ·a, ·b / σ, silu, silu′,
+ *              two products each for da and db), rope 3/3 per rotated element (two
+ *              products and a sum per coordinate of a pair; V is copied), lrn (2·size+3)/(2·size+3) with size = local window
  *              (default 5), maxpool kh·kw per output / 1 per input, avgpool kh·kw per output /
  *              1 per input.
  * Parameters: conv C_out·(C_in/groups)·kh·kw (+ C_out); linear in·out (+ out), 0 when tied;
- * batchnorm and layernorm 2·c (γ, β); embedding vocab·dim;
+ * batchnorm and layernorm 2·c (γ, β); rmsnorm c (γ); embedding vocab·dim;
  * moe E·(2·h·ffn + ffn + h) + h·E (+ E with a router bias).
  * Saved elements (kept from forward for backward, per sample): conv2d, linear, gelu, batchnorm,
- * layernorm, embedding: the input; relu, dropout, maxpool, softmax_ce: the output (mask, argmax
- * or probabilities); lrn: input + output; attention: its QKV input + heads·s² probabilities;
+ * layernorm, rmsnorm, swiglu, embedding: the input; relu, dropout, maxpool, softmax_ce: the output
+ * (mask, argmax or probabilities); lrn: input + output; attention: its QKV input + heads·s²
+ * probabilities, or flash-style its QKV input, its output and heads·s log-sum-exps; rope:
+ * nothing (its angles are recomputed);
  * moe: positions·(h + E + top_k·(h + 2·ffn)) (input, router probabilities, each routed copy and
  * its hidden activations before and after the nonlinearity); add, avgpool, flatten: nothing.
  *
@@ -50,7 +70,7 @@
   X(WL_GELU, "gelu") X(WL_MAXPOOL, "maxpool") X(WL_AVGPOOL, "avgpool") X(WL_ADD, "add")         \
   X(WL_EMBEDDING, "embedding") X(WL_LAYERNORM, "layernorm") X(WL_ATTENTION, "attention")        \
   X(WL_SOFTMAX_CE, "softmax_ce") X(WL_MOE, "moe") X(WL_LRN, "lrn") X(WL_FLATTEN, "flatten")     \
-  X(WL_DROPOUT, "dropout")
+  X(WL_DROPOUT, "dropout") X(WL_RMSNORM, "rmsnorm") X(WL_SWIGLU, "swiglu") X(WL_ROPE, "rope")
 
 typedef enum {
 #define WL_KIND_ENUM(id, str) id,
@@ -88,7 +108,11 @@ typedef struct {
   int stride, pad;     /* conv/pool stride and zero padding (pixels) */
   int groups;          /* conv groups (1 = dense) */
   gboolean bias;       /* conv/linear have a bias; moe: the router has a bias */
-  int heads;           /* attention heads */
+  int heads;           /* attention and rope: query heads */
+  int kv_heads;        /* attention and rope: key/value heads of grouped-query attention, 0 for
+                          multi-head attention in the packed q|k|v layout (wl_kv_heads) */
+  gboolean flash;      /* attention: fused, flash-style (probabilities recomputed, not stored) */
+  double rope_theta;   /* rope: the base of the rotary frequencies */
   int64_t vocab;       /* embedding rows (and out features of a tied output linear) */
   int experts, top_k;  /* moe: experts E and experts per token */
   int64_t ffn;         /* moe: expert hidden width */
@@ -145,6 +169,9 @@ gboolean wl_has_tp_roles(const wl_model *m);
 /* TRUE for the compute-bound kinds (conv2d, linear, attention, moe): their kernels are timed by
  * FLOP, the others by bytes. */
 gboolean wl_kind_gemm_like(wl_layer_kind k);
+
+/* Key/value heads of an attention or rope layer: kv_heads, or heads in the packed layout. */
+static inline int wl_kv_heads(const wl_layer *l) { return l->kv_heads > 0 ? l->kv_heads : l->heads; }
 
 /* An MoE layer's parameters: one expert holds two linears h→ffn→h with biases
  * (2·h·ffn + ffn + h), the router h·E weights (+ E with a bias); params = E·expert + router. */

@@ -26,7 +26,7 @@ static gboolean applies(const cfg_run *c) {
 static gboolean check(const wl_model *m, const cfg_run *c, GError **err) {
   for (int i = 0; i < m->n_layers && c->tp > 1; i++) {
     wl_layer_kind k = m->layers[i].kind;
-    if (k == WL_ATTENTION || k == WL_MOE || k == WL_EMBEDDING) {
+    if (k == WL_ATTENTION || k == WL_MOE || k == WL_EMBEDDING || k == WL_ROPE || k == WL_SWIGLU) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                   "--tp %d: %s: layer '%s' (%s) cannot be split Gholami-style; use --tp-style "
                   "megatron for transformers", c->tp, m->path, m->layers[i].name,

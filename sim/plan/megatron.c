@@ -22,10 +22,16 @@ static gboolean applies(const cfg_run *c) {
 static gboolean check(const wl_model *m, const cfg_run *c, GError **err) {
   for (int i = 0; i < m->n_layers; i++) {
     const wl_layer *l = &m->layers[i];
-    if (l->kind == WL_ATTENTION && l->heads % c->tp) {
+    if ((l->kind == WL_ATTENTION || l->kind == WL_ROPE) && l->heads % c->tp) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                   "--tp %d: %s: layer '%s' has %d attention heads; Megatron splits whole heads, "
                   "so tp must divide them", c->tp, m->path, l->name, l->heads);
+      return FALSE;
+    }
+    if ((l->kind == WL_ATTENTION || l->kind == WL_ROPE) && l->kv_heads % c->tp) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--tp %d: %s: layer '%s' has %d key/value heads; Megatron splits whole query "
+                  "groups, so tp must divide them", c->tp, m->path, l->name, l->kv_heads);
       return FALSE;
     }
     if (l->kind == WL_LINEAR && l->tp_role != WL_TP_NONE &&
@@ -67,9 +73,11 @@ static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, p
     const gboolean vocab_out =
         l->kind == WL_LINEAR && (l->tied_to >= 0 || (m->vocab > 0 && l->out.c == m->vocab));
     if (l->kind == WL_LINEAR && (l->tp_role == WL_TP_COLUMN || vocab_out)) {
-      /* a column linear feeding attention holds whole heads of each of Q, K and V */
+      /* a column linear feeding attention in the packed Q|K|V layout holds whole heads of each
+       * of Q, K and V; in the grouped layout (grouped-query attention, rope) its contiguous
+       * slice holds whole query groups */
       const gboolean qkv = i + 1 < n && m->layers[i + 1].kind == WL_ATTENTION &&
-                           m->layers[i + 1].inputs[0] == i;
+                           m->layers[i + 1].kv_heads == 0 && m->layers[i + 1].inputs[0] == i;
       plan_shard_slice(x, qkv ? PLAN_SPLIT_QKV : PLAN_SPLIT_COL, qkv ? l->out.c / 3 : l->out.c, Pr,
                      tp_i);
       x->split = Pr;
@@ -91,7 +99,8 @@ static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, p
       x->split = Pr;
       after(x, TRUE, COLL_ALLREDUCE, PLAN_WHY_FWD_REDUCE, (double)l->out_elems * mbs * dt); /* g */
       in_pair = FALSE;
-    } else if (in_pair) { /* attention heads, GELU, dropout of the pair's hidden part */
+    } else if (in_pair) { /* attention heads, rope, GELU, SwiGLU, dropout of the pair's hidden
+                           * part */
       plan_shard_slice(x, PLAN_SPLIT_LOCAL, l->out.c, Pr, tp_i);
       x->split = Pr;
     } else if (l->kind == WL_MOE) { /* tokens split across tp, gathered after the layer */

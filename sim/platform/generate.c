@@ -11,6 +11,9 @@
  *   leaf --<leaf>_up--> router spine   (all uplinks of a leaf as one link of their summed
  *                                       bandwidth: SimGrid routes over one shortest path and has
  *                                       no multipath, so a bundle stands for ideal ECMP spreading)
+ *   three tiers (leaves_per_pod): leaf --<leaf>_up--> router p<q>_spine --p<q>_up--> router core
+ *                                       (a pod's spines as one router, its uplinks to the core
+ *                                       as one bundle: its leaves' uplinks / pod_oversubscription)
  *   rail: NIC k of node n goes to leaf l<n / nodes_per_leaf>r<k>; fattree: all NICs of node n go
  *   to leaf l<n / nodes_per_leaf>; star: every host has one link n<n>g<g>_link to router sw.
  * Switch latency: half of it is on each link that ends at a leaf or spine switch, so a route
@@ -168,7 +171,43 @@ static const char star_comment[] =
     "Star: 2 nodes x 4 GPUs, each GPU on one switch by its own 25 GB/s, 1 us link. Every route is\n"
     "two links and pairwise exchanges never share a link: a contention-free platform for tests.";
 
-static const char *const preset_names[] = {"thetagpu", "dgx-a100", "workstation", "star", NULL};
+static const char dgx_h100_comment[] =
+    "DGX H100 nodes (NVIDIA DGX H100/H200 User Guide and DGX BasePOD reference architecture):\n"
+    "8x H100 SXM5 80GB on 4 NVSwitches, NVLink 4 at 900 GB/s bidirectional per GPU (450 GB/s per\n"
+    "direction), 8x single-port ConnectX-7 400 Gb/s NDR InfiniBand compute NICs (50 GB/s), 2x\n"
+    "Intel Xeon Platinum 8480C. Fabric: the DGX SuperPOD H100 reference architecture's rail-\n"
+    "optimised non-blocking fat tree, 32 nodes under each rail's leaf (one scalable unit).\n"
+    "Latencies: NVIDIA publishes none for Quantum-2 NDR switches or ConnectX-7; the HDR figures\n"
+    "of platforms/thetagpu.xml (130 ns switch, 1 us NIC end, 1 us NVLink link) stand in for them.";
+
+static const char dgx_h200_comment[] =
+    "DGX H200 nodes (NVIDIA DGX H100/H200 User Guide, DGX BasePOD reference architecture): as\n"
+    "DGX H100 (4 NVSwitches, NVLink 4 at 450 GB/s per direction per GPU, 8x ConnectX-7 400 Gb/s,\n"
+    "2x Xeon Platinum 8480C) with 8x H200 141GB (HBM3e, 4.8 TB/s). Fabric and latencies as the\n"
+    "dgx-h100 preset.";
+
+static const char dgx_b200_comment[] =
+    "DGX B200 nodes (NVIDIA DGX B200 User Guide): 8x B200 (180 GB HBM3e each) on 2 NVSwitch\n"
+    "chips, NVLink 5 at 1.8 TB/s bidirectional per GPU (900 GB/s per direction), 8x single-port\n"
+    "ConnectX-7 400 Gb/s InfiniBand compute NICs, 2x Intel Xeon Platinum 8570. Fabric: the DGX\n"
+    "SuperPOD B200 reference architecture's rail-optimised non-blocking fat tree, 32 nodes under\n"
+    "each rail's leaf. Latencies as the dgx-h100 preset (not published).";
+
+static const char gb200_comment[] =
+    "GB200 NVL72 racks (NVIDIA GB200 NVL72 specifications; DGX GB200 User Guide and DGX SuperPOD\n"
+    "GB200 reference architecture): 72 Blackwell GPUs (186 GB HBM3e each) in one NVLink 5 domain\n"
+    "(18 NVLinks per GPU, 1.8 TB/s bidirectional: 900 GB/s per direction, through 9 switch\n"
+    "trays), 36 Grace CPUs (Arm: NCCL's non-AMD network figures), one ConnectX-7 400 Gb/s NDR\n"
+    "InfiniBand NIC per GPU (4 per compute tray of 4 GPUs). Each rack is one node here; racks\n"
+    "join in a rail-optimised non-blocking fat tree. Latencies as the dgx-h100 preset.";
+
+static const char *const preset_names[] = {"thetagpu",    "dgx-a100",    "dgx-h100", "dgx-h200",
+                                           "dgx-b200",    "gb200-nvl72", "workstation", "star",
+                                           NULL};
+
+gboolean plat_gen_preset_scalable(const char *name) {
+  return name && (g_str_has_prefix(name, "dgx-") || strcmp(name, "gb200-nvl72") == 0);
+}
 
 const char *const *plat_gen_preset_names(void) { return preset_names; }
 
@@ -190,7 +229,23 @@ void plat_gen_defaults(plat_gen_params *p) {
   p->topology = PLAT_TOPO_RAIL;
   p->oversubscription = 1.0;
   p->nodes_per_leaf = 0;
+  p->leaves_per_pod = 0;
+  p->pod_oversubscription = 1.0;
   p->comment = dgx_comment;
+}
+
+/* A DGX-like node of today: 8 GPUs of `gpu` on NVLink at `nvlink_bps` per direction, 8 NICs of
+ * 400 Gb/s (ConnectX-7 NDR: 50 GB/s), two Intel CPUs, 32 nodes under each rail's leaf (a DGX
+ * SuperPOD scalable unit of 32 nodes). */
+static void modern_node(plat_gen_params *p, const char *gpu, double nvlink_bps,
+                        const char *comment) {
+  p->gpu_model = gpu;
+  plat_gpu_spec(gpu, &p->gpu_mem_bytes, &p->speed_flops);
+  p->cpu_vendor = "intel";
+  p->nvlink_bps = nvlink_bps;
+  p->nic_bps = 50e9;
+  p->nodes_per_leaf = 32;
+  p->comment = comment;
 }
 
 gboolean plat_gen_preset(const char *name, plat_gen_params *p, GError **err) {
@@ -200,6 +255,18 @@ gboolean plat_gen_preset(const char *name, plat_gen_params *p, GError **err) {
     p->comment = thetagpu_comment;
   } else if (strcmp(name, "dgx-a100") == 0) {
     /* the defaults */
+  } else if (strcmp(name, "dgx-h100") == 0) {
+    modern_node(p, "h100-sxm", 450e9, dgx_h100_comment);
+  } else if (strcmp(name, "dgx-h200") == 0) {
+    modern_node(p, "h200", 450e9, dgx_h200_comment);
+  } else if (strcmp(name, "dgx-b200") == 0) {
+    modern_node(p, "b200", 900e9, dgx_b200_comment);
+  } else if (strcmp(name, "gb200-nvl72") == 0) {
+    modern_node(p, "gb200", 900e9, gb200_comment);
+    p->gpus_per_node = 72;
+    p->nics_per_node = 72;
+    p->cpu_vendor = "arm";
+    p->nodes_per_leaf = 0;
   } else if (strcmp(name, "workstation") == 0) {
     p->cpu_vendor = NULL;
     p->gpus_per_node = 2;
@@ -264,6 +331,16 @@ static gboolean check_params(const plat_gen_params *p, GError **err) {
     msg = g_strdup_printf("--oversubscription: expected a ratio >= 1, got %g", p->oversubscription);
   else if (p->nodes_per_leaf < 0)
     msg = g_strdup_printf("--nodes-per-leaf: expected >= 0, got %d", p->nodes_per_leaf);
+  else if (p->leaves_per_pod < 0 || (p->leaves_per_pod > 0 && p->topology == PLAT_TOPO_STAR))
+    msg = g_strdup_printf("--leaves-per-pod: expected >= 1 on a rail or fattree topology, got %d",
+                          p->leaves_per_pod);
+  else if (p->leaves_per_pod > 0 && p->topology == PLAT_TOPO_RAIL && p->nics_per_node > 0 &&
+           p->leaves_per_pod % p->nics_per_node)
+    msg = g_strdup_printf("--leaves-per-pod: a pod holds whole rail groups: expected a multiple "
+                          "of the %d rails, got %d", p->nics_per_node, p->leaves_per_pod);
+  else if (!(p->pod_oversubscription >= 1.0) || !isfinite(p->pod_oversubscription))
+    msg = g_strdup_printf("--pod-oversubscription: expected a ratio >= 1, got %g",
+                          p->pod_oversubscription);
   else if (!(p->speed_flops > 0) || !isfinite(p->speed_flops)) bad = "--gpu-speed";
   else if (!(p->gpu_mem_bytes > 0) || !isfinite(p->gpu_mem_bytes)) bad = "--gpu-mem";
   else if (!(p->nvlink_bps > 0) || !isfinite(p->nvlink_bps)) bad = "--nvlink-bw";
@@ -315,15 +392,21 @@ typedef struct {
   int npl, groups;        /* nodes per leaf, and groups of nodes under one set of leaves */
   int leaves_per_group;   /* rail: K; fat tree: 1 */
   gboolean spine;         /* more than one leaf: leaves join at a spine */
+  int groups_per_pod;     /* three tiers: node groups under one pod's spine (all when 1 pod) */
+  int pods;               /* pods; more than one: their spines join at a core switch */
 } layout;
 
 static layout layout_of(const plat_gen_params *p) {
-  layout y = {p, p->nodes, p->gpus_per_node, p->topology == PLAT_TOPO_STAR, 0, 0, 0, 0, FALSE};
+  layout y = {p, p->nodes, p->gpus_per_node, p->topology == PLAT_TOPO_STAR, 0, 0, 0, 0, FALSE, 0, 1};
   y.K = y.star ? 0 : p->nics_per_node;
   y.npl = (p->nodes_per_leaf == 0 || p->nodes_per_leaf > y.N) ? y.N : p->nodes_per_leaf;
   y.groups = (y.N + y.npl - 1) / y.npl;
   y.leaves_per_group = y.K == 0 ? 0 : (p->topology == PLAT_TOPO_RAIL ? y.K : 1);
   y.spine = y.groups * y.leaves_per_group > 1;
+  y.groups_per_pod = y.groups;
+  if (p->leaves_per_pod > 0 && y.leaves_per_group > 0)
+    y.groups_per_pod = MAX(1, p->leaves_per_pod / y.leaves_per_group);
+  y.pods = (y.groups + y.groups_per_pod - 1) / y.groups_per_pod;
   return y;
 }
 
@@ -360,6 +443,10 @@ static void put_head(GString *s, const layout *y) {
   if (y->spine)
     g_string_append_printf(s, " nodes-per-leaf=%d oversubscription=%g", y->npl,
                            p->oversubscription);
+  if (y->pods > 1)
+    g_string_append_printf(s, " leaves-per-pod=%d pods=%d pod-oversubscription=%g",
+                           y->groups_per_pod * y->leaves_per_group, y->pods,
+                           p->pod_oversubscription);
   g_string_append(s, " -->\n");
   /* Network settings for NVLink/InfiniBand instead of SMPI's TCP/Stampede defaults; SimGrid
    * 3.32 applies them from here. */
@@ -410,7 +497,17 @@ static void put_nodes(GString *s, const layout *y) {
       g_string_append_printf(s, "    <router id=\"%s\"/>\n", l);
       g_free(l);
     }
-  if (y->spine) g_string_append(s, "    <router id=\"spine\"/>\n");
+  if (y->pods > 1) {
+    for (int q = 0; q < y->pods; q++) g_string_append_printf(s, "    <router id=\"p%d_spine\"/>\n", q);
+    g_string_append(s, "    <router id=\"core\"/>\n");
+  } else if (y->spine) {
+    g_string_append(s, "    <router id=\"spine\"/>\n");
+  }
+}
+
+/* The spine switch above node group `gr`: its pod's, or the one spine of two tiers. */
+static char *spine_of(const layout *y, int gr) {
+  return y->pods > 1 ? g_strdup_printf("p%d_spine", gr / y->groups_per_pod) : g_strdup("spine");
 }
 
 /* A link named by `fmt` (one or two integer fields). */
@@ -449,6 +546,7 @@ static void put_links(GString *s, const layout *y) {
    * bundle carries that total divided by the oversubscription ratio. */
   const int nics_per_leaf_per_node = p->topology == PLAT_TOPO_RAIL ? 1 : y->K;
   if (!y->spine) return;
+  double pod_bps = 0;
   for (int gr = 0; gr < y->groups; gr++) {
     int nodes_here = MIN(y->npl, y->N - gr * y->npl);
     double up_bps = nodes_here * nics_per_leaf_per_node * p->nic_bps / p->oversubscription;
@@ -458,6 +556,13 @@ static void put_links(GString *s, const layout *y) {
       put_link(s, a, up_bps, p->switch_lat_s);
       g_free(a);
       g_free(l);
+    }
+    /* a pod's uplink bundle to the core: its leaves' uplinks over the pod's ratio */
+    pod_bps += up_bps * y->leaves_per_group;
+    if (y->pods > 1 && (gr % y->groups_per_pod == y->groups_per_pod - 1 || gr == y->groups - 1)) {
+      put_link_f(s, pod_bps / p->pod_oversubscription, p->switch_lat_s, "p%d_up",
+                 gr / y->groups_per_pod, 0);
+      pod_bps = 0;
     }
   }
 }
@@ -516,11 +621,18 @@ static void put_routes(GString *s, const layout *y) {
   for (int gr = 0; gr < y->groups; gr++)
     for (int k = 0; k < y->leaves_per_group; k++) {
       char *l = leaf_name(p, y->npl, gr * y->npl, k);
-      char *a = g_strdup_printf("%s_up", l);
-      put_route(s, l, "spine", a);
+      char *a = g_strdup_printf("%s_up", l), *sp = spine_of(y, gr);
+      put_route(s, l, sp, a);
+      g_free(sp);
       g_free(a);
       g_free(l);
     }
+  for (int q = 0; y->pods > 1 && q < y->pods; q++) {
+    char *sp = g_strdup_printf("p%d_spine", q), *a = g_strdup_printf("p%d_up", q);
+    put_route(s, sp, "core", a);
+    g_free(sp);
+    g_free(a);
+  }
 }
 
 char *plat_generate_xml(const plat_gen_params *p, GError **err) {

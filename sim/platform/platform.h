@@ -63,6 +63,10 @@ typedef struct {
   double oversubscription; /* R >= 1: a leaf's uplink bandwidth = its downlink total / R */
   int nodes_per_leaf;      /* nodes under one leaf (rail: one leaf per rail per group); 0 = all */
   int spines;              /* spine switches; 0 = as many as leaves in one group (rails or 1) */
+  int leaves_per_pod;      /* three-tier Clos: leaf switches per pod (a multiple of the leaves
+                              of one node group: the rails, or 1), each pod's leaves joined by
+                              its own spine tier, the pods by a core tier; 0 = two tiers */
+  double pod_oversubscription; /* R >= 1: a pod's uplink to the core = its leaves' uplinks / R */
   const char *comment;     /* text for an XML comment at the top of the file, or NULL */
   const char *bw_factor;   /* SMPI's smpi/bw-factor for <config> ("size:factor;...", as
                               SimGrid parses it; borrowed), or NULL for "0:1" (no correction) */
@@ -73,9 +77,15 @@ typedef struct {
 void plat_gen_defaults(plat_gen_params *p);
 
 /* Sets every field of `p` from a named preset: "thetagpu" (24 DGX A100, 8 A100-40GB each),
- * "dgx-a100" (one DGX A100 node; change nodes), "workstation" (one machine, 2 GPUs on PCIe),
- * "star" (8 GPUs on one switch). FALSE with DL_ERR_INPUT listing the presets when unknown. */
+ * "dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200" (one DGX node; change nodes), "gb200-nvl72"
+ * (one NVL72 rack of 72 GPUs in one NVLink domain; change nodes for racks), "workstation" (one
+ * machine, 2 GPUs on PCIe), "star" (8 GPUs on one switch). FALSE with DL_ERR_INPUT listing the
+ * presets when unknown. */
 gboolean plat_gen_preset(const char *name, plat_gen_params *p, GError **err);
+
+/* TRUE when the preset's sources describe a node (or rack), not a cluster, so that another node
+ * count keeps its comment (dgx-*, gb200-nvl72). */
+gboolean plat_gen_preset_scalable(const char *name);
 
 /* Names of the presets, NULL-terminated, static. */
 const char *const *plat_gen_preset_names(void);

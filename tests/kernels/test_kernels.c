@@ -1,5 +1,6 @@
 /* test_kernels.c — the CPU twins against simple references: naive loops for GEMM, convolution and
- * attention, hand-computed values for the loss and the optimizer steps, central finite
+ * attention (multi-head and grouped-query, flash-style against stored probabilities), direct
+ * formulas for RMSNorm, SwiGLU and the rotary embedding, hand-computed values for the loss and the optimizer steps, central finite
  * differences for every backward, a same-bits check for determinism, and the guarded backend
  * (its results, and a crash on a host read of its memory). */
 #include <math.h>
@@ -303,14 +304,14 @@ static void test_embedding(void) {
 static const int AN = 2, AT = 5, AC = 6, AH = 2;
 static float *aqkv, *aout, *aatt, *aws, *aR;
 static double attn_loss(void) {
-  kn_attention_fwd_cpu(aout, aatt, aws, aqkv, AN, AT, AC, AH, KN_MATH_FP32);
+  kn_attention_fwd_cpu(aout, aatt, aws, aqkv, AN, AT, AC, AH, 0, KN_MATH_FP32);
   return dot(aout, aR, AN * AT * AC);
 }
 static void test_attention(void) {
   seed_ = 8;
   const int hs = AC / AH;
   aqkv = rvec(AN * AT * 3 * AC), aout = zvec(AN * AT * AC), aatt = zvec(AN * AH * AT * AT);
-  aws = zvec(kn_attention_ws_floats(AN, AT, AC, AH, 1)), aR = rvec(AN * AT * AC);
+  aws = zvec(kn_attention_ws_floats(AN, AT, AC, AH, 1, 0)), aR = rvec(AN * AT * AC);
   attn_loss();
   for (int n = 0; n < AN; n++) /* naive causal attention */
     for (int h = 0; h < AH; h++)
@@ -332,10 +333,135 @@ static void test_attention(void) {
         }
       }
   float *dqkv = zvec(AN * AT * 3 * AC);
-  kn_attention_bwd_cpu(dqkv, aws, aR, aqkv, aatt, AN, AT, AC, AH, KN_MATH_FP32);
+  kn_attention_bwd_cpu(dqkv, aws, aR, aqkv, aatt, AN, AT, AC, AH, 0, KN_MATH_FP32);
   fwd_loss = attn_loss;
   fd_check(aqkv, dqkv, AN * AT * 3 * AC, 30, 1e-2f);
   free(dqkv), free(aqkv), free(aout), free(aatt), free(aws), free(aR);
+}
+
+/* ---- grouped-query attention, flash-style, RMSNorm, SwiGLU, rotary embedding ---- */
+static const int GN = 2, GT = 5, GH = 4, GKV = 2, GHS = 4; /* 2 query heads per group */
+static float *gqkv, *gout, *gws, *gR;
+static int g_flash;
+static double gqa_loss(void) {
+  static float att[2 * 4 * 5 * 5];
+  kn_attention_fwd_cpu(gout, g_flash ? NULL : att, gws, gqkv, GN, GT, GH * GHS, GH, GKV,
+                       KN_MATH_FP32);
+  return dot(gout, gR, GN * GT * GH * GHS);
+}
+static void test_gqa_attention(void) {
+  seed_ = 21;
+  const int C = GH * GHS, W = (GH + 2 * GKV) * GHS, r = GH / GKV;
+  CU_ASSERT_EQUAL(kn_qkv_width(C, GH, GKV), W);
+  CU_ASSERT_EQUAL(kn_qkv_offset(0, 3, C, GH, GKV), (1 * (r + 2) + 1) * GHS); /* q head 3 */
+  CU_ASSERT_EQUAL(kn_qkv_offset(1, 3, C, GH, GKV), (1 * (r + 2) + r) * GHS); /* K of group 1 */
+  CU_ASSERT_EQUAL(kn_qkv_offset(2, 0, C, GH, GKV), (r + 1) * GHS);           /* V of group 0 */
+  gqkv = rvec(GN * GT * W), gout = zvec(GN * GT * C), gR = rvec(GN * GT * C);
+  gws = zvec(kn_attention_ws_floats(GN, GT, C, GH, 1, 1));
+  g_flash = 0;
+  gqa_loss();
+  for (int n = 0; n < GN; n++) /* naive: query head h reads K and V of group h / r */
+    for (int h = 0; h < GH; h++)
+      for (int t = 0; t < GT; t++) {
+        const int g = h / r;
+        const float *q = gqkv + (n * GT + t) * W + (g * (r + 2) + h % r) * GHS;
+        double s[8], mx = -1e30, sum = 0;
+        for (int j = 0; j <= t; j++) {
+          const float *k = gqkv + (n * GT + j) * W + (g * (r + 2) + r) * GHS;
+          s[j] = 0;
+          for (int d = 0; d < GHS; d++) s[j] += (double)q[d] * k[d];
+          s[j] /= sqrt((double)GHS);
+          mx = fmax(mx, s[j]);
+        }
+        for (int j = 0; j <= t; j++) sum += (s[j] = exp(s[j] - mx));
+        for (int d = 0; d < GHS; d++) {
+          double y = 0;
+          for (int j = 0; j <= t; j++)
+            y += s[j] / sum * gqkv[(n * GT + j) * W + (g * (r + 2) + r + 1) * GHS + d];
+          CU_ASSERT_DOUBLE_EQUAL(gout[(n * GT + t) * C + h * GHS + d], y, 1e-5);
+        }
+      }
+  float *d1 = zvec(GN * GT * W), *d2 = zvec(GN * GT * W), *o1 = zvec(GN * GT * C);
+  static float att[2 * 4 * 5 * 5];
+  kn_attention_fwd_cpu(o1, att, gws, gqkv, GN, GT, C, GH, GKV, KN_MATH_FP32);
+  kn_attention_bwd_cpu(d1, gws, gR, gqkv, att, GN, GT, C, GH, GKV, KN_MATH_FP32);
+  fwd_loss = gqa_loss;
+  fd_check(gqkv, d1, GN * GT * W, 40, 1e-2f);
+  /* flash-style: the same output and gradients without the probabilities */
+  g_flash = 1;
+  gqa_loss();
+  CU_ASSERT_EQUAL(memcmp(o1, gout, sizeof(float) * GN * GT * C), 0);
+  kn_attention_bwd_cpu(d2, gws, gR, gqkv, NULL, GN, GT, C, GH, GKV, KN_MATH_FP32);
+  CU_ASSERT_EQUAL(memcmp(d1, d2, sizeof(float) * GN * GT * W), 0);
+  free(d1), free(d2), free(o1), free(gqkv), free(gout), free(gws), free(gR);
+}
+
+static float *rin, *rg, *rout, *rrs, *rR2;
+static const int RM = 3, RC = 7;
+static double rms_loss(void) {
+  kn_rmsnorm_fwd_cpu(rout, rrs, rin, rg, RM, RC, 1e-5f);
+  return dot(rout, rR2, RM * RC);
+}
+static float *sin_, *sout, *sR;
+static double swiglu_loss(void) {
+  kn_swiglu_fwd_cpu(sout, sin_, 9);
+  return dot(sout, sR, 9);
+}
+static float *qin, *qout, *qR;
+static const int QN = 2, QT = 3, QH = 4, QKV = 2, QHS = 6;
+static double rope_loss(void) {
+  kn_rope_fwd_cpu(qout, qin, QN, QT, QHS, QH, QKV, 500000.0f, 1);
+  return dot(qout, qR, QN * QT * (QH + 2 * QKV) * QHS);
+}
+static void test_llama_kernels(void) {
+  seed_ = 22;
+  /* RMSNorm against y = x/√(mean x² + eps)·γ */
+  rin = rvec(RM * RC), rg = rvec(RC), rout = zvec(RM * RC), rrs = zvec(RM), rR2 = rvec(RM * RC);
+  rms_loss();
+  for (int i = 0; i < RM; i++) {
+    double ms = 0;
+    for (int c = 0; c < RC; c++) ms += (double)rin[i * RC + c] * rin[i * RC + c] / RC;
+    for (int c = 0; c < RC; c++)
+      CU_ASSERT_DOUBLE_EQUAL(rout[i * RC + c], rin[i * RC + c] / sqrt(ms + 1e-5) * rg[c], 1e-5);
+  }
+  float *din = zvec(RM * RC), *dg = zvec(RC);
+  kn_rmsnorm_bwd_cpu(din, dg, rR2, rin, rg, rrs, RM, RC);
+  fwd_loss = rms_loss;
+  fd_check(rin, din, RM * RC, 15, 1e-2f);
+  fd_check(rg, dg, RC, RC, 1e-2f);
+  free(din), free(dg), free(rin), free(rg), free(rout), free(rrs), free(rR2);
+  /* SwiGLU against silu(gate)·up on interleaved pairs */
+  sin_ = rvec(18), sout = zvec(9), sR = rvec(9);
+  swiglu_loss();
+  for (int j = 0; j < 9; j++) {
+    const double a = sin_[2 * j], b = sin_[2 * j + 1];
+    CU_ASSERT_DOUBLE_EQUAL(sout[j], a / (1 + exp(-a)) * b, 1e-6);
+  }
+  float *ds = zvec(18);
+  kn_swiglu_bwd_cpu(ds, sR, sin_, 9);
+  fwd_loss = swiglu_loss;
+  fd_check(sin_, ds, 18, 18, 1e-2f);
+  free(ds), free(sin_), free(sout), free(sR);
+  /* rope against the rotate-half formula at positions 1..QT (pos0 = 1); V untouched */
+  const int W = (QH + 2 * QKV) * QHS, r = QH / QKV, half = QHS / 2;
+  qin = rvec(QN * QT * W), qout = zvec(QN * QT * W), qR = rvec(QN * QT * W);
+  rope_loss();
+  for (int n = 0; n < QN; n++)
+    for (int t = 0; t < QT; t++)
+      for (int c = 0; c < W; c++) {
+        const int slot = c / QHS % (r + 2), d = c % QHS, i = d % half;
+        const float *x = qin + (n * QT + t) * W + (c - d);
+        const double a = (t + 1) * pow(500000.0, -2.0 * i / QHS);
+        const double want = slot == r + 1 ? x[d]
+                            : d < half    ? x[i] * cos(a) - x[i + half] * sin(a)
+                                          : x[i] * sin(a) + x[i + half] * cos(a);
+        CU_ASSERT_DOUBLE_EQUAL(qout[(n * QT + t) * W + c], want, 1e-5);
+      }
+  float *dq = zvec(QN * QT * W);
+  kn_rope_bwd_cpu(dq, qR, QN, QT, QHS, QH, QKV, 500000.0f, 1);
+  fwd_loss = rope_loss;
+  fd_check(qin, dq, QN * QT * W, 40, 1e-2f);
+  free(dq), free(qin), free(qout), free(qR);
 }
 
 /* ---- softmax cross-entropy ---- */
@@ -514,7 +640,8 @@ static const dl_cu_test kernel_tests[] = {
     DL_CU_TEST(setup_blas), DL_CU_TEST(test_gemm), DL_CU_TEST(test_conv),
     DL_CU_TEST(test_linear), DL_CU_TEST(test_norms), DL_CU_TEST(test_lrn),
     DL_CU_TEST(test_elementwise), DL_CU_TEST(test_pool), DL_CU_TEST(test_embedding),
-    DL_CU_TEST(test_attention), DL_CU_TEST(test_softmax_ce), DL_CU_TEST(test_moe),
+    DL_CU_TEST(test_attention), DL_CU_TEST(test_gqa_attention), DL_CU_TEST(test_llama_kernels),
+    DL_CU_TEST(test_softmax_ce), DL_CU_TEST(test_moe),
     DL_CU_TEST(test_optim), DL_CU_TEST(test_vocab_slices), DL_CU_TEST(test_guarded),
     DL_CU_TEST(test_math_names),
     DL_CU_END};

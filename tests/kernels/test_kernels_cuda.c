@@ -219,14 +219,14 @@ static void test_sequence(void) {
   const int N = 2, T = 7, C = 8, NH = 2, V = 11;
   size_t X = (size_t)N * T * C, A = (size_t)N * NH * T * T;
   float *qkv = h_rand(3 * X), *dy = h_rand(X), *o = calloc(X, 4), *att = calloc(A, 4),
-        *ws = calloc(kn_attention_ws_floats(N, T, C, NH, 1), 4), *dqkv = calloc(3 * X, 4);
+        *ws = calloc(kn_attention_ws_floats(N, T, C, NH, 1, 0), 4), *dqkv = calloc(3 * X, 4);
   float *gqkv = up(qkv, 12 * X), *gdy = up(dy, 4 * X), *go = up(o, 4 * X), *gatt = up(att, 4 * A),
-        *gws = up(ws, 4 * kn_attention_ws_floats(N, T, C, NH, 1)), *gdqkv = up(dqkv, 12 * X);
-  kn_attention_fwd_cpu(o, att, ws, qkv, N, T, C, NH, KN_MATH_FP32);
-  gpu->attention_fwd(go, gatt, gws, gqkv, N, T, C, NH, KN_MATH_FP32);
+        *gws = up(ws, 4 * kn_attention_ws_floats(N, T, C, NH, 1, 0)), *gdqkv = up(dqkv, 12 * X);
+  kn_attention_fwd_cpu(o, att, ws, qkv, N, T, C, NH, 0, KN_MATH_FP32);
+  gpu->attention_fwd(go, gatt, gws, gqkv, N, T, C, NH, 0, KN_MATH_FP32);
   CU_ASSERT(diff(go, o, X) < 1e-4);
-  kn_attention_bwd_cpu(dqkv, ws, dy, qkv, att, N, T, C, NH, KN_MATH_FP32);
-  gpu->attention_bwd(gdqkv, gws, gdy, gqkv, gatt, N, T, C, NH, KN_MATH_FP32);
+  kn_attention_bwd_cpu(dqkv, ws, dy, qkv, att, N, T, C, NH, 0, KN_MATH_FP32);
+  gpu->attention_bwd(gdqkv, gws, gdy, gqkv, gatt, N, T, C, NH, 0, KN_MATH_FP32);
   CU_ASSERT(diff(gdqkv, dqkv, 3 * X) < 1e-4);
   /* softmax cross-entropy over M = N·T rows of V logits */
   int M = N * T, *tg = malloc(sizeof(int) * M);
@@ -396,21 +396,78 @@ static void test_gemm_linear_precisions(void) {
   gpu->release(dA), gpu->release(dB), gpu->release(gb), gpu->release(gdy);
 }
 
+/* The Llama-style kernels against their CPU twins: grouped-query attention (stored and
+ * flash-style), RMSNorm, SwiGLU and the rotary embedding. */
+static void test_llama(void) {
+  if (!gpu) return;
+  const int N = 2, T = 37, NH = 8, KVH = 2, hs = 16, C = NH * hs, Wq = (NH + 2 * KVH) * hs;
+  size_t X = (size_t)N * T * C, Q = (size_t)N * T * Wq, A = (size_t)N * NH * T * T;
+  size_t W = kn_attention_ws_floats(N, T, C, NH, 1, 1);
+  float *qkv = h_rand(Q), *dy = h_rand(X), *o = calloc(X, 4), *att = calloc(A, 4),
+        *ws = calloc(W, 4), *dqkv = calloc(Q, 4);
+  kn_attention_fwd_cpu(o, att, ws, qkv, N, T, C, NH, KVH, KN_MATH_FP32);
+  kn_attention_bwd_cpu(dqkv, ws, dy, qkv, att, N, T, C, NH, KVH, KN_MATH_FP32);
+  float *gqkv = up(qkv, 4 * Q), *gdy = up(dy, 4 * X);
+  for (int flash = 0; flash < 2; flash++) {
+    float *go = dzero(X), *gatt = dzero(A), *gws = dzero(W), *gd = dzero(Q);
+    gpu->attention_fwd(go, flash ? NULL : gatt, gws, gqkv, N, T, C, NH, KVH, KN_MATH_FP32);
+    check(flash ? "flash gqa fwd" : "gqa fwd", KN_MATH_FP32, go, o, X);
+    gpu->attention_bwd(gd, gws, gdy, gqkv, flash ? NULL : gatt, N, T, C, NH, KVH, KN_MATH_FP32);
+    check(flash ? "flash gqa dqkv" : "gqa dqkv", KN_MATH_FP32, gd, dqkv, Q);
+    gpu->release(go), gpu->release(gatt), gpu->release(gws), gpu->release(gd);
+  }
+  /* RMSNorm over M rows of C */
+  const int M = N * T;
+  float *x = h_rand((size_t)M * C), *g = h_rand(C), *y = calloc((size_t)M * C, 4),
+        *rs = calloc(M, 4), *dx = calloc((size_t)M * C, 4), *dg = calloc(C, 4);
+  kn_rmsnorm_fwd_cpu(y, rs, x, g, M, C, 1e-5f);
+  kn_rmsnorm_bwd_cpu(dx, dg, dy, x, g, rs, M, C);
+  float *gx = up(x, 4 * (size_t)M * C), *gg = up(g, 4 * C), *gy = dzero((size_t)M * C),
+        *grs = dzero(M), *gdx = dzero((size_t)M * C), *gdg = dzero(C);
+  gpu->rmsnorm_fwd(gy, grs, gx, gg, M, C, 1e-5f);
+  check("rmsnorm fwd", KN_MATH_FP32, gy, y, (size_t)M * C);
+  gpu->rmsnorm_bwd(gdx, gdg, gdy, gx, gg, grs, M, C);
+  check("rmsnorm dx", KN_MATH_FP32, gdx, dx, (size_t)M * C);
+  check("rmsnorm dgamma", KN_MATH_FP32, gdg, dg, C);
+  /* SwiGLU on X outputs from 2X inputs (qkv's first 2X floats) */
+  float *sy = calloc(X, 4), *sdx = calloc(2 * X, 4);
+  kn_swiglu_fwd_cpu(sy, qkv, (long)X);
+  kn_swiglu_bwd_cpu(sdx, dy, qkv, (long)X);
+  float *gsy = dzero(X), *gsdx = dzero(2 * X);
+  gpu->swiglu_fwd(gsy, gqkv, (long)X);
+  check("swiglu fwd", KN_MATH_FP32, gsy, sy, X);
+  gpu->swiglu_bwd(gsdx, gdy, gqkv, (long)X);
+  check("swiglu dx", KN_MATH_FP32, gsdx, sdx, 2 * X);
+  /* rope of the grouped QKV at positions 3.. */
+  float *ry = calloc(Q, 4), *rdx = calloc(Q, 4);
+  kn_rope_fwd_cpu(ry, qkv, N, T, hs, NH, KVH, 500000.0f, 3);
+  kn_rope_bwd_cpu(rdx, qkv, N, T, hs, NH, KVH, 500000.0f, 3);
+  float *gry = dzero(Q), *grdx = dzero(Q);
+  gpu->rope_fwd(gry, gqkv, N, T, hs, NH, KVH, 500000.0f, 3);
+  check("rope fwd", KN_MATH_FP32, gry, ry, Q);
+  gpu->rope_bwd(grdx, gqkv, N, T, hs, NH, KVH, 500000.0f, 3);
+  check("rope bwd", KN_MATH_FP32, grdx, rdx, Q);
+  void *hs_[] = {qkv, dy, o, att, ws, dqkv, x, g, y, rs, dx, dg, sy, sdx, ry, rdx};
+  void *ds[] = {gqkv, gdy, gx, gg, gy, grs, gdx, gdg, gsy, gsdx, gry, grdx};
+  for (size_t i = 0; i < sizeof hs_ / sizeof hs_[0]; i++) free(hs_[i]);
+  for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) gpu->release(ds[i]);
+}
+
 static void test_attention_precisions(void) {
   if (!gpu) return;
   const int N = 2, T = 70, C = 48, NH = 3;
-  size_t X = (size_t)N * T * C, A = (size_t)N * NH * T * T, W = kn_attention_ws_floats(N, T, C, NH, 1);
+  size_t X = (size_t)N * T * C, A = (size_t)N * NH * T * T, W = kn_attention_ws_floats(N, T, C, NH, 1, 0);
   float *qkv = h_rand(3 * X), *dy = h_rand(X), *o = malloc(4 * X), *att = malloc(4 * A),
         *ws = malloc(4 * W), *dqkv = calloc(3 * X, 4);
-  kn_attention_fwd_cpu(o, att, ws, qkv, N, T, C, NH, KN_MATH_FP32);
-  kn_attention_bwd_cpu(dqkv, ws, dy, qkv, att, N, T, C, NH, KN_MATH_FP32);
+  kn_attention_fwd_cpu(o, att, ws, qkv, N, T, C, NH, 0, KN_MATH_FP32);
+  kn_attention_bwd_cpu(dqkv, ws, dy, qkv, att, N, T, C, NH, 0, KN_MATH_FP32);
   float *gqkv = up(qkv, 12 * X), *gdy = up(dy, 4 * X);
   for (int m = 0; m < KN_N_MATHS; m++) {
     float *go = dzero(X), *gatt = dzero(A), *gws = dzero(W), *gdqkv = dzero(3 * X);
-    gpu->attention_fwd(go, gatt, gws, gqkv, N, T, C, NH, (kn_math)m);
+    gpu->attention_fwd(go, gatt, gws, gqkv, N, T, C, NH, 0, (kn_math)m);
     check("attention fwd (T 70)", (kn_math)m, go, o, X);
     check("attention probabilities", (kn_math)m, gatt, att, A);
-    gpu->attention_bwd(gdqkv, gws, gdy, gqkv, gatt, N, T, C, NH, (kn_math)m);
+    gpu->attention_bwd(gdqkv, gws, gdy, gqkv, gatt, N, T, C, NH, 0, (kn_math)m);
     check("attention dqkv", (kn_math)m, gdqkv, dqkv, 3 * X);
     gpu->release(go), gpu->release(gatt), gpu->release(gws), gpu->release(gdqkv);
   }
@@ -626,7 +683,7 @@ static const dl_cu_test cuda_tests[] = {DL_CU_TEST(probe), DL_CU_TEST(test_gemm_
                                         DL_CU_TEST(test_sequence), DL_CU_TEST(test_vocab_slices),
                                         DL_CU_TEST(test_conv_shapes),
                                         DL_CU_TEST(test_gemm_linear_precisions),
-                                        DL_CU_TEST(test_attention_precisions),
+                                        DL_CU_TEST(test_attention_precisions), DL_CU_TEST(test_llama),
                                         DL_CU_TEST(test_rows_and_channels),
                                         DL_CU_TEST(test_moe_large), DL_CU_TEST(test_fills),
                                         DL_CU_END};

@@ -134,6 +134,7 @@ def main():
     cnn_nobn = os.path.join(HERE, "cnn-nobn.json")
     gpt_sgd = os.path.join(HERE, "gpt-tiny-sgd.json")
     moe_tiny = os.path.join(HERE, "moe-tiny.json")
+    llama_sgd = os.path.join(HERE, "llama-tiny-sgd.json")
     # (workload, adam, [(tag, options)])
     cases = [
         ("mlp-small", False, [
@@ -215,6 +216,20 @@ def main():
         (moe_tiny, False, [
             ("dp4 ep2, no capacity limit", ["--gpus", "4", "--ep", "2"]),
         ], ["--capacity-factor", "0"]),
+        # Llama-style blocks: RMSNorm, grouped QKV (4 key/value heads for 8 query heads) with
+        # rotary embedding, flash-style attention, interleaved SwiGLU; tp keeps whole query groups
+        (llama_sgd, False, [
+            ("dp2", ["--gpus", "2"]),
+            ("megatron tp2", ["--gpus", "2", "--tp", "2", "--tp-style", "megatron"]),
+            ("megatron tp4 (one key/value head per rank)", ["--gpus", "4", "--tp", "4",
+                                                           "--tp-style", "megatron"]),
+            ("megatron tp2 dp2", ["--gpus", "4", "--tp", "2", "--dp", "2", "--tp-style", "megatron"]),
+            ("pp2 1f1b m4", ["--gpus", "2", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"]),
+        ]),
+        ("llama-tiny", True, [
+            ("megatron tp2 pp2 1f1b m2", ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style",
+                                          "megatron", "--microbatches", "2", "--schedule", "1f1b"]),
+        ]),
         ("gpt-tiny", True, [
             ("dp2", ["--gpus", "2"]),
             ("pp2 dp2 1f1b m8", ["--gpus", "4", "--pp", "2", "--dp", "2", "--microbatches", "8",
@@ -304,6 +319,7 @@ def main():
             (gpt_sgd, ["--gpus", "2", "--tp", "2", "--tp-style", "megatron"]),
             (gpt_sgd, ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style", "megatron",
                        "--microbatches", "2", "--schedule", "1f1b"]),
+            (llama_sgd, ["--gpus", "2", "--tp", "2", "--tp-style", "megatron"]),
         ]
         for i, (wl, opts) in enumerate(guarded):
             args = ["--workload", wl] + opts

@@ -293,7 +293,8 @@ static void test_device_names(void) {
       {"NVIDIA H100 PCIe", 85.0e9, NULL},             {"NVIDIA H100 NVL", 100e9, NULL},
       {"NVIDIA H200 NVL", 150e9, NULL},               {"NVIDIA GH200 480GB", 100e9, NULL},
       {"NVIDIA A100-PCIE-40GB", 42e9, NULL},          {"NVIDIA A100 80GB PCIe", 85e9, NULL},
-      {"NVIDIA GeForce RTX 4090", 25e9, NULL},
+      {"NVIDIA GeForce RTX 4090", 25e9, NULL},        {"NVIDIA B200", 191e9, "b200"},
+      {"NVIDIA GB200", 199e9, "gb200"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     const gpu_spec *s = gpu_for_device_name(cases[i].name, cases[i].mem);
@@ -305,7 +306,7 @@ static void test_device_names(void) {
     }
   }
   char *known = gpu_known_names();
-  CU_ASSERT_STRING_EQUAL(known, "a100-40gb, a100-80gb, h100-sxm, h200, cpu");
+  CU_ASSERT_STRING_EQUAL(known, "a100-40gb, a100-80gb, h100-sxm, h200, b200, gb200, cpu");
   g_free(known);
 }
 

@@ -136,6 +136,56 @@ static void check_gpt(const char *name, int64_t h, int64_t l, int heads, int64_t
   wl_free(m);
 }
 
+/* Llama 3 ("The Llama 3 Herd of Models", Meta 2024, Table 3; vocabulary 128,256): per layer
+ * QKV h·(H + 2·KV)·h/H, output projection h², SwiGLU 3·h·ffn, two RMSNorms 2h; the token
+ * embedding and the untied output layer V·h each, and the final RMSNorm h. The published counts
+ * (Meta's model cards: 8.03B, 70.6B, 405.9B) hold within 0.1 %. */
+static void check_llama(const char *name, int64_t l, int64_t h, int64_t ffn, int H, int KV,
+                        double published) {
+  const int64_t V = 128256, s = 8192, hs = h / H;
+  wl_model *m = load_ok(name);
+  const int64_t exact = l * (h * (H + 2 * KV) * hs + h * h + 3 * h * ffn + 2 * h) + 2 * V * h + h;
+  CU_ASSERT_EQUAL(m->params, exact);
+  CU_ASSERT(fabs((double)m->params / published - 1) < 1e-3);
+  CU_ASSERT_EQUAL(m->seq_len, s);
+  CU_ASSERT_EQUAL(m->n_blocks, l + 1);
+  const wl_layer *at = layer(m, "h0.attn"), *rope = layer(m, "h0.rope"),
+                 *sw = layer(m, "h0.swiglu"), *rms = layer(m, "h0.norm1");
+  CU_ASSERT_EQUAL(at->kv_heads, KV);
+  CU_ASSERT(at->flash);
+  CU_ASSERT_EQUAL(at->in.c, (H + 2 * KV) * hs);
+  CU_ASSERT_EQUAL(at->out.c, h);
+  /* flash-style: forward QKᵀ + softmax + AV, backward recomputes QKᵀ (10·s²·h); it keeps the
+   * QKV input, its output and a log-sum-exp per head and query, never the s×s probabilities */
+  CU_ASSERT_DOUBLE_EQUAL(at->fwd_flops, 4.0 * s * s * h + 5.0 * H * s * s, 1.0);
+  CU_ASSERT_DOUBLE_EQUAL(at->bwd_flops, 10.0 * s * s * h + 5.0 * H * s * s, 1.0);
+  CU_ASSERT_EQUAL(at->saved_elems, (H + 2 * KV) * hs * s + h * s + H * s);
+  /* rope turns the Q and K heads, 3 FLOP per element each way, and keeps nothing */
+  CU_ASSERT_EQUAL(rope->out.c, rope->in.c);
+  CU_ASSERT_DOUBLE_EQUAL(rope->fwd_flops, 3.0 * (H + KV) * hs * s, 0.5);
+  CU_ASSERT_DOUBLE_EQUAL(rope->bwd_flops, rope->fwd_flops, 0.5);
+  CU_ASSERT_EQUAL(rope->saved_elems, 0);
+  CU_ASSERT_EQUAL(rope->rope_theta, 500000.0);
+  /* SwiGLU halves the channels: 5 FLOP forward and 11 backward per output, keeps its input */
+  CU_ASSERT_EQUAL(sw->in.c, 2 * ffn);
+  CU_ASSERT_EQUAL(sw->out.c, ffn);
+  CU_ASSERT_DOUBLE_EQUAL(sw->fwd_flops, 5.0 * ffn * s, 0.5);
+  CU_ASSERT_DOUBLE_EQUAL(sw->bwd_flops, 11.0 * ffn * s, 0.5);
+  CU_ASSERT_EQUAL(sw->saved_elems, 2 * ffn * s);
+  /* RMSNorm: γ only, 4 and 7 FLOP per element */
+  CU_ASSERT_EQUAL(rms->params, h);
+  CU_ASSERT_DOUBLE_EQUAL(rms->fwd_flops, 4.0 * h * s, 0.5);
+  CU_ASSERT_DOUBLE_EQUAL(rms->bwd_flops, 7.0 * h * s, 0.5);
+  CU_ASSERT_EQUAL(layer(m, "lm_head")->params, V * h); /* untied */
+  wl_free(m);
+}
+
+static void test_llama3(void) {
+  check_llama("llama3-8b", 32, 4096, 14336, 32, 8, 8.03e9);
+  check_llama("llama3-70b", 80, 8192, 28672, 64, 8, 70.6e9);
+  check_llama("llama3-405b", 126, 16384, 53248, 128, 8, 405.9e9);
+}
+
 static void test_gpt_1_7b(void) { check_gpt("gpt-1.7b", 2304, 24, 24, 512); }
 static void test_gpt_18b(void) { check_gpt("gpt-18b", 6144, 40, 48, 1024); }
 
@@ -296,6 +346,26 @@ static void test_bad_layers(void) {
                      "layers[1].inputs", "4x3x3 vs 3x8x8");
   expect_layers_fail("{\"name\": \"s\", \"type\": \"add\", \"inputs\": [\"input\"]}",
                      "layers[0].inputs", NULL);
+  /* grouped-query attention and rope on a 24-channel QKV (8x8 positions) */
+  expect_layers_fail("{\"name\": \"f\", \"type\": \"linear\", \"out_features\": 24},"
+                     "{\"name\": \"a\", \"type\": \"attention\", \"heads\": 4, \"kv_heads\": 3}",
+                     "layers[1].kv_heads", "must divide the 4 query heads");
+  expect_layers_fail("{\"name\": \"f\", \"type\": \"linear\", \"out_features\": 26},"
+                     "{\"name\": \"a\", \"type\": \"attention\", \"heads\": 4, \"kv_heads\": 2}",
+                     "layers[1].input", "(heads + 2·kv_heads)·head_dim");
+  expect_layers_fail("{\"name\": \"f\", \"type\": \"linear\", \"out_features\": 24},"
+                     "{\"name\": \"q\", \"type\": \"rope\", \"heads\": 4}",
+                     "layers[1].kv_heads", "missing");
+  expect_layers_fail("{\"name\": \"f\", \"type\": \"linear\", \"out_features\": 18},"
+                     "{\"name\": \"q\", \"type\": \"rope\", \"heads\": 4, \"kv_heads\": 1}",
+                     "layers[1].heads", "must be even");
+  expect_layers_fail("{\"name\": \"f\", \"type\": \"linear\", \"out_features\": 24},"
+                     "{\"name\": \"q\", \"type\": \"rope\", \"heads\": 4, \"kv_heads\": 2, "
+                     "\"theta\": 0}",
+                     "layers[1].theta", NULL);
+  expect_layers_fail("{\"name\": \"f\", \"type\": \"linear\", \"out_features\": 5},"
+                     "{\"name\": \"g\", \"type\": \"swiglu\"}",
+                     "layers[1].input", "in pairs");
   expect_layers_fail("{\"name\": \"f\", \"type\": \"linear\", \"out_features\": 4, \"tp\": \"diag\"}",
                      "layers[0].tp", "diag");
   expect_layers_fail("{\"name\": \"a\", \"type\": \"relu\", \"block\": \"b1\"},"
@@ -357,7 +427,7 @@ static void test_cmd(void) {
 static const dl_cu_test counts[] = {
     DL_CU_TEST(test_resnet50_params), DL_CU_TEST(test_vgg16_params),
     DL_CU_TEST(test_alexnet),         DL_CU_TEST(test_resnet18_cifar),
-    DL_CU_TEST(test_gpt_1_7b),        DL_CU_TEST(test_gpt_18b),
+    DL_CU_TEST(test_gpt_1_7b),        DL_CU_TEST(test_gpt_18b),         DL_CU_TEST(test_llama3),
     DL_CU_TEST(test_moe),             DL_CU_TEST(test_mlp_small),
     DL_CU_TEST(test_small_models),    DL_CU_TEST(test_json_and_names),
     DL_CU_END,

@@ -30,6 +30,11 @@ static gboolean param_layout(const wl_layer *l, int64_t *nw, int64_t *nb, double
     *nw = *nb = l->in.c;
     *bound = 0;
     return TRUE;
+  case WL_RMSNORM:
+    *nw = l->in.c;
+    *nb = 0;
+    *bound = 0;
+    return TRUE;
   case WL_EMBEDDING:
     *nw = l->vocab * l->out.c;
     *nb = 0;
@@ -55,7 +60,8 @@ static float init_value(const wl_layer *t, int t_index, int64_t e) {
     bound = 1.0 / sqrt((double)(e < w2 ? C : F));
   } else {
     param_layout(t, &nw, &nb, &bound);
-    if (t->kind == WL_BATCHNORM || t->kind == WL_LAYERNORM) return e < nw ? 1.0f : 0.0f;
+    if (t->kind == WL_BATCHNORM || t->kind == WL_LAYERNORM || t->kind == WL_RMSNORM)
+      return e < nw ? 1.0f : 0.0f;
   }
   const uint64_t h = real_model_hash4(REAL_MODEL_SEED_WEIGHTS, (uint64_t)t_index, (uint64_t)e, 0);
   return (float)((2.0 * real_model_unit(h) - 1.0) * bound);
@@ -217,15 +223,18 @@ static void layer_saved(real_model_rank *r, real_model_layer *y, size_t *ws) {
   switch (l->kind) {
   case WL_BATCHNORM: saved = 4 * (size_t)l->in.c; break; /* mean, rstd (, Σx, Σx²) */
   case WL_LAYERNORM: saved = 2 * (size_t)M; break;
+  case WL_RMSNORM: saved = (size_t)M; break;
   case WL_SOFTMAX_CE:
     saved = sh->kind == PLAN_SPLIT_CE ? (size_t)(M * sh->cn + 3 * M) : (size_t)(M * l->in.c);
     break;
   case WL_LRN: saved = out_n; break;
   case WL_ATTENTION: {
     const int heads = real_model_attn_heads(y);
-    saved = (size_t)(S * heads * real_model_positions(&l->in) * real_model_positions(&l->in));
+    /* flash-style: nothing kept, backward computes the probabilities again */
+    if (!l->flash)
+      saved = (size_t)(S * heads * real_model_positions(&l->in) * real_model_positions(&l->in));
     *ws = MAX(*ws, kn_attention_ws_floats((int)S, (int)real_model_positions(&l->in),
-                                          real_model_attn_width(y), heads, 1));
+                                          real_model_attn_width(y), heads, 1, l->flash));
     break;
   }
   case WL_CONV2D: {

@@ -143,6 +143,9 @@ static inline kn_conv real_model_conv_shape(const wl_layer *l, int64_t S) {
 static inline int real_model_attn_heads(const real_model_layer *y) {
   return y->s->kind == PLAN_SPLIT_LOCAL ? y->l->heads / y->s->parts : y->l->heads;
 }
+static inline int real_model_attn_kv(const real_model_layer *y) {
+  return y->s->kind == PLAN_SPLIT_LOCAL ? y->l->kv_heads / y->s->parts : y->l->kv_heads;
+}
 static inline int real_model_attn_width(const real_model_layer *y) {
   return (int)(y->s->kind == PLAN_SPLIT_LOCAL ? y->s->cn : y->l->out.c);
 }

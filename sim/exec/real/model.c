@@ -25,7 +25,15 @@
 #define LRN_BETA 0.75f
 #define LRN_K 2.0f
 
+/* RMSNorm's epsilon: Llama 3's norm_eps (1e-5, the model's params.json). */
+#define RMSNORM_EPS 1e-5f
+
 /* ---- shapes ------------------------------------------------------------------------------- */
+
+/* A rope layer's head width: its channels over the query heads and two per key/value group. */
+static int rope_hs(const wl_layer *l) {
+  return (int)(l->in.c / (l->heads + 2 * wl_kv_heads(l)));
+}
 
 static kn_pool pool_shape(const wl_layer *l, int64_t S) {
   kn_pool s = {(int)S, (int)l->in.c, (int)l->in.h, (int)l->in.w, l->kh, l->kw, l->stride, l->pad};
@@ -188,8 +196,17 @@ static void forward_kind(real_model_rank *r, real_model_layer *y, int mb, int it
                        (int)real_model_positions(&l->in), (int)l->out.c);
     break;
   case WL_ATTENTION:
-    k->attention_fwd(out, y->saved[mb], r->ws, in, (int)S, (int)real_model_positions(&l->in),
-                     real_model_attn_width(y), real_model_attn_heads(y), r->math);
+    k->attention_fwd(out, l->flash ? NULL : y->saved[mb], r->ws, in, (int)S,
+                     (int)real_model_positions(&l->in), real_model_attn_width(y),
+                     real_model_attn_heads(y), real_model_attn_kv(y), r->math);
+    break;
+  case WL_RMSNORM:
+    k->rmsnorm_fwd(out, y->saved[mb], in, y->w, (int)M, (int)l->in.c, RMSNORM_EPS);
+    break;
+  case WL_SWIGLU: k->swiglu_fwd(out, in, (long)n); break;
+  case WL_ROPE:
+    k->rope_fwd(out, in, (int)S, (int)real_model_positions(&l->in), rope_hs(l),
+                real_model_attn_heads(y), real_model_attn_kv(y), (float)l->rope_theta, 0);
     break;
   case WL_SOFTMAX_CE:
     if (sh->kind == PLAN_SPLIT_CE) {
@@ -342,9 +359,17 @@ static void backward_kind(real_model_rank *r, real_model_layer *y, float *din, i
                        (int)real_model_positions(&l->in), (int)l->out.c);
     break;
   case WL_ATTENTION:
-    k->attention_bwd(din_any, r->ws, dout, in, y->saved[mb], (int)S,
+    k->attention_bwd(din_any, r->ws, dout, in, l->flash ? NULL : y->saved[mb], (int)S,
                      (int)real_model_positions(&l->in), real_model_attn_width(y),
-                     real_model_attn_heads(y), r->math);
+                     real_model_attn_heads(y), real_model_attn_kv(y), r->math);
+    break;
+  case WL_RMSNORM:
+    k->rmsnorm_bwd(din_any, y->g, dout, in, y->w, y->saved[mb], (int)M, (int)l->in.c);
+    break;
+  case WL_SWIGLU: k->swiglu_bwd(din_any, dout, in, (long)n); break;
+  case WL_ROPE:
+    k->rope_bwd(din_any, dout, (int)S, (int)real_model_positions(&l->in), rope_hs(l),
+                real_model_attn_heads(y), real_model_attn_kv(y), (float)l->rope_theta, 0);
     break;
   case WL_SOFTMAX_CE:
     if (sh->kind == PLAN_SPLIT_CE)

@@ -39,10 +39,11 @@ static gboolean check_layer(const wl_model *m, const cfg_run *c, int i, const pl
     if (l->in.c % tp) return refuse(err, m, l, "--tp", "its input features do not split evenly");
     return TRUE;
   case PLAN_SPLIT_LOCAL:
-    if (l->kind != WL_ATTENTION && l->kind != WL_GELU && l->kind != WL_RELU)
-      return refuse(err, m, l, "--tp", "only attention, GELU and ReLU run between a column "
-                    "and a row linear");
-    if (l->kind == WL_ATTENTION && l->heads % tp)
+    if (l->kind != WL_ATTENTION && l->kind != WL_GELU && l->kind != WL_RELU &&
+        l->kind != WL_SWIGLU && l->kind != WL_ROPE)
+      return refuse(err, m, l, "--tp", "only attention, rope, GELU, SwiGLU and ReLU run between "
+                    "a column and a row linear");
+    if ((l->kind == WL_ATTENTION || l->kind == WL_ROPE) && (l->heads % tp || l->kv_heads % tp))
       return refuse(err, m, l, "--tp", "its heads do not split evenly");
     return TRUE;
   case PLAN_SPLIT_VOCAB:
