@@ -3,9 +3,10 @@
  * coll` see the hosts, links, routes and network settings SMPI sees, for any SimGrid 3.32 file
  * (<cluster> of every topology, Full, Floyd, Dijkstra zones, nested zones).
  *
- * Routes are asked once per pair and kept. On a cluster written by `dlsim platform` (its comment
- * says so, its hosts are n<node>g<gpu> in order and the GPUs' links alike) a route's figures
- * depend only on its class (plat_route_class), so one pair per class is asked.
+ * Routes are asked once per pair and kept. On a two-tier cluster written by `dlsim platform` (its
+ * comment says so, its hosts are n<node>g<gpu> in order and the GPUs' links alike) a route's
+ * figures depend only on its class (plat_route_class), so one pair per class is asked; a
+ * three-tier one is asked pair by pair.
  */
 #include "platform/platform.h"
 
@@ -96,7 +97,9 @@ static void read_generator_comment(plat *pl, const char *file) {
   }
   if (pl->s_nics < 0 || (pl->s_gpn > 0 && pl->s_gpn % pl->s_nics)) pl->s_nics = 0;
   if (pl->s_npl < 0) pl->s_npl = pl->s_nodes;
-  pl->structured = pl->s_nodes > 0 && pl->s_gpn > 0 && pl->s_npl > 0;
+  /* route classes, node links and folding know two tiers; a three-tier Clos (pods joined at a
+   * core) is routed pair by pair */
+  pl->structured = pl->s_nodes > 0 && pl->s_gpn > 0 && pl->s_npl > 0 && comment_int(t, "pods") < 2;
   g_free(t);
 }
 

@@ -31,6 +31,9 @@ static void check_route(const plat *pl, const char *a, const char *b, int n_link
   int i = plat_host_index(pl, a), j = plat_host_index(pl, b);
   CU_ASSERT_FATAL(i >= 0 && j >= 0);
   CU_ASSERT_FATAL(plat_route(pl, i, j, &r, &err));
+  if (r.n_links != n_links || fabs(r.bottleneck_bps - bps) > 1)
+    fprintf(stderr, "\n  %s -> %s: %d links, %g s, %g B/s\n", a, b, r.n_links, r.latency_s,
+            r.bottleneck_bps);
   CU_ASSERT_EQUAL(r.n_links, n_links);
   CU_ASSERT_DOUBLE_EQUAL(r.latency_s, lat_s, 1e-12);
   CU_ASSERT_DOUBLE_EQUAL(r.bottleneck_bps, bps, 1.0);
@@ -107,6 +110,52 @@ static void test_fattree_oversubscribed(void) {
   check_route(pl, "n0g2", "n1g3", 4, 2 * 0.5e-6 + 2 * NIC_LAT, 20e9);
   check_route(pl, "n0g2", "n0g3", 2, 2e-6, 300e9); /* NVLink wins the tie with the PCIe switch */
   plat_free(pl);
+}
+
+/* Three tiers on DGX H100 nodes (NVLink 450 GB/s, NICs 50 GB/s): 8 nodes, 2 per leaf, rails of
+ * 8 leaves per node group, 16 leaves per pod (2 groups), so 2 pods joined at the core. A leaf's
+ * uplink carries 2 nodes x 50 GB/s = 100 GB/s; a pod's uplink its 16 leaves' 1.6 TB/s / 64. */
+static void test_three_tier(void) {
+  plat_gen_params p;
+  GError *err = NULL;
+  CU_ASSERT_FATAL(plat_gen_preset("dgx-h100", &p, &err));
+  p.nodes = 8;
+  p.nodes_per_leaf = 2;
+  p.leaves_per_pod = 16;
+  p.pod_oversubscription = 64;
+  plat *pl = load_generated(&p);
+  CU_ASSERT_EQUAL(plat_n_hosts(pl), 64);
+  check_route(pl, "n0g0", "n0g5", 2, 2e-6, 450e9);                         /* NVLink */
+  check_route(pl, "n0g0", "n1g0", 2, 2 * NIC_LAT, 50e9);                   /* one leaf */
+  check_route(pl, "n0g3", "n3g3", 4, 2 * NIC_LAT + 2 * 130e-9, 50e9);      /* pod 0's spine */
+  check_route(pl, "n5g3", "n6g3", 4, 2 * NIC_LAT + 2 * 130e-9, 50e9);      /* pod 1's spine */
+  check_route(pl, "n0g3", "n4g3", 6, 2 * NIC_LAT + 4 * 130e-9, 1.6e12 / 64); /* the core */
+  check_route(pl, "n3g7", "n7g7", 6, 2 * NIC_LAT + 4 * 130e-9, 1.6e12 / 64);
+  plat_free(pl);
+  /* a pod must hold whole rail groups; the ratio is at least 1 */
+  p.leaves_per_pod = 12;
+  CU_ASSERT_PTR_NULL(plat_generate_xml(&p, &err));
+  CU_ASSERT(err && strstr(err->message, "--leaves-per-pod: a pod holds whole rail groups"));
+  g_clear_error(&err);
+  p.leaves_per_pod = 8;
+  p.pod_oversubscription = 0.5;
+  CU_ASSERT_PTR_NULL(plat_generate_xml(&p, &err));
+  CU_ASSERT(err && strstr(err->message, "--pod-oversubscription"));
+  g_clear_error(&err);
+  /* the presets of today's machines load, with their spec sheets */
+  static const struct { const char *preset, *gpu; int gpus; double nvl; } pre[] = {
+      {"dgx-h100", "h100-sxm", 8, 450e9}, {"dgx-h200", "h200", 8, 450e9},
+      {"dgx-b200", "b200", 8, 900e9},     {"gb200-nvl72", "gb200", 72, 900e9}};
+  for (size_t i = 0; i < G_N_ELEMENTS(pre); i++) {
+    CU_ASSERT_FATAL(plat_gen_preset(pre[i].preset, &p, &err));
+    p.nodes = 2;
+    pl = load_generated(&p);
+    CU_ASSERT_EQUAL(plat_n_hosts(pl), 2 * pre[i].gpus);
+    CU_ASSERT_STRING_EQUAL(plat_host_at(pl, 0)->gpu_model, pre[i].gpu);
+    check_route(pl, "n0g0", "n0g1", 2, 2e-6, pre[i].nvl);
+    check_route(pl, "n0g1", "n1g1", 2, 2 * NIC_LAT, 50e9);
+    plat_free(pl);
+  }
 }
 
 static void test_star(void) {
@@ -421,6 +470,7 @@ static const dl_cu_test gen_tests[] = {
 static const dl_cu_test route_tests[] = {DL_CU_TEST(test_thetagpu_routes),
                                          DL_CU_TEST(test_route_classes),
                                          DL_CU_TEST(test_fattree_oversubscribed),
+                                         DL_CU_TEST(test_three_tier),
                                          DL_CU_TEST(test_node_links_private),
                                          DL_CU_TEST(test_fold), DL_CU_END};
 static const dl_cu_test reader_tests[] = {DL_CU_TEST(test_reader_errors), DL_CU_END};
