@@ -66,7 +66,10 @@ static void add_row(rec_rank *r, const plan_op *op, const char *algo, double t, 
 
 void rec_kernel(rec_rank *r, int op, int iter, double start, double end, kdb_origin origin) {
   rec_span_add(r, op, iter, start, end);
-  if (rec_steady(r, iter)) r->kernels[origin]++;
+  if (rec_steady(r, iter)) {
+    r->kernels[origin]++;
+    r->kernel_s[origin] += end - start;
+  }
 }
 
 void rec_coll(rec_rank *r, int op, int iter, double start, double end, const char *algo,
@@ -171,7 +174,7 @@ void rec_finish(rec_rank *r, double t_start) {
     x->wire_bytes /= steady;
     x->time_s /= steady;
   }
-  for (int o = 0; o < KDB_N_ORIGINS; o++) r->kernels[o] /= steady;
+  for (int o = 0; o < KDB_N_ORIGINS; o++) r->kernels[o] /= steady, r->kernel_s[o] /= steady;
   g_free(end);
 }
 
@@ -217,6 +220,7 @@ void rec_result(const rec_rank *recs, int P, const cfg_run *c, double gpu_mem_by
   for (guint i = 0; i < w->colls->len; i++)
     res->comm_bytes_per_gpu += g_array_index(w->colls, res_coll, i).wire_bytes;
   memcpy(res->kdb.count, w->kernels, sizeof res->kdb.count);
+  res_kdb_set_shares(&res->kdb, w->kernel_s);
   res->mem = recs[big].plan->mem;
   res->peak_mem_bytes = peak_of(&res->mem);
   res->gpu_mem_bytes = gpu_mem_bytes;
@@ -229,7 +233,7 @@ void rec_result(const rec_rank *recs, int P, const cfg_run *c, double gpu_mem_by
 /* Layout: a head (counts), then each row as {op, group, purpose, calls (int32), bytes,
  * wire_bytes, time_s (double), algo name (NUL-terminated)}, then the spans as raw records. */
 typedef struct {
-  double host_s;
+  double host_s, kernel_s[KDB_N_ORIGINS];
   gint32 kernels[KDB_N_ORIGINS], n_colls, n_spans[PLAN_N_STREAMS];
 } packed_head;
 
@@ -242,7 +246,7 @@ void rec_pack(const rec_rank *r, GByteArray *buf) {
   packed_head h;
   memset(&h, 0, sizeof h);
   h.host_s = r->host_s;
-  for (int o = 0; o < KDB_N_ORIGINS; o++) h.kernels[o] = r->kernels[o];
+  for (int o = 0; o < KDB_N_ORIGINS; o++) h.kernels[o] = r->kernels[o], h.kernel_s[o] = r->kernel_s[o];
   h.n_colls = (gint32)r->colls->len;
   for (int s = 0; s < PLAN_N_STREAMS; s++) h.n_spans[s] = (gint32)r->spans[s]->len;
   g_byte_array_append(buf, (const guint8 *)&h, sizeof h);
@@ -266,7 +270,7 @@ gboolean rec_unpack(rec_rank *r, const guint8 *data, gsize len) {
   if (len < sizeof h) return FALSE;
   memcpy(&h, data, sizeof h);
   r->host_s = h.host_s;
-  for (int o = 0; o < KDB_N_ORIGINS; o++) r->kernels[o] = h.kernels[o];
+  for (int o = 0; o < KDB_N_ORIGINS; o++) r->kernels[o] = h.kernels[o], r->kernel_s[o] = h.kernel_s[o];
   for (gint32 i = 0; i < h.n_colls; i++) {
     packed_row p;
     if (at + sizeof p > len) return FALSE;

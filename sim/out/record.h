@@ -48,6 +48,7 @@ typedef struct {
   GArray *spans[PLAN_N_STREAMS]; /* rec_span per stream, every iteration, in time order (owned) */
   GArray *colls;               /* res_coll rows, steady-state iterations summed (owned) */
   int kernels[KDB_N_ORIGINS];  /* kernel ops by origin of their time, steady state summed */
+  double kernel_s[KDB_N_ORIGINS]; /* their durations by origin, s, steady state summed */
   double host_s;               /* host work outside the plan over the steady-state iterations
                                   (the real flavour's synthetic data), left out of the time */
   /* per steady-state iteration, after rec_finish */

@@ -37,9 +37,17 @@ void res_kdb_release(res_kdb *k) {
   memset(k, 0, sizeof *k);
 }
 
+void res_kdb_set_shares(res_kdb *k, const double *kernel_s) {
+  double total = 0;
+  for (int o = 0; o < KDB_N_ORIGINS; o++) total += kernel_s[o];
+  for (int o = 0; o < KDB_N_ORIGINS; o++) k->share[o] = total > 0 ? kernel_s[o] / total : 0;
+}
+
 void res_kdb_set_source(res_kdb *dst, const res_kdb *src) {
   int count[KDB_N_ORIGINS];
+  double share[KDB_N_ORIGINS];
   memcpy(count, dst->count, sizeof count);
+  memcpy(share, dst->share, sizeof share);
   res_kdb_release(dst);
   dst->name = g_strdup(src->name);
   dst->file = g_strdup(src->file);
@@ -47,6 +55,7 @@ void res_kdb_set_source(res_kdb *dst, const res_kdb *src) {
   dst->provenance = g_strdup(src->provenance);
   dst->note = g_strdup(src->note);
   memcpy(dst->count, count, sizeof count);
+  memcpy(dst->share, share, sizeof share);
 }
 
 static int64_t epoch_iters(const cfg_run *c, const wl_model *m) {
@@ -117,6 +126,9 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   cJSON_AddStringToObject(kd, "device", r->kdb.device ? r->kdb.device : "");
   for (int o = 0; o < KDB_N_ORIGINS; o++)
     cJSON_AddNumberToObject(kd, kdb_origin_name((kdb_origin)o), r->kdb.count[o]);
+  cJSON *share = cJSON_AddObjectToObject(kd, "time_share");
+  for (int o = 0; o < KDB_N_ORIGINS; o++)
+    cJSON_AddNumberToObject(share, kdb_origin_name((kdb_origin)o), r->kdb.share[o]);
   cJSON_AddStringToObject(kd, "note", r->kdb.note ? r->kdb.note : "");
   cJSON *prov = r->kdb.provenance ? cJSON_Parse(r->kdb.provenance) : NULL;
   cJSON_AddItemToObject(kd, "provenance", prov ? prov : cJSON_CreateObject());
@@ -284,6 +296,9 @@ gboolean res_from_json(res_result *r, const char *text, const char *what, GError
   r->kdb.note = *note ? g_strdup(note) : NULL;
   for (int o = 0; o < KDB_N_ORIGINS; o++)
     r->kdb.count[o] = (int)num(&rd, kd, "kernel_db", kdb_origin_name((kdb_origin)o));
+  const cJSON *share = cJSON_GetObjectItemCaseSensitive(kd, "time_share"); /* newer results */
+  for (int o = 0; o < KDB_N_ORIGINS && cJSON_IsObject(share); o++)
+    r->kdb.share[o] = num(&rd, share, "kernel_db.time_share", kdb_origin_name((kdb_origin)o));
   const cJSON *prov = item(&rd, kd, "kernel_db", "provenance");
   if (cJSON_IsObject(prov)) {
     char *t = cJSON_PrintUnformatted(prov);
@@ -453,6 +468,19 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
           r->kdb.name ? r->kdb.name : "", r->kdb.count[KDB_MEASURED], r->kdb.count[KDB_DERIVED],
           r->kdb.count[KDB_INTERPOLATED], r->kdb.count[KDB_ESTIMATED]);
   if (r->kdb.count[KDB_RECORDED]) fprintf(out, ", %d recorded", r->kdb.count[KDB_RECORDED]);
+  /* the share of the kernel time, where more than one origin gave it */
+  int origins = 0;
+  for (int o = 0; o < KDB_N_ORIGINS; o++) origins += r->kdb.share[o] > 0;
+  if (origins > 1) {
+    fputs(" (time:", out);
+    for (int o = 0, first = 1; o < KDB_N_ORIGINS; o++)
+      if (r->kdb.share[o] > 0) {
+        fprintf(out, "%s %.1f%% %s", first ? "" : ",", 100 * r->kdb.share[o],
+                kdb_origin_name((kdb_origin)o));
+        first = 0;
+      }
+    fputc(')', out);
+  }
   fputc('\n', out);
   if (r->kdb.note) fprintf(out, "                  note: %s\n", r->kdb.note);
   if (r->folded_rails > 1)

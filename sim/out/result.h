@@ -52,11 +52,16 @@ typedef struct {
   char *provenance;  /* JSON object text: the database's provenance, or the spec sheet's source */
   char *note;        /* what to know before trusting the times (derived, other device), or NULL */
   int count[KDB_N_ORIGINS]; /* kernel times by origin, per iteration of the slowest rank */
+  double share[KDB_N_ORIGINS]; /* the share of that rank's kernel time each origin gave (sums to
+                                  1; all 0 without kernels) */
 } res_kdb;
+
+/* Sets k->share from kernel seconds by origin. */
+void res_kdb_set_shares(res_kdb *k, const double *kernel_s);
 
 void res_kdb_release(res_kdb *k);
 /* Copies the source of `src` (name, file, device, provenance, note) into `dst`; keeps the
- * counts of `dst`. */
+ * counts and shares of `dst`. */
 void res_kdb_set_source(res_kdb *dst, const res_kdb *src);
 
 typedef struct {
