@@ -48,7 +48,7 @@ typedef struct {
   "written as it goes (every 10 s); --resume adds to the one in the output file.\n\n"           \
   "  dlsim kbench --derive-for GPU --from DB [--from-spec SPEC] --out FILE\n"                   \
   "derives a database for a device nobody measured (a spec sheet: a100-40gb, a100-80gb,\n"      \
-  "h100-sxm, h200, cpu) from a measured one: every entry's time is scaled by the two devices'\n" \
+  "h100-sxm, h200, b200, gb200, cpu) from a measured one: every entry's time is scaled by the two devices'\n" \
   "roofline ratio for that entry; entries and provenance say derived, and runs count them as\n" \
   "derived, not measured. --out is required: a derived database is used by default only where\n" \
   "you put it."
