@@ -16,7 +16,7 @@
 typedef struct {
   char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
       *coll, *kernels, *gpu, *out, *trace, *pp_balance, *dump_weights, *routing, *bucket_mb,
-      *capacity_factor, *nccl_proto, *device, *fsdp, *grad_reduce;
+      *capacity_factor, *nccl_proto, *device, *fsdp, *grad_reduce, *recompute_mode;
   gint64 seed, batch;
   int gpus;
   gboolean no_pp_scatter_gather;
@@ -33,7 +33,7 @@ static void raw_release(raw_opts *r) {
                 &r->grid_layers, &r->domain,   &r->platform,   &r->workload, &r->coll,
                 &r->kernels,    &r->gpu,         &r->out,        &r->trace,    &r->pp_balance,
                 &r->dump_weights, &r->routing, &r->bucket_mb,  &r->capacity_factor, &r->nccl_proto,
-                &r->device, &r->fsdp, &r->grad_reduce};
+                &r->device, &r->fsdp, &r->grad_reduce, &r->recompute_mode};
   for (size_t i = 0; i < G_N_ELEMENTS(s); i++) g_free(*s[i]);
   g_strfreev(r->simgrid_cfg);
 }
@@ -92,7 +92,13 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *
       {"precision", 0, 0, G_OPTION_ARG_STRING, &r->precision,
        "compute precision (default fp32; fp16/bf16 = mixed precision)", "fp32|tf32|fp16|bf16"},
       {"recompute", 0, 0, G_OPTION_ARG_NONE, &c->recompute,
-       "full activation recomputation in backward", NULL},
+       "activation recomputation in backward: full (alone), or --recompute none|selective|full "
+       "(selective: the attention core only, Korthikanti et al. 2022)", NULL},
+      {"recompute-mode", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &r->recompute_mode,
+       "what --recompute MODE is read as", "none|selective|full"},
+      {"sequence-parallel", 0, 0, G_OPTION_ARG_NONE, &c->sequence_parallel,
+       "with Megatron tp: norms, dropout and residuals on 1/tp of the sequence; all-gather and "
+       "reduce-scatter instead of each tp all-reduce", NULL},
       {"grad-reduce-dtype", 0, 0, G_OPTION_ARG_STRING, &r->grad_reduce,
        "the dtype gradients are kept and reduced in (default: fp16 under --precision fp16, as "
        "Megatron and DeepSpeed; fp32 otherwise, as PyTorch DDP under autocast and Megatron's "
@@ -260,6 +266,16 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
   if (r->no_pp_scatter_gather) c->pp_scatter_gather = 0;
   if (r->no_host_launch) c->host_launch = FALSE;
   if (r->no_l2_reuse) c->l2_reuse = FALSE;
+  if (r->recompute_mode) {
+    const char *v = r->recompute_mode;
+    if (strcmp(v, "none") && strcmp(v, "selective") && strcmp(v, "full")) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--recompute: expected none, selective or full, got '%s'", v);
+      return FALSE;
+    }
+    c->recompute = strcmp(v, "full") == 0;
+    c->recompute_selective = strcmp(v, "selective") == 0;
+  }
   if (r->grad_reduce) {
     gpu_precision g;
     if (!gpu_precision_parse(r->grad_reduce, &g) || g == GPU_TF32) {
@@ -338,9 +354,40 @@ static gboolean apply_numbers(const raw_opts *r, cfg_run *c, GError **err) {
   return TRUE;
 }
 
+/* `--recompute MODE` and `--recompute=MODE` become the hidden `--recompute-mode=MODE` (GOption
+ * gives a flag no value), so that `--recompute` alone stays the flag. Rewrites argv in place;
+ * the new strings are added to `keep` (freed by the caller). */
+static void recompute_words(int *argc, char **argv, GPtrArray *keep) {
+  static const char *const modes[] = {"none", "selective", "full"};
+  int o = 1;
+  for (int i = 1; i < *argc; i++, o++) {
+    const char *a = argv[i];
+    char *mode = NULL;
+    if (strcmp(a, "--") == 0) { /* the rest are arguments */
+      for (; i < *argc; i++, o++) argv[o] = argv[i];
+      break;
+    }
+    if (g_str_has_prefix(a, "--recompute=")) mode = g_strdup(a + strlen("--recompute="));
+    else if (strcmp(a, "--recompute") == 0 && i + 1 < *argc)
+      for (size_t k = 0; k < G_N_ELEMENTS(modes) && !mode; k++)
+        if (strcmp(argv[i + 1], modes[k]) == 0) mode = g_strdup(argv[++i]);
+    if (mode) {
+      argv[o] = g_strconcat("--recompute-mode=", mode, NULL);
+      g_ptr_array_add(keep, argv[o]);
+      g_free(mode);
+    } else {
+      argv[o] = argv[i];
+    }
+  }
+  if (o <= *argc) argv[o] = NULL;
+  *argc = o;
+}
+
 gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *extra,
                         const char *summary, int *argc, char ***argv, gboolean *help,
                         GError **err) {
+  GPtrArray *keep = g_ptr_array_new_with_free_func(g_free);
+  recompute_words(argc, *argv, keep);
   raw_opts r;
   memset(&r, 0, sizeof r);
   r.gpus = NOT_GIVEN;
@@ -427,6 +474,7 @@ out:
     if (*given[i] == NOT_GIVEN) *given[i] = before[i];
   raw_release(&r);
   g_option_context_free(ctx);
+  g_ptr_array_free(keep, TRUE);
   return ok;
 }
 

@@ -255,6 +255,12 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
                 "forward; leave out --autocast", opt);
     return FALSE;
   }
+  if (c->sequence_parallel && (c->tp < 2 || c->tp_style == CFG_TP_GHOLAMI)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--sequence-parallel: splits the sequence over "
+                "Megatron's tensor-parallel group; it needs --tp 2 or more with --tp-style "
+                "megatron");
+    return FALSE;
+  }
   if (c->fsdp_shard && c->fsdp != CFG_FSDP_HYBRID) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--fsdp-shard-size: only with --fsdp hybrid");
     return FALSE;
@@ -360,6 +366,9 @@ cJSON *cfg_to_json(const cfg_run *c) {
                           c->grad_reduce >= 0 ? gpu_precision_name((gpu_precision)c->grad_reduce)
                                               : "default");
   cJSON_AddBoolToObject(cf, "recompute", c->recompute);
+  cJSON_AddStringToObject(cf, "recompute_granularity",
+                          c->recompute ? "full" : c->recompute_selective ? "selective" : "none");
+  cJSON_AddBoolToObject(cf, "sequence_parallel", c->sequence_parallel);
   cJSON_AddBoolToObject(cf, "host_launch", c->host_launch);
   cJSON_AddBoolToObject(cf, "cuda_graphs", c->cuda_graphs);
   cJSON_AddBoolToObject(cf, "l2_reuse", c->l2_reuse);
@@ -473,6 +482,10 @@ static gboolean parse_prec(const char *t, int *v) {
   return gpu_precision_parse(t, (gpu_precision *)v);
 }
 static gboolean parse_fsdp(const char *t, int *v) { return cfg_fsdp_parse(t, (cfg_fsdp *)v); }
+static gboolean parse_granularity(const char *t, int *v) {
+  *v = strcmp(t, "none") == 0 ? 0 : strcmp(t, "selective") == 0 ? 1 : strcmp(t, "full") == 0 ? 2 : -1;
+  return *v >= 0;
+}
 static gboolean parse_layers(const char *t, int *v) {
   *v = strcmp(t, "fc") == 0;
   return *v || strcmp(t, "all") == 0;
@@ -537,6 +550,13 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
     c->grad_reduce = e;
   }
   if ((v = echo_item(&r, "recompute", is_bool, "true or false"))) c->recompute = cJSON_IsTrue(v);
+  /* newer than the rest: absent, recomputation was full or none as "recompute" says */
+  if (cJSON_GetObjectItemCaseSensitive(o, "recompute_granularity")) {
+    echo_enum(&r, "recompute_granularity", parse_granularity, &e);
+    c->recompute = e == 2;
+    c->recompute_selective = e == 1;
+  }
+  c->sequence_parallel = echo_new_bool(&r, "sequence_parallel");
   /* newer than the rest: a result or trace written before them has none (no sharding) */
   if (cJSON_GetObjectItemCaseSensitive(o, "zero")) c->zero = (int)echo_int(&r, "zero", 0, 3);
   if (cJSON_GetObjectItemCaseSensitive(o, "fsdp")) {

@@ -112,7 +112,15 @@ typedef struct {
                           otherwise (PyTorch DDP under autocast reduces in the parameters' fp32;
                           Megatron's bf16 accumulates and reduces in fp32), and fp32 in --mode
                           real, whose build reduces in fp32 */
-  gboolean recompute;
+  gboolean recompute;  /* --recompute (full): every layer's forward again in backward, from each
+                          block's stashed input */
+  gboolean recompute_selective; /* --recompute selective (Korthikanti et al. 2022): only the
+                          attention core (QKᵀ, softmax, dropout, AV) again, its probabilities
+                          not kept */
+  gboolean sequence_parallel; /* --sequence-parallel (Megatron, Korthikanti et al. 2022): with
+                          Megatron tp, the layers outside the column/row pairs work on 1/tp of
+                          the sequence; each tp all-reduce becomes an all-gather and a
+                          reduce-scatter */
   int pp_scatter_gather; /* Megatron's scatter/gather of inter-stage tensors under tp: 1 on, 0 off
                             (--no-pp-scatter-gather, and --mode real, whose build sends whole
                             tensors); -1 until cfg_resolve */

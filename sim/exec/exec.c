@@ -382,7 +382,7 @@ static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
 }
 
 /* The real executor refuses --grid auto, --precision fp16/bf16 on the CPU (whose kernels
- * compute in fp32), --recompute, and layers without a real implementation; splits it cannot
+ * compute in fp32), --recompute full, --sequence-parallel, and layers without a real implementation; splits it cannot
  * make are refused by real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
   if (c->simgrid_cfg) {
@@ -414,7 +414,13 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
   }
   if (c->recompute) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--mode real: --recompute is not run for real yet; leave it out");
+                "--mode real: --recompute full is not run for real yet; leave it out (or use "
+                "--recompute selective)");
+    return FALSE;
+  }
+  if (c->sequence_parallel) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--mode real: --sequence-parallel is not run for real yet; leave it out");
     return FALSE;
   }
   if (c->grad_reduce != GPU_FP32) {

@@ -69,6 +69,8 @@ char *wl_to_json(const wl_model *m) {
       cJSON_AddNumberToObject(o, "heads", l->heads);
       if (l->kv_heads > 0) cJSON_AddNumberToObject(o, "kv_heads", l->kv_heads);
       if (l->kind == WL_ATTENTION && l->flash) cJSON_AddBoolToObject(o, "flash", TRUE);
+      if (l->kind == WL_ATTENTION && l->dropout_p > 0)
+        cJSON_AddNumberToObject(o, "dropout", l->dropout_p);
       if (l->kind == WL_ROPE) cJSON_AddNumberToObject(o, "theta", l->rope_theta);
       break;
     case WL_LRN: cJSON_AddNumberToObject(o, "size", l->kh); break;
@@ -87,6 +89,7 @@ char *wl_to_json(const wl_model *m) {
     cJSON_AddNumberToObject(o, "bwd_flops", l->bwd_flops);
     cJSON_AddNumberToObject(o, "out_elems", (double)l->out_elems);
     cJSON_AddNumberToObject(o, "saved_elems", (double)l->saved_elems);
+    if (l->mask_bytes > 0) cJSON_AddNumberToObject(o, "mask_bytes", (double)l->mask_bytes);
     cJSON_AddBoolToObject(o, "weighted", l->weighted);
     cJSON_AddItemToArray(layers, o);
   }
@@ -141,9 +144,17 @@ void wl_print(const wl_model *m, FILE *out) {
   fprintf(out, "%4s  %-*s %-10s %-16s %14s %12.6f %12.6f %12s\n\n", "", nw, "total", "", "", params,
           m->fwd_flops / 1e9, m->bwd_flops / 1e9, act);
   fprintf(out, "total params: %s\n", params);
+  int64_t masks = 0;
+  for (int i = 0; i < m->n_layers; i++) masks += m->layers[i].mask_bytes;
   fprintf(out, "per sample: %.6f GFLOP forward, %.6f GFLOP backward, %s activation elements, "
-               "%s saved for backward\n",
+               "%s saved for backward",
           m->fwd_flops / 1e9, m->bwd_flops / 1e9, act, saved);
+  if (masks > 0) {
+    char *mb = thousands(masks);
+    fprintf(out, " and %s bytes of dropout masks", mb);
+    g_free(mb);
+  }
+  fputc('\n', out);
   g_free(params);
   g_free(act);
   g_free(saved);

@@ -221,7 +221,8 @@ static const char *const keys_avgpool[] = {COMMON_KEYS, "kernel", "stride", "pad
                                            NULL};
 static const char *const keys_add[] = {"name", "type", "inputs", "block", NULL};
 static const char *const keys_embedding[] = {COMMON_KEYS, "vocab", "out_features", NULL};
-static const char *const keys_attention[] = {COMMON_KEYS, "heads", "kv_heads", "flash", NULL};
+static const char *const keys_attention[] = {COMMON_KEYS, "heads", "kv_heads", "flash", "dropout",
+                                             NULL};
 static const char *const keys_rope[] = {COMMON_KEYS, "heads", "kv_heads", "theta", NULL};
 static const char *const keys_moe[] = {COMMON_KEYS, "experts", "top_k", "ffn", "capacity_factor",
                                        "bias", NULL};
@@ -535,7 +536,12 @@ static gboolean read_heads(layer_reader *r, gboolean kv_required) {
 }
 
 static gboolean read_attention(layer_reader *r) {
-  return read_heads(r, FALSE) && get_bool(r->L, r->jl, r->jp, "flash", FALSE, &r->l->flash);
+  if (!read_heads(r, FALSE) || !get_bool(r->L, r->jl, r->jp, "flash", FALSE, &r->l->flash) ||
+      !get_double(r->L, r->jl, r->jp, "dropout", 0.0, 0.0, 1.0, &r->l->dropout_p))
+    return FALSE;
+  if (r->l->dropout_p >= 1.0)
+    return fail_at(r, "dropout", "expected a probability in [0, 1), got %g", r->l->dropout_p);
+  return TRUE;
 }
 
 static gboolean read_rope(layer_reader *r) {
@@ -639,7 +645,7 @@ static gboolean derive(layer_reader *r) {
   const double pos = (double)l->in.h * (double)l->in.w;
   const gboolean no_dx = l->inputs[0] == -1; /* the model input needs no gradient */
   double gemm = 0;                           /* FLOPs of the forward GEMM(s), no bias */
-  double params = 0, saved = 0;
+  double params = 0, saved = 0, mask = 0;
   l->weighted = FALSE;
   switch (l->kind) {
   case WL_CONV2D: {
@@ -695,9 +701,12 @@ static gboolean derive(layer_reader *r) {
     l->weighted = TRUE;
     break;
   case WL_RELU:
-  case WL_DROPOUT:
     l->fwd_flops = l->bwd_flops = out_e;
     saved = out_e;
+    break;
+  case WL_DROPOUT:
+    l->fwd_flops = l->bwd_flops = out_e;
+    mask = out_e; /* a bool per element */
     break;
   case WL_GELU:
     l->fwd_flops = l->bwd_flops = 8 * out_e;
@@ -734,6 +743,13 @@ static gboolean derive(layer_reader *r) {
     /* flash-style backward recomputes QKᵀ (Dao et al. 2022, FlashAttention, §3.1) */
     l->bwd_flops = (l->flash ? 10 : 8) * pos * pos * h + 5.0 * l->heads * pos * pos;
     saved = l->flash ? in_e + out_e + (double)l->heads * pos : in_e + (double)l->heads * pos * pos;
+    if (l->dropout_p > 0 && !l->flash) { /* the dropped probabilities and their mask */
+      const double probs = (double)l->heads * pos * pos;
+      l->fwd_flops += probs;
+      l->bwd_flops += probs;
+      saved += probs;
+      mask = probs;
+    }
     break;
   }
   case WL_MOE: {
@@ -749,12 +765,13 @@ static gboolean derive(layer_reader *r) {
   }
   case WL_N_LAYER_KINDS: break;
   }
-  if (params > WL_MAX_COUNT || saved > WL_MAX_COUNT || !isfinite(l->fwd_flops) ||
+  if (params > WL_MAX_COUNT || saved > WL_MAX_COUNT || mask > WL_MAX_COUNT || !isfinite(l->fwd_flops) ||
       !isfinite(l->bwd_flops))
     return fail(r->L, r->jp, "%.3g parameters and %.3g saved elements per sample: more than "
                 "2^40 (a shape too large for this layer)", params, saved);
   l->params = (int64_t)params;
   l->saved_elems = (int64_t)saved;
+  l->mask_bytes = (int64_t)mask;
   l->out_elems = (int64_t)out_e;
   return TRUE;
 }

@@ -32,7 +32,8 @@
  *              bwd = 2 GEMMs for each of QKᵀ and AV (8·s²·h) + softmax 5·heads·s²;
  *              flash-style (fused, Dao et al. 2022): bwd also recomputes QKᵀ, 10·s²·h +
  *              5·heads·s². Grouped-query attention (kv_heads < heads) reads fewer K/V channels
- *              but computes the same scores: the same counts.
+ *              but computes the same scores: the same counts. Dropout on the probabilities adds
+ *              heads·s² each way (flash-style: inside the kernel, not counted).
  *   moe        per token (Switch/GShard feed-forward of E experts, top_k routed, two linears of
  *              width ffn with biases): fwd = router 2·h·E + top_k·(4·h·ffn); bwd = 2× fwd.
  *              The capacity factor sizes the dispatch buffers (planner), not these FLOPs.
@@ -51,7 +52,9 @@
  * layernorm, rmsnorm, swiglu, embedding: the input; relu, dropout, maxpool, softmax_ce: the output
  * (mask, argmax or probabilities); lrn: input + output; attention: its QKV input + heads·s²
  * probabilities, or flash-style its QKV input, its output and heads·s log-sum-exps; rope:
- * nothing (its angles are recomputed);
+ * nothing (its angles are recomputed); dropout: its mask (mask_bytes, one byte an element);
+ * attention with dropout (not flash-style): also the dropped probabilities (heads·s²) and their
+ * mask (heads·s² bytes), as Korthikanti et al. 2022 count them (5·as²b bytes in 16 bits);
  * moe: positions·(h + E + top_k·(h + 2·ffn)) (input, router probabilities, each routed copy and
  * its hidden activations before and after the nonlinearity); add, avgpool, flatten: nothing.
  *
@@ -112,6 +115,7 @@ typedef struct {
   int kv_heads;        /* attention and rope: key/value heads of grouped-query attention, 0 for
                           multi-head attention in the packed q|k|v layout (wl_kv_heads) */
   gboolean flash;      /* attention: fused, flash-style (probabilities recomputed, not stored) */
+  double dropout_p;    /* attention: dropout on the probabilities (0: none) */
   double rope_theta;   /* rope: the base of the rotary frequencies */
   int64_t vocab;       /* embedding rows (and out features of a tied output linear) */
   int experts, top_k;  /* moe: experts E and experts per token */
@@ -127,6 +131,8 @@ typedef struct {
   double bwd_flops;     /* per sample, FLOP: dX (+ dW for weighted layers) */
   int64_t out_elems;    /* per sample = out.c*out.h*out.w  (Gholami's d_i) */
   int64_t saved_elems;  /* per sample: elements kept from forward for backward */
+  int64_t mask_bytes;   /* per sample: dropout masks kept for backward, one byte an element
+                           (PyTorch's bool masks), whatever the precision */
   gboolean weighted;    /* has trainable weights (conv, linear, bn, ln, embedding, moe) */
 } wl_layer;
 

@@ -13,6 +13,9 @@
 #include "core/gpuspec.h"
 #include "plan/build.h"
 
+/* How many ways a layer's kernels divide its work: its split, times its sequence split. */
+static int kernel_split(const plan_shard *x) { return x->split * x->seq_parts; }
+
 /* The kernels of one layer in one direction (dir 0 forward, 1 backward) for the layer's work
  * `flops`/`mem` on this rank (divided by the split already). Domain-parallel layers run their
  * share of the rows; a windowed one exchanges halo rows while it computes its interior rows,
@@ -25,8 +28,8 @@ static void layer_kernels(plan_builder *b, int rank, const plan_shard *x, int la
   gboolean halos = x->domain && (x->halo[dir][0][0] || x->halo[dir][0][1] || x->halo[dir][1][0] ||
                                  x->halo[dir][1][1]);
   if (!halos) {
-    plan_b_kernel(b, ph, layer, kn, gemm_like, flops * share, mem * share, x->samples, x->split,
-                pending);
+    plan_b_kernel(b, ph, layer, kn, gemm_like, flops * share, mem * share, x->samples,
+                  kernel_split(x), pending);
     return;
   }
   int before = *pending; /* what the layer waited for anyway */
@@ -45,9 +48,10 @@ static void layer_kernels(plan_builder *b, int rank, const plan_shard *x, int la
 }
 
 /* Bytes one layer's kernel moves in forward: its input, its share of the output and of the
- * weights (backward moves twice as much). */
+ * weights (backward moves twice as much); a sequence split divides the activations. */
 static double fwd_mem(const wl_layer *l, const plan_shard *x, double dt) {
-  return ((double)plan_in_elems(l) * x->samples + (double)l->out_elems * x->samples / x->split +
+  return (((double)plan_in_elems(l) * x->samples +
+           (double)l->out_elems * x->samples / x->split) / x->seq_parts +
           (double)l->params / x->split) * dt;
 }
 
@@ -74,6 +78,11 @@ static gboolean scatter_gather(const cfg_run *c) {
   return c->pp_scatter_gather > 0 && c->tp > 1 && c->tp_style == CFG_TP_MEGATRON;
 }
 
+/* Each tp rank sends 1/tp of the boundary tensor: Megatron's scatter/gather, or the sequence
+ * shard that sequence parallelism leaves on it (no gather after: the next stage's first layer
+ * works on the shard). */
+static gboolean split_boundary(const cfg_run *c) { return scatter_gather(c) || c->sequence_parallel; }
+
 /* The output of layer `at` (or its gradient) crossing a stage boundary: bytes of the whole
  * tensor, and what one rank sends. */
 static double boundary_bytes(const stage_ctx *s, int at) {
@@ -84,7 +93,7 @@ static void boundary_send(plan_builder *b, const stage_ctx *s, plan_phase ph, in
                           int tag_mb, int at, int *pending) {
   const double whole = boundary_bytes(s, at);
   plan_b_p2p(b, PLAN_SEND, ph, layer, peer, tag_mb, ph == PLAN_PH_BWD,
-             scatter_gather(s->c) ? whole / s->c->tp : whole, pending);
+             split_boundary(s->c) ? whole / s->c->tp : whole, pending);
 }
 
 /* A receive across a boundary; the next compute op waits for it (and for its gather). */
@@ -93,8 +102,8 @@ static void boundary_recv(plan_builder *b, const stage_ctx *s, plan_phase ph, in
   const double whole = boundary_bytes(s, at);
   const gboolean grad = ph == PLAN_PH_BWD;
   plan_b_p2p(b, PLAN_RECV, ph, layer, peer, tag_mb, grad,
-             scatter_gather(s->c) ? whole / s->c->tp : whole, pending);
-  if (scatter_gather(s->c))
+             split_boundary(s->c) ? whole / s->c->tp : whole, pending);
+  if (scatter_gather(s->c) && !s->c->sequence_parallel)
     plan_b_coll(b, ph, layer, COLL_ALLGATHER, PLAN_GRP_TP, grad ? PLAN_WHY_ACT_GRAD : PLAN_WHY_ACT,
                 whole, TRUE, pending);
 }
@@ -137,7 +146,7 @@ static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int 
       autocast_kernel(b, s, i, PLAN_PH_FWD, "cast.fwd", pending);
       g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
       layer_kernels(b, s->rank, x, i, mb, 0, kn, wl_kind_gemm_like(l->kind),
-                    l->fwd_flops * x->samples / x->split, fwd_mem(l, x, s->dt), pending);
+                    l->fwd_flops * x->samples / kernel_split(x), fwd_mem(l, x, s->dt), pending);
     }
     if (x->fwd_coll != COLL_OP_COUNT)
       plan_b_coll(b, PLAN_PH_FWD, i, x->fwd_coll, PLAN_GRP_TP, x->fwd_why, x->fwd_bytes, TRUE,
@@ -146,6 +155,18 @@ static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int 
   if (s->next >= 0)
     boundary_send(b, s, PLAN_PH_FWD, s->l1 - 1, s->next, mb * s->V + s->tag_next, s->l1 - 1,
                   pending);
+}
+
+/* Sequence parallelism: the replicated weights of the layers that saw 1/tp of the tokens (norms,
+ * a position table) have partial gradients on each tp rank, summed over tp once per iteration
+ * before the data-parallel sync (Megatron's all-reduce of the layer-norm gradients). */
+static void sp_norm_grads(plan_builder *b, const stage_ctx *s, int *pending) {
+  double n = 0;
+  for (int i = s->l0; i < s->l1; i++)
+    if (s->role[i].seq_parts > 1) n += (double)s->m->layers[i].params;
+  if (n > 0)
+    plan_b_coll(b, PLAN_PH_BWD, s->l0, COLL_ALLREDUCE, PLAN_GRP_TP, PLAN_WHY_SP_NORM_GRAD,
+                n * plan_grad_bytes(s->c), TRUE, pending);
 }
 
 static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int mb,
@@ -162,23 +183,37 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
     const wl_layer *l = &m->layers[i];
     const plan_shard *x = &s->role[i];
     if (s->units) plan_units_bwd_layer(b, s->units, c, i, pending);
+    if (x->bwd_pre_coll != COLL_OP_COUNT) /* sequence parallel: the whole input or dY first */
+      plan_b_coll(b, PLAN_PH_BWD, i, x->bwd_pre_coll, PLAN_GRP_TP, x->bwd_pre_why,
+                  x->bwd_pre_bytes, TRUE, pending);
     if (l->kind == WL_MOE) {
       if (c->recompute) plan_moe_layer(b, p, c, l, i, mb, TRUE, TRUE, x, s->ep_i, pending);
       plan_moe_layer(b, p, c, l, i, mb, FALSE, FALSE, x, s->ep_i, pending);
     } else {
       char kn[40];
+      if (c->recompute_selective && l->kind == WL_ATTENTION && !l->flash) {
+        /* selective: the attention core's forward again from its stashed QKV (Korthikanti et
+         * al. 2022, §5): its probabilities were not kept */
+        g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
+        plan_op *k = plan_b_kernel(b, PLAN_PH_BWD, i, kn, TRUE,
+                                   l->fwd_flops * x->samples / kernel_split(x),
+                                   fwd_mem(l, x, s->dt), x->samples, kernel_split(x), pending);
+        k->recompute = TRUE;
+      }
       if (c->recompute) { /* the forward again, from the stashed block input */
         autocast_kernel(b, s, i, PLAN_PH_BWD, "cast.fwd", pending);
         g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
         const double share = x->domain ? x->row_share : 1.0;
         plan_op *k = plan_b_kernel(b, PLAN_PH_BWD, i, kn, wl_kind_gemm_like(l->kind),
-                               l->fwd_flops * x->samples / x->split * share,
-                               fwd_mem(l, x, s->dt) * share, x->samples, x->split, pending);
+                               l->fwd_flops * x->samples / kernel_split(x) * share,
+                               fwd_mem(l, x, s->dt) * share, x->samples, kernel_split(x),
+                               pending);
         k->recompute = TRUE;
       }
       g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
       layer_kernels(b, s->rank, x, i, mb, 1, kn, wl_kind_gemm_like(l->kind),
-                    l->bwd_flops * x->samples / x->split, 2.0 * fwd_mem(l, x, s->dt), pending);
+                    l->bwd_flops * x->samples / kernel_split(x), 2.0 * fwd_mem(l, x, s->dt),
+                    pending);
       autocast_kernel(b, s, i, PLAN_PH_BWD, "cast.bwd", pending);
     }
     if (x->bwd_coll != COLL_OP_COUNT)
@@ -187,6 +222,7 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
     if (s->units) plan_units_bwd_layer_done(b, s->units, c, i, pending);
     else if (sync_grads) plan_grad_layer(b, &g, c, l, i, x, pending);
   }
+  if (sync_grads) sp_norm_grads(b, s, pending);
   if (s->units) plan_units_bwd_end(b, s->units, c, pending);
   else if (sync_grads) plan_grad_flush(b, &g, c, s->l0, pending);
   if (s->prev >= 0)

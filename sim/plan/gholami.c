@@ -24,6 +24,11 @@ static gboolean applies(const cfg_run *c) {
 }
 
 static gboolean check(const wl_model *m, const cfg_run *c, GError **err) {
+  if (c->sequence_parallel) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--sequence-parallel: %s has no Megatron column/row "
+                "pairs to split the sequence around; it goes with --tp-style megatron", m->path);
+    return FALSE;
+  }
   for (int i = 0; i < m->n_layers && c->tp > 1; i++) {
     wl_layer_kind k = m->layers[i].kind;
     if (k == WL_ATTENTION || k == WL_MOE || k == WL_EMBEDDING || k == WL_ROPE || k == WL_SWIGLU) {

@@ -10,6 +10,16 @@
  * (Megatron's parallel cross-entropy: the max of the logits, then Σ exp and the target's
  * logit); other layers are replicated. Under tp an MoE layer's tokens are split across the tp
  * group and all-gathered after it (sequence parallel).
+ *
+ * --sequence-parallel (Korthikanti et al. 2022, §4.2.2): the layers outside the pairs (norms,
+ * dropout, residual adds, the embedding's output) hold 1/tp of the sequence (seq_parts = tp), so
+ * their work and stash divide by tp and their parameters stay whole. A column linear all-gathers
+ * its input first (g) and reduce-scatters its input gradient (ḡ) instead of all-reducing it; a
+ * row linear, and the vocabulary-parallel embedding, reduce-scatter their output instead of
+ * all-reducing it and all-gather its gradient before their backward. The column linear keeps
+ * only its 1/tp of the input and all-gathers it again in backward for its weight gradient, as
+ * Megatron-LM does. The norms' weight gradients, from 1/tp of the tokens each, are all-reduced
+ * over tp once per iteration (the build does that).
  */
 #include "core/dl_common.h"
 #include "core/gpuspec.h"
@@ -22,6 +32,12 @@ static gboolean applies(const cfg_run *c) {
 static gboolean check(const wl_model *m, const cfg_run *c, GError **err) {
   for (int i = 0; i < m->n_layers; i++) {
     const wl_layer *l = &m->layers[i];
+    if (c->sequence_parallel && l->kind == WL_MOE) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--sequence-parallel: %s: layer '%s' is a mixture "
+                  "of experts, whose tokens tp already splits; leave out --sequence-parallel",
+                  m->path, l->name);
+      return FALSE;
+    }
     if ((l->kind == WL_ATTENTION || l->kind == WL_ROPE) && l->heads % c->tp) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                   "--tp %d: %s: layer '%s' has %d attention heads; Megatron splits whole heads, "
@@ -59,6 +75,20 @@ static void after(plan_shard *x, gboolean fwd, coll_op op, plan_purpose why, dou
   else x->bwd_coll = op, x->bwd_why = why, x->bwd_bytes = bytes;
 }
 
+/* A layer whose tp ranks hold partial sums of its output: all-reduced, or under sequence
+ * parallelism reduce-scattered along the sequence, and its output gradient all-gathered before
+ * its backward. */
+static void sum_output(plan_shard *x, gboolean sp, double bytes) {
+  if (!sp) {
+    after(x, TRUE, COLL_ALLREDUCE, PLAN_WHY_FWD_REDUCE, bytes);
+    return;
+  }
+  after(x, TRUE, COLL_REDUCESCATTER, PLAN_WHY_FWD_REDUCE, bytes);
+  x->bwd_pre_coll = COLL_ALLGATHER;
+  x->bwd_pre_why = PLAN_WHY_BWD_DY_GATHER;
+  x->bwd_pre_bytes = bytes;
+}
+
 static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, plan_shard *out,
                       GError **err) {
   (void)ep_i, (void)err;
@@ -67,6 +97,7 @@ static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, p
   const int64_t mbs = plan_row_samples(c);
   gboolean in_pair = FALSE; /* between a column layer and its row partner */
   gboolean ce_next = FALSE; /* the loss reads logits split over the vocabulary */
+  const gboolean sp = c->sequence_parallel;
   for (int i = 0; i < n; i++) {
     const wl_layer *l = &m->layers[i];
     plan_shard *x = &out[i];
@@ -81,8 +112,18 @@ static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, p
       plan_shard_slice(x, qkv ? PLAN_SPLIT_QKV : PLAN_SPLIT_COL, qkv ? l->out.c / 3 : l->out.c, Pr,
                      tp_i);
       x->split = Pr;
-      x->replicated_stash = TRUE;
-      after(x, FALSE, COLL_ALLREDUCE, PLAN_WHY_BWD_DX, (double)plan_in_elems(l) * mbs * dt); /* f */
+      const double in_bytes = (double)plan_in_elems(l) * mbs * dt;
+      if (sp) { /* g: gather the sequence; ḡ: scatter the input gradient; the input again */
+        x->redistribute = TRUE;
+        x->redist_bytes = in_bytes;
+        after(x, FALSE, COLL_REDUCESCATTER, PLAN_WHY_BWD_DX, in_bytes);
+        x->bwd_pre_coll = COLL_ALLGATHER;
+        x->bwd_pre_why = PLAN_WHY_SP_REGATHER;
+        x->bwd_pre_bytes = in_bytes;
+      } else {
+        x->replicated_stash = TRUE;
+        after(x, FALSE, COLL_ALLREDUCE, PLAN_WHY_BWD_DX, in_bytes); /* f */
+      }
       in_pair = l->tp_role == WL_TP_COLUMN;
       if (i + 1 < n && m->layers[i + 1].kind == WL_SOFTMAX_CE && m->layers[i + 1].inputs[0] == i) {
         /* vocabulary-parallel cross-entropy: the logits' row maxima are all-reduced (max)
@@ -97,7 +138,7 @@ static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, p
     } else if (l->kind == WL_LINEAR && l->tp_role == WL_TP_ROW) {
       plan_shard_slice(x, PLAN_SPLIT_ROW, l->in.c, Pr, tp_i);
       x->split = Pr;
-      after(x, TRUE, COLL_ALLREDUCE, PLAN_WHY_FWD_REDUCE, (double)l->out_elems * mbs * dt); /* g */
+      sum_output(x, sp, (double)l->out_elems * mbs * dt); /* g, or ḡ under sp */
       in_pair = FALSE;
     } else if (in_pair) { /* attention heads, rope, GELU, SwiGLU, dropout of the pair's hidden
                            * part */
@@ -111,7 +152,9 @@ static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, p
       /* vocabulary-parallel rows; the partial lookups are summed */
       plan_shard_slice(x, PLAN_SPLIT_VOCAB, l->vocab, Pr, tp_i);
       x->split = Pr;
-      after(x, TRUE, COLL_ALLREDUCE, PLAN_WHY_FWD_REDUCE, (double)l->out_elems * mbs * dt);
+      sum_output(x, sp, (double)l->out_elems * mbs * dt);
+    } else if (sp && l->kind != WL_SOFTMAX_CE) { /* norms, dropout, adds: 1/tp of the tokens */
+      x->seq_parts = Pr;
     }
   }
   return TRUE;

@@ -6,7 +6,9 @@
  * state: momentum (SGD) or two moments (Adam) in fp32, plus an fp32 master copy of the weights in
  * mixed precision (Micikevicius et al. 2018; ZeRO's 16 bytes/param for Adam). Activations: what
  * the stage keeps per micro-batch times the micro-batches in flight; with recomputation, each
- * block's input per micro-batch in flight plus the largest block's own stash. With model chunks
+ * block's input per micro-batch in flight plus the largest block's own stash; with selective
+ * recomputation everything but attention's probabilities; under sequence parallelism the
+ * sequence-split layers' stash is 1/tp. With model chunks
  * (interleaved 1F1B) the chunks in flight differ: the peak over the schedule of their sum.
  */
 #include "core/gpuspec.h"
@@ -24,10 +26,14 @@ static void stash(const wl_model *m, const cfg_run *c, const plan_shard *role, i
   for (int i = l0; i < l1; i++) {
     const wl_layer *l = &m->layers[i];
     const plan_shard *x = &role[i];
-    double saved = (double)l->saved_elems * x->samples * dt * (x->domain ? x->row_share : 1.0);
+    /* selective recomputation keeps attention's QKV, not its probabilities */
+    const gboolean selective = c->recompute_selective && l->kind == WL_ATTENTION && !l->flash;
+    const double bytes = selective ? (double)plan_in_elems(l) * dt
+                                   : (double)l->saved_elems * dt + (double)l->mask_bytes;
+    double saved = bytes * x->samples * (x->domain ? x->row_share : 1.0) / x->seq_parts;
     *per_mb += x->replicated_stash ? saved : saved / x->split;
     if (l->block < 0 || l->block != blk) { /* recomputation keeps each block's input */
-      *keep += (double)plan_in_elems(l) * x->samples * dt;
+      *keep += (double)plan_in_elems(l) * x->samples * dt / x->seq_parts;
       cur = 0;
       blk = l->block < 0 ? -2 - i : l->block;
     }

@@ -48,10 +48,11 @@ gboolean plan_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i
     x->kind = PLAN_SPLIT_FULL;
     x->parts = 1;
     x->split = 1;
+    x->seq_parts = 1;
     x->samples = plan_row_samples(c);
     x->grad_group = PLAN_GRP_DP;
     x->grad_degree = c->dp;
-    x->fwd_coll = x->bwd_coll = COLL_OP_COUNT;
+    x->fwd_coll = x->bwd_coll = x->bwd_pre_coll = COLL_OP_COUNT;
   }
   for (size_t k = 0; k < G_N_ELEMENTS(strategies); k++)
     if (strategies[k]->applies(c) && !strategies[k]->roles(m, c, tp_i, ep_i, out, err))

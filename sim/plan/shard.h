@@ -40,7 +40,8 @@
   X(PLAN_WHY_TIED, "tied_grad_sync") X(PLAN_WHY_MOE_DISPATCH, "moe_dispatch") \
   X(PLAN_WHY_MOE_COMBINE, "moe_combine") X(PLAN_WHY_EXPERT_GRAD, "expert_grad_sync") \
   X(PLAN_WHY_HALO, "halo") X(PLAN_WHY_BN_STATS, "bn_stats") X(PLAN_WHY_TRACE, "traced") \
-  X(PLAN_WHY_PARAM_GATHER, "param_allgather")
+  X(PLAN_WHY_PARAM_GATHER, "param_allgather") X(PLAN_WHY_BWD_DY_GATHER, "bwd_dy_allgather") \
+  X(PLAN_WHY_SP_REGATHER, "sp_input_regather") X(PLAN_WHY_SP_NORM_GRAD, "sp_norm_grad_sync")
 /* How a rank holds a layer's tensors. */
 #define PLAN_SPLITS(X)                                                                   \
   X(PLAN_SPLIT_FULL, "full")                                                             \
@@ -79,6 +80,8 @@ typedef struct {
   int64_t c0, cn;       /* this rank's slice [c0, c0 + cn) of it */
   int64_t cmax;         /* the largest slice of any member (all-gather block) */
   int split;            /* the model divides the layer's work and parameters this many ways */
+  int seq_parts;        /* and its tokens this many ways (sequence parallelism: work and stash
+                           divided, parameters whole); 1 otherwise */
   int64_t samples;      /* samples of one micro-batch on this rank */
   int64_t sub;          /* the first of them within its data-parallel row's micro-batch */
   plan_group grad_group;  /* gradient all-reduce group (dp, or world) */
@@ -89,6 +92,10 @@ typedef struct {
   coll_op bwd_coll;     /* collective after the backward kernel, or COLL_OP_COUNT */
   plan_purpose bwd_why;
   double bwd_bytes;
+  coll_op bwd_pre_coll; /* collective before the backward kernel (sequence parallelism: the
+                           output gradient's, or the input's again), or COLL_OP_COUNT */
+  plan_purpose bwd_pre_why;
+  double bwd_pre_bytes;
   gboolean redistribute;/* the input is all-gathered in the tp group first (Eq. 6, or the end
                            of the domain part) */
   double redist_bytes;

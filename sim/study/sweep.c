@@ -47,6 +47,8 @@ static const sweep_option options[] = {
     {"fsdp_shard_size", "--fsdp-shard-size", SWEEP_INT},
     {"virtual_stages", "--virtual-stages", SWEEP_INT},
     {"grad_reduce_dtype", "--grad-reduce-dtype", SWEEP_STR},
+    {"recompute_granularity", "--recompute-mode", SWEEP_STR},
+    {"sequence_parallel", "--sequence-parallel", SWEEP_BOOL},
 };
 #define N_OPTS G_N_ELEMENTS(options)
 enum { OPT_GPUS = 3, OPT_BATCH = 4, OPT_BATCH_PER_GPU = 5 };

@@ -53,6 +53,12 @@ CASES = {
     "zero-3": ["--workload", "gpt-tiny", "--gpus", "4", "--batch", "8", "--zero", "3"],
     "fsdp-hybrid-tp": ["--workload", "gpt-tiny", "--gpus", "8", "--tp", "2", "--fsdp", "hybrid",
                        "--fsdp-shard-size", "2", "--microbatches", "2", "--batch", "16"],
+    # sequence parallelism (all-gathers and reduce-scatters, the norms' gradient sum) with
+    # selective recomputation, across a pipeline; and the Llama block
+    "sp-selective-pp": ["--workload", "gpt-tiny", "--gpus", "8", "--tp", "2", "--pp", "2",
+                        "--schedule", "1f1b", "--microbatches", "4", "--batch", "16",
+                        "--sequence-parallel", "--recompute", "selective"],
+    "llama-tp": ["--workload", "llama-tiny", "--gpus", "4", "--tp", "2", "--batch", "8"],
 }
 # the same op lists give the same time: the closed form bit for bit, the simulation but for
 # SimGrid's rounding of its clock (2e-15 measured)

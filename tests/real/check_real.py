@@ -204,6 +204,8 @@ def main():
             ("megatron tp2 dp2", ["--gpus", "4", "--tp", "2", "--dp", "2", "--tp-style", "megatron"]),
             ("megatron tp2 pp2 1f1b m2", ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style",
                                           "megatron", "--microbatches", "2", "--schedule", "1f1b"]),
+            ("megatron tp2, selective recomputation (attention's forward again in backward)",
+             ["--gpus", "2", "--tp", "2", "--tp-style", "megatron", "--recompute", "selective"]),
         ]),
         # experts over dp = ep ranks: capacity decided over the EP group's tokens = the batch
         (moe_tiny, False, [

@@ -439,7 +439,10 @@ void real_model_kernel(real_model_rank *r, const plan_op *op, int iter) {
    * its interior op (timed apart in simulation) has nothing left to do here */
   if (op->part == PLAN_PART_INTERIOR) return;
   const gboolean experts = op->part == PLAN_PART_EXPERTS;
-  if (op->phase == PLAN_PH_OPT) step(r, iter);
+  /* selective recomputation: the attention core's forward again, before its backward (the
+   * same probabilities, kept here anyway) */
+  if (op->recompute) forward(r, op->layer, op->microbatch, iter, experts);
+  else if (op->phase == PLAN_PH_OPT) step(r, iter);
   else if (op->phase == PLAN_PH_FWD) forward(r, op->layer, op->microbatch, iter, experts);
   else backward(r, op->layer, op->microbatch, iter, experts);
 }
