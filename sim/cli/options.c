@@ -16,8 +16,8 @@
 typedef struct {
   char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
       *coll, *kernels, *gpu, *out, *trace, *pp_balance, *dump_weights, *routing, *bucket_mb,
-      *capacity_factor, *nccl_proto, *device, *fsdp, *grad_reduce, *recompute_mode;
-  gint64 seed, batch;
+      *capacity_factor, *nccl_proto, *device, *fsdp, *grad_reduce, *recompute_mode, *cp_style;
+  gint64 seed, batch, seq_len;
   int gpus;
   gboolean no_pp_scatter_gather;
   gboolean no_host_launch;
@@ -33,7 +33,7 @@ static void raw_release(raw_opts *r) {
                 &r->grid_layers, &r->domain,   &r->platform,   &r->workload, &r->coll,
                 &r->kernels,    &r->gpu,         &r->out,        &r->trace,    &r->pp_balance,
                 &r->dump_weights, &r->routing, &r->bucket_mb,  &r->capacity_factor, &r->nccl_proto,
-                &r->device, &r->fsdp, &r->grad_reduce, &r->recompute_mode};
+                &r->device, &r->fsdp, &r->grad_reduce, &r->recompute_mode, &r->cp_style};
   for (size_t i = 0; i < G_N_ELEMENTS(s); i++) g_free(*s[i]);
   g_strfreev(r->simgrid_cfg);
 }
@@ -55,6 +55,15 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *
       {"tp", 0, 0, G_OPTION_ARG_INT, &c->tp, "tensor/model-parallel degree (Gholami's Pr)", "N"},
       {"pp", 0, 0, G_OPTION_ARG_INT, &c->pp, "pipeline-parallel degree", "N"},
       {"ep", 0, 0, G_OPTION_ARG_INT, &c->ep, "expert-parallel degree (divides dp x tp)", "N"},
+      {"cp", 0, 0, G_OPTION_ARG_INT, &c->cp,
+       "context-parallel degree: each sequence split over N ranks (Megatron tp, then cp, then "
+       "dp in the rank order)", "N"},
+      {"cp-style", 0, 0, G_OPTION_ARG_STRING, &r->cp_style,
+       "context parallelism's attention: ring (default: K/V chunks around the ring, two mirrored "
+       "chunks per rank) or ulysses (heads re-sharded by all-to-all)", "ring|ulysses"},
+      {"seq-len", 0, 0, G_OPTION_ARG_INT64, &r->seq_len,
+       "a token model's sequence length instead of the workload's (a learned position table "
+       "grows with it)", "S"},
       {"grid", 0, 0, G_OPTION_ARG_STRING, &r->grid,
        "Gholami's integrated grid: Pr (model) x Pc (batch), or auto to search all", "PrxPc|auto"},
       {"grid-layers", 0, 0, G_OPTION_ARG_STRING, &r->grid_layers,
@@ -266,6 +275,19 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
   if (r->no_pp_scatter_gather) c->pp_scatter_gather = 0;
   if (r->no_host_launch) c->host_launch = FALSE;
   if (r->no_l2_reuse) c->l2_reuse = FALSE;
+  if (r->cp_style && !cfg_cp_style_parse(r->cp_style, &c->cp_style)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--cp-style: expected ring or ulysses, got '%s'",
+                r->cp_style);
+    return FALSE;
+  }
+  if (r->seq_len != NOT_GIVEN64) {
+    if (r->seq_len < 1 || r->seq_len > (1 << 24)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--seq-len: expected 1..%d tokens, got %" G_GINT64_FORMAT,
+                  1 << 24, (gint64)r->seq_len);
+      return FALSE;
+    }
+    c->seq_len = r->seq_len;
+  }
   if (r->recompute_mode) {
     const char *v = r->recompute_mode;
     if (strcmp(v, "none") && strcmp(v, "selective") && strcmp(v, "full")) {
@@ -391,14 +413,14 @@ gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *ext
   raw_opts r;
   memset(&r, 0, sizeof r);
   r.gpus = NOT_GIVEN;
-  r.seed = r.batch = NOT_GIVEN64;
+  r.seed = r.batch = r.seq_len = NOT_GIVEN64;
   /* degrees, micro-batches and iterations go straight into `c`: mark them so that 0 and
    * negative values given by the user are refused rather than taken for "not given" */
   int *given[] = {&c->dp,    &c->tp,         &c->pp,         &c->ep,
-                  &c->microbatches, &c->iters, &c->fsdp_shard, &c->virtual_stages};
+                  &c->microbatches, &c->iters, &c->fsdp_shard, &c->virtual_stages, &c->cp};
   const char *given_name[] = {"--dp",           "--tp",    "--pp",
                               "--ep",           "--microbatches", "--iters",
-                              "--fsdp-shard-size", "--virtual-stages"};
+                              "--fsdp-shard-size", "--virtual-stages", "--cp"};
   int before[G_N_ELEMENTS(given)];
   for (size_t i = 0; i < G_N_ELEMENTS(given); i++) before[i] = *given[i], *given[i] = NOT_GIVEN;
   GOptionContext *ctx = run_context(&r, c, extra);

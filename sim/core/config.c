@@ -48,6 +48,7 @@ ENUM_NAMES(CFG_DEVICES, cfg_device_name, cfg_device)
 ENUM_NAMES(CFG_SCHEDULES, cfg_schedule_name, cfg_schedule)
 ENUM_NAMES(CFG_TP_STYLES, cfg_tp_style_name, cfg_tp_style)
 ENUM_NAMES(CFG_FSDPS, cfg_fsdp_name, cfg_fsdp)
+ENUM_NAMES(CFG_CP_STYLES, cfg_cp_style_name, cfg_cp_style)
 
 static gboolean parse_name(const char *const *names, size_t n, const char *text, int *out) {
   for (size_t i = 0; i < n; i++)
@@ -62,6 +63,14 @@ const char *cfg_sharding_option(const cfg_run *c, char *buf, size_t n) {
   if (c->zero) g_snprintf(buf, n, "--zero %d", c->zero);
   else g_snprintf(buf, n, "--fsdp %s", cfg_fsdp_name(c->fsdp));
   return buf;
+}
+
+gboolean cfg_cp_style_parse(const char *text, cfg_cp_style *out) {
+  int v;
+  if (!parse_name(cfg_cp_style_name_names, G_N_ELEMENTS(cfg_cp_style_name_names), text, &v))
+    return FALSE;
+  *out = (cfg_cp_style)v;
+  return TRUE;
 }
 
 gboolean cfg_fsdp_parse(const char *text, cfg_fsdp *out) {
@@ -202,6 +211,12 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
     c->dp = c->grid_pc;
   }
   int tp = c->tp ? c->tp : 1, pp = c->pp ? c->pp : 1;
+  if (!c->cp) c->cp = 1;
+  if (c->cp > 1 && (c->grid_pr > 0 || c->grid_auto)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--cp %d: context parallelism splits a transformer's "
+                "sequence; it does not go with Gholami's grid (--grid)", c->cp);
+    return FALSE;
+  }
   if (c->grid_auto) {
     if (c->tp || c->dp || c->pp > 1) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT,
@@ -210,21 +225,31 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
     }
   }
   if (!c->dp) {
-    if (c->gpus % ((int64_t)tp * pp)) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                  "--gpus %d: not divisible by tp x pp = %d x %d; choose degrees whose product "
-                  "divides the GPU count",
-                  c->gpus, tp, pp);
+    if (c->gpus % ((int64_t)tp * pp * c->cp)) {
+      if (c->cp > 1)
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                    "--gpus %d: not divisible by tp x cp x pp = %d x %d x %d; choose degrees "
+                    "whose product divides the GPU count", c->gpus, tp, c->cp, pp);
+      else
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                    "--gpus %d: not divisible by tp x pp = %d x %d; choose degrees whose product "
+                    "divides the GPU count",
+                    c->gpus, tp, pp);
       return FALSE;
     }
-    c->dp = c->gpus / (tp * pp);
+    c->dp = (int)(c->gpus / ((int64_t)tp * pp * c->cp));
   }
   c->tp = tp;
   c->pp = pp;
-  if ((long)c->dp * c->tp * c->pp != c->gpus) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--dp %d --tp %d --pp %d: the degrees multiply to %ld, not --gpus %d", c->dp, c->tp,
-                c->pp, (long)c->dp * c->tp * c->pp, c->gpus);
+  if ((long)c->dp * c->cp * c->tp * c->pp != c->gpus) {
+    if (c->cp > 1)
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--dp %d --cp %d --tp %d --pp %d: the degrees multiply to %ld, not --gpus %d",
+                  c->dp, c->cp, c->tp, c->pp, (long)c->dp * c->cp * c->tp * c->pp, c->gpus);
+    else
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--dp %d --tp %d --pp %d: the degrees multiply to %ld, not --gpus %d", c->dp,
+                  c->tp, c->pp, (long)c->dp * c->tp * c->pp, c->gpus);
     return FALSE;
   }
   if (!c->ep) c->ep = 1;
@@ -369,6 +394,9 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddStringToObject(cf, "recompute_granularity",
                           c->recompute ? "full" : c->recompute_selective ? "selective" : "none");
   cJSON_AddBoolToObject(cf, "sequence_parallel", c->sequence_parallel);
+  cJSON_AddNumberToObject(cf, "cp", c->cp > 0 ? c->cp : 1);
+  cJSON_AddStringToObject(cf, "cp_style", cfg_cp_style_name(c->cp_style));
+  cJSON_AddNumberToObject(cf, "seq_len", (double)c->seq_len);
   cJSON_AddBoolToObject(cf, "host_launch", c->host_launch);
   cJSON_AddBoolToObject(cf, "cuda_graphs", c->cuda_graphs);
   cJSON_AddBoolToObject(cf, "l2_reuse", c->l2_reuse);
@@ -482,6 +510,9 @@ static gboolean parse_prec(const char *t, int *v) {
   return gpu_precision_parse(t, (gpu_precision *)v);
 }
 static gboolean parse_fsdp(const char *t, int *v) { return cfg_fsdp_parse(t, (cfg_fsdp *)v); }
+static gboolean parse_cp_style(const char *t, int *v) {
+  return cfg_cp_style_parse(t, (cfg_cp_style *)v);
+}
 static gboolean parse_granularity(const char *t, int *v) {
   *v = strcmp(t, "none") == 0 ? 0 : strcmp(t, "selective") == 0 ? 1 : strcmp(t, "full") == 0 ? 2 : -1;
   return *v >= 0;
@@ -557,6 +588,15 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
     c->recompute_selective = e == 1;
   }
   c->sequence_parallel = echo_new_bool(&r, "sequence_parallel");
+  /* newer than the rest: absent, no context parallelism and the workload's sequence */
+  c->cp = cJSON_GetObjectItemCaseSensitive(o, "cp") ? (int)echo_int(&r, "cp", 1, CFG_MAX_GPUS) : 1;
+  if (cJSON_GetObjectItemCaseSensitive(o, "cp_style")) {
+    echo_enum(&r, "cp_style", parse_cp_style, &e);
+    c->cp_style = (cfg_cp_style)e;
+  }
+  c->seq_len = cJSON_GetObjectItemCaseSensitive(o, "seq_len")
+                   ? echo_int(&r, "seq_len", 0, 1 << 24)
+                   : 0;
   /* newer than the rest: a result or trace written before them has none (no sharding) */
   if (cJSON_GetObjectItemCaseSensitive(o, "zero")) c->zero = (int)echo_int(&r, "zero", 0, 3);
   if (cJSON_GetObjectItemCaseSensitive(o, "fsdp")) {

@@ -62,6 +62,16 @@ typedef enum {
 #undef X
 } cfg_fsdp;
 
+/* Context parallelism's attention (--cp-style): ring attention (K/V chunks passed around the cp
+ * ring, overlapped with the attention of the chunk held; Megatron-Core's default) and
+ * DeepSpeed-Ulysses (heads re-sharded by all-to-alls before and after attention). */
+#define CFG_CP_STYLES(X) X(CFG_CP_RING, "ring") X(CFG_CP_ULYSSES, "ulysses")
+typedef enum {
+#define X(e, s) e,
+  CFG_CP_STYLES(X)
+#undef X
+} cfg_cp_style;
+
 #define CFG_GRAD_REDUCE_DEFAULT (-1)
 
 /* Limits checked at the door, so that no product of counts overflows: 2^20 GPUs, 2^40 samples
@@ -93,6 +103,11 @@ typedef struct {
   int gpus;            /* P: MPI ranks, one per GPU (default 8) */
   long batch;          /* B: global mini-batch in samples; 0 = the workload's default */
   int dp, tp, pp, ep;  /* parallel degrees; 0 = not given (resolved to 1, dp takes the rest) */
+  int cp;              /* context-parallel degree (--cp): the sequence split over cp ranks; 0 =
+                          not given (1). Ranks: gpus = dp·cp·tp·pp, tp innermost, then cp */
+  cfg_cp_style cp_style; /* --cp-style */
+  int64_t seq_len;     /* --seq-len: the token model's sequence length instead of the
+                          workload's; 0 = the workload's */
   int grid_pr, grid_pc;/* Gholami grid Pr×Pc; 0×0 = none */
   gboolean grid_auto;  /* --grid auto: search every factorisation of P */
   gboolean grid_fc_only; /* --grid-layers fc: conv layers batch-parallel over all P */
@@ -176,6 +191,8 @@ gboolean cfg_device_parse(const char *text, cfg_device *out);
 const char *cfg_schedule_name(cfg_schedule s);
 const char *cfg_tp_style_name(cfg_tp_style s);
 const char *cfg_fsdp_name(cfg_fsdp f);
+const char *cfg_cp_style_name(cfg_cp_style s);
+gboolean cfg_cp_style_parse(const char *text, cfg_cp_style *out);
 /* The option that asked for sharding, for messages ("--zero 3", "--fsdp hybrid"), into `buf`
  * of `n` bytes, which it returns. */
 const char *cfg_sharding_option(const cfg_run *c, char *buf, size_t n);

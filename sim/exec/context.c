@@ -210,17 +210,17 @@ static gboolean trace_config(run_ctx *x, GError **err) {
                 c->gpus, dir, P);
     return FALSE;
   }
-  if (c->dp || c->tp || c->pp || c->ep || c->microbatches || c->grid_pr || c->grid_auto ||
-      c->zero || c->fsdp != CFG_FSDP_NONE) {
+  if (c->dp || c->tp || c->pp || c->ep || c->cp || c->microbatches || c->grid_pr ||
+      c->grid_auto || c->zero || c->fsdp != CFG_FSDP_NONE || c->seq_len) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--workload %s: the trace fixes each rank's work; "
-                "leave out --dp, --tp, --pp, --ep, --grid, --microbatches, --zero and --fsdp",
-                c->workload);
+                "leave out --dp, --tp, --pp, --ep, --cp, --seq-len, --grid, --microbatches, "
+                "--zero and --fsdp", c->workload);
     return FALSE;
   }
   c->gpus = P;
   static const char *const deg[] = {"dlsim_dp", "dlsim_tp", "dlsim_pp", "dlsim_ep",
-                                    "dlsim_microbatches"};
-  int *dst[] = {&c->dp, &c->tp, &c->pp, &c->ep, &c->microbatches};
+                                    "dlsim_microbatches", "dlsim_cp"};
+  int *dst[] = {&c->dp, &c->tp, &c->pp, &c->ep, &c->microbatches, &c->cp};
   for (size_t i = 0; i < G_N_ELEMENTS(deg); i++) {
     const double v = et_meta_num(f, deg[i], i == 0 ? P : 1);
     *dst[i] = v >= 1 && v <= P ? (int)v : 0; /* cfg_resolve refuses what does not fit */
@@ -246,7 +246,8 @@ static gboolean trace_config(run_ctx *x, GError **err) {
 /* The workload: a model, or for chakra:DIR the traces and a model of no layers. */
 static gboolean open_workload(run_ctx *x, gboolean resolve, GError **err) {
   const char *w = x->cfg.workload;
-  if (!g_str_has_prefix(w, CHAKRA_PREFIX)) return (x->model = wl_load(w, err)) != NULL;
+  if (!g_str_has_prefix(w, CHAKRA_PREFIX))
+    return (x->model = wl_load_seq(w, x->cfg.seq_len, err)) != NULL;
   if (!(x->trace = plan_trace_open(w + strlen(CHAKRA_PREFIX), resolve, err))) return FALSE;
   if (resolve && !trace_config(x, err)) return FALSE;
   x->model = trace_model(x, x->cfg.batch > 0 ? x->cfg.batch : plan_trace_ranks(x->trace));

@@ -169,7 +169,7 @@ typedef gboolean (*start_fn)(const run_ctx *x, const cfg_run *c, const char *pla
  * part of it), with NCCL's choice or --coll ring or tree. */
 static int sim_fold_channels(const run_ctx *x, const cfg_run *c) {
   if (c->mode != CFG_MODE_SIM || c->no_folding || x->trace || !x->platform) return 1;
-  if (c->dp != c->gpus || c->tp > 1 || c->pp > 1 || c->ep > 1 || c->grid_pr > 0 ||
+  if (c->dp != c->gpus || c->tp > 1 || c->pp > 1 || c->ep > 1 || c->cp > 1 || c->grid_pr > 0 ||
       c->grid_auto || c->domain_conv || c->fsdp == CFG_FSDP_HYBRID)
     return 1;
   if (c->coll && strcmp(c->coll, "ring") != 0 && strcmp(c->coll, "tree") != 0) return 1;
@@ -187,7 +187,7 @@ static int sim_fold_channels(const run_ctx *x, const cfg_run *c) {
  * parallelism filling the node, on a rail-optimised cluster whose rails share no link. */
 static int sim_fold_rails(const run_ctx *x, const cfg_run *c) {
   if (c->mode != CFG_MODE_SIM || c->no_folding || x->trace || !x->platform || c->dp < 2 ||
-      c->tp != plat_gpus_per_node(x->platform) || !plat_rails_apart(x->platform))
+      c->cp > 1 || c->tp != plat_gpus_per_node(x->platform) || !plat_rails_apart(x->platform))
     return 1;
   return c->tp;
 }
@@ -421,6 +421,11 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
   if (c->sequence_parallel) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--mode real: --sequence-parallel is not run for real yet; leave it out");
+    return FALSE;
+  }
+  if (c->cp > 1 || c->seq_len) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: %s is not run for real yet; leave it "
+                "out", c->cp > 1 ? "--cp" : "--seq-len");
     return FALSE;
   }
   if (c->grad_reduce != GPU_FP32) {

@@ -48,6 +48,7 @@ static void put_meta(et_file *f, const run_ctx *x, const plan_rank *p, int rank)
   cJSON_free(text);
   cJSON_Delete(cj);
   et_attr_int(f, NULL, "dlsim_dp", c->dp);
+  if (c->cp > 1) et_attr_int(f, NULL, "dlsim_cp", c->cp);
   et_attr_int(f, NULL, "dlsim_tp", c->tp);
   et_attr_int(f, NULL, "dlsim_pp", c->pp);
   et_attr_int(f, NULL, "dlsim_ep", c->ep);

@@ -873,7 +873,37 @@ static gboolean load_model(loader *L, const cJSON *root) {
   return TRUE;
 }
 
-wl_model *wl_load_text(const char *path, const char *text, gsize len, GError **err) {
+/* --seq-len: the token model's input sequence, a learned position table (an embedding of the
+ * model input with as many rows as the old sequence) and the dataset's sequences (the same
+ * tokens) follow the new length. FALSE with DL_ERR_INPUT for a model without a sequence. */
+static gboolean set_seq_len(const char *path, cJSON *root, int64_t S, GError **err) {
+  cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input");
+  cJSON *old = in ? cJSON_GetObjectItemCaseSensitive(in, "seq_len") : NULL;
+  if (!cJSON_IsNumber(old) || old->valuedouble < 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--seq-len %" G_GINT64_FORMAT ": %s is not a token "
+                "model (its input has no seq_len)", S, path);
+    return FALSE;
+  }
+  const double was = old->valuedouble;
+  cJSON_SetNumberValue(old, (double)S);
+  const cJSON *jl;
+  cJSON_ArrayForEach(jl, cJSON_GetObjectItemCaseSensitive(root, "layers")) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(jl, "type"),
+                *src = cJSON_GetObjectItemCaseSensitive(jl, "input");
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(jl, "vocab");
+    if (cJSON_IsString(t) && strcmp(t->valuestring, "embedding") == 0 && cJSON_IsString(src) &&
+        strcmp(src->valuestring, "input") == 0 && cJSON_IsNumber(v) && v->valuedouble == was)
+      cJSON_SetNumberValue(v, (double)S);
+  }
+  cJSON *ds = cJSON_GetObjectItemCaseSensitive(root, "dataset");
+  cJSON *n = ds ? cJSON_GetObjectItemCaseSensitive(ds, "samples") : NULL;
+  if (cJSON_IsNumber(n) && n->valuedouble >= 1)
+    cJSON_SetNumberValue(n, fmax(1.0, ceil(n->valuedouble * was / (double)S)));
+  return TRUE;
+}
+
+static wl_model *load_text_seq(const char *path, const char *text, gsize len, int64_t seq_len,
+                               GError **err) {
   wl_model *m = g_new0(wl_model, 1);
   m->path = g_strdup(path);
   loader L = {m->path, err, m, g_hash_table_new(g_str_hash, g_str_equal),
@@ -881,7 +911,7 @@ wl_model *wl_load_text(const char *path, const char *text, gsize len, GError **e
   gboolean ok = FALSE;
   cJSON *root = dl_json_parse(path, text, len, err);
   if (root) {
-    ok = load_model(&L, root);
+    ok = (seq_len <= 0 || set_seq_len(path, root, seq_len, err)) && load_model(&L, root);
     cJSON_Delete(root);
   }
   g_hash_table_destroy(L.names);
@@ -893,12 +923,20 @@ wl_model *wl_load_text(const char *path, const char *text, gsize len, GError **e
   return m;
 }
 
+wl_model *wl_load_text(const char *path, const char *text, gsize len, GError **err) {
+  return load_text_seq(path, text, len, 0, err);
+}
+
 wl_model *wl_load(const char *name_or_path, GError **err) {
+  return wl_load_seq(name_or_path, 0, err);
+}
+
+wl_model *wl_load_seq(const char *name_or_path, int64_t seq_len, GError **err) {
   char *path = dl_resolve("--workload", "workloads", name_or_path, ".json", err);
   if (!path) return NULL;
   gsize len = 0;
   char *text = dl_read_file(path, &len, err);
-  wl_model *m = text ? wl_load_text(path, text, len, err) : NULL;
+  wl_model *m = text ? load_text_seq(path, text, len, seq_len, err) : NULL;
   g_free(text);
   g_free(path);
   return m;

@@ -166,6 +166,11 @@ wl_model *wl_load(const char *name_or_path, GError **err);
  * messages). */
 wl_model *wl_load_text(const char *path, const char *text, gsize len, GError **err);
 
+/* wl_load with the token model's sequence length set to `seq_len` (0: the file's): the input,
+ * a learned position table of the old length and the dataset's sequences follow it. A model
+ * without a sequence is refused (DL_ERR_INPUT naming --seq-len). */
+wl_model *wl_load_seq(const char *name_or_path, int64_t seq_len, GError **err);
+
 /* Frees a model from wl_load; NULL is ignored. */
 void wl_free(wl_model *m);
 

@@ -408,9 +408,11 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
     g_free(grid);
     grid = g_strdup_printf("%dx%d (auto)", c->grid_pr, c->grid_pc);
   }
-  fprintf(out, "dlsim %s (%s): %s on %s, %d GPUs, batch %ld, dp %d tp %d pp %d, grid %s, %s\n",
+  char cp[48] = "";
+  if (c->cp > 1) g_snprintf(cp, sizeof cp, " cp %d (%s)", c->cp, cfg_cp_style_name(c->cp_style));
+  fprintf(out, "dlsim %s (%s): %s on %s, %d GPUs, batch %ld, dp %d tp %d%s pp %d, grid %s, %s\n",
           DL_VERSION, cfg_mode_name(c->mode), m->name, c->platform, c->gpus, c->batch, c->dp,
-          c->tp, c->pp, grid, gpu_precision_name(c->precision));
+          c->tp, cp, c->pp, grid, gpu_precision_name(c->precision));
   g_free(grid);
   if (r->grid_search && r->grid_search->len) {
     fprintf(out, "  %-12s %16s %16s %18s %16s\n", "grid PrxPc", "iteration (ms)", "comm (ms)",

@@ -86,7 +86,8 @@ static gboolean split_boundary(const cfg_run *c) { return scatter_gather(c) || c
 /* The output of layer `at` (or its gradient) crossing a stage boundary: bytes of the whole
  * tensor, and what one rank sends. */
 static double boundary_bytes(const stage_ctx *s, int at) {
-  return (double)s->m->layers[at].out_elems * s->role[at].samples * s->dt;
+  return (double)s->m->layers[at].out_elems * s->role[at].samples * s->dt /
+         (s->c->cp > 1 ? s->c->cp : 1);
 }
 
 static void boundary_send(plan_builder *b, const stage_ctx *s, plan_phase ph, int layer, int peer,
@@ -126,6 +127,77 @@ static void autocast_kernel(plan_builder *b, const stage_ctx *s, int i, plan_pha
   if (bytes > 0) plan_b_kernel(b, ph, i, kn, FALSE, 0, bytes, x->samples, x->split, pending);
 }
 
+/* Context parallelism's ring messages: one tag per direction (forward, backward, recomputed
+ * forward), near MPI's smallest tag bound; a pair's messages of one tag are received in the
+ * order they were sent, as MPI guarantees and every executor keeps. */
+#define CP_TAG_BASE 32000
+
+static plan_op *cp_p2p(plan_builder *b, plan_op_kind kind, plan_phase ph, int layer, int peer,
+                       int tag, double bytes, int *pending) {
+  plan_op *op = plan_b_p2p(b, kind, ph, layer, peer, 0, 0, bytes, pending);
+  op->group = PLAN_GRP_CP;
+  op->purpose = PLAN_WHY_CP_KV;
+  op->tag = tag;
+  return op;
+}
+
+/* Attention layer i under context parallelism (context.c): forward (dir 0) or backward (dir 1),
+ * or a recomputed forward in backward. Ring: cp steps, each the attention of the local queries
+ * against one K/V chunk (1/cp of the rank's work) while the chunk moves on around the ring (K
+ * and V forward; K, V and their gradients backward, whose last chunk's gradients then go home).
+ * Ulysses: all-to-alls over the cp group around the whole attention. */
+static void cp_attention(plan_builder *b, const stage_ctx *s, int i, int dir, gboolean recompute,
+                         int *pending) {
+  const wl_layer *l = &s->m->layers[i];
+  const plan_shard *x = &s->role[i];
+  const cfg_run *c = s->c;
+  const int cp = c->cp, ks = kernel_split(x);
+  const plan_phase ph = dir || recompute ? PLAN_PH_BWD : PLAN_PH_FWD;
+  char kn[40];
+  g_snprintf(kn, sizeof kn, "%s.%s", wl_layer_kind_name(l->kind), dir ? "bwd" : "fwd");
+  const double flops = (dir ? l->bwd_flops : l->fwd_flops) * x->samples / ks;
+  const double mem = (dir ? 2.0 : 1.0) * fwd_mem(l, x, s->dt);
+  const double pos = (double)l->in.h * l->in.w;
+  if (c->cp_style == CFG_CP_ULYSSES) {
+    const double qkv = (double)plan_in_elems(l) * x->samples * s->dt / ks,
+                 out = (double)l->out_elems * x->samples * s->dt / ks;
+    plan_b_coll(b, ph, i, COLL_ALLTOALL, PLAN_GRP_CP, PLAN_WHY_CP_ALLTOALL, dir ? out : qkv, TRUE,
+                pending);
+    plan_op *k = plan_b_kernel(b, ph, i, kn, TRUE, flops, mem, x->samples, ks, pending);
+    k->recompute = recompute;
+    plan_b_coll(b, ph, i, COLL_ALLTOALL, PLAN_GRP_CP, PLAN_WHY_CP_ALLTOALL, dir ? qkv : out, TRUE,
+                pending);
+    return;
+  }
+  /* the rank's K and V: the QKV's channels beyond the queries', for its 1/cp of the tokens */
+  const double kv = (double)(l->in.c - l->out.c) / x->split * (pos / cp) * x->samples * s->dt;
+  const double step_bytes = dir ? 2 * kv : kv;
+  int members[4096];
+  const int rank = s->rank, n = plan_group_members(c, PLAN_GRP_CP, rank, members);
+  int at = 0;
+  while (at < n && members[at] != rank) at++;
+  const int next = members[(at + 1) % n], prev = members[(at + n - 1) % n];
+  const int tag = CP_TAG_BASE + (dir ? 2 : 0) + (recompute ? 1 : 0);
+  int arrived = *pending; /* what the first step waits for: the layer's input */
+  for (int j = 0; j < cp; j++) {
+    int got = -1;
+    if (j < cp - 1) { /* this chunk on to the next rank, the next one in from the previous */
+      plan_op *snd = cp_p2p(b, PLAN_SEND, ph, i, next, tag, step_bytes, &got);
+      if (j > 0) snd->wait_event = -1; /* it forwards what just arrived: stream order */
+      cp_p2p(b, PLAN_RECV, ph, i, prev, tag, step_bytes, &got);
+    }
+    int wait = arrived;
+    plan_op *k = plan_b_kernel(b, ph, i, kn, TRUE, flops / cp, mem / cp, x->samples, ks, &wait);
+    k->recompute = recompute;
+    arrived = got;
+  }
+  *pending = -1;
+  if (dir) { /* the gradients of the chunk held last go home */
+    cp_p2p(b, PLAN_SEND, ph, i, next, tag, kv, pending);
+    cp_p2p(b, PLAN_RECV, ph, i, prev, tag, kv, pending);
+  }
+}
+
 static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int mb,
                          int *pending) {
   const wl_model *m = s->m;
@@ -141,6 +213,8 @@ static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int 
                   TRUE, pending);
     if (l->kind == WL_MOE) {
       plan_moe_layer(b, p, s->c, l, i, mb, TRUE, FALSE, x, s->ep_i, pending);
+    } else if (l->kind == WL_ATTENTION && s->c->cp > 1) {
+      cp_attention(b, s, i, 0, FALSE, pending);
     } else {
       char kn[40];
       autocast_kernel(b, s, i, PLAN_PH_FWD, "cast.fwd", pending);
@@ -161,9 +235,11 @@ static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int 
  * a position table) have partial gradients on each tp rank, summed over tp once per iteration
  * before the data-parallel sync (Megatron's all-reduce of the layer-norm gradients). */
 static void sp_norm_grads(plan_builder *b, const stage_ctx *s, int *pending) {
+  if (!s->c->sequence_parallel) return;
+  const int cp = s->c->cp > 1 ? s->c->cp : 1; /* context parallelism's share is dp·cp's sum */
   double n = 0;
   for (int i = s->l0; i < s->l1; i++)
-    if (s->role[i].seq_parts > 1) n += (double)s->m->layers[i].params;
+    if (s->role[i].seq_parts > cp) n += (double)s->m->layers[i].params;
   if (n > 0)
     plan_b_coll(b, PLAN_PH_BWD, s->l0, COLL_ALLREDUCE, PLAN_GRP_TP, PLAN_WHY_SP_NORM_GRAD,
                 n * plan_grad_bytes(s->c), TRUE, pending);
@@ -189,6 +265,11 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
     if (l->kind == WL_MOE) {
       if (c->recompute) plan_moe_layer(b, p, c, l, i, mb, TRUE, TRUE, x, s->ep_i, pending);
       plan_moe_layer(b, p, c, l, i, mb, FALSE, FALSE, x, s->ep_i, pending);
+    } else if (l->kind == WL_ATTENTION && c->cp > 1) {
+      /* recomputation (selective or full) runs the ring or the all-to-alls again */
+      if ((c->recompute_selective && !l->flash) || c->recompute)
+        cp_attention(b, s, i, 0, TRUE, pending);
+      cp_attention(b, s, i, 1, FALSE, pending);
     } else {
       char kn[40];
       if (c->recompute_selective && l->kind == WL_ATTENTION && !l->flash) {

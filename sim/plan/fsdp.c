@@ -177,13 +177,13 @@ static void wait_gather(plan_builder *b, plan_units *u, int k, int *pending) {
  * over its replicas) once its backward kernels are done. */
 static void reduce(plan_builder *b, const plan_units *u, const cfg_run *c, int k, int *pending) {
   const int N = plan_shard_degree(c);
-  if (u->unit[k].params <= 0 || c->dp < 2) return;
+  if (u->unit[k].params <= 0 || plan_dpc(c) < 2) return;
   const double bytes = u->unit[k].params * plan_grad_bytes(c);
   const plan_bucket bk = {u->unit[k].first, u->unit[k].last + 1};
   if (N > 1)
     plan_b_coll(b, PLAN_PH_BWD, u->unit[k].first, COLL_REDUCESCATTER, plan_shard_group(c),
                 PLAN_WHY_GRAD, bytes, FALSE, pending)->bucket = bk;
-  if (c->dp / N > 1)
+  if (plan_dpc(c) / N > 1)
     plan_b_coll(b, PLAN_PH_BWD, u->unit[k].first, COLL_ALLREDUCE, PLAN_GRP_REPL, PLAN_WHY_GRAD,
                 bytes / N, FALSE, pending)->bucket = bk;
 }

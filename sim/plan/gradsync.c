@@ -135,7 +135,7 @@ void plan_grad_tied(plan_builder *b, const plan_rank *p, const wl_model *m, cons
     if (here_i == here_t) continue; /* both here, or neither */
     double bytes = (double)m->layers[t].params / role[t].split * gb;
     /* the copy is in no bucket: its data-parallel sum first (Megatron does the same) */
-    if (here_i && c->dp > 1)
+    if (here_i && plan_dpc(c) > 1)
       plan_b_coll(b, PLAN_PH_BWD, i, COLL_ALLREDUCE, PLAN_GRP_DP, PLAN_WHY_TIED, bytes, FALSE,
                   pending)
           ->bucket = (plan_bucket){i, i + 1};

@@ -1,16 +1,26 @@
-/* layout.c — where ranks sit: coordinates, groups and their sizes (plan.h's rank layout). */
+/* layout.c — where ranks sit: coordinates, groups and their sizes (plan.h's rank layout).
+ *
+ * rank = (pp_i · dp·cp + dpc) · tp + tp_i, where dpc = dp_i · cp + cp_i: tensor parallelism
+ * innermost, then context parallelism, then data parallelism, then the pipeline (Megatron-Core's
+ * tp-cp-dp-pp order). The "data-parallel index" of plan_coords and plan_rank_of is dpc, which
+ * is dp_i without context parallelism. The gradients of the replicated weights are summed over
+ * all dp·cp ranks of the dp group; the cp group is the cp ranks of one sequence. */
 #include "plan/plan.h"
 
 #include <string.h>
 
+static int cp_of(const cfg_run *c) { return c->cp > 1 ? c->cp : 1; }
+
+int plan_dpc(const cfg_run *c) { return c->dp * cp_of(c); }
+
 void plan_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i) {
   *tp_i = rank % c->tp;
-  *dp_i = (rank / c->tp) % c->dp;
-  *pp_i = rank / (c->tp * c->dp);
+  *dp_i = (rank / c->tp) % plan_dpc(c);
+  *pp_i = rank / (c->tp * plan_dpc(c));
 }
 
 int plan_rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i) {
-  return (pp_i * c->dp + dp_i) * c->tp + tp_i;
+  return (pp_i * plan_dpc(c) + dp_i) * c->tp + tp_i;
 }
 
 int plan_group_members(const cfg_run *c, plan_group g, int rank, int *members) {
@@ -27,8 +37,12 @@ int plan_group_members(const cfg_run *c, plan_group g, int rank, int *members) {
   case PLAN_GRP_EDP: /* the data-parallel ranks holding the same experts */
     for (int i = dp_i % c->ep; i < c->dp; i += c->ep) members[n++] = plan_rank_of(c, i, tp_i, pp_i);
     break;
-  case PLAN_GRP_DP:
-    for (int i = 0; i < c->dp; i++) members[n++] = plan_rank_of(c, i, tp_i, pp_i);
+  case PLAN_GRP_DP: /* with context parallelism, every cp rank of every replica */
+    for (int i = 0; i < plan_dpc(c); i++) members[n++] = plan_rank_of(c, i, tp_i, pp_i);
+    break;
+  case PLAN_GRP_CP: /* the cp ranks of one replica's sequence */
+    for (int i = 0; i < cp_of(c); i++)
+      members[n++] = plan_rank_of(c, dp_i / cp_of(c) * cp_of(c) + i, tp_i, pp_i);
     break;
   case PLAN_GRP_TP:
     for (int i = 0; i < c->tp; i++) members[n++] = plan_rank_of(c, dp_i, i, pp_i);
@@ -71,7 +85,8 @@ int plan_op_members(const plan_rank *p, const cfg_run *c, const plan_op *op, int
 int plan_group_degree(const cfg_run *c, plan_group g) {
   switch (g) {
   case PLAN_GRP_WORLD: return c->gpus;
-  case PLAN_GRP_DP: return c->dp;
+  case PLAN_GRP_DP: return plan_dpc(c);
+  case PLAN_GRP_CP: return cp_of(c);
   case PLAN_GRP_TP: return c->tp;
   case PLAN_GRP_PP: return c->pp;
   case PLAN_GRP_EP: return c->ep;
@@ -101,13 +116,15 @@ gboolean plan_tp_alike(const wl_model *m, const cfg_run *c) {
 int plan_representative(const wl_model *m, const cfg_run *c, int rank) {
   int dp_i, tp_i, pp_i;
   plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
-  return plan_rank_of(c, dp_i % c->ep, plan_tp_alike(m, c) ? 0 : tp_i, pp_i);
+  /* the same data-parallel replica as far as experts go, the same place in the cp ring */
+  const int rep = (dp_i / cp_of(c)) % c->ep * cp_of(c) + dp_i % cp_of(c);
+  return plan_rank_of(c, rep, plan_tp_alike(m, c) ? 0 : tp_i, pp_i);
 }
 
 int plan_shard_degree(const cfg_run *c) {
   if (c->fsdp == CFG_FSDP_HYBRID && c->fsdp_shard > 0 && c->dp % c->fsdp_shard == 0)
     return c->fsdp_shard;
-  return c->zero > 0 || c->fsdp != CFG_FSDP_NONE ? c->dp : 1;
+  return c->zero > 0 || c->fsdp != CFG_FSDP_NONE ? plan_dpc(c) : 1;
 }
 
 plan_group plan_shard_group(const cfg_run *c) {

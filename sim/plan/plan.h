@@ -211,6 +211,8 @@ void plan_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignmen
  * the members of its groups (rank-ordered). `members` must hold c->gpus entries; returns the
  * group size. */
 void plan_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i);
+/* Ranks along the data dimension of the layout: dp · cp (layout.c). */
+int plan_dpc(const cfg_run *c);
 int plan_rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i);
 int plan_group_members(const cfg_run *c, plan_group g, int rank, int *members);
 /* The members of the communicator of collective op `op` of plan `p`: its explicit one when

@@ -5,6 +5,7 @@
 
 #include "core/dl_common.h"
 #include "core/gpuspec.h"
+#include "plan/plan.h"
 #include "plan/strategy.h"
 
 #define PLAN_NAME(e, s) s,
@@ -19,9 +20,10 @@ const char *plan_split_name(plan_split s) { return split_names[s]; }
 
 /* In the order their checks run and their roles apply: the tensor-parallel styles, then the
  * domain split that overrides their convolutional part, then the experts of MoE layers, then the
- * sharding of the data-parallel states. */
+ * sharding of the data-parallel states, then the sequence split of context parallelism (which
+ * scales what the others set). */
 static const plan_strategy *const strategies[] = {&plan_gholami, &plan_megatron, &plan_domain,
-                                                &plan_experts, &plan_sharded};
+                                                &plan_experts, &plan_sharded, &plan_context};
 
 void plan_shard_slice(plan_shard *s, plan_split kind, int64_t dim, int parts, int idx) {
   s->kind = kind;
@@ -51,7 +53,7 @@ gboolean plan_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i
     x->seq_parts = 1;
     x->samples = plan_row_samples(c);
     x->grad_group = PLAN_GRP_DP;
-    x->grad_degree = c->dp;
+    x->grad_degree = plan_dpc(c);
     x->fwd_coll = x->bwd_coll = x->bwd_pre_coll = COLL_OP_COUNT;
   }
   for (size_t k = 0; k < G_N_ELEMENTS(strategies); k++)

@@ -31,7 +31,7 @@
 #define PLAN_GROUPS(X) X(PLAN_GRP_WORLD, "world") X(PLAN_GRP_DP, "dp") X(PLAN_GRP_TP, "tp") \
   X(PLAN_GRP_PP, "pp") X(PLAN_GRP_EP, "ep") X(PLAN_GRP_EMBED, "embed")                   \
   X(PLAN_GRP_EDP, "expert_dp") X(PLAN_GRP_TRACE, "trace") X(PLAN_GRP_SHARD, "shard")     \
-  X(PLAN_GRP_REPL, "replicate")
+  X(PLAN_GRP_REPL, "replicate") X(PLAN_GRP_CP, "cp")
 /* Why a collective exists: lets results and tests attribute bytes to Gholami's terms. */
 #define PLAN_PURPOSES(X) X(PLAN_WHY_NONE, "none") X(PLAN_WHY_GRAD, "grad_sync") \
   X(PLAN_WHY_FWD_GATHER, "fwd_allgather") X(PLAN_WHY_BWD_DX, "bwd_dx_allreduce") \
@@ -41,7 +41,8 @@
   X(PLAN_WHY_MOE_COMBINE, "moe_combine") X(PLAN_WHY_EXPERT_GRAD, "expert_grad_sync") \
   X(PLAN_WHY_HALO, "halo") X(PLAN_WHY_BN_STATS, "bn_stats") X(PLAN_WHY_TRACE, "traced") \
   X(PLAN_WHY_PARAM_GATHER, "param_allgather") X(PLAN_WHY_BWD_DY_GATHER, "bwd_dy_allgather") \
-  X(PLAN_WHY_SP_REGATHER, "sp_input_regather") X(PLAN_WHY_SP_NORM_GRAD, "sp_norm_grad_sync")
+  X(PLAN_WHY_SP_REGATHER, "sp_input_regather") X(PLAN_WHY_SP_NORM_GRAD, "sp_norm_grad_sync") \
+  X(PLAN_WHY_CP_KV, "cp_kv_exchange") X(PLAN_WHY_CP_ALLTOALL, "cp_alltoall")
 /* How a rank holds a layer's tensors. */
 #define PLAN_SPLITS(X)                                                                   \
   X(PLAN_SPLIT_FULL, "full")                                                             \

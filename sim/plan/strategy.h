@@ -16,7 +16,8 @@ typedef struct {
                     GError **err);
 } plan_strategy;
 
-extern const plan_strategy plan_gholami, plan_megatron, plan_domain, plan_experts, plan_sharded;
+extern const plan_strategy plan_gholami, plan_megatron, plan_domain, plan_experts, plan_sharded,
+    plan_context;
 
 /* --routing file:F gives one weight per expert of every MoE layer (DL_ERR_INPUT otherwise). */
 gboolean plan_moe_check_routing(const wl_model *m, const cfg_run *c, GError **err);

@@ -49,6 +49,8 @@ static const sweep_option options[] = {
     {"grad_reduce_dtype", "--grad-reduce-dtype", SWEEP_STR},
     {"recompute_granularity", "--recompute-mode", SWEEP_STR},
     {"sequence_parallel", "--sequence-parallel", SWEEP_BOOL},
+    {"cp", "--cp", SWEEP_INT}, {"cp_style", "--cp-style", SWEEP_STR},
+    {"seq_len", "--seq-len", SWEEP_INT},
 };
 #define N_OPTS G_N_ELEMENTS(options)
 enum { OPT_GPUS = 3, OPT_BATCH = 4, OPT_BATCH_PER_GPU = 5 };

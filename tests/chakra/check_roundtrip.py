@@ -59,6 +59,11 @@ CASES = {
                         "--schedule", "1f1b", "--microbatches", "4", "--batch", "16",
                         "--sequence-parallel", "--recompute", "selective"],
     "llama-tp": ["--workload", "llama-tiny", "--gpus", "4", "--tp", "2", "--batch", "8"],
+    # context parallelism: the ring's point-to-point K/V, Ulysses' all-to-alls, sp on top
+    "cp-ring-sp": ["--workload", "llama-tiny", "--gpus", "8", "--tp", "2", "--cp", "2",
+                   "--sequence-parallel", "--batch", "8"],
+    "cp-ulysses": ["--workload", "llama-tiny", "--gpus", "8", "--tp", "2", "--cp", "2",
+                   "--cp-style", "ulysses", "--batch", "8"],
 }
 # the same op lists give the same time: the closed form bit for bit, the simulation but for
 # SimGrid's rounding of its clock (2e-15 measured)

@@ -56,10 +56,22 @@ typedef struct {
   rec_rank *rec;            /* what the rank did (one iteration) */
 } rank_run;
 
-/* Arrival times of point-to-point messages, keyed (src, dst, tag), and of ranks at collectives,
- * keyed (group, first member, sequence). */
+/* Arrival times of point-to-point messages, keyed (src, dst, tag), in sending order (MPI's:
+ * messages of one pair and tag are received in the order they were sent), and of ranks at
+ * collectives, keyed (group, first member, sequence). */
 typedef struct {
-  GHashTable *arrival; /* -> double* */
+  GArray *t;  /* arrival times, in sending order */
+  guint head; /* the next one to receive */
+} msg_fifo;
+
+static void msg_fifo_free(gpointer p) {
+  msg_fifo *f = p;
+  g_array_free(f->t, TRUE);
+  g_free(f);
+}
+
+typedef struct {
+  GHashTable *arrival; /* -> msg_fifo* */
   GHashTable *link_free;
   GHashTable *colls;   /* -> coll_meet* */
 } p2p_state;
@@ -79,6 +91,17 @@ static gboolean p2p_times(const plat *pl, int src, int dst, double bytes, double
   plat_msg_times(plat_lat_factor(pl), plat_bw_factor(pl), f.latency_s, f.rate_bps, bytes, lat,
                  xfer);
   return TRUE;
+}
+
+static msg_fifo *msg_queue(GHashTable *h, int src, int dst, int tag, gboolean create) {
+  gint64 key = key3(src, dst, tag);
+  msg_fifo *f = g_hash_table_lookup(h, &key);
+  if (!f && create) {
+    f = g_new0(msg_fifo, 1);
+    f->t = g_array_new(FALSE, FALSE, sizeof(double));
+    g_hash_table_insert(h, g_memdup2(&key, sizeof key), f);
+  }
+  return f;
 }
 
 static double *msg_slot(GHashTable *h, int src, int dst, int tag, gboolean create) {
@@ -172,15 +195,17 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         double lat, xfer;
         if (!p2p_times(pl, rr->rank, peer, op->bytes, &lat, &xfer, err)) return -1;
         *lf = go + xfer;
-        *msg_slot(ps->arrival, rr->rank, peer, op->tag, TRUE) = go + lat + xfer;
+        const double arrives = go + lat + xfer;
+        g_array_append_val(msg_queue(ps->arrival, rr->rank, peer, op->tag, TRUE)->t, arrives);
         rec_send(rr->rec, i, 0, start);
       } else if (op->kind == PLAN_RECV) {
-        double *arr = msg_slot(ps->arrival, peer, rr->rank, op->tag, FALSE);
-        if (!arr || isnan(*arr)) break;
+        msg_fifo *q = msg_queue(ps->arrival, peer, rr->rank, op->tag, FALSE);
+        if (!q || q->head >= q->t->len) break; /* not sent yet */
+        const double arr = g_array_index(q->t, double, q->head++);
         double lat, bw_s;
         if (!p2p_times(pl, peer, rr->rank, op->bytes, &lat, &bw_s, err)) return -1;
         const double xfer = lat + bw_s;
-        end = *arr > start ? *arr : start;
+        end = arr > start ? arr : start;
         rec_recv(rr->rec, i, 0, start, end - xfer, end); /* posted: when the transfer began */
       }
       rr->free_at[s] = end;
@@ -202,7 +227,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
   rank_run *rr = g_new0(rank_run, n);
   group_cache gc = {x->platform, c, g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),
                     g_new(int, c->gpus), eval, &x->nccl};
-  p2p_state ps = {g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),
+  p2p_state ps = {g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, msg_fifo_free),
                   g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),
                   g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free)};
   gboolean ok = TRUE;
@@ -303,7 +328,7 @@ static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval)
   const int P = c->gpus;
   folding f = {1, FALSE};
   for (int r = 0; r < P; r++) eval[r] = TRUE;
-  if (c->no_folding || x->trace || c->ep > 1) return f;
+  if (c->no_folding || x->trace || c->ep > 1 || c->cp > 1) return f;
   f.tp = plan_tp_alike(x->model, c);
   const int reps = f.tp ? c->dp * c->tp : c->dp, n = P / reps;
   if (reps < 2) return f;

@@ -87,7 +87,9 @@ static struct {
   int *node_first;       /* per node index: where its ranks start in node_ranks (n_nodes + 1) */
   int *node_ranks;       /* ranks by node */
   gboolean debug_ops;    /* DLSIM_DEBUG_OPS set: print every op as the ranks reach it */
-  GHashTable *sent;      /* "src:dst:iter:tag" -> the send (sent_note*) */
+  GHashTable *sent;      /* "src:dst:iter:tag:n" -> the send (sent_note*): the n-th message of
+                            that pair and tag in that iteration (MPI receives them in order) */
+  GHashTable *seq;       /* "S|R:src:dst:iter:tag" -> messages of it sent | received so far */
   struct smpi_rank **rank; /* per rank: its backend, while it runs */
   rec_rank *recs;        /* per rank */
   shared_plan **plans;   /* per representative rank (run_ctx_representative), else NULL */
@@ -206,8 +208,14 @@ static kdb_origin be_kernel(void *be, const plan_op *op, int iter) {
   return origin;
 }
 
-static void sent_key(char *key, size_t n, int src, int dst, int iter, int tag) {
-  g_snprintf(key, n, "%d:%d:%d:%d", src, dst, iter, tag);
+/* The key of the next message sent (side 'S') or received ('R') between src and dst with `tag`
+ * in iteration `iter`: its number among them, so that repeated tags pair up in order. */
+static void sent_key(char *key, size_t n, char side, int src, int dst, int iter, int tag) {
+  char c[64];
+  g_snprintf(c, sizeof c, "%c:%d:%d:%d:%d", side, src, dst, iter, tag);
+  const int k = GPOINTER_TO_INT(g_hash_table_lookup(shared.seq, c));
+  g_hash_table_replace(shared.seq, g_strdup(c), GINT_TO_POINTER(k + 1));
+  g_snprintf(key, n, "%d:%d:%d:%d:%d", src, dst, iter, tag, k);
 }
 
 static void be_recv_post(void *be, const plan_op *op, int iter) {
@@ -224,7 +232,7 @@ static double be_recv_wait(void *be, const plan_op *op, int iter) {
   MPI_Wait(&g->rreq[g->sp->recv_slot[op - g->plan->ops]], MPI_STATUS_IGNORE);
   char key[64];
   const int peer = plan_op_peer(g->plan, op);
-  sent_key(key, sizeof key, peer, g->rank, iter, op->tag);
+  sent_key(key, sizeof key, 'R', peer, g->rank, iter, op->tag);
   const sent_note *s = g_hash_table_lookup(shared.sent, key);
   if (!s) return -INFINITY;
   /* the sender waits for it before its next call (settle) */
@@ -241,7 +249,7 @@ static void be_send(void *be, const plan_op *op, int iter) {
   settle(g);
   char key[64];
   const int peer = plan_op_peer(g->plan, op);
-  sent_key(key, sizeof key, g->rank, peer, iter, op->tag);
+  sent_key(key, sizeof key, 'S', g->rank, peer, iter, op->tag);
   sent_note *v = g_new(sent_note, 1);
   v->posted_s = simgrid_get_clock();
   v->slot = g->n_sends;
@@ -386,6 +394,7 @@ static void open_shared(const char *request_path) {
     return;
   }
   shared.sent = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  shared.seq = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   shared.node_of = g_new0(int, shared.ctx.cfg.gpus);
   shared.node_traffic = g_new0(guint32, shared.ctx.cfg.gpus);
   shared.gpu_of = g_new0(int, shared.ctx.cfg.gpus);
