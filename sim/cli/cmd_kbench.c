@@ -125,6 +125,11 @@ static gboolean add_plan(GPtrArray *jobs, GHashTable *seen, const wl_model *m, c
     const plan_op *op = &p->ops[i];
     if (op->kind != PLAN_KERNEL) continue;
     if (max_layer >= 0 && (op->layer < 0 || op->layer > max_layer)) continue;
+    /* SwiGLU and shared experts have no kernel of dlsim's own yet: runs take them from the
+     * roofline, or from a database measured with the framework's */
+    if (op->layer >= 0 && m->layers[op->layer].kind == WL_MOE &&
+        (m->layers[op->layer].gated || m->layers[op->layer].shared))
+      continue;
     kdb_kernel k = ktime_describe(m, op);
     char *key = kdb_key(&k, c->precision);
     if (g_hash_table_contains(seen, key)) {

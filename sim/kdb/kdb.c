@@ -541,6 +541,8 @@ char *kdb_key(const kdb_kernel *k, gpu_precision prec) {
   case WL_MOE:
     g_string_append_printf(s, " E=%d k=%d ffn=%" G_GINT64_FORMAT " cf=%g bias=%d", l->experts,
                            l->top_k, l->ffn, l->capacity_factor, l->bias ? 1 : 0);
+    if (l->gated) g_string_append(s, " swiglu=1");
+    if (l->shared) g_string_append_printf(s, " shared=%d", l->shared);
     break;
   default: break;
   }

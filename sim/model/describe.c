@@ -80,6 +80,8 @@ char *wl_to_json(const wl_model *m) {
       cJSON_AddNumberToObject(o, "ffn", (double)l->ffn);
       cJSON_AddNumberToObject(o, "capacity_factor", l->capacity_factor);
       cJSON_AddBoolToObject(o, "bias", l->bias);
+      if (l->gated) cJSON_AddStringToObject(o, "activation", "swiglu");
+      if (l->shared) cJSON_AddNumberToObject(o, "shared_experts", l->shared);
       break;
     default: break;
     }

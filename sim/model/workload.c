@@ -225,7 +225,7 @@ static const char *const keys_attention[] = {COMMON_KEYS, "heads", "kv_heads", "
                                              NULL};
 static const char *const keys_rope[] = {COMMON_KEYS, "heads", "kv_heads", "theta", NULL};
 static const char *const keys_moe[] = {COMMON_KEYS, "experts", "top_k", "ffn", "capacity_factor",
-                                       "bias", NULL};
+                                       "bias", "activation", "shared_experts", NULL};
 static const char *const keys_lrn[] = {COMMON_KEYS, "size", NULL};
 
 static const char *const *kind_keys(wl_layer_kind k) {
@@ -267,7 +267,16 @@ gboolean wl_kind_gemm_like(wl_layer_kind k) {
   return k == WL_CONV2D || k == WL_LINEAR || k == WL_ATTENTION || k == WL_MOE;
 }
 
-int64_t wl_moe_expert_params(const wl_layer *l) { return 2 * l->in.c * l->ffn + l->ffn + l->in.c; }
+int64_t wl_moe_expert_params(const wl_layer *l) {
+  return l->gated ? 3 * l->in.c * l->ffn : 2 * l->in.c * l->ffn + l->ffn + l->in.c;
+}
+
+int64_t wl_moe_shared_params(const wl_layer *l) { return l->shared * wl_moe_expert_params(l); }
+
+double wl_moe_expert_flops(const wl_layer *l) {
+  const double h = (double)l->in.c, f = (double)l->ffn;
+  return l->gated ? 6 * h * f + 5 * f : 4 * h * f + f + h;
+}
 
 int64_t wl_moe_router_params(const wl_layer *l) {
   return l->in.c * l->experts + (l->bias ? l->experts : 0);
@@ -567,11 +576,22 @@ static gboolean read_swiglu(layer_reader *r) {
 
 static gboolean read_moe(layer_reader *r) {
   wl_layer *l = r->l;
-  return get_int32(r->L, r->jl, r->jp, "experts", TRUE, 0, 1, 4096, &l->experts) &&
-         get_int32(r->L, r->jl, r->jp, "top_k", TRUE, 0, 1, l->experts, &l->top_k) &&
-         get_int(r->L, r->jl, r->jp, "ffn", TRUE, 0, 1, INT64_C(1) << 24, &l->ffn) &&
-         get_double(r->L, r->jl, r->jp, "capacity_factor", 1.0, 0.0, 64.0, &l->capacity_factor) &&
-         get_bool(r->L, r->jl, r->jp, "bias", FALSE, &l->bias);
+  const char *act = "gelu";
+  if (!get_int32(r->L, r->jl, r->jp, "experts", TRUE, 0, 1, 4096, &l->experts) ||
+      !get_int32(r->L, r->jl, r->jp, "top_k", TRUE, 0, 1, l->experts, &l->top_k) ||
+      !get_int(r->L, r->jl, r->jp, "ffn", TRUE, 0, 1, INT64_C(1) << 24, &l->ffn) ||
+      !get_double(r->L, r->jl, r->jp, "capacity_factor", 1.0, -1.0, 64.0, &l->capacity_factor) ||
+      !get_bool(r->L, r->jl, r->jp, "bias", FALSE, &l->bias) ||
+      !get_int32(r->L, r->jl, r->jp, "shared_experts", FALSE, 0, 0, 4096, &l->shared) ||
+      !get_str(r->L, r->jl, r->jp, "activation", FALSE, &act))
+    return FALSE;
+  if (l->capacity_factor < 0) /* 0: no limit, nothing dropped (dropless MoE) */
+    return fail_at(r, "capacity_factor", "expected 0 (no limit) or a factor up to 64, got %g",
+                   l->capacity_factor);
+  if (act && strcmp(act, "gelu") && strcmp(act, "swiglu"))
+    return fail_at(r, "activation", "expected \"gelu\" or \"swiglu\", got \"%s\"", act);
+  l->gated = act && strcmp(act, "swiglu") == 0;
+  return TRUE;
 }
 
 static gboolean read_lrn(layer_reader *r) {
@@ -755,11 +775,14 @@ static gboolean derive(layer_reader *r) {
   case WL_MOE: {
     const double h = (double)l->in.c, E = l->experts, f = (double)l->ffn;
     /* Switch Transformer (Fedus et al. 2021) / GShard: per token a router h×E and top_k experts
-     * of two linears h→ffn→h. */
-    params = E * (2 * h * f + f + h) + h * E + (l->bias ? E : 0);
-    l->fwd_flops = pos * (2.0 * h * E + l->top_k * (4.0 * h * f));
+     * of two linears h→ffn→h; Mixtral (Jiang et al. 2024): SwiGLU experts; DeepSeekMoE (Dai et
+     * al. 2024): shared experts for every token beside the routed ones. */
+    const double per = (double)wl_moe_expert_params(l), k = l->top_k + l->shared;
+    params = (E + l->shared) * per + h * E + (l->bias ? E : 0);
+    const double expert = l->gated ? 6.0 * h * f + 5.0 * f : 4.0 * h * f; /* GEMMs (+ SwiGLU) */
+    l->fwd_flops = pos * (2.0 * h * E + k * expert);
     l->bwd_flops = 2 * l->fwd_flops;
-    saved = pos * (h + E + l->top_k * (h + 2 * f));
+    saved = pos * (h + E + k * (h + (l->gated ? 3 : 2) * f));
     l->weighted = TRUE;
     break;
   }

@@ -36,6 +36,8 @@
  *              heads·s² each way (flash-style: inside the kernel, not counted).
  *   moe        per token (Switch/GShard feed-forward of E experts, top_k routed, two linears of
  *              width ffn with biases): fwd = router 2·h·E + top_k·(4·h·ffn); bwd = 2× fwd.
+ *              SwiGLU experts (gated): 6·h·ffn + 5·ffn each; shared experts add their work for
+ *              every token: fwd = 2·h·E + (top_k + shared)·expert.
  *              The capacity factor sizes the dispatch buffers (planner), not these FLOPs.
  *   per-element counts on the output (fwd / bwd): relu 1/1, gelu 8/8 (tanh form), batchnorm 5/5,
  *              layernorm 5/5, dropout 1/1, add 1/1, flatten 0/0, softmax_ce 5/2 (max, exp, sum,
@@ -47,7 +49,8 @@
  *              1 per input.
  * Parameters: conv C_out·(C_in/groups)·kh·kw (+ C_out); linear in·out (+ out), 0 when tied;
  * batchnorm and layernorm 2·c (γ, β); rmsnorm c (γ); embedding vocab·dim;
- * moe E·(2·h·ffn + ffn + h) + h·E (+ E with a router bias).
+ * moe E·(2·h·ffn + ffn + h) + h·E (+ E with a router bias); SwiGLU experts 3·h·ffn each;
+ * shared experts as many more.
  * Saved elements (kept from forward for backward, per sample): conv2d, linear, gelu, batchnorm,
  * layernorm, rmsnorm, swiglu, embedding: the input; relu, dropout, maxpool, softmax_ce: the output
  * (mask, argmax or probabilities); lrn: input + output; attention: its QKV input + heads·s²
@@ -120,6 +123,9 @@ typedef struct {
   int64_t vocab;       /* embedding rows (and out features of a tied output linear) */
   int experts, top_k;  /* moe: experts E and experts per token */
   int64_t ffn;         /* moe: expert hidden width */
+  gboolean gated;      /* moe: SwiGLU experts (gate, up and down, no biases; Mixtral,
+                          DeepSeekMoE) instead of two linears with biases around a GELU */
+  int shared;          /* moe: shared experts every token goes through (DeepSeekMoE), 0 none */
   double capacity_factor; /* moe: expert capacity = factor·top_k·tokens/E */
   wl_tp_role tp_role;  /* linear: column/row parallel partner in Megatron tp */
   int tied_to;         /* index of layer whose weights are shared, -1 none */
@@ -185,9 +191,13 @@ gboolean wl_kind_gemm_like(wl_layer_kind k);
 static inline int wl_kv_heads(const wl_layer *l) { return l->kv_heads > 0 ? l->kv_heads : l->heads; }
 
 /* An MoE layer's parameters: one expert holds two linears h→ffn→h with biases
- * (2·h·ffn + ffn + h), the router h·E weights (+ E with a bias); params = E·expert + router. */
+ * (2·h·ffn + ffn + h), or SwiGLU's three without (3·h·ffn), the router h·E weights (+ E with a
+ * bias); params = (E + shared)·expert + router. wl_moe_shared_params: the shared experts'. */
 int64_t wl_moe_expert_params(const wl_layer *l);
 int64_t wl_moe_router_params(const wl_layer *l);
+int64_t wl_moe_shared_params(const wl_layer *l);
+/* FLOPs of one expert for one token, forward (multiply-add = 2). */
+double wl_moe_expert_flops(const wl_layer *l);
 
 /* "CxHxW", newly allocated (g_free). */
 char *wl_shape_str(wl_shape s);

@@ -55,10 +55,12 @@ static gboolean bucket_add(plan_grad_state *g, const cfg_run *c, int i, double b
   return TRUE;
 }
 
-/* The gradient bytes of layer l that go into the dense buckets (an MoE layer's router's). */
+/* The gradient bytes of layer l that go into the dense buckets (an MoE layer's router's and
+ * shared experts'). */
 static double dense_grad_bytes(const cfg_run *c, const wl_layer *l, const plan_shard *x) {
   const double gb = plan_grad_bytes(c);
-  if (l->kind == WL_MOE) return (double)wl_moe_router_params(l) * gb;
+  if (l->kind == WL_MOE)
+    return (double)(wl_moe_router_params(l) + wl_moe_shared_params(l)) * gb;
   return (double)l->params / x->split * gb;
 }
 

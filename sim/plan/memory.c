@@ -1,8 +1,8 @@
 /* memory.c — what a rank holds on its GPU: weights, gradients, optimizer state and the
  * activations stashed for backward.
  *
- * Parameters: the layers of the stage divided as the split table says (an MoE layer: its router
- * and E/ep experts), plus a copy of a tied layer's weights that sits on another stage. Optimizer
+ * Parameters: the layers of the stage divided as the split table says (an MoE layer: its router,
+ * its shared experts and E/ep routed experts), plus a copy of a tied layer's weights that sits on another stage. Optimizer
  * state: momentum (SGD) or two moments (Adam) in fp32, plus an fp32 master copy of the weights in
  * mixed precision (Micikevicius et al. 2018; ZeRO's 16 bytes/param for Adam). Activations: what
  * the stage keeps per micro-batch times the micro-batches in flight; with recomputation, each
@@ -51,7 +51,8 @@ void plan_memory_fill(plan_rank *p, const wl_model *m, const cfg_run *c, const p
     for (int i = l0; i < l1; i++) {
       const wl_layer *l = &m->layers[i];
       if (l->kind == WL_MOE) /* the router, and E/ep experts */
-        local_params += wl_moe_router_params(l) + l->experts / c->ep * wl_moe_expert_params(l);
+        local_params += wl_moe_router_params(l) + wl_moe_shared_params(l) +
+                        l->experts / c->ep * wl_moe_expert_params(l);
       else
         local_params += l->params / role[i].split;
     }

@@ -103,10 +103,15 @@ void plan_moe_layer(plan_builder *b, plan_rank *p, const cfg_run *c, const wl_la
     p->moe_dropped_tokens += dropped / ep;
     p->moe_routed_tokens += assign / ep;
   }
-  const double expert_params = (double)per * (double)wl_moe_expert_params(l);
-  const double router_flops = tokens * 2 * h * E, expert_flops = mine * (4 * h * ffn + ffn + h);
+  /* the rank's experts, and the shared experts (on every rank) for its own tokens */
+  const double expert_params = (double)per * (double)wl_moe_expert_params(l) +
+                               (double)wl_moe_shared_params(l);
+  const double act = l->gated ? 3 : 2; /* hidden activations per expert and token, in ffn */
+  const double router_flops = tokens * 2 * h * E,
+               expert_flops = (mine + tokens * l->shared) * wl_moe_expert_flops(l);
   const double router_bytes = tokens * (h + E) * dt + h * E * dt;
-  const double expert_bytes = mine * 2 * (h + ffn) * dt + expert_params * dt;
+  const double expert_bytes = (mine + tokens * l->shared) * (2 * h + act * ffn) * dt +
+                              expert_params * dt;
   const char *dir = fwd ? "fwd" : "bwd";
   const double k = fwd ? 1 : 2; /* backward: input and weight gradients */
   char kn[40];

@@ -186,6 +186,40 @@ static void test_llama3(void) {
   check_llama("llama3-405b", 126, 16384, 53248, 128, 8, 405.9e9);
 }
 
+/* Mixtral 8x7B (Jiang et al. 2024: 46.7B parameters, 12.9B active) and DeepSeekMoE 16B (Dai et
+ * al. 2024: 16.4B, 2.8B active): SwiGLU experts of 3·h·ffn, a router h·E, shared experts beside
+ * the routed ones; attention and norms as Llama's; untied output layer. Active parameters: the
+ * dense parts, top_k + shared experts per MoE layer (the router counted). Both published figures
+ * are rounded to 0.1 B, so the counts hold them within 0.05 B (DeepSeekMoE's exact count is
+ * 16,375,728,128: 0.15 % below its "16.4B"). */
+static void check_moe_decoder(const char *name, int64_t l, int64_t h, int H, int KV, int64_t V,
+                              int E, int k, int64_t f, int shared, int dense, int64_t dense_ffn,
+                              double total, double active) {
+  wl_model *m = load_ok(name);
+  const int64_t hs = h / H, attn = h * (H + 2 * KV) * hs + h * h, expert = 3 * h * f;
+  const int64_t moe_layer = attn + 2 * h + h * E + (E + shared) * expert;
+  const int64_t dense_layer = attn + 2 * h + 3 * h * dense_ffn;
+  const int64_t exact = (l - dense) * moe_layer + dense * dense_layer + 2 * V * h + h;
+  CU_ASSERT_EQUAL(m->params, exact);
+  /* the published figures are rounded to 0.1 B: within half of that */
+  CU_ASSERT(fabs((double)m->params - total) <= 0.05e9);
+  const int64_t act = exact - (l - dense) * (E - k) * expert;
+  CU_ASSERT(fabs((double)act - active) <= 0.05e9);
+  const wl_layer *moe = layer(m, "h1.moe");
+  CU_ASSERT(moe->gated);
+  CU_ASSERT_EQUAL(moe->shared, shared);
+  /* per token: the router, then top_k + shared SwiGLU experts (6·h·f + 5·f each) */
+  CU_ASSERT_DOUBLE_EQUAL(moe->fwd_flops, (double)m->seq_len * (2.0 * h * E + (k + shared) *
+                                                                (6.0 * h * f + 5.0 * f)), 1.0);
+  wl_free(m);
+}
+
+static void test_moe_decoders(void) {
+  check_moe_decoder("mixtral-8x7b", 32, 4096, 32, 8, 32000, 8, 2, 14336, 0, 0, 0, 46.7e9, 12.9e9);
+  check_moe_decoder("deepseekmoe-16b", 28, 2048, 16, 16, 102400, 64, 6, 1408, 2, 1, 10944, 16.4e9,
+                    2.8e9);
+}
+
 static void test_gpt_1_7b(void) { check_gpt("gpt-1.7b", 2304, 24, 24, 512); }
 static void test_gpt_18b(void) { check_gpt("gpt-18b", 6144, 40, 48, 1024); }
 
@@ -428,6 +462,7 @@ static const dl_cu_test counts[] = {
     DL_CU_TEST(test_resnet50_params), DL_CU_TEST(test_vgg16_params),
     DL_CU_TEST(test_alexnet),         DL_CU_TEST(test_resnet18_cifar),
     DL_CU_TEST(test_gpt_1_7b),        DL_CU_TEST(test_gpt_18b),         DL_CU_TEST(test_llama3),
+    DL_CU_TEST(test_moe_decoders),
     DL_CU_TEST(test_moe),             DL_CU_TEST(test_mlp_small),
     DL_CU_TEST(test_small_models),    DL_CU_TEST(test_json_and_names),
     DL_CU_END,

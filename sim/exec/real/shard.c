@@ -14,6 +14,9 @@ static gboolean refuse(GError **err, const wl_model *m, const wl_layer *l, const
 /* What the real executor does not split, layer by layer (the split table's entry `s`). */
 static gboolean check_layer(const wl_model *m, const cfg_run *c, int i, const plan_shard *s,
                             GError **err) {
+  if (m->layers[i].kind == WL_MOE && (m->layers[i].gated || m->layers[i].shared))
+    return refuse(err, m, &m->layers[i], "--workload", "SwiGLU and shared experts are not run for "
+                  "real yet");
   const wl_layer *l = &m->layers[i];
   const int tp = c->tp;
   switch (s->kind) {
