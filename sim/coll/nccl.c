@@ -159,6 +159,7 @@ void nccl_plan(nccl_call *out, const nccl_env *e, coll_op op, const char *algo, 
     t[p] = lat[p] + bytes / (1000.0 * bus[p] * ratio);
     if (e->proto == NCCL_PROTO_AUTO && t[p] < best_t) best_t = t[p], best = p;
   }
+  if (best < 0) return; /* no protocol's time is finite: no NCCL model for this call */
   out->predicted_s = t[best] * 1e-6;
   out->proto = best;
   out->lat_s = lat[best] * 1e-6;

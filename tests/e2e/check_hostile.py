@@ -117,6 +117,15 @@ def main():
                     ["run", "--mode", mode, "--workload", "mlp-small", "--gpus", "2", "--platform",
                      os.path.join(DATA, "empty-platform.xml"), "--out", out],
                     "empty-platform.xml: no <host> found", d, out)
+        for mode in ("analytic", "sim"):
+            refused(f"T3-01 a link of 1e-300 bytes/s ({mode})",
+                    ["run", "--mode", mode, "--workload", "mlp-small", "--gpus", "2", "--iters",
+                     "2", "--platform", os.path.join(DATA, "bw-tiny.xml"), "--out", out],
+                    "link l: bandwidth: expected 1 to", d, out)
+            refused(f"T3-02 a WIFI link ({mode})",
+                    ["run", "--mode", mode, "--workload", "mlp-small", "--gpus", "2", "--iters",
+                     "2", "--platform", os.path.join(DATA, "sharing-wifi.xml"), "--out", out],
+                    "link l: sharing_policy WIFI is not supported", d, out)
         for spec in ("empty-obj.json", "axes-empty.json"):
             refused(f"T3-34 a sweep spec that varies nothing ({spec})",
                     ["sweep", os.path.join(DATA, spec), "--out", os.path.join(d, "e")],
