@@ -349,7 +349,7 @@ static int derive(const kb_opts *o, const cfg_run *c, GError **err) {
                 o->derive_for);
     goto out;
   }
-  if (!(src = kdb_load(o->from, err))) goto out;
+  if (!(src = kdb_load_option("--from", o->from, err))) goto out;
   const gpu_spec *from = gpu_find(o->from_spec ? o->from_spec : kdb_device(src));
   if (!from) {
     if (o->from_spec)

@@ -417,7 +417,11 @@ const char *kdb_host_str(const kdb *db, const char *field) {
 }
 
 kdb *kdb_load(const char *name_or_path, GError **err) {
-  char *path = dl_resolve("--kernels", "kernels/db", name_or_path, ".json", err);
+  return kdb_load_option("--kernels", name_or_path, err);
+}
+
+kdb *kdb_load_option(const char *option, const char *name_or_path, GError **err) {
+  char *path = dl_resolve(option, "kernels/db", name_or_path, ".json", err);
   if (!path) return NULL;
   gsize len = 0;
   char *txt = dl_read_file(path, &len, err);

@@ -86,6 +86,8 @@ typedef struct {
  * (dl_resolve("--kernels", "kernels/db", name, ".json")). NULL with a one-line DL_ERR_INPUT error
  * naming the file and JSON path on failure. Free with kdb_free. */
 kdb *kdb_load(const char *name_or_path, GError **err);
+/* The same, naming `option` (e.g. "--from") in its messages instead of --kernels. */
+kdb *kdb_load_option(const char *option, const char *name_or_path, GError **err);
 /* The same for the `len` bytes of `text` (NUL-terminated at text[len]) read from `path`. */
 kdb *kdb_load_text(const char *path, const char *text, gsize len, GError **err);
 

@@ -77,6 +77,11 @@ static gboolean check_keys(loader *L, const cJSON *obj, const char *jpath,
                            const char *const *allowed) {
   const cJSON *it;
   cJSON_ArrayForEach(it, obj) {
+    for (const cJSON *b = obj->child; b != it; b = b->next)
+      if (strcmp(b->string, it->string) == 0) { /* JSON allows it; which one counts is a guess */
+        fail(L, jpath, "key \"%s\" given twice", it->string);
+        return FALSE;
+      }
     gboolean ok = FALSE;
     for (const char *const *a = allowed; *a && !ok; a++) ok = strcmp(*a, it->string) == 0;
     if (!ok) {
@@ -159,8 +164,13 @@ static gboolean get_str(loader *L, const cJSON *obj, const char *prefix, const c
     char *got = describe(v);
     ok = fail(L, jp, "expected a non-empty string, got %s", got);
     g_free(got);
+  } else if (!g_utf8_validate(v->valuestring, -1, NULL)) {
+    ok = fail(L, jp, "is not UTF-8 text");
   } else {
-    *out = v->valuestring;
+    for (const char *c = v->valuestring; *c && ok; c++)
+      if ((unsigned char)*c < 0x20 || *c == 0x7f) /* names reach terminals and file names */
+        ok = fail(L, jp, "holds the control character U+%04X", (unsigned)(unsigned char)*c);
+    if (ok) *out = v->valuestring;
   }
   g_free(jp);
   return ok;
@@ -932,7 +942,10 @@ static wl_model *load_text_seq(const char *path, const char *text, gsize len, in
   loader L = {m->path, err, m, g_hash_table_new(g_str_hash, g_str_equal),
               g_hash_table_new(g_str_hash, g_str_equal)};
   gboolean ok = FALSE;
-  cJSON *root = dl_json_parse(path, text, len, err);
+  /* a string with U+0000 would be cut there without a word */
+  cJSON *root = g_strstr_len(text, (gssize)len, "\\u0000")
+                    ? (fail(&L, "(text)", "a string holds U+0000 (\\u0000)"), NULL)
+                    : dl_json_parse(path, text, len, err);
   if (root) {
     ok = (seq_len <= 0 || set_seq_len(path, root, seq_len, err)) && load_model(&L, root);
     cJSON_Delete(root);

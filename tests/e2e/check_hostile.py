@@ -126,6 +126,19 @@ def main():
                     ["run", "--mode", mode, "--workload", "mlp-small", "--gpus", "2", "--iters",
                      "2", "--platform", os.path.join(DATA, "sharing-wifi.xml"), "--out", out],
                     "link l: sharing_policy WIFI is not supported", d, out)
+        for name, says in (("non-utf8", "name: is not UTF-8 text"),
+                           ("name-newline", "name: holds the control character U+000A"),
+                           ("dup-key-layers", "key \"layers\" given twice"),
+                           ("nul-in-string", "a string holds U+0000")):
+            wl = os.path.join(DATA, "wl", name + ".json")
+            refused(f"T3-11/19/20 a workload with {name} (run)",
+                    ["run", "--mode", "analytic", "--platform", "star", "--gpus", "1", "--iters",
+                     "2", "--workload", wl, "--out", out], says, d, out)
+            refused(f"T3-11/19/20 a workload with {name} (workload --json)",
+                    ["workload", "--json", wl], says, d)
+        refused("T3-31 kbench names --from",
+                ["kbench", "--derive-for", "a100-80gb", "--from", os.path.join(d, "nope.json"),
+                 "--out", os.path.join(d, "k.json")], "--from: ", d, os.path.join(d, "k.json"))
         for spec in ("empty-obj.json", "axes-empty.json"):
             refused(f"T3-34 a sweep spec that varies nothing ({spec})",
                     ["sweep", os.path.join(DATA, spec), "--out", os.path.join(d, "e")],
