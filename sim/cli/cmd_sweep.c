@@ -182,6 +182,8 @@ static int run_sweep(const char *spec_path, const char *out, int jobs, const cha
     out_paths(base, &csv, &jsonl);
     g_free(base);
   } else out_paths(out, &csv, &jsonl);
+  /* where the rows go is checked before anything runs */
+  if (!dl_check_writable("--out", csv, e) || !dl_check_writable("--out", jsonl, e)) goto out;
   if (!sweep_store_open(&st, csv, jsonl, e)) goto out;
   if (st.dropped > 0)
     fprintf(stderr, "dlsim: sweep: dropped %d incomplete or unmatched line(s) from %s/%s\n",

@@ -189,6 +189,10 @@ static char *final_target(const char *path) {
 
 gboolean dl_check_writable(const char *what, const char *path, GError **err) {
   if (!path) return TRUE;
+  if (!*path) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: expected a file name, got an empty one", what);
+    return FALSE;
+  }
   char *target = final_target(path), *dir = g_path_get_dirname(target);
   struct stat st;
   gboolean ok = FALSE;

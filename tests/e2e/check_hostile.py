@@ -136,6 +136,12 @@ def main():
                      "2", "--workload", wl, "--out", out], says, d, out)
             refused(f"T3-11/19/20 a workload with {name} (workload --json)",
                     ["workload", "--json", wl], says, d)
+        refused("T3-29 a sweep PREFIX in a folder that does not exist",
+                ["sweep", os.path.join(DATA, "sweep-ok-small.json"), "--out",
+                 os.path.join(d, "no", "such", "s")], "does not exist", d)
+        refused("T3-29 an empty --out", ["run", "--mode", "analytic", "--platform", "star",
+                                         "--workload", "mlp-small", "--iters", "2", "--out", ""],
+                "--out: expected a file name, got an empty one", d)
         refused("T3-31 kbench names --from",
                 ["kbench", "--derive-for", "a100-80gb", "--from", os.path.join(d, "nope.json"),
                  "--out", os.path.join(d, "k.json")], "--from: ", d, os.path.join(d, "k.json"))
