@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "core/dl_common.h"
 
 static const char *const phase_names[] = {
@@ -61,7 +62,13 @@ compare_doc *compare_doc_parse(const char *path, const char *text, GError **err)
     goto out;
   }
   const char *mode = get_str(root, "mode");
-  d->mode = g_strdup(mode ? mode : "");
+  cfg_mode known;
+  if (!mode || !cfg_mode_parse(mode, &known)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: mode: expected sim, analytic or real (a dlsim "
+                "result), got %s", path, mode ? mode : "nothing");
+    goto out;
+  }
+  d->mode = g_strdup(mode);
   const cJSON *cf = cJSON_GetObjectItemCaseSensitive(root, "config");
   if (!cJSON_IsObject(cf)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: config: expected an object (a dlsim result)",
@@ -82,6 +89,11 @@ compare_doc *compare_doc_parse(const char *path, const char *text, GError **err)
       !get_num(cf, "pp", path, "config", TRUE, &pp, err) ||
       !get_num(root, "iteration_time_s", path, NULL, FALSE, &d->iteration_time_s, err))
     goto out;
+  if (!(d->iteration_time_s > 0 && d->iteration_time_s <= 1e9)) { /* a run's own results */
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: iteration_time_s: expected a time in (0, 1e9] "
+                "s, got %g", path, d->iteration_time_s);
+    goto out;
+  }
   d->gpus = (int)gpus;
   d->dp = (int)dp;
   d->tp = (int)tp;
@@ -132,8 +144,9 @@ compare_doc *compare_doc_parse(const char *path, const char *text, GError **err)
     }
   }
   const cJSON *rk = cJSON_GetObjectItemCaseSensitive(root, "ranks");
-  if (rk && !cJSON_IsArray(rk)) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: ranks: expected an array", path);
+  if (!cJSON_IsArray(rk)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: ranks: expected an array (a dlsim result), "
+                "got %s", path, rk ? "another value" : "nothing");
     goto out;
   }
   i = 0;

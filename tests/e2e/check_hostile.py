@@ -142,6 +142,13 @@ def main():
         refused("T3-29 an empty --out", ["run", "--mode", "analytic", "--platform", "star",
                                          "--workload", "mlp-small", "--iters", "2", "--out", ""],
                 "--out: expected a file name, got an empty one", d)
+        for name, says in (("iter-zero", "iteration_time_s: expected a time in (0, 1e9] s"),
+                           ("iter-1e308", "iteration_time_s: expected a time in (0, 1e9] s"),
+                           ("ranks-missing", "ranks: expected an array"),
+                           ("mode-bogus", "mode: expected sim, analytic or real")):
+            refused(f"T3-17 compare with {name}",
+                    ["compare", os.path.join(DATA, "cmp", "a.json"),
+                     os.path.join(DATA, "cmp", name + ".json")], says, d)
         refused("T3-31 kbench names --from",
                 ["kbench", "--derive-for", "a100-80gb", "--from", os.path.join(d, "nope.json"),
                  "--out", os.path.join(d, "k.json")], "--from: ", d, os.path.join(d, "k.json"))

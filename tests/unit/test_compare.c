@@ -97,13 +97,19 @@ static void test_bad_input(void) {
    * loader's) */
   expect_error("{\n  \"mode\": \"sim\",\n  \"config\": {]\n}", "x.json:3:15: malformed JSON near ' }'");
   expect_error("[1, 2]", "x.json: expected a JSON object (a dlsim result)");
-  expect_error("{\"config\": {\"gpus\": 2}}", "x.json: config.workload: expected a string");
-  expect_error("{\"config\": {\"workload\": \"w\", \"gpus\": 2, \"batch\": 8}, "
+  expect_error("{\"config\": {\"gpus\": 2}}",
+               "x.json: mode: expected sim, analytic or real (a dlsim result), got nothing");
+  expect_error("{\"mode\": \"sim\", \"config\": {\"gpus\": 2}}",
+               "x.json: config.workload: expected a string");
+  expect_error("{\"mode\": \"sim\", \"config\": {\"workload\": \"w\", \"gpus\": 2, \"batch\": 8}, "
                "\"iteration_time_s\": 1, \"breakdown_s\": {\"compute\": 1, \"exposed_comm\": "
                "\"x\"}}",
                "x.json: breakdown_s.exposed_comm: expected a number >= 0");
+  expect_error("{\"mode\": \"sim\", \"config\": {\"workload\": \"w\", \"gpus\": 2, \"batch\": 8}, "
+               "\"iteration_time_s\": 0, \"breakdown_s\": {}}",
+               "x.json: iteration_time_s: expected a time in (0, 1e9] s, got 0");
   expect_error(
-      "{\"config\": {\"workload\": \"w\", \"gpus\": 2, \"batch\": 8}, "
+      "{\"mode\": \"real\", \"config\": {\"workload\": \"w\", \"gpus\": 2, \"batch\": 8}, "
       "\"iteration_time_s\": 1, \"breakdown_s\": {\"compute\": 1, \"exposed_comm\": 0, "
       "\"overlapped_comm\": 0, \"bubble\": 0, \"idle\": 0}, \"ranks\": [{\"compute_s\": 1}]}",
       "x.json: ranks[0].iteration_time_s: expected a number >= 0, got nothing");
