@@ -405,9 +405,44 @@ static void recompute_words(int *argc, char **argv, GPtrArray *keep) {
   *argc = o;
 }
 
+/* The numbers of a run's options are decimal: GOption reads integers as C does (0x10 is 16,
+ * 010 is 8) and strtod takes hexadecimal floats. FALSE with DL_ERR_INPUT naming the option
+ * otherwise; other malformed values are left to the options' own checks. */
+static gboolean decimal_numbers(int argc, char **argv, GError **err) {
+  static const char *const integer[] = {"gpus", "batch", "dp", "tp", "pp", "ep", "cp",
+                                        "microbatches", "iters", "virtual-stages",
+                                        "fsdp-shard-size", "zero", "seed", "seq-len", NULL};
+  static const char *const real[] = {"bucket-mb", "capacity-factor", NULL};
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0) break;
+    if (!g_str_has_prefix(argv[i], "--")) continue;
+    for (int kind = 0; kind < 2; kind++)
+      for (const char *const *n = kind ? real : integer; *n; n++) {
+        const size_t k = strlen(*n);
+        const char *v = NULL;
+        if (strncmp(argv[i] + 2, *n, k) == 0 && argv[i][2 + k] == '=') v = argv[i] + 3 + k;
+        else if (strcmp(argv[i] + 2, *n) == 0 && i + 1 < argc) v = argv[i + 1];
+        if (!v) continue;
+        const char *d = v + (*v == '-' || *v == '+');
+        gboolean ok = !strchr(v, 'x') && !strchr(v, 'X');
+        if (kind == 0 && ok) { /* digits, and no leading zero */
+          ok = *d != '\0' && (d[0] != '0' || d[1] == '\0');
+          for (const char *c = d; *c && ok; c++) ok = g_ascii_isdigit(*c);
+        }
+        if (!ok) {
+          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--%s: expected a decimal number, got '%s'",
+                      *n, v);
+          return FALSE;
+        }
+      }
+  }
+  return TRUE;
+}
+
 gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *extra,
                         const char *summary, int *argc, char ***argv, gboolean *help,
                         GError **err) {
+  if (!decimal_numbers(*argc, *argv, err)) return FALSE;
   GPtrArray *keep = g_ptr_array_new_with_free_func(g_free);
   recompute_words(argc, *argv, keep);
   raw_opts r;

@@ -149,6 +149,12 @@ def main():
             refused(f"T3-17 compare with {name}",
                     ["compare", os.path.join(DATA, "cmp", "a.json"),
                      os.path.join(DATA, "cmp", name + ".json")], says, d)
+        for opt, value in (("--gpus", "0x10"), ("--batch", "0x40"), ("--iters", "0x2"),
+                           ("--bucket-mb", "0x10"), ("--capacity-factor", "0x1"),
+                           ("--seed", "0x10")):
+            refused(f"T3-18 {opt} {value}",
+                    ["run", "--mode", "analytic", "--platform", "star", "--workload", "mlp-small",
+                     opt, value, "--out", out], f"{opt}: expected a decimal number", d, out)
         refused("T3-31 kbench names --from",
                 ["kbench", "--derive-for", "a100-80gb", "--from", os.path.join(d, "nope.json"),
                  "--out", os.path.join(d, "k.json")], "--from: ", d, os.path.join(d, "k.json"))
