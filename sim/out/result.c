@@ -408,8 +408,9 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
     g_free(grid);
     grid = g_strdup_printf("%dx%d (auto)", c->grid_pr, c->grid_pc);
   }
-  char cp[48] = "";
+  char cp[64] = "";
   if (c->cp > 1) g_snprintf(cp, sizeof cp, " cp %d (%s)", c->cp, cfg_cp_style_name(c->cp_style));
+  if (c->sequence_parallel) g_strlcat(cp, " sp", sizeof cp);
   fprintf(out, "dlsim %s (%s): %s on %s, %d GPUs, batch %ld, dp %d tp %d%s pp %d, grid %s, %s\n",
           DL_VERSION, cfg_mode_name(c->mode), m->name, c->platform, c->gpus, c->batch, c->dp,
           c->tp, cp, c->pp, grid, gpu_precision_name(c->precision));
