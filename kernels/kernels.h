@@ -133,7 +133,8 @@ size_t kn_moe_ws_floats(const kn_moe_shape *s);
 void kn_moe_saved_bind(kn_moe_saved *sv, float *fbuf, int *ibuf, const kn_moe_shape *s);
 
 /* Attention workspaces in floats: forward needs 3·N·T·C (q, k, v head-major); backward
- * 7·N·T·C + N·NH·T·T; flash-style (flash = 1: the probabilities not kept) N·NH·T·T more each. */
+ * 7·N·T·C + N·NH·T·T; flash-style (flash = 1: the probabilities not kept) N·NH·T·T more
+ * each. */
 size_t kn_attention_ws_floats(int N, int T, int C, int NH, int bwd, int flash);
 
 /* The fused QKV of attention with C = NH·hs output channels: KVH = 0 packs Q|K|V (3·C); KVH > 0
@@ -147,6 +148,11 @@ size_t kn_attention_ws_floats(int N, int T, int C, int NH, int bwd, int flash);
 #endif
 static inline KN_HOST_DEVICE int kn_qkv_width(int C, int NH, int KVH) {
   return KVH > 0 ? (NH + 2 * KVH) * (C / NH) : 3 * C;
+}
+/* In the grouped layout, the head of its group that channel `c` of a row belongs to: 0 to
+ * NH/KVH − 1 a query head, NH/KVH the group's K, NH/KVH + 1 its V. */
+static inline KN_HOST_DEVICE int kn_qkv_slot(int c, int hs, int NH, int KVH) {
+  return c / hs % (NH / KVH + 2);
 }
 static inline KN_HOST_DEVICE int kn_qkv_offset(int which, int h, int C, int NH, int KVH) {
   const int hs = C / NH;

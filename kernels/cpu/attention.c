@@ -3,6 +3,7 @@
  * in Vaswani et al. 2017, Eq. 1; flash-style when the probabilities are not kept: backward
  * computes them again), and softmax cross-entropy. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -126,7 +127,8 @@ void kn_attention_bwd_cpu(float *dqkv, float *ws, const float *dout, const float
     for (int t = 0; t < T; t++)
       for (int h = 0; h < NH; h++) {
         float *row = dqkv + ((size_t)n * T + t) * W;
-        float *gq = row + kn_qkv_offset(0, h, C, NH, KVH), *gk = row + kn_qkv_offset(1, h, C, NH, KVH),
+        float *gq = row + kn_qkv_offset(0, h, C, NH, KVH),
+              *gk = row + kn_qkv_offset(1, h, C, NH, KVH),
               *gv = row + kn_qkv_offset(2, h, C, NH, KVH);
         size_t src = (((size_t)n * NH + h) * T + t) * hs;
         for (int d = 0; d < hs; d++) { /* a group's query heads all add to its K and V */
@@ -166,30 +168,33 @@ void kn_softmax_ce_bwd_cpu(float *dlogits, const float *probs, const int *target
 /* ---- rotary position embedding (Su et al. 2021), rotate-half form ---------------------------- */
 
 /* Turns the Q and K heads of every row by +1 (forward) or -1 (backward: the transpose) times
- * their angles; out += the result when acc, else out = it (V copied). */
+ * their angles and copies V; out += the result when acc, else out = it. */
 static void rope_turn(float *out, const float *in, int N, int T, int hs, int NH, int KVH,
                       float theta, int pos0, int dir, int acc) {
-  const int C = NH * hs, W = kn_qkv_width(C, NH, KVH), half = hs / 2, r = NH / KVH;
-  for (int n = 0; n < N; n++)
-    for (int t = 0; t < T; t++) {
-      const float *x = in + ((size_t)n * T + t) * W;
-      float *y = out + ((size_t)n * T + t) * W;
-      for (int c = 0; c < W; c++) {
-        if (!acc) y[c] = 0.0f;
-        if ((c / hs) % (r + 2) == r + 1) y[c] += x[c]; /* V_g, the last head of group g */
-      }
-      for (int h = 0; h < NH + KVH; h++) { /* the query heads, then one K per group */
-        const int off = h < NH ? kn_qkv_offset(0, h, C, NH, KVH)
-                               : kn_qkv_offset(1, (h - NH) * (NH / KVH), C, NH, KVH);
+  const int W = kn_qkv_width(NH * hs, NH, KVH), half = hs / 2, v_slot = NH / KVH + 1;
+  float *cs = malloc(sizeof(float) * (size_t)half), *sn = malloc(sizeof(float) * (size_t)half);
+  for (int t = 0; t < T; t++) {
+    for (int i = 0; i < half; i++) { /* the angles of position pos0 + t */
+      const double a = (double)(pos0 + t) * pow((double)theta, -2.0 * i / hs);
+      cs[i] = (float)cos(a);
+      sn[i] = (float)(dir * sin(a));
+    }
+    for (int n = 0; n < N; n++)
+      for (int c0 = 0; c0 < W; c0 += hs) { /* one head */
+        const float *x = in + ((size_t)n * T + t) * W + c0;
+        float *y = out + ((size_t)n * T + t) * W + c0;
+        const int v = kn_qkv_slot(c0, hs, NH, KVH) == v_slot;
         for (int i = 0; i < half; i++) {
-          const double a = (double)(pos0 + t) * pow((double)theta, -2.0 * i / hs);
-          const float cs = (float)cos(a), sn = (float)(dir * sin(a));
-          const float x0 = x[off + i], x1 = x[off + i + half];
-          y[off + i] += x0 * cs - x1 * sn;
-          y[off + i + half] += x0 * sn + x1 * cs;
+          const float x0 = x[i], x1 = x[i + half];
+          const float y0 = v ? x0 : x0 * cs[i] - x1 * sn[i];
+          const float y1 = v ? x1 : x0 * sn[i] + x1 * cs[i];
+          y[i] = (acc ? y[i] : 0.0f) + y0;
+          y[i + half] = (acc ? y[i + half] : 0.0f) + y1;
         }
       }
-    }
+  }
+  free(cs);
+  free(sn);
 }
 
 void kn_rope_fwd_cpu(float *out, const float *in, int N, int T, int hs, int NH, int KVH,

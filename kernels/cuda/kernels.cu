@@ -880,8 +880,8 @@ __global__ void gqa_add_k(float *dqkv, const float *dq, const float *dk, const f
   const int hs = C / NH, r = NH / KVH, W = kn_qkv_width(C, NH, KVH);
   long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
   if (i >= (long)N * T * W) return;
-  int c = (int)(i % W), t = (int)(i / W % T), slot = c / hs % (r + 2), g = c / hs / (r + 2),
-      d = c % hs;
+  int c = (int)(i % W), t = (int)(i / W % T), slot = kn_qkv_slot(c, hs, NH, KVH),
+      g = c / hs / (r + 2), d = c % hs;
   long n = i / ((long)T * W);
 #define HM(h) ((((long)n * NH + (h)) * T + t) * hs + d)
   if (slot < r) {
@@ -974,7 +974,7 @@ __global__ void rope_k(float *out, const float *x, int N, int T, int hs, int NH,
   const int C = NH * hs, W = kn_qkv_width(C, NH, KVH), r = NH / KVH, half = hs / 2;
   long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
   if (i >= (long)N * T * W) return;
-  int c = (int)(i % W), t = (int)(i / W % T), slot = c / hs % (r + 2), d = c % hs;
+  int c = (int)(i % W), t = (int)(i / W % T), slot = kn_qkv_slot(c, hs, NH, KVH), d = c % hs;
   float v;
   if (slot == r + 1) {
     v = x[i];

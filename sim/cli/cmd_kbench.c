@@ -48,10 +48,10 @@ typedef struct {
   "written as it goes (every 10 s); --resume adds to the one in the output file.\n\n"           \
   "  dlsim kbench --derive-for GPU --from DB [--from-spec SPEC] --out FILE\n"                   \
   "derives a database for a device nobody measured (a spec sheet: a100-40gb, a100-80gb,\n"      \
-  "h100-sxm, h200, b200, gb200, cpu) from a measured one: every entry's time is scaled by the two devices'\n" \
-  "roofline ratio for that entry; entries and provenance say derived, and runs count them as\n" \
-  "derived, not measured. --out is required: a derived database is used by default only where\n" \
-  "you put it."
+  "h100-sxm, h200, b200, gb200, cpu) from a measured one: every entry's time is scaled by\n"   \
+  "the two devices' roofline ratio for that entry; entries and provenance say derived, and\n"   \
+  "runs count them as derived, not measured. --out is required: a derived database is used\n"   \
+  "by default only where you put it."
 
 /* Parses kbench's options and the run options in one pass. */
 static gboolean parse_opts(kb_opts *o, cfg_run *c, int *argc, char ***argv, gboolean *help,

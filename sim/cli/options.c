@@ -282,21 +282,18 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
   }
   if (r->seq_len != NOT_GIVEN64) {
     if (r->seq_len < 1 || r->seq_len > (1 << 24)) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--seq-len: expected 1..%d tokens, got %" G_GINT64_FORMAT,
-                  1 << 24, (gint64)r->seq_len);
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--seq-len: expected 1..%d tokens, got %" G_GINT64_FORMAT, 1 << 24,
+                  (gint64)r->seq_len);
       return FALSE;
     }
     c->seq_len = r->seq_len;
   }
-  if (r->recompute_mode) {
-    const char *v = r->recompute_mode;
-    if (strcmp(v, "none") && strcmp(v, "selective") && strcmp(v, "full")) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                  "--recompute: expected none, selective or full, got '%s'", v);
-      return FALSE;
-    }
-    c->recompute = strcmp(v, "full") == 0;
-    c->recompute_selective = strcmp(v, "selective") == 0;
+  if (r->recompute_mode &&
+      !cfg_recompute_parse(r->recompute_mode, &c->recompute, &c->recompute_selective)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--recompute: expected none, selective or full, got '%s'", r->recompute_mode);
+    return FALSE;
   }
   if (r->grad_reduce) {
     gpu_precision g;
@@ -380,7 +377,7 @@ static gboolean apply_numbers(const raw_opts *r, cfg_run *c, GError **err) {
  * gives a flag no value), so that `--recompute` alone stays the flag. Rewrites argv in place;
  * the new strings are added to `keep` (freed by the caller). */
 static void recompute_words(int *argc, char **argv, GPtrArray *keep) {
-  static const char *const modes[] = {"none", "selective", "full"};
+  gboolean full, selective;
   int o = 1;
   for (int i = 1; i < *argc; i++, o++) {
     const char *a = argv[i];
@@ -390,9 +387,9 @@ static void recompute_words(int *argc, char **argv, GPtrArray *keep) {
       break;
     }
     if (g_str_has_prefix(a, "--recompute=")) mode = g_strdup(a + strlen("--recompute="));
-    else if (strcmp(a, "--recompute") == 0 && i + 1 < *argc)
-      for (size_t k = 0; k < G_N_ELEMENTS(modes) && !mode; k++)
-        if (strcmp(argv[i + 1], modes[k]) == 0) mode = g_strdup(argv[++i]);
+    else if (strcmp(a, "--recompute") == 0 && i + 1 < *argc &&
+             cfg_recompute_parse(argv[i + 1], &full, &selective))
+      mode = g_strdup(argv[++i]);
     if (mode) {
       argv[o] = g_strconcat("--recompute-mode=", mode, NULL);
       g_ptr_array_add(keep, argv[o]);

@@ -65,6 +65,18 @@ const char *cfg_sharding_option(const cfg_run *c, char *buf, size_t n) {
   return buf;
 }
 
+const char *cfg_recompute_name(const cfg_run *c) {
+  return c->recompute ? "full" : c->recompute_selective ? "selective" : "none";
+}
+
+gboolean cfg_recompute_parse(const char *text, gboolean *full, gboolean *selective) {
+  if (!text || (strcmp(text, "none") && strcmp(text, "selective") && strcmp(text, "full")))
+    return FALSE;
+  *full = strcmp(text, "full") == 0;
+  *selective = strcmp(text, "selective") == 0;
+  return TRUE;
+}
+
 gboolean cfg_cp_style_parse(const char *text, cfg_cp_style *out) {
   int v;
   if (!parse_name(cfg_cp_style_name_names, G_N_ELEMENTS(cfg_cp_style_name_names), text, &v))
@@ -120,6 +132,7 @@ void cfg_init(cfg_run *c) {
   c->pp_scatter_gather = -1;
   c->host_launch = TRUE;
   c->l2_reuse = TRUE;
+  c->cp = 1;
   c->mode = CFG_MODE_SIM;
   c->iters = 3;
   c->bucket_bytes = 25.0 * 1024 * 1024; /* PyTorch DDP bucket_cap_mb = 25 (MiB) */
@@ -211,7 +224,6 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
     c->dp = c->grid_pc;
   }
   int tp = c->tp ? c->tp : 1, pp = c->pp ? c->pp : 1;
-  if (!c->cp) c->cp = 1;
   if (c->cp > 1 && (c->grid_pr > 0 || c->grid_auto)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--cp %d: context parallelism splits a transformer's "
                 "sequence; it does not go with Gholami's grid (--grid)", c->cp);
@@ -224,17 +236,18 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
       return FALSE;
     }
   }
+  /* context parallelism is named only where it is used, so messages without it read as before */
+  char cp_x[32] = "", cp_opt[32] = "";
+  if (c->cp > 1) {
+    g_snprintf(cp_x, sizeof cp_x, " x %d", c->cp);
+    g_snprintf(cp_opt, sizeof cp_opt, " --cp %d", c->cp);
+  }
   if (!c->dp) {
     if (c->gpus % ((int64_t)tp * pp * c->cp)) {
-      if (c->cp > 1)
-        g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                    "--gpus %d: not divisible by tp x cp x pp = %d x %d x %d; choose degrees "
-                    "whose product divides the GPU count", c->gpus, tp, c->cp, pp);
-      else
-        g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                    "--gpus %d: not divisible by tp x pp = %d x %d; choose degrees whose product "
-                    "divides the GPU count",
-                    c->gpus, tp, pp);
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "--gpus %d: not divisible by tp%s x pp = %d%s x %d; choose degrees whose "
+                  "product divides the GPU count",
+                  c->gpus, c->cp > 1 ? " x cp" : "", tp, cp_x, pp);
       return FALSE;
     }
     c->dp = (int)(c->gpus / ((int64_t)tp * pp * c->cp));
@@ -242,14 +255,9 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err) {
   c->tp = tp;
   c->pp = pp;
   if ((long)c->dp * c->cp * c->tp * c->pp != c->gpus) {
-    if (c->cp > 1)
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                  "--dp %d --cp %d --tp %d --pp %d: the degrees multiply to %ld, not --gpus %d",
-                  c->dp, c->cp, c->tp, c->pp, (long)c->dp * c->cp * c->tp * c->pp, c->gpus);
-    else
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                  "--dp %d --tp %d --pp %d: the degrees multiply to %ld, not --gpus %d", c->dp,
-                  c->tp, c->pp, (long)c->dp * c->tp * c->pp, c->gpus);
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--dp %d%s --tp %d --pp %d: the degrees multiply to %ld, not --gpus %d", c->dp,
+                cp_opt, c->tp, c->pp, (long)c->dp * c->cp * c->tp * c->pp, c->gpus);
     return FALSE;
   }
   if (!c->ep) c->ep = 1;
@@ -391,10 +399,9 @@ cJSON *cfg_to_json(const cfg_run *c) {
                           c->grad_reduce >= 0 ? gpu_precision_name((gpu_precision)c->grad_reduce)
                                               : "default");
   cJSON_AddBoolToObject(cf, "recompute", c->recompute);
-  cJSON_AddStringToObject(cf, "recompute_granularity",
-                          c->recompute ? "full" : c->recompute_selective ? "selective" : "none");
+  cJSON_AddStringToObject(cf, "recompute_granularity", cfg_recompute_name(c));
   cJSON_AddBoolToObject(cf, "sequence_parallel", c->sequence_parallel);
-  cJSON_AddNumberToObject(cf, "cp", c->cp > 0 ? c->cp : 1);
+  cJSON_AddNumberToObject(cf, "cp", c->cp);
   cJSON_AddStringToObject(cf, "cp_style", cfg_cp_style_name(c->cp_style));
   cJSON_AddNumberToObject(cf, "seq_len", (double)c->seq_len);
   cJSON_AddBoolToObject(cf, "host_launch", c->host_launch);
@@ -513,9 +520,11 @@ static gboolean parse_fsdp(const char *t, int *v) { return cfg_fsdp_parse(t, (cf
 static gboolean parse_cp_style(const char *t, int *v) {
   return cfg_cp_style_parse(t, (cfg_cp_style *)v);
 }
-static gboolean parse_granularity(const char *t, int *v) {
-  *v = strcmp(t, "none") == 0 ? 0 : strcmp(t, "selective") == 0 ? 1 : strcmp(t, "full") == 0 ? 2 : -1;
-  return *v >= 0;
+static gboolean parse_granularity(const char *t, int *v) { /* 2 full, 1 selective, 0 none */
+  gboolean full, selective;
+  if (!cfg_recompute_parse(t, &full, &selective)) return FALSE;
+  *v = full ? 2 : selective;
+  return TRUE;
 }
 static gboolean parse_layers(const char *t, int *v) {
   *v = strcmp(t, "fc") == 0;

@@ -192,6 +192,10 @@ const char *cfg_schedule_name(cfg_schedule s);
 const char *cfg_tp_style_name(cfg_tp_style s);
 const char *cfg_fsdp_name(cfg_fsdp f);
 const char *cfg_cp_style_name(cfg_cp_style s);
+/* --recompute's granularity: "none", "selective" or "full", from c->recompute and
+ * c->recompute_selective; and the flags from such a name (FALSE, flags untouched, for others). */
+const char *cfg_recompute_name(const cfg_run *c);
+gboolean cfg_recompute_parse(const char *text, gboolean *full, gboolean *selective);
 gboolean cfg_cp_style_parse(const char *text, cfg_cp_style *out);
 /* The option that asked for sharding, for messages ("--zero 3", "--fsdp hybrid"), into `buf`
  * of `n` bytes, which it returns. */

@@ -210,7 +210,7 @@ static gboolean trace_config(run_ctx *x, GError **err) {
                 c->gpus, dir, P);
     return FALSE;
   }
-  if (c->dp || c->tp || c->pp || c->ep || c->cp || c->microbatches || c->grid_pr ||
+  if (c->dp || c->tp || c->pp || c->ep || c->cp > 1 || c->microbatches || c->grid_pr ||
       c->grid_auto || c->zero || c->fsdp != CFG_FSDP_NONE || c->seq_len) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--workload %s: the trace fixes each rank's work; "
                 "leave out --dp, --tp, --pp, --ep, --cp, --seq-len, --grid, --microbatches, "

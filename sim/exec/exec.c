@@ -382,7 +382,8 @@ static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
 }
 
 /* The real executor refuses --grid auto, --precision fp16/bf16 on the CPU (whose kernels
- * compute in fp32), --recompute full, --sequence-parallel, and layers without a real implementation; splits it cannot
+ * compute in fp32), --autocast, --recompute full, --sequence-parallel, --cp, --seq-len, and
+ * layers without a real implementation; splits it cannot
  * make are refused by real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
   if (c->simgrid_cfg) {

@@ -787,9 +787,10 @@ static gboolean derive(layer_reader *r) {
     /* Switch Transformer (Fedus et al. 2021) / GShard: per token a router h×E and top_k experts
      * of two linears h→ffn→h; Mixtral (Jiang et al. 2024): SwiGLU experts; DeepSeekMoE (Dai et
      * al. 2024): shared experts for every token beside the routed ones. */
-    const double per = (double)wl_moe_expert_params(l), k = l->top_k + l->shared;
-    params = (E + l->shared) * per + h * E + (l->bias ? E : 0);
-    const double expert = l->gated ? 6.0 * h * f + 5.0 * f : 4.0 * h * f; /* GEMMs (+ SwiGLU) */
+    const double k = l->top_k + l->shared;
+    params = (E + l->shared) * (double)wl_moe_expert_params(l) + (double)wl_moe_router_params(l);
+    /* a GELU expert counts its GEMMs only, as ever; a SwiGLU expert its SwiGLU too */
+    const double expert = l->gated ? wl_moe_expert_flops(l) : 4.0 * h * f;
     l->fwd_flops = pos * (2.0 * h * E + k * expert);
     l->bwd_flops = 2 * l->fwd_flops;
     saved = pos * (h + E + k * (h + (l->gated ? 3 : 2) * f));
@@ -798,8 +799,8 @@ static gboolean derive(layer_reader *r) {
   }
   case WL_N_LAYER_KINDS: break;
   }
-  if (params > WL_MAX_COUNT || saved > WL_MAX_COUNT || mask > WL_MAX_COUNT || !isfinite(l->fwd_flops) ||
-      !isfinite(l->bwd_flops))
+  if (params > WL_MAX_COUNT || saved > WL_MAX_COUNT || mask > WL_MAX_COUNT ||
+      !isfinite(l->fwd_flops) || !isfinite(l->bwd_flops))
     return fail(r->L, r->jp, "%.3g parameters and %.3g saved elements per sample: more than "
                 "2^40 (a shape too large for this layer)", params, saved);
   l->params = (int64_t)params;
@@ -942,10 +943,11 @@ static wl_model *load_text_seq(const char *path, const char *text, gsize len, in
   loader L = {m->path, err, m, g_hash_table_new(g_str_hash, g_str_equal),
               g_hash_table_new(g_str_hash, g_str_equal)};
   gboolean ok = FALSE;
-  /* a string with U+0000 would be cut there without a word */
-  cJSON *root = g_strstr_len(text, (gssize)len, "\\u0000")
-                    ? (fail(&L, "(text)", "a string holds U+0000 (\\u0000)"), NULL)
-                    : dl_json_parse(path, text, len, err);
+  cJSON *root = NULL;
+  if (g_strstr_len(text, (gssize)len, "\\u0000")) /* cJSON would cut the string there */
+    fail(&L, "(text)", "a string holds U+0000 (\\u0000)");
+  else
+    root = dl_json_parse(path, text, len, err);
   if (root) {
     ok = (seq_len <= 0 || set_seq_len(path, root, seq_len, err)) && load_model(&L, root);
     cJSON_Delete(root);

@@ -188,7 +188,9 @@ gboolean wl_has_tp_roles(const wl_model *m);
 gboolean wl_kind_gemm_like(wl_layer_kind k);
 
 /* Key/value heads of an attention or rope layer: kv_heads, or heads in the packed layout. */
-static inline int wl_kv_heads(const wl_layer *l) { return l->kv_heads > 0 ? l->kv_heads : l->heads; }
+static inline int wl_kv_heads(const wl_layer *l) {
+  return l->kv_heads > 0 ? l->kv_heads : l->heads;
+}
 
 /* An MoE layer's parameters: one expert holds two linears h→ffn→h with biases
  * (2·h·ffn + ffn + h), or SwiGLU's three without (3·h·ffn), the router h·E weights (+ E with a

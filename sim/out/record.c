@@ -246,7 +246,10 @@ void rec_pack(const rec_rank *r, GByteArray *buf) {
   packed_head h;
   memset(&h, 0, sizeof h);
   h.host_s = r->host_s;
-  for (int o = 0; o < KDB_N_ORIGINS; o++) h.kernels[o] = r->kernels[o], h.kernel_s[o] = r->kernel_s[o];
+  for (int o = 0; o < KDB_N_ORIGINS; o++) {
+    h.kernels[o] = r->kernels[o];
+    h.kernel_s[o] = r->kernel_s[o];
+  }
   h.n_colls = (gint32)r->colls->len;
   for (int s = 0; s < PLAN_N_STREAMS; s++) h.n_spans[s] = (gint32)r->spans[s]->len;
   g_byte_array_append(buf, (const guint8 *)&h, sizeof h);
@@ -270,7 +273,10 @@ gboolean rec_unpack(rec_rank *r, const guint8 *data, gsize len) {
   if (len < sizeof h) return FALSE;
   memcpy(&h, data, sizeof h);
   r->host_s = h.host_s;
-  for (int o = 0; o < KDB_N_ORIGINS; o++) r->kernels[o] = h.kernels[o], r->kernel_s[o] = h.kernel_s[o];
+  for (int o = 0; o < KDB_N_ORIGINS; o++) {
+    r->kernels[o] = h.kernels[o];
+    r->kernel_s[o] = h.kernel_s[o];
+  }
   for (gint32 i = 0; i < h.n_colls; i++) {
     packed_row p;
     if (at + sizeof p > len) return FALSE;

@@ -43,19 +43,21 @@ void res_kdb_set_shares(res_kdb *k, const double *kernel_s) {
   for (int o = 0; o < KDB_N_ORIGINS; o++) k->share[o] = total > 0 ? kernel_s[o] / total : 0;
 }
 
+void res_kdb_clear_source(res_kdb *k) {
+  g_clear_pointer(&k->name, g_free);
+  g_clear_pointer(&k->file, g_free);
+  g_clear_pointer(&k->device, g_free);
+  g_clear_pointer(&k->provenance, g_free);
+  g_clear_pointer(&k->note, g_free);
+}
+
 void res_kdb_set_source(res_kdb *dst, const res_kdb *src) {
-  int count[KDB_N_ORIGINS];
-  double share[KDB_N_ORIGINS];
-  memcpy(count, dst->count, sizeof count);
-  memcpy(share, dst->share, sizeof share);
-  res_kdb_release(dst);
+  res_kdb_clear_source(dst);
   dst->name = g_strdup(src->name);
   dst->file = g_strdup(src->file);
   dst->device = g_strdup(src->device);
   dst->provenance = g_strdup(src->provenance);
   dst->note = g_strdup(src->note);
-  memcpy(dst->count, count, sizeof count);
-  memcpy(dst->share, share, sizeof share);
 }
 
 static int64_t epoch_iters(const cfg_run *c, const wl_model *m) {

@@ -60,8 +60,9 @@ typedef struct {
 void res_kdb_set_shares(res_kdb *k, const double *kernel_s);
 
 void res_kdb_release(res_kdb *k);
-/* Copies the source of `src` (name, file, device, provenance, note) into `dst`; keeps the
- * counts and shares of `dst`. */
+/* Frees the source of `k` (name, file, device, provenance, note), keeping its counts and
+ * shares; res_kdb_set_source copies the source of `src` into `dst` in its place. */
+void res_kdb_clear_source(res_kdb *k);
 void res_kdb_set_source(res_kdb *dst, const res_kdb *src);
 
 typedef struct {

@@ -81,13 +81,14 @@ static gboolean scatter_gather(const cfg_run *c) {
 /* Each tp rank sends 1/tp of the boundary tensor: Megatron's scatter/gather, or the sequence
  * shard that sequence parallelism leaves on it (no gather after: the next stage's first layer
  * works on the shard). */
-static gboolean split_boundary(const cfg_run *c) { return scatter_gather(c) || c->sequence_parallel; }
+static gboolean split_boundary(const cfg_run *c) {
+  return scatter_gather(c) || c->sequence_parallel;
+}
 
 /* The output of layer `at` (or its gradient) crossing a stage boundary: bytes of the whole
  * tensor, and what one rank sends. */
 static double boundary_bytes(const stage_ctx *s, int at) {
-  return (double)s->m->layers[at].out_elems * s->role[at].samples * s->dt /
-         (s->c->cp > 1 ? s->c->cp : 1);
+  return (double)s->m->layers[at].out_elems * s->role[at].samples * s->dt / s->c->cp;
 }
 
 static void boundary_send(plan_builder *b, const stage_ctx *s, plan_phase ph, int layer, int peer,
@@ -172,11 +173,7 @@ static void cp_attention(plan_builder *b, const stage_ctx *s, int i, int dir, gb
   /* the rank's K and V: the QKV's channels beyond the queries', for its 1/cp of the tokens */
   const double kv = (double)(l->in.c - l->out.c) / x->split * (pos / cp) * x->samples * s->dt;
   const double step_bytes = dir ? 2 * kv : kv;
-  int members[4096];
-  const int rank = s->rank, n = plan_group_members(c, PLAN_GRP_CP, rank, members);
-  int at = 0;
-  while (at < n && members[at] != rank) at++;
-  const int next = members[(at + 1) % n], prev = members[(at + n - 1) % n];
+  const int next = plan_cp_neighbour(c, s->rank, 1), prev = plan_cp_neighbour(c, s->rank, -1);
   const int tag = CP_TAG_BASE + (dir ? 2 : 0) + (recompute ? 1 : 0);
   int arrived = *pending; /* what the first step waits for: the layer's input */
   for (int j = 0; j < cp; j++) {
@@ -236,10 +233,9 @@ static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int 
  * before the data-parallel sync (Megatron's all-reduce of the layer-norm gradients). */
 static void sp_norm_grads(plan_builder *b, const stage_ctx *s, int *pending) {
   if (!s->c->sequence_parallel) return;
-  const int cp = s->c->cp > 1 ? s->c->cp : 1; /* context parallelism's share is dp·cp's sum */
   double n = 0;
-  for (int i = s->l0; i < s->l1; i++)
-    if (s->role[i].seq_parts > cp) n += (double)s->m->layers[i].params;
+  for (int i = s->l0; i < s->l1; i++) /* split by tp beyond context parallelism's share */
+    if (s->role[i].seq_parts > s->c->cp) n += (double)s->m->layers[i].params;
   if (n > 0)
     plan_b_coll(b, PLAN_PH_BWD, s->l0, COLL_ALLREDUCE, PLAN_GRP_TP, PLAN_WHY_SP_NORM_GRAD,
                 n * plan_grad_bytes(s->c), TRUE, pending);
@@ -267,21 +263,13 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
       plan_moe_layer(b, p, c, l, i, mb, FALSE, FALSE, x, s->ep_i, pending);
     } else if (l->kind == WL_ATTENTION && c->cp > 1) {
       /* recomputation (selective or full) runs the ring or the all-to-alls again */
-      if ((c->recompute_selective && !l->flash) || c->recompute)
-        cp_attention(b, s, i, 0, TRUE, pending);
+      if (c->recompute || plan_selective_attention(c, l)) cp_attention(b, s, i, 0, TRUE, pending);
       cp_attention(b, s, i, 1, FALSE, pending);
     } else {
       char kn[40];
-      if (c->recompute_selective && l->kind == WL_ATTENTION && !l->flash) {
-        /* selective: the attention core's forward again from its stashed QKV (Korthikanti et
-         * al. 2022, §5): its probabilities were not kept */
-        g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
-        plan_op *k = plan_b_kernel(b, PLAN_PH_BWD, i, kn, TRUE,
-                                   l->fwd_flops * x->samples / kernel_split(x),
-                                   fwd_mem(l, x, s->dt), x->samples, kernel_split(x), pending);
-        k->recompute = TRUE;
-      }
-      if (c->recompute) { /* the forward again, from the stashed block input */
+      /* the forward again: full, from the stashed block input; selective, the attention core
+       * from its kept QKV, its probabilities not kept (Korthikanti et al. 2022, §5) */
+      if (c->recompute || plan_selective_attention(c, l)) {
         autocast_kernel(b, s, i, PLAN_PH_BWD, "cast.fwd", pending);
         g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
         const double share = x->domain ? x->row_share : 1.0;

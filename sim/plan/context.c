@@ -15,56 +15,54 @@
  *            token with 1/cp of the heads before attention (the QKV), and one turns it back after
  *            (the output); backward mirrors them.
  */
+#include <stdarg.h>
+
 #include "core/dl_common.h"
 #include "core/gpuspec.h"
 #include "plan/strategy.h"
 
 static gboolean applies(const cfg_run *c) { return c->cp > 1; }
 
-static gboolean refuse(GError **err, const char *msg, const char *a, const char *b) {
-  g_set_error(err, DL_ERROR, DL_ERR_INPUT, msg, a, b);
+/* FALSE, with DL_ERR_INPUT "--cp N: " and the message. */
+static gboolean refuse(GError **err, const cfg_run *c, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static gboolean refuse(GError **err, const cfg_run *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *why = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--cp %d%s", c->cp, why);
+  g_free(why);
   return FALSE;
 }
 
 static gboolean check(const wl_model *m, const cfg_run *c, GError **err) {
-  char what[48];
-  g_snprintf(what, sizeof what, "--cp %d", c->cp);
   if (m->seq_len <= 0)
-    return refuse(err, "%s: %s is not a token model: context parallelism splits sequences", what,
+    return refuse(err, c, ": %s is not a token model: context parallelism splits sequences",
                   m->path);
   if (c->tp > 1 && c->tp_style != CFG_TP_MEGATRON)
-    return refuse(err, "%s: with --tp, context parallelism goes with --tp-style megatron%s", what,
-                  "");
-  if (c->ep > 1) return refuse(err, "%s: %s", what, "leave out --ep (experts are not split by cp)");
+    return refuse(err, c, ": with --tp, context parallelism goes with --tp-style megatron");
+  if (c->ep > 1) return refuse(err, c, ": leave out --ep (experts are not split by cp)");
   if (c->fsdp == CFG_FSDP_HYBRID)
-    return refuse(err, "%s: %s", what, "leave out --fsdp hybrid (its shard groups are dp's)");
-  const int64_t chunks = c->cp_style == CFG_CP_RING ? 2 * (int64_t)c->cp : c->cp;
-  if (m->seq_len % chunks) {
-    char len[64];
-    g_snprintf(len, sizeof len, "%" G_GINT64_FORMAT " tokens", m->seq_len);
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "%s: the sequence of %s does not split into %" G_GINT64_FORMAT " equal chunks "
-                "(%s); choose --cp or --seq-len so that %s divides it",
-                what, len, chunks,
-                c->cp_style == CFG_CP_RING ? "two mirrored chunks per rank of the ring"
-                                           : "one per rank",
-                c->cp_style == CFG_CP_RING ? "2 x cp" : "cp");
-    return FALSE;
-  }
+    return refuse(err, c, ": leave out --fsdp hybrid (its shard groups are dp's)");
+  const gboolean ring = c->cp_style == CFG_CP_RING;
+  const int64_t chunks = ring ? 2 * (int64_t)c->cp : c->cp;
+  if (m->seq_len % chunks)
+    return refuse(err, c, ": the sequence of %" G_GINT64_FORMAT " tokens does not split into %"
+                  G_GINT64_FORMAT " equal chunks (%s); choose --cp or --seq-len so that %s "
+                  "divides it", m->seq_len, chunks,
+                  ring ? "two mirrored chunks per rank of the ring" : "one per rank",
+                  ring ? "2 x cp" : "cp");
   for (int i = 0; i < m->n_layers; i++) {
     const wl_layer *l = &m->layers[i];
     if (l->kind == WL_MOE)
-      return refuse(err, "%s: layer '%s' is a mixture of experts; context parallelism of MoE "
-                    "models is not modelled", what, l->name);
-    if (l->kind == WL_ATTENTION && c->cp_style == CFG_CP_ULYSSES) {
+      return refuse(err, c, ": layer '%s' is a mixture of experts; context parallelism of MoE "
+                    "models is not modelled", l->name);
+    if (l->kind == WL_ATTENTION && !ring) {
       const int h = l->heads / c->tp, kv = wl_kv_heads(l) / c->tp;
-      if (h % c->cp || kv % c->cp) {
-        g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                    "%s --cp-style ulysses: layer '%s' has %d query and %d key/value heads per "
-                    "tensor-parallel rank; Ulysses gives each cp rank whole heads, so cp must "
-                    "divide both", what, l->name, h, kv);
-        return FALSE;
-      }
+      if (h % c->cp || kv % c->cp)
+        return refuse(err, c, " --cp-style ulysses: layer '%s' has %d query and %d key/value "
+                      "heads per tensor-parallel rank; Ulysses gives each cp rank whole heads, "
+                      "so cp must divide both", l->name, h, kv);
     }
   }
   return TRUE;

@@ -9,9 +9,7 @@
 
 #include <string.h>
 
-static int cp_of(const cfg_run *c) { return c->cp > 1 ? c->cp : 1; }
-
-int plan_dpc(const cfg_run *c) { return c->dp * cp_of(c); }
+int plan_dpc(const cfg_run *c) { return c->dp * c->cp; }
 
 void plan_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i) {
   *tp_i = rank % c->tp;
@@ -21,6 +19,13 @@ void plan_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i) {
 
 int plan_rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i) {
   return (pp_i * plan_dpc(c) + dp_i) * c->tp + tp_i;
+}
+
+int plan_cp_neighbour(const cfg_run *c, int rank, int step) {
+  int dp_i, tp_i, pp_i;
+  plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
+  const int cp_i = dp_i % c->cp, at = ((cp_i + step) % c->cp + c->cp) % c->cp;
+  return plan_rank_of(c, dp_i - cp_i + at, tp_i, pp_i);
 }
 
 int plan_group_members(const cfg_run *c, plan_group g, int rank, int *members) {
@@ -41,8 +46,8 @@ int plan_group_members(const cfg_run *c, plan_group g, int rank, int *members) {
     for (int i = 0; i < plan_dpc(c); i++) members[n++] = plan_rank_of(c, i, tp_i, pp_i);
     break;
   case PLAN_GRP_CP: /* the cp ranks of one replica's sequence */
-    for (int i = 0; i < cp_of(c); i++)
-      members[n++] = plan_rank_of(c, dp_i / cp_of(c) * cp_of(c) + i, tp_i, pp_i);
+    for (int i = 0; i < c->cp; i++)
+      members[n++] = plan_rank_of(c, dp_i / c->cp * c->cp + i, tp_i, pp_i);
     break;
   case PLAN_GRP_TP:
     for (int i = 0; i < c->tp; i++) members[n++] = plan_rank_of(c, dp_i, i, pp_i);
@@ -86,7 +91,7 @@ int plan_group_degree(const cfg_run *c, plan_group g) {
   switch (g) {
   case PLAN_GRP_WORLD: return c->gpus;
   case PLAN_GRP_DP: return plan_dpc(c);
-  case PLAN_GRP_CP: return cp_of(c);
+  case PLAN_GRP_CP: return c->cp;
   case PLAN_GRP_TP: return c->tp;
   case PLAN_GRP_PP: return c->pp;
   case PLAN_GRP_EP: return c->ep;
@@ -117,7 +122,7 @@ int plan_representative(const wl_model *m, const cfg_run *c, int rank) {
   int dp_i, tp_i, pp_i;
   plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
   /* the same data-parallel replica as far as experts go, the same place in the cp ring */
-  const int rep = (dp_i / cp_of(c)) % c->ep * cp_of(c) + dp_i % cp_of(c);
+  const int rep = (dp_i / c->cp) % c->ep * c->cp + dp_i % c->cp;
   return plan_rank_of(c, rep, plan_tp_alike(m, c) ? 0 : tp_i, pp_i);
 }
 

@@ -75,6 +75,11 @@ static void after(plan_shard *x, gboolean fwd, coll_op op, plan_purpose why, dou
   else x->bwd_coll = op, x->bwd_why = why, x->bwd_bytes = bytes;
 }
 
+/* Sets the collective before layer x's backward kernel. */
+static void before_bwd(plan_shard *x, coll_op op, plan_purpose why, double bytes) {
+  x->bwd_pre_coll = op, x->bwd_pre_why = why, x->bwd_pre_bytes = bytes;
+}
+
 /* A layer whose tp ranks hold partial sums of its output: all-reduced, or under sequence
  * parallelism reduce-scattered along the sequence, and its output gradient all-gathered before
  * its backward. */
@@ -84,9 +89,7 @@ static void sum_output(plan_shard *x, gboolean sp, double bytes) {
     return;
   }
   after(x, TRUE, COLL_REDUCESCATTER, PLAN_WHY_FWD_REDUCE, bytes);
-  x->bwd_pre_coll = COLL_ALLGATHER;
-  x->bwd_pre_why = PLAN_WHY_BWD_DY_GATHER;
-  x->bwd_pre_bytes = bytes;
+  before_bwd(x, COLL_ALLGATHER, PLAN_WHY_BWD_DY_GATHER, bytes);
 }
 
 static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, plan_shard *out,
@@ -117,9 +120,7 @@ static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, p
         x->redistribute = TRUE;
         x->redist_bytes = in_bytes;
         after(x, FALSE, COLL_REDUCESCATTER, PLAN_WHY_BWD_DX, in_bytes);
-        x->bwd_pre_coll = COLL_ALLGATHER;
-        x->bwd_pre_why = PLAN_WHY_SP_REGATHER;
-        x->bwd_pre_bytes = in_bytes;
+        before_bwd(x, COLL_ALLGATHER, PLAN_WHY_SP_REGATHER, in_bytes);
       } else {
         x->replicated_stash = TRUE;
         after(x, FALSE, COLL_ALLREDUCE, PLAN_WHY_BWD_DX, in_bytes); /* f */

@@ -2,13 +2,13 @@
  * activations stashed for backward.
  *
  * Parameters: the layers of the stage divided as the split table says (an MoE layer: its router,
- * its shared experts and E/ep routed experts), plus a copy of a tied layer's weights that sits on another stage. Optimizer
- * state: momentum (SGD) or two moments (Adam) in fp32, plus an fp32 master copy of the weights in
- * mixed precision (Micikevicius et al. 2018; ZeRO's 16 bytes/param for Adam). Activations: what
- * the stage keeps per micro-batch times the micro-batches in flight; with recomputation, each
- * block's input per micro-batch in flight plus the largest block's own stash; with selective
- * recomputation everything but attention's probabilities; under sequence parallelism the
- * sequence-split layers' stash is 1/tp. With model chunks
+ * its shared experts and E/ep routed experts), plus a copy of a tied layer's weights that sits
+ * on another stage. Optimizer state: momentum (SGD) or two moments (Adam) in fp32, plus an fp32
+ * master copy of the weights in mixed precision (Micikevicius et al. 2018; ZeRO's 16 bytes/param
+ * for Adam). Activations: what the stage keeps per micro-batch times the micro-batches in
+ * flight; with recomputation, each block's input per micro-batch in flight plus the largest
+ * block's own stash; with selective recomputation everything but attention's probabilities;
+ * a sequence split (sequence or context parallelism) divides a layer's stash. With model chunks
  * (interleaved 1F1B) the chunks in flight differ: the peak over the schedule of their sum.
  */
 #include "core/gpuspec.h"
@@ -27,8 +27,8 @@ static void stash(const wl_model *m, const cfg_run *c, const plan_shard *role, i
     const wl_layer *l = &m->layers[i];
     const plan_shard *x = &role[i];
     /* selective recomputation keeps attention's QKV, not its probabilities */
-    const gboolean selective = c->recompute_selective && l->kind == WL_ATTENTION && !l->flash;
-    const double bytes = selective ? (double)plan_in_elems(l) * dt
+    const double bytes = plan_selective_attention(c, l)
+                             ? (double)plan_in_elems(l) * dt
                                    : (double)l->saved_elems * dt + (double)l->mask_bytes;
     double saved = bytes * x->samples * (x->domain ? x->row_share : 1.0) / x->seq_parts;
     *per_mb += x->replicated_stash ? saved : saved / x->split;

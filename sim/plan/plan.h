@@ -213,6 +213,13 @@ void plan_moe_loads(const cfg_run *c, int layer, int mb, int E, double assignmen
 void plan_coords(const cfg_run *c, int rank, int *dp_i, int *tp_i, int *pp_i);
 /* Ranks along the data dimension of the layout: dp · cp (layout.c). */
 int plan_dpc(const cfg_run *c);
+/* TRUE when --recompute selective recomputes layer `l`: an attention that keeps its
+ * probabilities otherwise (not flash-style, which keeps none). */
+static inline gboolean plan_selective_attention(const cfg_run *c, const wl_layer *l) {
+  return c->recompute_selective && l->kind == WL_ATTENTION && !l->flash;
+}
+/* The rank `step` places on from `rank` around its context-parallel ring (negative: back). */
+int plan_cp_neighbour(const cfg_run *c, int rank, int step);
 int plan_rank_of(const cfg_run *c, int dp_i, int tp_i, int pp_i);
 int plan_group_members(const cfg_run *c, plan_group g, int rank, int *members);
 /* The members of the communicator of collective op `op` of plan `p`: its explicit one when

@@ -397,7 +397,8 @@ typedef struct {
 } layout;
 
 static layout layout_of(const plat_gen_params *p) {
-  layout y = {p, p->nodes, p->gpus_per_node, p->topology == PLAT_TOPO_STAR, 0, 0, 0, 0, FALSE, 0, 1};
+  layout y = {.p = p, .N = p->nodes, .G = p->gpus_per_node,
+              .star = p->topology == PLAT_TOPO_STAR};
   y.K = y.star ? 0 : p->nics_per_node;
   y.npl = (p->nodes_per_leaf == 0 || p->nodes_per_leaf > y.N) ? y.N : p->nodes_per_leaf;
   y.groups = (y.N + y.npl - 1) / y.npl;
@@ -498,7 +499,8 @@ static void put_nodes(GString *s, const layout *y) {
       g_free(l);
     }
   if (y->pods > 1) {
-    for (int q = 0; q < y->pods; q++) g_string_append_printf(s, "    <router id=\"p%d_spine\"/>\n", q);
+    for (int q = 0; q < y->pods; q++)
+      g_string_append_printf(s, "    <router id=\"p%d_spine\"/>\n", q);
     g_string_append(s, "    <router id=\"core\"/>\n");
   } else if (y->spine) {
     g_string_append(s, "    <router id=\"spine\"/>\n");

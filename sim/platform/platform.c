@@ -587,7 +587,7 @@ static const plat_route_rec *route_of(const plat *cpl, int a, int b, GError **er
         g_free(line);
         return NULL;
       }
-      if (l->policy != PLAT_WIFI) r->bottleneck_bps = MIN(r->bottleneck_bps, l->bps);
+      r->bottleneck_bps = MIN(r->bottleneck_bps, l->bps);
     }
     g_strfreev(f);
     g_free(line);
@@ -818,7 +818,6 @@ gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_
         const double coef = dir ? back : 1.0;
         for (int i = 0; i < r.n_links; i++) {
           const plat_link *l = &g_array_index(pl->links, plat_link, r.links[i]);
-          if (l->policy == PLAT_WIFI) continue;
           gpointer key = GINT_TO_POINTER(r.links[i] + 1);
           int slot = GPOINTER_TO_INT(g_hash_table_lookup(idx, key)) - 1;
           if (slot < 0) {

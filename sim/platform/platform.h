@@ -123,8 +123,9 @@ typedef struct {
 } plat_host;
 
 /* How a link shares its bandwidth among the flows crossing it (SimGrid's sharing_policy). A
- * SPLITDUPLEX link is two SHARED links, NAME_UP and NAME_DOWN, one per direction. */
-typedef enum { PLAT_SHARED, PLAT_FATPIPE, PLAT_WIFI, PLAT_NONLINEAR } plat_policy;
+ * SPLITDUPLEX link is two SHARED links, NAME_UP and NAME_DOWN, one per direction. WIFI links
+ * are refused when a platform is loaded. */
+typedef enum { PLAT_SHARED, PLAT_FATPIPE, PLAT_NONLINEAR } plat_policy;
 
 typedef struct {
   const char *name;   /* SimGrid's name (owned by the plat) */

@@ -1,8 +1,8 @@
 /* test_kernels.c — the CPU twins against simple references: naive loops for GEMM, convolution and
  * attention (multi-head and grouped-query, flash-style against stored probabilities), direct
- * formulas for RMSNorm, SwiGLU and the rotary embedding, hand-computed values for the loss and the optimizer steps, central finite
- * differences for every backward, a same-bits check for determinism, and the guarded backend
- * (its results, and a crash on a host read of its memory). */
+ * formulas for RMSNorm, SwiGLU and the rotary embedding, hand-computed values for the loss and
+ * the optimizer steps, central finite differences for every backward, a same-bits check for
+ * determinism, and the guarded backend (its results, and a crash on a host read of its memory). */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -301,25 +301,23 @@ static void test_embedding(void) {
 }
 
 /* ---- attention ---- */
-static const int AN = 2, AT = 5, AC = 6, AH = 2;
-static float *aqkv, *aout, *aatt, *aws, *aR;
-static double attn_loss(void) {
-  kn_attention_fwd_cpu(aout, aatt, aws, aqkv, AN, AT, AC, AH, 0, KN_MATH_FP32);
-  return dot(aout, aR, AN * AT * AC);
-}
-static void test_attention(void) {
-  seed_ = 8;
-  const int hs = AC / AH;
-  aqkv = rvec(AN * AT * 3 * AC), aout = zvec(AN * AT * AC), aatt = zvec(AN * AH * AT * AT);
-  aws = zvec(kn_attention_ws_floats(AN, AT, AC, AH, 1, 0)), aR = rvec(AN * AT * AC);
-  attn_loss();
-  for (int n = 0; n < AN; n++) /* naive causal attention */
-    for (int h = 0; h < AH; h++)
-      for (int t = 0; t < AT; t++) {
+/* out (N,T,C) against causal attention computed element by element from qkv: the packed Q|K|V
+ * layout (KVH 0), or the grouped one, written out here (not with kn_qkv_offset): query head h
+ * reads K and V of its group h / (NH/KVH). T <= 8. */
+static void check_naive_attention(const float *out, const float *qkv, int N, int T, int C, int NH,
+                                  int KVH) {
+  const int hs = C / NH, r = KVH ? NH / KVH : 1, W = KVH ? (NH + 2 * KVH) * hs : 3 * C;
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < NH; h++) {
+      const int g = h / r;
+      const int qo = KVH ? (g * (r + 2) + h % r) * hs : h * hs,
+                ko = KVH ? (g * (r + 2) + r) * hs : C + h * hs,
+                vo = KVH ? (g * (r + 2) + r + 1) * hs : 2 * C + h * hs;
+      for (int t = 0; t < T; t++) {
         double s[8], mx = -1e30, sum = 0;
-        const float *q = aqkv + (n * AT + t) * 3 * AC + h * hs;
+        const float *q = qkv + (n * T + t) * W + qo;
         for (int j = 0; j <= t; j++) {
-          const float *k = aqkv + (n * AT + j) * 3 * AC + AC + h * hs;
+          const float *k = qkv + (n * T + j) * W + ko;
           s[j] = 0;
           for (int d = 0; d < hs; d++) s[j] += (double)q[d] * k[d];
           s[j] /= sqrt((double)hs);
@@ -328,10 +326,25 @@ static void test_attention(void) {
         for (int j = 0; j <= t; j++) sum += (s[j] = exp(s[j] - mx));
         for (int d = 0; d < hs; d++) {
           double y = 0;
-          for (int j = 0; j <= t; j++) y += s[j] / sum * aqkv[(n * AT + j) * 3 * AC + 2 * AC + h * hs + d];
-          CU_ASSERT_DOUBLE_EQUAL(aout[(n * AT + t) * AC + h * hs + d], y, 1e-5);
+          for (int j = 0; j <= t; j++) y += s[j] / sum * qkv[(n * T + j) * W + vo + d];
+          CU_ASSERT_DOUBLE_EQUAL(out[(n * T + t) * C + h * hs + d], y, 1e-5);
         }
       }
+    }
+}
+
+static const int AN = 2, AT = 5, AC = 6, AH = 2;
+static float *aqkv, *aout, *aatt, *aws, *aR;
+static double attn_loss(void) {
+  kn_attention_fwd_cpu(aout, aatt, aws, aqkv, AN, AT, AC, AH, 0, KN_MATH_FP32);
+  return dot(aout, aR, AN * AT * AC);
+}
+static void test_attention(void) {
+  seed_ = 8;
+  aqkv = rvec(AN * AT * 3 * AC), aout = zvec(AN * AT * AC), aatt = zvec(AN * AH * AT * AT);
+  aws = zvec(kn_attention_ws_floats(AN, AT, AC, AH, 1, 0)), aR = rvec(AN * AT * AC);
+  attn_loss();
+  check_naive_attention(aout, aqkv, AN, AT, AC, AH, 0);
   float *dqkv = zvec(AN * AT * 3 * AC);
   kn_attention_bwd_cpu(dqkv, aws, aR, aqkv, aatt, AN, AT, AC, AH, 0, KN_MATH_FP32);
   fwd_loss = attn_loss;
@@ -356,31 +369,13 @@ static void test_gqa_attention(void) {
   CU_ASSERT_EQUAL(kn_qkv_offset(0, 3, C, GH, GKV), (1 * (r + 2) + 1) * GHS); /* q head 3 */
   CU_ASSERT_EQUAL(kn_qkv_offset(1, 3, C, GH, GKV), (1 * (r + 2) + r) * GHS); /* K of group 1 */
   CU_ASSERT_EQUAL(kn_qkv_offset(2, 0, C, GH, GKV), (r + 1) * GHS);           /* V of group 0 */
+  CU_ASSERT_EQUAL(kn_qkv_slot((1 * (r + 2) + 1) * GHS + 2, GHS, GH, GKV), 1); /* in q head 3 */
+  CU_ASSERT_EQUAL(kn_qkv_slot((r + 1) * GHS, GHS, GH, GKV), r + 1);            /* V_0 */
   gqkv = rvec(GN * GT * W), gout = zvec(GN * GT * C), gR = rvec(GN * GT * C);
   gws = zvec(kn_attention_ws_floats(GN, GT, C, GH, 1, 1));
   g_flash = 0;
   gqa_loss();
-  for (int n = 0; n < GN; n++) /* naive: query head h reads K and V of group h / r */
-    for (int h = 0; h < GH; h++)
-      for (int t = 0; t < GT; t++) {
-        const int g = h / r;
-        const float *q = gqkv + (n * GT + t) * W + (g * (r + 2) + h % r) * GHS;
-        double s[8], mx = -1e30, sum = 0;
-        for (int j = 0; j <= t; j++) {
-          const float *k = gqkv + (n * GT + j) * W + (g * (r + 2) + r) * GHS;
-          s[j] = 0;
-          for (int d = 0; d < GHS; d++) s[j] += (double)q[d] * k[d];
-          s[j] /= sqrt((double)GHS);
-          mx = fmax(mx, s[j]);
-        }
-        for (int j = 0; j <= t; j++) sum += (s[j] = exp(s[j] - mx));
-        for (int d = 0; d < GHS; d++) {
-          double y = 0;
-          for (int j = 0; j <= t; j++)
-            y += s[j] / sum * gqkv[(n * GT + j) * W + (g * (r + 2) + r + 1) * GHS + d];
-          CU_ASSERT_DOUBLE_EQUAL(gout[(n * GT + t) * C + h * GHS + d], y, 1e-5);
-        }
-      }
+  check_naive_attention(gout, gqkv, GN, GT, C, GH, GKV);
   float *d1 = zvec(GN * GT * W), *d2 = zvec(GN * GT * W), *o1 = zvec(GN * GT * C);
   static float att[2 * 4 * 5 * 5];
   kn_attention_fwd_cpu(o1, att, gws, gqkv, GN, GT, C, GH, GKV, KN_MATH_FP32);

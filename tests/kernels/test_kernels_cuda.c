@@ -456,7 +456,8 @@ static void test_llama(void) {
 static void test_attention_precisions(void) {
   if (!gpu) return;
   const int N = 2, T = 70, C = 48, NH = 3;
-  size_t X = (size_t)N * T * C, A = (size_t)N * NH * T * T, W = kn_attention_ws_floats(N, T, C, NH, 1, 0);
+  size_t X = (size_t)N * T * C, A = (size_t)N * NH * T * T,
+         W = kn_attention_ws_floats(N, T, C, NH, 1, 0);
   float *qkv = h_rand(3 * X), *dy = h_rand(X), *o = malloc(4 * X), *att = malloc(4 * A),
         *ws = malloc(4 * W), *dqkv = calloc(3 * X, 4);
   kn_attention_fwd_cpu(o, att, ws, qkv, N, T, C, NH, 0, KN_MATH_FP32);
@@ -683,7 +684,8 @@ static const dl_cu_test cuda_tests[] = {DL_CU_TEST(probe), DL_CU_TEST(test_gemm_
                                         DL_CU_TEST(test_sequence), DL_CU_TEST(test_vocab_slices),
                                         DL_CU_TEST(test_conv_shapes),
                                         DL_CU_TEST(test_gemm_linear_precisions),
-                                        DL_CU_TEST(test_attention_precisions), DL_CU_TEST(test_llama),
+                                        DL_CU_TEST(test_attention_precisions),
+                                        DL_CU_TEST(test_llama),
                                         DL_CU_TEST(test_rows_and_channels),
                                         DL_CU_TEST(test_moe_large), DL_CU_TEST(test_fills),
                                         DL_CU_END};

@@ -297,11 +297,7 @@ static void be_iter_begin(void *be, int iter) {
 
 /* The real run's kernel times are its own: measured on this machine's CPU or GPU as they ran. */
 static void real_kernels(res_kdb *k, const kn_backend *be) {
-  int count[KDB_N_ORIGINS];
-  double share[KDB_N_ORIGINS];
-  memcpy(count, k->count, sizeof count);
-  memcpy(share, k->share, sizeof share);
-  res_kdb_release(k);
+  res_kdb_clear_source(k);
   const gboolean cuda = strcmp(be->name, "cuda") == 0;
   kn_cuda_info info;
   memset(&info, 0, sizeof info);
@@ -327,8 +323,6 @@ static void real_kernels(res_kdb *k, const kn_backend *be) {
   k->provenance = g_strdup(t);
   cJSON_free(t);
   cJSON_Delete(p);
-  memcpy(k->count, count, sizeof count);
-  memcpy(k->share, share, sizeof share);
 }
 
 /* A device backend queues its kernels: the op ends when they are done, so that its time is
