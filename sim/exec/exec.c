@@ -382,8 +382,8 @@ static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
 }
 
 /* The real executor refuses --grid auto, --precision fp16/bf16 on the CPU (whose kernels
- * compute in fp32), --autocast, --recompute full, --sequence-parallel, --cp, --seq-len, and
- * layers without a real implementation; splits it cannot
+ * compute in fp32), --autocast, --recompute full, --sequence-parallel, --cp, --seq-len, ZeRO or
+ * FSDP with weights tied across pipeline stages, and layers without a real implementation; splits it cannot
  * make are refused by real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
   if (c->simgrid_cfg) {
@@ -429,6 +429,18 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
                 "out", c->cp > 1 ? "--cp" : "--seq-len");
     return FALSE;
   }
+  if ((c->zero || c->fsdp != CFG_FSDP_NONE) && c->pp > 1)
+    for (int i = 0; i < x->model->n_layers; i++)
+      if (x->model->layers[i].tied_to >= 0) {
+        char opt[32];
+        cfg_sharding_option(c, opt, sizeof opt);
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: %s with --pp %d: layer '%s' shares "
+                    "the weights of '%s' across stages, and the real build sums such pairs only "
+                    "for whole gradients; leave out %s or --pp", opt, c->pp,
+                    x->model->layers[i].name, x->model->layers[x->model->layers[i].tied_to].name,
+                    opt);
+        return FALSE;
+      }
   if (c->grad_reduce != GPU_FP32) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --grad-reduce-dtype %s: the real build "
                 "reduces gradients in fp32; leave it out", gpu_precision_name(c->grad_reduce));
@@ -443,13 +455,6 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --schedule interleaved is not run for "
                 "real yet (a rank holds one stage); use --schedule 1f1b, or --mode sim or "
                 "analytic");
-    return FALSE;
-  }
-  if (c->zero || c->fsdp != CFG_FSDP_NONE) {
-    char opt[32];
-    cfg_sharding_option(c, opt, sizeof opt);
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: %s is not run for real yet (the real "
-                "build holds whole model states); use --mode sim or analytic", opt);
     return FALSE;
   }
   for (int i = 0; i < x->model->n_layers; i++)

@@ -228,12 +228,33 @@ def main():
             ("megatron tp2 dp2", ["--gpus", "4", "--tp", "2", "--dp", "2", "--tp-style", "megatron"]),
             ("pp2 1f1b m4", ["--gpus", "2", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"]),
         ]),
+        # sharded data parallelism: each bucket or block reduce-scattered (in every micro-batch for
+        # ZeRO 2, 3 and FSDP), the step on the rank's shard only, the other parameters NaN until
+        # gathered, so that a gather the plan leaves out shows
+        (gpt_sgd, False, [
+            ("zero1 dp4 (distributed optimizer)", ["--gpus", "4", "--zero", "1"]),
+            ("zero2 dp4 m2", ["--gpus", "4", "--zero", "2", "--microbatches", "2"]),
+            ("zero3 dp4 m2", ["--gpus", "4", "--zero", "3", "--microbatches", "2"]),
+            ("fsdp full dp4", ["--gpus", "4", "--fsdp", "full"]),
+            ("fsdp grad-op dp2 m2", ["--gpus", "2", "--fsdp", "grad-op", "--microbatches", "2"]),
+            ("fsdp hybrid, shards of 2 in dp4, m2", ["--gpus", "4", "--fsdp", "hybrid",
+                                                     "--fsdp-shard-size", "2", "--microbatches", "2"]),
+            ("megatron tp2 dp2 zero3", ["--gpus", "4", "--tp", "2", "--tp-style", "megatron",
+                                        "--zero", "3"]),
+        ]),
+        (llama_sgd, False, [
+            ("megatron tp2 dp2 fsdp full m2", ["--gpus", "4", "--tp", "2", "--tp-style", "megatron",
+                                               "--fsdp", "full", "--microbatches", "2"]),
+            ("pp2 dp2 zero1 1f1b m4", ["--gpus", "4", "--pp", "2", "--zero", "1", "--microbatches",
+                                       "4", "--schedule", "1f1b"]),
+        ]),
         ("llama-tiny", True, [
             ("megatron tp2 pp2 1f1b m2", ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style",
                                           "megatron", "--microbatches", "2", "--schedule", "1f1b"]),
         ]),
         ("gpt-tiny", True, [
             ("dp2", ["--gpus", "2"]),
+            ("zero3 dp2 (Adam's moments sharded)", ["--gpus", "2", "--zero", "3"]),
             ("pp2 dp2 1f1b m8", ["--gpus", "4", "--pp", "2", "--dp", "2", "--microbatches", "8",
                                  "--schedule", "1f1b"]),
         ]),
@@ -257,6 +278,11 @@ def main():
                     want = not any(g in opts for g in ("1x4",))
                     check(bool(split) == want and all(c["wire_bytes"] > 0 for c in split),
                           f"{name} {tag}: {len(split)} tp/ep collective rows with wire bytes")
+                if res is not None and any(o in opts for o in ("--zero", "--fsdp")):
+                    rows = {(c["op"], c["purpose"]): c["wire_bytes"] for c in res["collectives"]}
+                    check(rows.get(("reducescatter", "grad_sync"), 0) > 0 and
+                          rows.get(("allgather", "param_allgather"), 0) > 0,
+                          f"{name} {tag}: reduce-scatter and parameter gather rows with wire bytes")
                 check(res is not None, f"{name} {tag}: run")
                 if res is not None:
                     compare(f"{name} {tag}", (ref_res, ref_w), (res, w), adam)
@@ -322,6 +348,9 @@ def main():
             (gpt_sgd, ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style", "megatron",
                        "--microbatches", "2", "--schedule", "1f1b"]),
             (llama_sgd, ["--gpus", "2", "--tp", "2", "--tp-style", "megatron"]),
+            # sharded states: shard gradients and the step's NaN in the backend's memory
+            (gpt_sgd, ["--gpus", "4", "--zero", "3", "--microbatches", "2"]),
+            (gpt_sgd, ["--gpus", "4", "--fsdp", "hybrid", "--fsdp-shard-size", "2"]),
         ]
         for i, (wl, opts) in enumerate(guarded):
             args = ["--workload", wl] + opts
@@ -337,6 +366,11 @@ def main():
         check(p.returncode == 2 and "(rows split): grid, domain, expert" in p.stderr and
               p.stderr.count("\n") == 1,
               f"Gholami's row split refused on a device backend: {p.stderr.strip()}")
+        _, _, p = run(tmp, "zero-tied-pp", ["--workload", gpt_sgd, "--gpus", "4", "--pp", "2",
+                                            "--zero", "1"], expect_rc=2)
+        check(p.returncode == 2 and "shares the weights of 'tok_embed' across stages" in p.stderr
+              and p.stderr.count("\n") == 1,
+              f"--zero with weights tied across stages refused in one line: {p.stderr.strip()}")
         _, _, p = run(tmp, "cuda-tp", ["--workload", cnn_nobn, "--gpus", "2", "--tp", "2",
                                        "--device", "cuda"], expect_rc=2)
         check(p.returncode == 2 and "--device cuda: --tp-style gholami" in p.stderr and

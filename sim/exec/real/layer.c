@@ -286,6 +286,53 @@ static void rank_buffers(real_model_rank *r, gboolean reads_input, size_t ws, si
   r->hbuf = g_malloc(r->hbuf_bytes + sizeof(float));
 }
 
+/* Sharded data parallelism, from the plan's gradient ops (model.h, real_model_sharded): every
+ * layer of a reduced bucket gets its shard gradient, and a gradient per micro-batch where its
+ * bucket is reduced in more than one. */
+static void shard_setup(real_model_rank *r, const plan_rank *plan) {
+  const wl_model *m = r->m;
+  for (int i = 0; i < plan->n_ops && !r->sharded; i++) {
+    const plan_op *op = &plan->ops[i];
+    r->sharded = op->kind == PLAN_COLL && op->purpose == PLAN_WHY_GRAD &&
+                 (op->coll == COLL_REDUCESCATTER || op->group == PLAN_GRP_REPL);
+  }
+  if (!r->sharded) return;
+  const int n = r->l1 - r->l0;
+  int *first_mb = g_new(int, n), *layers = g_new(int, m->n_layers + 1);
+  gboolean *multi = g_new0(gboolean, n), *reduced = g_new0(gboolean, n);
+  for (int i = 0; i < n; i++) first_mb[i] = -2;
+  for (int i = 0; i < plan->n_ops; i++) {
+    const plan_op *op = &plan->ops[i];
+    if (op->kind != PLAN_COLL || op->purpose != PLAN_WHY_GRAD) continue;
+    const int nl = plan_bucket_layers(m, op, layers);
+    for (int j = 0; j < nl; j++) {
+      const int y = layers[j] - r->l0;
+      if (y < 0 || y >= n) continue;
+      reduced[y] = TRUE;
+      if (first_mb[y] == -2) first_mb[y] = op->microbatch;
+      else if (first_mb[y] != op->microbatch) multi[y] = TRUE;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    real_model_layer *y = &r->L[i];
+    if (!reduced[i] || !y->own) continue;
+    const size_t floats = (size_t)y->n_params;
+    y->gacc = real_model_dev(r, sizeof(float) * floats);
+    if (!multi[i]) continue;
+    y->gmb = real_model_per_mb(r, r->nmb, floats);
+    real_model_dev_free(r, y->g); /* g points into gmb from now on */
+    y->g = y->gmb[0];
+  }
+  for (int i = 0; i < n; i++) { /* a tied layer here writes its target's */
+    const int t = r->L[i].l->tied_to;
+    if (t >= r->l0 && t < r->l1) r->L[i].g = REAL_MODEL_LAY(r, t)->g;
+  }
+  g_free(first_mb);
+  g_free(layers);
+  g_free(multi);
+  g_free(reduced);
+}
+
 real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_rank *plan,
                                 int rank, const kn_backend *k, GError **err) {
   int dp_i, tp_i, pp_i;
@@ -336,6 +383,7 @@ real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_
     layer_saved(r, y, &ws);
   }
   rank_buffers(r, reads_input, ws, scratch);
+  shard_setup(r, plan);
   if (r->dev_failed) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --workload %s: rank %d's tensors "
                 "(%.2f GiB) do not fit in the %s backend's memory; use a smaller --batch or more "
@@ -350,9 +398,11 @@ real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_
 static void layer_free(const real_model_rank *r, real_model_layer *y, int nmb) {
   if (y->own) {
     real_model_dev_free(r, y->w);
-    real_model_dev_free(r, y->g);
+    if (!y->gmb) real_model_dev_free(r, y->g);
     real_model_dev_free(r, y->m1);
     real_model_dev_free(r, y->m2);
+    real_model_dev_free(r, y->gacc);
+    real_model_per_mb_free(r, (void **)y->gmb, nmb);
   }
   real_model_per_mb_free(r, (void **)y->out, nmb);
   real_model_per_mb_free(r, (void **)y->saved, nmb);
@@ -427,5 +477,45 @@ float *real_model_layer_params(const real_model_rank *r, int layer, int64_t *n) 
 }
 
 const kn_backend *real_model_backend(const real_model_rank *r) { return r->k; }
+
+gboolean real_model_sharded(const real_model_rank *r) { return r->sharded; }
+
+float *real_model_layer_weights(real_model_rank *r, int layer, int64_t *n) {
+  if (layer < r->l0 || layer >= r->l1) return NULL;
+  real_model_layer *y = REAL_MODEL_LAY(r, layer);
+  if (!y->own) return NULL;
+  *n = y->n_params;
+  return y->w;
+}
+
+float *real_model_layer_grad_mb(real_model_rank *r, int layer, int mb, int64_t *n) {
+  if (layer < r->l0 || layer >= r->l1) return NULL;
+  real_model_layer *y = REAL_MODEL_LAY(r, layer);
+  if (!y->gmb || mb < 0) return real_model_layer_grad(r, layer, REAL_MODEL_GRAD_ALL, n);
+  *n = y->n_params;
+  return y->gmb[mb];
+}
+
+void real_model_shard_own(real_model_rank *r, int layer, int64_t lo, int64_t hi) {
+  real_model_layer *y = REAL_MODEL_LAY(r, layer);
+  y->sh_lo = lo, y->sh_hi = hi;
+}
+
+gboolean real_model_shard_range(const real_model_rank *r, int layer, int64_t *lo, int64_t *hi) {
+  if (layer < r->l0 || layer >= r->l1) return FALSE;
+  const real_model_layer *y = &r->L[layer - r->l0];
+  *lo = y->sh_lo, *hi = y->sh_hi;
+  return y->gacc != NULL;
+}
+
+void real_model_shard_add(real_model_rank *r, int layer, int64_t lo, const float *v, int64_t n) {
+  real_model_layer *y = REAL_MODEL_LAY(r, layer);
+  if (n <= 0 || !y->gacc) return;
+  float *acc = g_new(float, n);
+  r->k->download(acc, y->gacc + lo, sizeof(float) * (size_t)n);
+  for (int64_t e = 0; e < n; e++) acc[e] += v[e];
+  r->k->upload(y->gacc + lo, acc, sizeof(float) * (size_t)n);
+  g_free(acc);
+}
 
 gboolean real_model_on_host(const real_model_rank *r) { return r->host; }

@@ -60,6 +60,17 @@ typedef struct {
   float *dpart;        /* partial input gradient, summed over tp before it joins the input's */
   float *dred;         /* its all-reduced value */
   real_moe *moe;         /* mixture of experts state (real_moe.h), NULL otherwise */
+  /* sharded data parallelism (--zero, --fsdp; real_model_shard_*): the reduced gradient of this
+   * rank's shard accumulated over the iteration's reduce-scatters (n_params floats, only
+   * [sh_lo, sh_hi) used; NULL when the layer's gradients are all-reduced whole), and the shard:
+   * the parameters the step updates, the others NaN from the step until a gather writes them */
+  float *gacc;
+  int64_t sh_lo, sh_hi;
+  /* [m] a gradient per micro-batch (NULL: one, accumulated over them), where the plan reduces the
+   * layer's gradients in more than one micro-batch: each is read by its own collective while
+   * the next micro-batch's backward writes the next (as FSDP and ZeRO-2 take fresh gradient
+   * tensors per backward); g points at the one of the micro-batch in backward */
+  float **gmb;
   /* PLAN_SPLIT_DOMAIN (--domain conv): rows of the image */
   int ilo, ihi;        /* the input rows this rank holds (its source's slab) */
   int hrows[2][2][2];  /* halo rows [fwd: input rows / bwd: output-gradient rows][recv/send]
@@ -84,6 +95,7 @@ struct real_model_rank {
   kn_math math;        /* the GEMMs' arithmetic (--precision on a GPU; fp32 on the CPU) */
   void *hbuf;          /* host staging of the iteration's inputs, tokens or labels (owned) */
   size_t hbuf_bytes;
+  gboolean sharded;    /* real_model_sharded */
   double dev_bytes;    /* backend memory asked for */
   gboolean dev_failed; /* an allocation failed */
   int l0, l1;          /* the stage's layers [l0, l1) */

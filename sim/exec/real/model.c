@@ -76,6 +76,8 @@ void real_model_iter_begin(real_model_rank *r, int iter) {
   for (int i = r->l0; i < r->l1; i++) {
     real_model_layer *y = REAL_MODEL_LAY(r, i);
     if (y->own) k->zero(y->g, sizeof(float) * (size_t)y->n_params);
+    for (int mb = 0; y->gmb && mb < r->nmb; mb++)
+      k->zero(y->gmb[mb], sizeof(float) * (size_t)y->n_params);
   }
   const int64_t per = real_model_shape_elems(&r->m->input);
   float *hx = r->hbuf;
@@ -401,6 +403,10 @@ static void backward(real_model_rank *r, int i, int mb, int iter, gboolean exper
   real_model_layer *y = REAL_MODEL_LAY(r, i);
   const real_shard_layer *sh = y->s;
   if (i == r->l1 - 1) fresh_grads(r, mb);
+  /* the micro-batch's own gradient where it has one (a tied layer here: its target's) */
+  const int t = y->l->tied_to;
+  const real_model_layer *o = t >= r->l0 && t < r->l1 ? REAL_MODEL_LAY(r, t) : y;
+  if (o->gmb) y->g = o->gmb[mb];
   float *din = input_grad(r, y, mb);
   if (real_model_domain_layer(y)) {
     real_model_domain_backward(r, y, mb, din);
@@ -424,13 +430,24 @@ static void step(real_model_rank *r, int iter) {
   for (int i = r->l0; i < r->l1; i++) {
     real_model_layer *y = REAL_MODEL_LAY(r, i);
     if (!y->own) continue;
-    const long n = (long)y->n_params;
-    if (scale != 1.0f) r->k->scale(y->g, n, scale);
-    if (r->m->optimizer == WL_OPT_ADAM)
-      r->k->adam_step(y->w, y->m1, y->m2, y->g, n, ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPS,
-                      0.0f, iter + 1);
-    else
-      r->k->sgd_momentum_step(y->w, y->m1, y->g, n, SGD_LR, SGD_MOMENTUM, 0.0f);
+    /* sharded: the rank's shard from its reduced gradient; the rest is another rank's */
+    const int64_t lo = y->gacc ? y->sh_lo : 0, hi = y->gacc ? y->sh_hi : y->n_params;
+    const long n = (long)(hi - lo);
+    float *g = y->gacc ? y->gacc + lo : y->g;
+    if (n > 0) {
+      if (scale != 1.0f) r->k->scale(g, n, scale);
+      if (r->m->optimizer == WL_OPT_ADAM)
+        r->k->adam_step(y->w + lo, y->m1 + lo, y->m2 + lo, g, n, ADAM_LR, ADAM_BETA1, ADAM_BETA2,
+                        ADAM_EPS, 0.0f, iter + 1);
+      else
+        r->k->sgd_momentum_step(y->w + lo, y->m1 + lo, g, n, SGD_LR, SGD_MOMENTUM, 0.0f);
+    }
+    if (!y->gacc) continue;
+    if (n > 0) r->k->zero(g, sizeof(float) * (size_t)n);
+    /* the other shards' parameters are stale here until they are gathered: NaN, so that a
+     * gather the plan left out cannot go unseen */
+    if (lo > 0) r->k->scale(y->w, (long)lo, NAN);
+    if (hi < y->n_params) r->k->scale(y->w + hi, (long)(y->n_params - hi), NAN);
   }
 }
 

@@ -99,6 +99,24 @@ typedef enum {
  * parameters. The parts of an MoE layer are contiguous (router first). */
 float *real_model_layer_grad(real_model_rank *r, int layer, real_model_grad_part part, int64_t *n);
 
+/* Sharded data parallelism (--zero, --fsdp), as the plan's gradient ops say: it is on when a
+ * gradient op is a reduce-scatter or HYBRID_SHARD's all-reduce over replicas. Then each bucket's
+ * (or unit's) reduced gradient goes to real_model_shard_add instead of back into the layers, and
+ * the step updates only the rank's shard of each layer (real_model_shard_own), leaving the rest
+ * of its parameters NaN until a parameter gather writes them (real_model_layer_weights). */
+gboolean real_model_sharded(const real_model_rank *r);
+/* The gradient micro-batch mb's backward wrote into layer `layer` (real_model_layer_grad's, the
+ * one accumulated over the micro-batches, where the plan reduces the layer once an iteration). */
+float *real_model_layer_grad_mb(real_model_rank *r, int layer, int mb, int64_t *n);
+/* The parameters (backend memory, *n floats) a layer owns on this rank; NULL otherwise. */
+float *real_model_layer_weights(real_model_rank *r, int layer, int64_t *n);
+/* Layer `layer`'s parameters [lo, hi) are this rank's shard. */
+void real_model_shard_own(real_model_rank *r, int layer, int64_t lo, int64_t hi);
+/* The rank's shard of the layer's parameters: [*lo, *hi); FALSE when the layer is not sharded. */
+gboolean real_model_shard_range(const real_model_rank *r, int layer, int64_t *lo, int64_t *hi);
+/* Adds n host floats of a reduced gradient to the layer's shard gradient from element lo. */
+void real_model_shard_add(real_model_rank *r, int layer, int64_t lo, const float *v, int64_t n);
+
 /* A host copy (g_free it) of the parameters a layer owns (not tied copies) on this rank, in the
  * local order of real_shard_param_index (the serial layout when the layer is whole), NULL when it
  * owns none or is not on this rank. */

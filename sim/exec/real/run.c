@@ -46,7 +46,31 @@ typedef struct {
   float *send, *recv; /* bucket staging, `cap` floats each */
   size_t cap;
   const nccl_env *nccl; /* the driver's: the simulation's choice of algorithm, no timing model */
+  /* sharded data parallelism: the group whose members hold one shard each (-1: none yet); per
+   * first layer of a bucket, whether the plan all-reduces its reduce-scattered shard over the
+   * replicas (HYBRID_SHARD); that shard while it waits for that all-reduce */
+  int shard_group;
+  gboolean *repl_after;
+  float *pend;
+  int pend_first;
 } comms;
+
+/* Runs collective `cop` on host buffers over group `g` with the run's algorithm (conventions of
+ * coll.h: `bytes` the whole buffer; `send` and `recv` apart); a group of one copies. Returns the
+ * algorithm's name. */
+static const char *host_coll(comms *k, const cfg_run *c, coll_op cop, plan_group g,
+                             const float *send, float *recv, size_t bytes, MPI_Op op,
+                             double *wire) {
+  const int P = k->g.size[g];
+  const char *algo = coll_resolve(cop, c->coll, (double)bytes, P, k->g.nodes[g], k->nccl);
+  const coll_algo *a = coll_find(cop, algo);
+  *wire += coll_wire_bytes(cop, algo, (double)bytes, P, &k->g.topo[g]);
+  if (P < 2 || !a)
+    memcpy(recv, send, cop == COLL_REDUCESCATTER ? bytes / (size_t)P : bytes);
+  else
+    a->fn(send, recv, bytes, k->g.comm[g], &k->g.topo[g], op);
+  return a ? a->name : algo;
+}
 
 /* All-reduces `n` floats of `in` into `out` (they may be the same buffer; memory of backend `dev`,
  * moved through host staging) over group `g` with the run's algorithm and `op`; returns the
@@ -103,17 +127,10 @@ static const char *run_xfer(comms *k, const cfg_run *c, real_model_rank *rm, con
     *wire += w;
     break;
   }
-  case REAL_MODEL_X_ALLGATHER: {
-    const size_t bytes = x.n * sizeof(float) * (size_t)k->g.size[g];
-    const char *algo = coll_resolve(COLL_ALLGATHER, c->coll, (double)bytes, k->g.size[g],
-                                    k->g.nodes[g], k->nccl);
-    const coll_algo *a = coll_find(COLL_ALLGATHER, algo);
-    *wire += coll_wire_bytes(COLL_ALLGATHER, algo, (double)bytes, k->g.size[g], &k->g.topo[g]);
-    if (k->g.size[g] < 2 || !a) memcpy(x.recv, x.send, x.n * sizeof(float));
-    else a->fn(x.send, x.recv, bytes, k->g.comm[g], &k->g.topo[g], MPI_SUM);
-    name = a ? a->name : algo;
+  case REAL_MODEL_X_ALLGATHER:
+    name = host_coll(k, c, COLL_ALLGATHER, g, x.send, x.recv,
+                     x.n * sizeof(float) * (size_t)k->g.size[g], MPI_SUM, wire);
     break;
-  }
   case REAL_MODEL_X_ALLTOALLV: {
     int me = 0;
     MPI_Comm_rank(k->g.comm[g], &me);
@@ -132,11 +149,206 @@ static const char *run_xfer(comms *k, const cfg_run *c, real_model_rank *rm, con
   return name;
 }
 
+/* ---- sharded data parallelism (--zero, --fsdp) ---------------------------------------------- */
+
+/* A bucket's (or a unit's) layers packed in the planner's order: layer[j]'s n[j] floats at off[j]
+ * of `total`; their gradients of micro-batch mb, or (mb < -1) their parameters. */
+typedef struct {
+  int count;
+  int *layer;
+  int64_t *off, *n;
+  float **buf; /* backend memory */
+  int64_t total;
+} packing;
+
+static void packing_init(packing *p, const wl_model *m, real_model_rank *rm, const plan_op *op,
+                         int mb) {
+  const int max = op->bucket.end_layer - op->bucket.first_layer + 1;
+  p->layer = g_new(int, max);
+  p->off = g_new(int64_t, max);
+  p->n = g_new(int64_t, max);
+  p->buf = g_new(float *, max);
+  p->count = 0;
+  p->total = 0;
+  int *layers = g_new(int, max);
+  const int nl = plan_bucket_layers(m, op, layers);
+  for (int j = 0; j < nl; j++) {
+    int64_t n = 0;
+    float *b = mb < -1 ? real_model_layer_weights(rm, layers[j], &n)
+                       : real_model_layer_grad_mb(rm, layers[j], mb, &n);
+    if (!b || n <= 0) continue;
+    const int q = p->count++;
+    p->layer[q] = layers[j], p->off[q] = p->total, p->n[q] = n, p->buf[q] = b;
+    p->total += n;
+  }
+  g_free(layers);
+}
+
+static void packing_free(packing *p) {
+  g_free(p->layer);
+  g_free(p->off);
+  g_free(p->n);
+  g_free(p->buf);
+}
+
+/* The packed floats [lo, hi) as this rank's shard of each layer. */
+static void packing_own(const packing *p, real_model_rank *rm, int64_t lo, int64_t hi) {
+  for (int j = 0; j < p->count; j++) {
+    const int64_t a = MAX(lo, p->off[j]), b = MIN(hi, p->off[j] + p->n[j]);
+    if (a < b) real_model_shard_own(rm, p->layer[j], a - p->off[j], b - p->off[j]);
+    else real_model_shard_own(rm, p->layer[j], 0, 0);
+  }
+}
+
+/* Adds the reduced packed floats [lo, lo + n) (host `v`) to the layers' shard gradients. */
+static void packing_add(const packing *p, real_model_rank *rm, int64_t lo, const float *v,
+                        int64_t n) {
+  for (int j = 0; j < p->count; j++) {
+    const int64_t a = MAX(lo, p->off[j]), b = MIN(lo + n, p->off[j] + p->n[j]);
+    if (a < b) real_model_shard_add(rm, p->layer[j], a - p->off[j], v + (a - lo), b - a);
+  }
+}
+
+/* Copies between the layers' buffers and the packed host floats [lo, lo + n) of `h`. */
+static void packing_move(const packing *p, const kn_backend *dev, float *h, int64_t lo, int64_t n,
+                         gboolean to_host) {
+  for (int j = 0; j < p->count; j++) {
+    const int64_t a = MAX(lo, p->off[j]), b = MIN(lo + n, p->off[j] + p->n[j]);
+    if (a >= b) continue;
+    float *d = p->buf[j] + (a - p->off[j]);
+    const size_t bytes = sizeof(float) * (size_t)(b - a);
+    if (to_host) dev->download(h + (a - lo), d, bytes);
+    else dev->upload(d, h + (a - lo), bytes);
+  }
+}
+
+/* A gradient op of a sharded run: the bucket of micro-batch op->microbatch packed, reduce-
+ * scattered over the shard group (member r keeps floats [r·s, (r+1)·s) of the packing, padded to
+ * N·s as FSDP pads), its shard added to the layers' shard gradients, or first all-reduced over the
+ * replicas where the plan says so (HYBRID_SHARD); an all-reduce of a whole bucket (a shard group
+ * of one) adds the whole bucket. */
+static const char *sharded_grad(comms *k, const wl_model *m, const cfg_run *c, real_model_rank *rm,
+                                const plan_op *op, double *wire) {
+  const plan_group g = op->group;
+  const int first = op->bucket.first_layer;
+  packing p;
+  packing_init(&p, m, rm, op, op->microbatch);
+  const kn_backend *dev = real_model_backend(rm);
+  const char *name;
+  if (op->coll == COLL_REDUCESCATTER) {
+    const int N = k->g.size[g];
+    int me = 0;
+    MPI_Comm_rank(k->g.comm[g], &me);
+    const int64_t sz = (p.total + N - 1) / N, lo = MIN(p.total, me * sz);
+    const int64_t hi = MIN(p.total, lo + sz);
+    float *all = g_new0(float, (size_t)(sz * N) + 1), *mine = g_new0(float, (size_t)sz + 1);
+    packing_move(&p, dev, all, 0, p.total, TRUE);
+    name = host_coll(k, c, COLL_REDUCESCATTER, g, all, mine, sizeof(float) * (size_t)(sz * N),
+                     MPI_SUM, wire);
+    g_free(all);
+    k->shard_group = g;
+    packing_own(&p, rm, lo, hi);
+    if (k->repl_after[first]) {
+      g_free(k->pend);
+      k->pend = mine, k->pend_first = first;
+    } else {
+      packing_add(&p, rm, lo, mine, hi - lo);
+      g_free(mine);
+    }
+  } else if (g == PLAN_GRP_REPL && k->pend && k->pend_first == first) {
+    const int N = k->g.size[k->shard_group];
+    int me = 0;
+    MPI_Comm_rank(k->g.comm[k->shard_group], &me);
+    const int64_t sz = (p.total + N - 1) / N, lo = MIN(p.total, me * sz);
+    const int64_t hi = MIN(p.total, lo + sz);
+    float *sum = g_new(float, (size_t)sz + 1); /* the algorithms do not work in place */
+    name = host_coll(k, c, COLL_ALLREDUCE, g, k->pend, sum, sizeof(float) * (size_t)sz, MPI_SUM,
+                     wire);
+    packing_add(&p, rm, lo, sum, hi - lo);
+    g_free(sum);
+    g_free(k->pend);
+    k->pend = NULL;
+  } else {
+    float *all = g_new0(float, (size_t)p.total + 1), *sum = g_new(float, (size_t)p.total + 1);
+    packing_move(&p, dev, all, 0, p.total, TRUE);
+    name = host_coll(k, c, COLL_ALLREDUCE, g, all, sum, sizeof(float) * (size_t)p.total, MPI_SUM,
+                     wire);
+    packing_own(&p, rm, 0, p.total);
+    packing_add(&p, rm, 0, sum, p.total);
+    g_free(all);
+    g_free(sum);
+  }
+  packing_free(&p);
+  return name;
+}
+
+/* A parameter gather: each member's shard of the bucket's (or unit's) parameters, all-gathered
+ * into every member's layers. */
+static const char *param_gather(comms *k, const wl_model *m, const cfg_run *c,
+                                real_model_rank *rm, const plan_op *op, double *wire) {
+  const plan_group g = op->group;
+  packing p;
+  packing_init(&p, m, rm, op, -2);
+  const kn_backend *dev = real_model_backend(rm);
+  const int N = k->g.size[g];
+  int me = 0;
+  MPI_Comm_rank(k->g.comm[g], &me);
+  const int64_t sz = (p.total + N - 1) / N, lo = MIN(p.total, me * sz);
+  float *mine = g_new0(float, (size_t)sz + 1), *all = g_new0(float, (size_t)(sz * N) + 1);
+  packing_move(&p, dev, mine, lo, MIN(p.total, lo + sz) - lo, TRUE);
+  const char *name = host_coll(k, c, COLL_ALLGATHER, g, mine, all,
+                               sizeof(float) * (size_t)(sz * N), MPI_SUM, wire);
+  packing_own(&p, rm, lo, MIN(p.total, lo + sz));
+  packing_move(&p, dev, all, 0, p.total, FALSE);
+  k->shard_group = g;
+  g_free(mine);
+  g_free(all);
+  packing_free(&p);
+  return name;
+}
+
+/* Per first layer of a bucket: whether the plan reduce-scatters it and then all-reduces the shard
+ * over the replicas. */
+static gboolean *repl_after_of(const wl_model *m, const plan_rank *plan) {
+  gboolean *rs = g_new0(gboolean, m->n_layers + 1), *out = g_new0(gboolean, m->n_layers + 1);
+  for (int i = 0; i < plan->n_ops; i++) {
+    const plan_op *op = &plan->ops[i];
+    const int f = op->bucket.first_layer;
+    if (op->kind != PLAN_COLL || op->purpose != PLAN_WHY_GRAD || f < 0 || f >= m->n_layers)
+      continue;
+    if (op->coll == COLL_REDUCESCATTER) rs[f] = TRUE;
+    else if (op->group == PLAN_GRP_REPL && rs[f]) out[f] = TRUE;
+  }
+  g_free(rs);
+  return out;
+}
+
+/* After the last step each member holds its shard's parameters: put each layer together over
+ * the shard group (the others' parts are NaN here, and sums of one value and zeros are exact). */
+static void shards_assemble(comms *k, real_model_rank *rm, const plan_rank *plan) {
+  if (!real_model_sharded(rm) || k->shard_group < 0) return;
+  const kn_backend *dev = real_model_backend(rm);
+  for (int i = plan->first_layer; i < plan->end_layer; i++) {
+    int64_t lo = 0, hi = 0, n = 0;
+    float *w = real_model_layer_weights(rm, i, &n);
+    /* every member, for every sharded layer: one may hold a layer whole, the others none of it */
+    if (!w || !real_model_shard_range(rm, i, &lo, &hi)) continue;
+    float *h = g_new0(float, (size_t)n + 1);
+    if (hi > lo) dev->download(h + lo, w + lo, sizeof(float) * (size_t)(hi - lo));
+    MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, k->g.comm[k->shard_group]);
+    dev->upload(w, h, sizeof(float) * (size_t)n);
+    g_free(h);
+  }
+}
+
 /* Runs PLAN_COLL op `op` on real gradients. */
 static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, real_model_rank *rm,
                             const plan_op *op, double *wire) {
   *wire = 0;
   const kn_backend *dev = real_model_backend(rm);
+  if (op->purpose == PLAN_WHY_PARAM_GATHER) return param_gather(k, m, c, rm, op, wire);
+  if (op->purpose == PLAN_WHY_GRAD && real_model_sharded(rm))
+    return sharded_grad(k, m, c, rm, op, wire);
   if (op->purpose == PLAN_WHY_GRAD) { /* the bucket's layers, packed in the planner's order */
     int *layers = g_new(int, op->bucket.end_layer - op->bucket.first_layer + 1);
     const int nl = plan_bucket_layers(m, op, layers);
@@ -551,6 +763,8 @@ int real_exec_main(int argc, char **argv) {
   comms k;
   memset(&k, 0, sizeof k);
   k.nccl = &x.nccl;
+  k.shard_group = -1;
+  k.repl_after = repl_after_of(x.model, plan);
   int *node_of = g_new0(int, P); /* every rank on this machine */
   coll_groups_init(&k.g, c, NULL, rank, node_of);
   g_free(node_of);
@@ -578,6 +792,7 @@ int real_exec_main(int argc, char **argv) {
 
   status = 0;
   char *werr = gather_and_write(&x, &req, &rec, rm, plan, rank, P, argv[2]);
+  if (!werr && req.dump_weights) shards_assemble(&k, rm, plan);
   if (!werr && req.dump_weights) werr = dump_weights(x.model, c, plan, rm, rank, req.dump_weights);
   if (werr) {
     fprintf(stderr, "dlsim-real: %s\n", werr);
@@ -595,6 +810,8 @@ int real_exec_main(int argc, char **argv) {
   coll_groups_release(&k.g);
   g_free(k.send);
   g_free(k.recv);
+  g_free(k.repl_after);
+  g_free(k.pend);
 out:
   g_free(msg);
   real_model_free(rm);
