@@ -382,7 +382,7 @@ static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
 }
 
 /* The real executor refuses --grid auto, --precision fp16/bf16 on the CPU (whose kernels
- * compute in fp32), --autocast, --recompute full, --sequence-parallel, --cp, --seq-len, ZeRO or
+ * compute in fp32), --autocast, --sequence-parallel, --cp, --seq-len, ZeRO or
  * FSDP with weights tied across pipeline stages, and layers without a real implementation; splits it cannot
  * make are refused by real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
@@ -411,12 +411,6 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--mode real: --precision %s: the CPU kernels compute in fp32; use --precision "
                 "fp32, or --device cuda", gpu_precision_name(c->precision));
-    return FALSE;
-  }
-  if (c->recompute) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--mode real: --recompute full is not run for real yet; leave it out (or use "
-                "--recompute selective)");
     return FALSE;
   }
   if (c->sequence_parallel) {

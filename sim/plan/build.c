@@ -278,6 +278,11 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
                                fwd_mem(l, x, s->dt) * share, x->samples, kernel_split(x),
                                pending);
         k->recompute = TRUE;
+        /* full: the forward's tensor-parallel sum again, as Megatron's checkpointed forward
+         * runs its all-reduces (reduce-scatters under sp) again (the selective core has none) */
+        if (c->recompute && x->fwd_coll != COLL_OP_COUNT)
+          plan_b_coll(b, PLAN_PH_BWD, i, x->fwd_coll, PLAN_GRP_TP, x->fwd_why, x->fwd_bytes, TRUE,
+                      pending)->recompute = TRUE;
       }
       g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
       layer_kernels(b, s->rank, x, i, mb, 1, kn, wl_kind_gemm_like(l->kind),

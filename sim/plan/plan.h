@@ -73,7 +73,7 @@ typedef struct {
   int64_t samples;     /* samples (or micro-batch) the kernel processes on this rank */
   int split;           /* the layer's output channels/features are split this many ways (Pr) */
   plan_part part;        /* which part of the layer's work */
-  gboolean recompute;  /* a forward kernel re-run in backward (--recompute) */
+  gboolean recompute;  /* a forward kernel, or its tp collective, re-run in backward (--recompute) */
   int64_t params;      /* optimizer step: parameters it updates; 0 otherwise */
   double warm_bytes;   /* bytes of its input that the previous kernel of the stream just wrote
                           (a producer's output before its forward, a consumer's input gradient

@@ -179,6 +179,8 @@ def main():
             ("grid 2x2 --grid-layers fc (convs batch-parallel over 4, then redistributed)",
              ["--gpus", "4", "--grid", "2x2", "--grid-layers", "fc"]),
             ("grid 4x1 --grid-layers fc", ["--gpus", "4", "--grid", "4x1", "--grid-layers", "fc"]),
+            ("grid 2x2, full recomputation (the output blocks gathered again)",
+             ["--gpus", "4", "--grid", "2x2", "--recompute"]),
         ]),
         ("cnn-small", False, [
             ("grid 4x1 (batch norm on channel slices sees the whole batch)",
@@ -206,6 +208,10 @@ def main():
                                           "megatron", "--microbatches", "2", "--schedule", "1f1b"]),
             ("megatron tp2, selective recomputation (attention's forward again in backward)",
              ["--gpus", "2", "--tp", "2", "--tp-style", "megatron", "--recompute", "selective"]),
+            # full: every layer's forward again, its output NaN first, its tp sums run again
+            ("megatron tp2 pp2 1f1b m2, full recomputation",
+             ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style", "megatron", "--microbatches",
+              "2", "--schedule", "1f1b", "--recompute", "full"]),
         ]),
         # experts over dp = ep ranks: capacity decided over the EP group's tokens = the batch
         (moe_tiny, False, [
@@ -227,6 +233,8 @@ def main():
                                                            "--tp-style", "megatron"]),
             ("megatron tp2 dp2", ["--gpus", "4", "--tp", "2", "--dp", "2", "--tp-style", "megatron"]),
             ("pp2 1f1b m4", ["--gpus", "2", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"]),
+            ("megatron tp2, full recomputation", ["--gpus", "2", "--tp", "2", "--tp-style",
+                                                  "megatron", "--recompute"]),
         ]),
         # sharded data parallelism: each bucket or block reduce-scattered (in every micro-batch for
         # ZeRO 2, 3 and FSDP), the step on the rank's shard only, the other parameters NaN until

@@ -182,7 +182,46 @@ static void test_interleaved_refusals(void) {
   wl_free(m);
 }
 
+/* --recompute under Megatron tp (gpt-tiny, tp 2, pp 2, m 4, with and without sp): the
+ * recomputed forward runs the forward's tensor-parallel sums again, as Megatron's checkpointed
+ * forward does: per micro-batch and layer, one re-run collective of the same kind, group and
+ * bytes in backward for each forward one, right after that layer's recomputed kernel. */
+static void test_recompute_reruns_tp_sums(void) {
+  wl_model *m = dl_cu_load("gpt-tiny");
+  for (int sp = 0; sp < 2; sp++) {
+    cfg_run c;
+    config(&c, m, 4, 2, 2, 1, 4);
+    c.sequence_parallel = sp;
+    c.recompute = TRUE;
+    for (int r = 0; r < c.gpus; r++) {
+      plan_rank *p = dl_cu_build(m, &c, r);
+      int fwd = 0, again = 0;
+      double fwd_bytes = 0, again_bytes = 0;
+      for (int i = 0; i < p->n_ops; i++) {
+        const plan_op *op = &p->ops[i];
+        if (op->kind != PLAN_COLL || op->purpose != PLAN_WHY_FWD_REDUCE) continue;
+        if (op->phase == PLAN_PH_FWD) {
+          fwd++, fwd_bytes += op->bytes;
+          continue;
+        }
+        CU_ASSERT(op->recompute && op->group == PLAN_GRP_TP);
+        /* right after the layer's recomputed kernel */
+        const plan_op *k = &p->ops[i - 1];
+        CU_ASSERT(k->kind == PLAN_KERNEL && k->recompute && k->layer == op->layer);
+        again++, again_bytes += op->bytes;
+      }
+      CU_ASSERT(fwd > 0);
+      CU_ASSERT_EQUAL(again, fwd);
+      CU_ASSERT_DOUBLE_EQUAL(again_bytes, fwd_bytes, 1e-9 * fwd_bytes);
+      plan_rank_free(p);
+    }
+    cfg_release(&c);
+  }
+  wl_free(m);
+}
+
 static const dl_cu_test pipeline_tests[] = {
+    DL_CU_TEST(test_recompute_reruns_tp_sums),
     DL_CU_TEST(test_interleaved_order), DL_CU_TEST(test_interleaved_messages),
     DL_CU_TEST(test_interleaved_equivalent), DL_CU_TEST(test_interleaved_refusals), DL_CU_END};
 const dl_cu_suite dl_cu_suites[] = {{"pipeline", pipeline_tests}, {NULL, NULL}};

@@ -96,6 +96,7 @@ struct real_model_rank {
   void *hbuf;          /* host staging of the iteration's inputs, tokens or labels (owned) */
   size_t hbuf_bytes;
   gboolean sharded;    /* real_model_sharded */
+  gboolean recomputing; /* a recomputed forward is running (the loss is not counted again) */
   double dev_bytes;    /* backend memory asked for */
   gboolean dev_failed; /* an allocation failed */
   int l0, l1;          /* the stage's layers [l0, l1) */

@@ -215,7 +215,8 @@ static void forward_kind(real_model_rank *r, real_model_layer *y, int mb, int it
       softmax_ce_split_fwd(r, y, in, mb, M);
     } else {
       double loss = k->softmax_ce_fwd(y->saved[mb], in, r->lab[mb], (int)M, (int)l->in.c);
-      if (r->tp_i == 0) r->loss_sum[iter] += loss; /* the tp group computes it alike */
+      /* the tp group computes it alike; a recomputed forward counts it once more */
+      if (r->tp_i == 0 && !r->recomputing) r->loss_sum[iter] += loss;
     }
     break;
   case WL_LRN:
@@ -456,10 +457,18 @@ void real_model_kernel(real_model_rank *r, const plan_op *op, int iter) {
    * its interior op (timed apart in simulation) has nothing left to do here */
   if (op->part == PLAN_PART_INTERIOR) return;
   const gboolean experts = op->part == PLAN_PART_EXPERTS;
-  /* selective recomputation: the attention core's forward again, before its backward (the
-   * same probabilities, kept here anyway) */
-  if (op->recompute) forward(r, op->layer, op->microbatch, iter, experts);
-  else if (op->phase == PLAN_PH_OPT) step(r, iter);
+  /* recomputation, selective or full: the layer's forward again, before its backward. The
+   * executor keeps every activation, so the layer's own output is NaN first (but the stage's
+   * last one, which may still be on its way to the next stage): whatever its backward reads of
+   * it must come from the recomputation */
+  if (op->recompute) {
+    real_model_layer *y = REAL_MODEL_LAY(r, op->layer);
+    if (op->layer != r->l1 - 1 || r->l1 >= r->m->n_layers)
+      r->k->scale(y->out[op->microbatch], (long)(y->S * y->s->out_per), NAN);
+    r->recomputing = TRUE;
+    forward(r, op->layer, op->microbatch, iter, experts);
+    r->recomputing = FALSE;
+  } else if (op->phase == PLAN_PH_OPT) step(r, iter);
   else if (op->phase == PLAN_PH_FWD) forward(r, op->layer, op->microbatch, iter, experts);
   else backward(r, op->layer, op->microbatch, iter, experts);
 }
