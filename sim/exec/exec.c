@@ -382,7 +382,7 @@ static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
 }
 
 /* The real executor refuses --grid auto, --precision fp16/bf16 on the CPU (whose kernels
- * compute in fp32), --autocast, --sequence-parallel, --cp, --seq-len, ZeRO or
+ * compute in fp32), --autocast, --sequence-parallel, --cp, ZeRO or
  * FSDP with weights tied across pipeline stages, and layers without a real implementation; splits it cannot
  * make are refused by real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
@@ -418,9 +418,9 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
                 "--mode real: --sequence-parallel is not run for real yet; leave it out");
     return FALSE;
   }
-  if (c->cp > 1 || c->seq_len) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: %s is not run for real yet; leave it "
-                "out", c->cp > 1 ? "--cp" : "--seq-len");
+  if (c->cp > 1) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --cp is not run for real yet; leave "
+                "it out");
     return FALSE;
   }
   if ((c->zero || c->fsdp != CFG_FSDP_NONE) && c->pp > 1)

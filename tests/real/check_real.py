@@ -236,6 +236,11 @@ def main():
             ("megatron tp2, full recomputation", ["--gpus", "2", "--tp", "2", "--tp-style",
                                                   "megatron", "--recompute"]),
         ]),
+        # --seq-len: a longer sequence than the workload's (the learned position table grows)
+        (gpt_sgd, False, [
+            ("megatron tp2 pp2 1f1b m2", ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style",
+                                          "megatron", "--microbatches", "2", "--schedule", "1f1b"]),
+        ], ["--seq-len", "64"]),
         # sharded data parallelism: each bucket or block reduce-scattered (in every micro-batch for
         # ZeRO 2, 3 and FSDP), the step on the rank's shard only, the other parameters NaN until
         # gathered, so that a gather the plan leaves out shows
