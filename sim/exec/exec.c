@@ -382,7 +382,7 @@ static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
 }
 
 /* The real executor refuses --grid auto, --precision fp16/bf16 on the CPU (whose kernels
- * compute in fp32), --autocast, --sequence-parallel, --cp, ZeRO or
+ * compute in fp32), --autocast, --cp, --sequence-parallel with ZeRO or FSDP, ZeRO or
  * FSDP with weights tied across pipeline stages, and layers without a real implementation; splits it cannot
  * make are refused by real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
@@ -413,9 +413,11 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
                 "fp32, or --device cuda", gpu_precision_name(c->precision));
     return FALSE;
   }
-  if (c->sequence_parallel) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--mode real: --sequence-parallel is not run for real yet; leave it out");
+  if (c->sequence_parallel && (c->zero || c->fsdp != CFG_FSDP_NONE)) {
+    char opt[32];
+    cfg_sharding_option(c, opt, sizeof opt);
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --sequence-parallel with %s is not run "
+                "for real yet; leave out one of them", opt);
     return FALSE;
   }
   if (c->cp > 1) {

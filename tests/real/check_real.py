@@ -208,6 +208,14 @@ def main():
                                           "megatron", "--microbatches", "2", "--schedule", "1f1b"]),
             ("megatron tp2, selective recomputation (attention's forward again in backward)",
              ["--gpus", "2", "--tp", "2", "--tp-style", "megatron", "--recompute", "selective"]),
+            # sequence parallelism: norms, residuals and the embedding's output on 1/tp of the
+            # sequence; all-gathers and reduce-scatters along it; the column linears' gathered
+            # input NaN after their forward, so that the backward's regather must bring it
+            ("megatron tp2 sp", ["--gpus", "2", "--tp", "2", "--tp-style", "megatron",
+                                 "--sequence-parallel"]),
+            ("megatron tp2 pp2 1f1b m2 sp, full recomputation",
+             ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style", "megatron", "--microbatches",
+              "2", "--schedule", "1f1b", "--sequence-parallel", "--recompute"]),
             # full: every layer's forward again, its output NaN first, its tp sums run again
             ("megatron tp2 pp2 1f1b m2, full recomputation",
              ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style", "megatron", "--microbatches",
@@ -235,6 +243,9 @@ def main():
             ("pp2 1f1b m4", ["--gpus", "2", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"]),
             ("megatron tp2, full recomputation", ["--gpus", "2", "--tp", "2", "--tp-style",
                                                   "megatron", "--recompute"]),
+            ("megatron tp2 dp2 sp, selective recomputation",
+             ["--gpus", "4", "--tp", "2", "--dp", "2", "--tp-style", "megatron",
+              "--sequence-parallel", "--recompute", "selective"]),
         ]),
         # --seq-len: a longer sequence than the workload's (the learned position table grows)
         (gpt_sgd, False, [
@@ -361,6 +372,9 @@ def main():
             (gpt_sgd, ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style", "megatron",
                        "--microbatches", "2", "--schedule", "1f1b"]),
             (llama_sgd, ["--gpus", "2", "--tp", "2", "--tp-style", "megatron"]),
+            # sequence parallelism's chunks moved by the backend's own copies
+            (llama_sgd, ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style", "megatron",
+                         "--sequence-parallel", "--microbatches", "2"]),
             # sharded states: shard gradients and the step's NaN in the backend's memory
             (gpt_sgd, ["--gpus", "4", "--zero", "3", "--microbatches", "2"]),
             (gpt_sgd, ["--gpus", "4", "--fsdp", "hybrid", "--fsdp-shard-size", "2"]),

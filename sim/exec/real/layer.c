@@ -188,6 +188,12 @@ static gboolean layer_buffers(real_model_rank *r, real_model_layer *y, size_t *s
     y->gath = real_model_dev(r, sizeof(float) * (blk * (size_t)rs[i - 1].parts + 1));
   }
   if (rs[i].kind == PLAN_SPLIT_DOMAIN) real_model_domain_alloc(r, y, r->tp_i);
+  if (rs[i].sp_sum) {
+    y->spfull = real_model_dev(r, sizeof(float) * ((size_t)(S * l->out_elems) + 1));
+    y->spdy = real_model_dev(r, sizeof(float) * ((size_t)(S * l->out_elems) + 1));
+  }
+  if (rs[i].sp_sum || rs[i].sp_gather)
+    y->spbuf = real_model_dev(r, sizeof(float) * (MAX(in_n, (size_t)(S * l->out_elems)) + 1));
   if (rs[i].kind == PLAN_SPLIT_ROWS || rs[i].kind == PLAN_SPLIT_COL ||
       rs[i].kind == PLAN_SPLIT_QKV) {
     if (!y->dpart) y->dpart = real_model_dev(r, sizeof(float) * (in_n + 1));
@@ -344,7 +350,8 @@ real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_
   }
   for (int i = 0; i < m->n_layers && k != &kn_cpu; i++) /* host-only splits: see layer.h */
     if (rs[i].kind == PLAN_SPLIT_ROWS || rs[i].kind == PLAN_SPLIT_EXPERTS ||
-        rs[i].kind == PLAN_SPLIT_DOMAIN || rs[i].redist || rs[i].redist_rows) {
+        rs[i].kind == PLAN_SPLIT_DOMAIN || (rs[i].redist && !rs[i].sp_gather) ||
+        rs[i].redist_rows) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: the %s backend: layer '%s' (%s "
                   "split): grid, domain, expert and Gholami-style tensor parallelism run for real "
                   "only on --device cpu", k->name, m->layers[i].name, plan_split_name(rs[i].kind));
@@ -414,6 +421,9 @@ static void layer_free(const real_model_rank *r, real_model_layer *y, int nmb) {
   real_model_dev_free(r, y->dslice);
   real_model_dev_free(r, y->dpart);
   real_model_dev_free(r, y->dred);
+  real_model_dev_free(r, y->spfull);
+  real_model_dev_free(r, y->spdy);
+  real_model_dev_free(r, y->spbuf);
   real_moe_free(y->moe);
   for (int a = 0; a < 8; a++) real_model_per_mb_free(r, (void **)y->halo[a / 4][a / 2 % 2][a % 2], nmb);
   real_model_per_mb_free(r, (void **)y->win, nmb);
@@ -479,6 +489,10 @@ float *real_model_layer_params(const real_model_rank *r, int layer, int64_t *n) 
 const kn_backend *real_model_backend(const real_model_rank *r) { return r->k; }
 
 gboolean real_model_sharded(const real_model_rank *r) { return r->sharded; }
+
+gboolean real_model_seq_split(const real_model_rank *r, int layer) {
+  return layer >= r->l0 && layer < r->l1 && r->rs[layer].seq_split;
+}
 
 float *real_model_layer_weights(real_model_rank *r, int layer, int64_t *n) {
   if (layer < r->l0 || layer >= r->l1) return NULL;

@@ -59,6 +59,10 @@ typedef struct {
   float *dslice;       /* PLAN_SPLIT_ROWS: this rank's columns of the output gradient */
   float *dpart;        /* partial input gradient, summed over tp before it joins the input's */
   float *dred;         /* its all-reduced value */
+  /* sequence parallelism (real_shard_layer's sp_sum, sp_gather): the whole partial output
+   * (sp_sum), the whole output gradient (sp_sum), and the member-major blocks a sequence
+   * all-gather or reduce-scatter moves (S·max(in, out elements) floats) */
+  float *spfull, *spdy, *spbuf;
   real_moe *moe;         /* mixture of experts state (real_moe.h), NULL otherwise */
   /* sharded data parallelism (--zero, --fsdp; real_model_shard_*): the reduced gradient of this
    * rank's shard accumulated over the iteration's reduce-scatters (n_params floats, only

@@ -145,9 +145,9 @@ static void forward_kind(real_model_rank *r, real_model_layer *y, int mb, int it
                          gboolean experts) {
   const wl_layer *l = y->l;
   const real_shard_layer *sh = y->s;
-  const int64_t S = y->S, M = S * real_model_positions(&l->in), n = S * sh->out_per;
+  const int64_t S = y->S, M = S * sh->npos, n = S * sh->out_per;
   const float *in = real_model_layer_in(r, y, 0, mb);
-  float *out = y->out[mb];
+  float *out = sh->sp_sum ? y->spfull : y->out[mb]; /* the whole partial, reduce-scattered */
   const kn_backend *k = r->k;
   const float *bias = real_model_bias_of(y, y->w);
   switch (l->kind) {
@@ -194,8 +194,8 @@ static void forward_kind(real_model_rank *r, real_model_layer *y, int mb, int it
       k->embedding_slice_fwd(out, r->tok[mb], y->w, (int)M, (int)l->out.c, (int)sh->c0,
                              (int)sh->cn);
     else
-      k->embedding_fwd(out, position_table(r->m, l) ? NULL : r->tok[mb], y->w, NULL, (int)S,
-                       (int)real_model_positions(&l->in), (int)l->out.c);
+      k->embedding_fwd(out, position_table(r->m, l) ? NULL : r->tok[mb],
+                       y->w + sh->pos0 * l->out.c, NULL, (int)S, (int)sh->npos, (int)l->out.c);
     break;
   case WL_ATTENTION:
     k->attention_fwd(out, l->flash ? NULL : y->saved[mb], r->ws, in, (int)S,
@@ -248,6 +248,10 @@ static void forward(real_model_rank *r, int i, int mb, int iter, gboolean expert
   }
   forward_kind(r, y, mb, iter, experts);
   if (y->s->kind == PLAN_SPLIT_ROWS) rows_pack(y);
+  /* sp: the gathered input is not kept (Megatron gathers it again for backward): NaN, so that
+   * the backward must have its gather */
+  if (y->s->sp_gather && !r->recomputing) /* a recomputation's backward follows at once */
+    r->k->scale(y->redist[mb], (long)(y->S * real_model_shape_elems(&y->l->in)), NAN);
 }
 
 /* ---- backward ------------------------------------------------------------------------------ */
@@ -308,9 +312,10 @@ static void backward_kind(real_model_rank *r, real_model_layer *y, float *din, i
                           gboolean experts) {
   const wl_layer *l = y->l;
   const real_shard_layer *sh = y->s;
-  const int64_t S = y->S, M = S * real_model_positions(&l->in), n = S * sh->out_per;
+  const int64_t S = y->S, M = S * sh->npos, n = S * sh->out_per;
   const float *in = real_model_layer_in(r, y, 0, mb);
-  const float *dout = real_model_din_ptr(r, y->index, mb);
+  /* sp: a summed output's gradient, all-gathered along the sequence */
+  const float *dout = sh->sp_sum ? y->spdy : real_model_din_ptr(r, y->index, mb);
   if (sh->kind == PLAN_SPLIT_ROWS) dout = rows_slice(y, dout);
   float *din_any = din ? din : r->scratch;
   const kn_backend *k = r->k;
@@ -358,8 +363,9 @@ static void backward_kind(real_model_rank *r, real_model_layer *y, float *din, i
       k->embedding_slice_bwd(y->g, dout, r->tok[mb], (int)M, (int)l->out.c, (int)sh->c0,
                              (int)sh->cn);
     else
-      k->embedding_bwd(y->g, NULL, dout, position_table(r->m, l) ? NULL : r->tok[mb], (int)S,
-                       (int)real_model_positions(&l->in), (int)l->out.c);
+      k->embedding_bwd(y->g + sh->pos0 * l->out.c, NULL, dout,
+                       position_table(r->m, l) ? NULL : r->tok[mb], (int)S, (int)sh->npos,
+                       (int)l->out.c);
     break;
   case WL_ATTENTION:
     k->attention_bwd(din_any, r->ws, dout, in, l->flash ? NULL : y->saved[mb], (int)S,

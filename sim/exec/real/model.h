@@ -117,6 +117,10 @@ gboolean real_model_shard_range(const real_model_rank *r, int layer, int64_t *lo
 /* Adds n host floats of a reduced gradient to the layer's shard gradient from element lo. */
 void real_model_shard_add(real_model_rank *r, int layer, int64_t lo, const float *v, int64_t n);
 
+/* Whether layer `layer` works on part of each sequence (sequence parallelism): its weights'
+ * gradients are partial sums over tp. */
+gboolean real_model_seq_split(const real_model_rank *r, int layer);
+
 /* A host copy (g_free it) of the parameters a layer owns (not tied copies) on this rank, in the
  * local order of real_shard_param_index (the serial layout when the layer is whole), NULL when it
  * owns none or is not on this rank. */
@@ -129,7 +133,8 @@ double real_model_loss_sum(const real_model_rank *r, int iter);
 /* A tensor- or expert-parallel collective on real buffers: what the communication thread moves.
  *   REAL_MODEL_X_ALLREDUCE_SUM/MAX  n floats of `send` reduced into `recv` (they may be the same
  * buffer) REAL_MODEL_X_ALLGATHER          n floats of `send` from each member, `recv` gets them in
- * member order REAL_MODEL_X_COUNTS             n ints of `isend` all-gathered into `irecv`; then
+ * member order REAL_MODEL_X_REDUCESCATTER     n floats per member of `send` (member-major) summed,
+ * member r's block into `recv` REAL_MODEL_X_COUNTS  n ints of `isend` all-gathered into `irecv`; then
  * ask again REAL_MODEL_X_ALLTOALLV          send_n[j] floats of `send` to member j (packed in
  * member order), recv_n[j] floats from member j into `recv` */
 typedef enum {
@@ -137,7 +142,8 @@ typedef enum {
   REAL_MODEL_X_ALLREDUCE_MAX,
   REAL_MODEL_X_ALLGATHER,
   REAL_MODEL_X_COUNTS,
-  REAL_MODEL_X_ALLTOALLV
+  REAL_MODEL_X_ALLTOALLV,
+  REAL_MODEL_X_REDUCESCATTER
 } real_model_xfer_kind;
 typedef struct {
   real_model_xfer_kind how;

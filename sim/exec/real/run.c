@@ -128,9 +128,25 @@ static const char *run_xfer(comms *k, const cfg_run *c, real_model_rank *rm, con
     break;
   }
   case REAL_MODEL_X_ALLGATHER:
-    name = host_coll(k, c, COLL_ALLGATHER, g, x.send, x.recv,
-                     x.n * sizeof(float) * (size_t)k->g.size[g], MPI_SUM, wire);
+  case REAL_MODEL_X_REDUCESCATTER: {
+    /* through host copies where the tensors are a device's (sequence parallelism) */
+    const size_t P = (size_t)k->g.size[g], whole = x.n * P;
+    const gboolean ag = x.how == REAL_MODEL_X_ALLGATHER;
+    const kn_backend *dev = real_model_backend(rm);
+    const gboolean host = real_model_on_host(rm);
+    const size_t sn = ag ? x.n : whole, rn = ag ? whole : x.n;
+    float *hs = host ? (float *)x.send : g_new(float, sn + 1);
+    float *hr = host ? x.recv : g_new(float, rn + 1);
+    if (!host) dev->download(hs, x.send, sizeof(float) * sn);
+    name = host_coll(k, c, ag ? COLL_ALLGATHER : COLL_REDUCESCATTER, g, hs, hr,
+                     whole * sizeof(float), MPI_SUM, wire);
+    if (!host) {
+      dev->upload(x.recv, hr, sizeof(float) * rn);
+      g_free(hs);
+      g_free(hr);
+    }
     break;
+  }
   case REAL_MODEL_X_ALLTOALLV: {
     int me = 0;
     MPI_Comm_rank(k->g.comm[g], &me);
@@ -341,12 +357,51 @@ static void shards_assemble(comms *k, real_model_rank *rm, const plan_rank *plan
   }
 }
 
+/* Sequence parallelism: the gradients of the stage's layers that saw part of each sequence
+ * (norms, a position table) are partial sums over tp: all-reduced over it, packed in layer order. */
+static const char *sp_norm_grads(comms *k, const wl_model *m, const cfg_run *c,
+                                 real_model_rank *rm, const plan_op *op, double *wire) {
+  const kn_backend *dev = real_model_backend(rm);
+  GArray *layers = g_array_new(FALSE, FALSE, sizeof(int));
+  size_t n = 0;
+  for (int i = 0; i < m->n_layers; i++) {
+    int64_t len = 0;
+    if (!real_model_seq_split(rm, i) || !real_model_layer_grad(rm, i, REAL_MODEL_GRAD_ALL, &len))
+      continue;
+    g_array_append_val(layers, i);
+    n += (size_t)len;
+  }
+  float *all = g_new0(float, n + 1), *sum = g_new0(float, n + 1);
+  size_t at = 0;
+  for (guint j = 0; j < layers->len; j++) {
+    int64_t len = 0;
+    const float *gr = real_model_layer_grad(rm, g_array_index(layers, int, j), REAL_MODEL_GRAD_ALL,
+                                            &len);
+    dev->download(all + at, gr, sizeof(float) * (size_t)len);
+    at += (size_t)len;
+  }
+  const char *name = host_coll(k, c, COLL_ALLREDUCE, op->group, all, sum, n * sizeof(float),
+                               MPI_SUM, wire);
+  at = 0;
+  for (guint j = 0; j < layers->len; j++) {
+    int64_t len = 0;
+    float *gr = real_model_layer_grad(rm, g_array_index(layers, int, j), REAL_MODEL_GRAD_ALL, &len);
+    dev->upload(gr, sum + at, sizeof(float) * (size_t)len);
+    at += (size_t)len;
+  }
+  g_free(all);
+  g_free(sum);
+  g_array_free(layers, TRUE);
+  return name;
+}
+
 /* Runs PLAN_COLL op `op` on real gradients. */
 static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, real_model_rank *rm,
                             const plan_op *op, double *wire) {
   *wire = 0;
   const kn_backend *dev = real_model_backend(rm);
   if (op->purpose == PLAN_WHY_PARAM_GATHER) return param_gather(k, m, c, rm, op, wire);
+  if (op->purpose == PLAN_WHY_SP_NORM_GRAD) return sp_norm_grads(k, m, c, rm, op, wire);
   if (op->purpose == PLAN_WHY_GRAD && real_model_sharded(rm))
     return sharded_grad(k, m, c, rm, op, wire);
   if (op->purpose == PLAN_WHY_GRAD) { /* the bucket's layers, packed in the planner's order */

@@ -19,6 +19,12 @@ static gboolean check_layer(const wl_model *m, const cfg_run *c, int i, const pl
                   "real yet");
   const wl_layer *l = &m->layers[i];
   const int tp = c->tp;
+  if (c->sequence_parallel && (l->in.h * l->in.w) % tp)
+    return refuse(err, m, l, "--sequence-parallel", "its sequence does not split evenly over tp");
+  if (s->seq_parts > 1 && (l->kind == WL_DROPOUT ||
+                           (l->kind == WL_EMBEDDING && l->vocab != l->in.h * l->in.w)))
+    return refuse(err, m, l, "--sequence-parallel", "dropout masks and token tables on part of "
+                  "the sequence are not run for real yet");
   switch (s->kind) {
   case PLAN_SPLIT_DOMAIN:
     if (l->kind != WL_CONV2D && l->kind != WL_MAXPOOL && l->kind != WL_AVGPOOL &&
@@ -80,12 +86,21 @@ gboolean real_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i
     const plan_shard *s = &sh[i];
     if (!(ok = check_layer(m, c, i, s, err))) break;
     real_shard_layer *r = &out[i];
-    *r = (real_shard_layer){s->kind, s->parts, s->dim, s->c0, s->cn, s->cmax, s->samples, s->sub,
-                    s->redistribute, s->redist_rows, l->out_elems};
+    *r = (real_shard_layer){.kind = s->kind, .parts = s->parts, .dim = s->dim, .c0 = s->c0,
+                            .cn = s->cn, .cmax = s->cmax, .S = s->samples, .sub = s->sub,
+                            .redist = s->redistribute, .redist_rows = s->redist_rows,
+                            .out_per = l->out_elems};
     /* floats per sample of the output buffer: the rank's part where the output stays split */
     if (s->kind == PLAN_SPLIT_DOMAIN) r->out_per = l->out.c * s->cn * l->out.w;
     else if (s->kind == PLAN_SPLIT_COL || s->kind == PLAN_SPLIT_QKV || s->kind == PLAN_SPLIT_LOCAL)
       r->out_per = l->out_elems / tp;
+    const int64_t P = l->in.h * l->in.w;
+    r->pos0 = 0, r->npos = P;
+    r->seq_split = s->seq_parts > 1;
+    r->sp_sum = c->sequence_parallel && (s->kind == PLAN_SPLIT_ROW || s->kind == PLAN_SPLIT_VOCAB);
+    r->sp_gather = c->sequence_parallel && s->redistribute;
+    if (r->seq_split) r->npos = P / s->seq_parts, r->pos0 = tp_i * r->npos;
+    if (r->seq_split || r->sp_sum) r->out_per = l->out_elems / tp;
   }
   g_free(sh);
   return ok;

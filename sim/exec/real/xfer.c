@@ -54,12 +54,33 @@ float *real_model_layer_grad(real_model_rank *r, int layer, real_model_grad_part
 
 /* ---- collectives --------------------------------------------------------------------------- */
 
+/* Sequence parallelism's layouts: S samples of `parts` chunks of `chunk` floats, whole (sample-
+ * major: the positions in order) or member-major (member j's chunks of every sample, as an
+ * all-gather delivers and a reduce-scatter takes them); copies one into the other. */
+static void seq_blocks(const real_model_rank *r, float *dst, const float *src, int64_t S,
+                       int parts, int64_t chunk, gboolean to_whole) {
+  const size_t bytes = sizeof(float) * (size_t)chunk;
+  for (int j = 0; j < parts; j++)
+    for (int64_t s = 0; s < S; s++) {
+      const int64_t whole = (s * parts + j) * chunk, block = (j * S + s) * chunk;
+      if (to_whole) r->k->copy(dst + whole, src + block, bytes);
+      else r->k->copy(dst + block, src + whole, bytes);
+    }
+}
+
 /* PLAN_WHY_REDIST: the batch-parallel samples of the tp group, in sample order; after the domain
- * part the slabs, cmax rows each. FALSE when layer y's input is not redistributed. */
+ * part the slabs, cmax rows each; under sequence parallelism (and PLAN_WHY_SP_REGATHER) the
+ * sequence's chunks, member-major. FALSE when layer y's input is not redistributed. */
 static gboolean redist_begin(real_model_rank *r, real_model_layer *y, int mb, real_model_xfer *x) {
   if (!y->redist) return FALSE;
   const int src = y->l->inputs[0];
   x->how = REAL_MODEL_X_ALLGATHER;
+  if (y->s->sp_gather) {
+    x->send = real_model_in_ptr(r, src, mb);
+    x->recv = y->spbuf;
+    x->n = (size_t)act_floats(r, src);
+    return TRUE;
+  }
   if (y->s->redist_rows) {
     x->n = (size_t)real_model_domain_pack_slabs(r, y, mb);
     x->send = y->part;
@@ -81,7 +102,13 @@ static gboolean fwd_reduce_begin(real_model_rank *r, real_model_layer *y, int mb
   const int i = y->index;
   const int64_t M = y->S * real_model_positions(&y->l->in);
   x->how = REAL_MODEL_X_ALLREDUCE_SUM;
-  if (sh->kind == PLAN_SPLIT_ROW || sh->kind == PLAN_SPLIT_VOCAB) { /* partial outputs */
+  if (sh->sp_sum) { /* reduce-scattered along the sequence */
+    seq_blocks(r, y->spbuf, y->spfull, y->S, sh->parts, sh->out_per, FALSE);
+    x->how = REAL_MODEL_X_REDUCESCATTER;
+    x->send = y->spbuf;
+    x->recv = y->out[mb];
+    x->n = (size_t)act_floats(r, i);
+  } else if (sh->kind == PLAN_SPLIT_ROW || sh->kind == PLAN_SPLIT_VOCAB) { /* partial outputs */
     x->send = x->recv = y->out[mb];
     x->n = (size_t)act_floats(r, i);
   } else if (sh->kind == PLAN_SPLIT_COL && i + 1 < r->l1 && r->rs[i + 1].kind == PLAN_SPLIT_CE) {
@@ -114,9 +141,26 @@ gboolean real_model_coll_begin(real_model_rank *r, const plan_op *op, int mb, re
     x->n = (size_t)(rows * sh->cmax * u);
     return TRUE;
   }
-  case PLAN_WHY_REDIST: return redist_begin(r, y, mb, x);
+  case PLAN_WHY_REDIST:
+  case PLAN_WHY_SP_REGATHER: return redist_begin(r, y, mb, x);
+  case PLAN_WHY_BWD_DY_GATHER: /* sp: the output gradient's chunks */
+    if (!sh->sp_sum) return FALSE;
+    x->how = REAL_MODEL_X_ALLGATHER;
+    x->send = y->dout;
+    x->recv = y->spbuf;
+    x->n = (size_t)act_floats(r, op->layer);
+    return TRUE;
   case PLAN_WHY_BWD_DX: /* partial input gradients of a split conv/linear */
     if (!y->dpart || l->inputs[0] == -1) return FALSE;
+    if (sh->sp_gather) { /* reduce-scattered along the sequence */
+      const int64_t chunk = r->rs[l->inputs[0]].out_per;
+      seq_blocks(r, y->spbuf, y->dpart, y->S, sh->parts, chunk, FALSE);
+      x->how = REAL_MODEL_X_REDUCESCATTER;
+      x->send = y->spbuf;
+      x->recv = y->dred;
+      x->n = (size_t)(y->S * chunk);
+      return TRUE;
+    }
     x->how = REAL_MODEL_X_ALLREDUCE_SUM;
     x->send = y->dpart;
     x->recv = y->dred;
@@ -145,6 +189,11 @@ void real_model_coll_end(real_model_rank *r, const plan_op *op, int mb) {
   const real_shard_layer *sh = y->s;
   if (op->purpose == PLAN_WHY_REDIST && sh->redist_rows) { /* slabs -> (S, C, H, W) */
     real_model_domain_unpack_slabs(r, y, mb);
+  } else if ((op->purpose == PLAN_WHY_REDIST || op->purpose == PLAN_WHY_SP_REGATHER) &&
+             sh->sp_gather) { /* the sequence's chunks -> whole sequences */
+    seq_blocks(r, y->redist[mb], y->spbuf, y->S, sh->parts, r->rs[y->l->inputs[0]].out_per, TRUE);
+  } else if (op->purpose == PLAN_WHY_BWD_DY_GATHER && sh->sp_sum) {
+    seq_blocks(r, y->spdy, y->spbuf, y->S, sh->parts, sh->out_per, TRUE);
   } else if (op->purpose == PLAN_WHY_BN_STATS) {
     real_model_domain_bn_done(r, y, op->phase == PLAN_PH_FWD, mb);
   } else if (op->purpose == PLAN_WHY_FWD_GATHER) { /* blocks (member, row, cmax·u) -> (row, d·u) */
