@@ -447,12 +447,6 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
                 "every kernel itself; leave it out");
     return FALSE;
   }
-  if (c->schedule == CFG_SCHED_INTERLEAVED) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --schedule interleaved is not run for "
-                "real yet (a rank holds one stage); use --schedule 1f1b, or --mode sim or "
-                "analytic");
-    return FALSE;
-  }
   for (int i = 0; i < x->model->n_layers; i++)
     if (!exec_real_check_layer(x->model, &x->model->layers[i], i, err)) return FALSE;
   return c->device != CFG_DEVICE_CUDA || exec_real_check_cuda(c, err);

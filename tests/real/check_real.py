@@ -247,6 +247,25 @@ def main():
              ["--gpus", "4", "--tp", "2", "--dp", "2", "--tp-style", "megatron",
               "--sequence-parallel", "--recompute", "selective"]),
         ]),
+        # interleaved 1F1B: V model chunks per rank (virtual stage j on pipeline rank j mod pp),
+        # each with its own stage boundaries; the tied embedding and output layer on two ranks
+        (gpt_sgd, False, [
+            ("pp2 interleaved V2 m4", ["--gpus", "2", "--pp", "2", "--schedule", "interleaved",
+                                       "--virtual-stages", "2", "--microbatches", "4"]),
+            ("pp2 dp2 interleaved V3 m4", ["--gpus", "4", "--pp", "2", "--dp", "2", "--schedule",
+                                           "interleaved", "--virtual-stages", "3",
+                                           "--microbatches", "4"]),
+        ]),
+        (llama_sgd, False, [
+            # the embedding alone on virtual stage 0: its output gradient comes from the next
+            ("megatron tp2 pp2 sp interleaved V2 m2, full recomputation",
+             ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style", "megatron",
+              "--sequence-parallel", "--schedule", "interleaved", "--virtual-stages", "2",
+              "--microbatches", "2", "--recompute"]),
+            ("pp2 dp2 zero1 interleaved V2 m4", ["--gpus", "4", "--pp", "2", "--dp", "2", "--zero",
+                                                 "1", "--schedule", "interleaved",
+                                                 "--virtual-stages", "2", "--microbatches", "4"]),
+        ]),
         # --seq-len: a longer sequence than the workload's (the learned position table grows)
         (gpt_sgd, False, [
             ("megatron tp2 pp2 1f1b m2", ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style",
@@ -375,9 +394,14 @@ def main():
             # sequence parallelism's chunks moved by the backend's own copies
             (llama_sgd, ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style", "megatron",
                          "--sequence-parallel", "--microbatches", "2"]),
+            (gpt_sgd, ["--gpus", "2", "--pp", "2", "--schedule", "interleaved",
+                       "--virtual-stages", "2", "--microbatches", "4"]),
+            (gpt_sgd, ["--gpus", "2", "--tp", "2", "--tp-style", "megatron", "--recompute",
+                       "full"]),
             # sharded states: shard gradients and the step's NaN in the backend's memory
             (gpt_sgd, ["--gpus", "4", "--zero", "3", "--microbatches", "2"]),
             (gpt_sgd, ["--gpus", "4", "--fsdp", "hybrid", "--fsdp-shard-size", "2"]),
+            (gpt_sgd, ["--gpus", "2", "--fsdp", "grad-op", "--microbatches", "2"]),
         ]
         for i, (wl, opts) in enumerate(guarded):
             args = ["--workload", wl] + opts

@@ -90,7 +90,7 @@ static gboolean layer_params(real_model_rank *r, real_model_layer *y, GError **e
   const wl_model *m = r->m;
   const wl_layer *l = y->l;
   const int t = l->tied_to;
-  if (t >= 0 && t >= r->l0 && t < r->l1) {
+  if (t >= 0 && real_model_holds(r, t)) {
     const real_model_layer *ty = REAL_MODEL_LAY(r, t);
     y->w = ty->w, y->g = ty->g, y->n_params = ty->n_params;
     return TRUE;
@@ -207,7 +207,7 @@ static gboolean layer_buffers(real_model_rank *r, real_model_layer *y, size_t *s
 static gboolean stage_keeps_ce(const real_model_rank *r, int i, GError **err) {
   const real_shard_layer *rs = r->rs;
   if (rs[i].kind == PLAN_SPLIT_COL && i + 1 < r->m->n_layers && rs[i + 1].kind == PLAN_SPLIT_CE &&
-      i + 1 >= r->l1) {
+      real_model_sends(r, i)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --pp %d: the stage boundary after "
                 "'%s' splits the vocabulary-parallel cross-entropy from its logits; use another "
                 "--pp or --pp-balance", r->c->pp, r->m->layers[i].name);
@@ -277,15 +277,20 @@ static void rank_buffers(real_model_rank *r, gboolean reads_input, size_t ws, si
     else r->x = real_model_per_mb(r, r->nmb, n);
     r->hbuf_bytes = MAX(r->hbuf_bytes, sizeof(float) * n);
   }
-  if (r->l0 > 0) {
-    const real_shard_layer *p = &r->rs[r->l0 - 1];
-    const size_t n = (size_t)(p->S * p->out_per) + trailer;
-    r->act_in = real_model_per_mb(r, r->nmb, n);
-    r->grad_out = real_model_per_mb(r, r->nmb, n);
-  }
-  if (r->l1 < m->n_layers) {
-    const real_shard_layer *p = &r->rs[r->l1 - 1];
-    r->grad_in = real_model_per_mb(r, r->nmb, (size_t)(p->S * p->out_per) + trailer);
+  r->act_in = g_new0(float **, r->nch);
+  r->grad_out = g_new0(float **, r->nch);
+  r->grad_in = g_new0(float **, r->nch);
+  for (int v = 0; v < r->nch; v++) {
+    if (r->cl0[v] > 0) {
+      const real_shard_layer *p = &r->rs[r->cl0[v] - 1];
+      const size_t n = (size_t)(p->S * p->out_per) + trailer;
+      r->act_in[v] = real_model_per_mb(r, r->nmb, n);
+      r->grad_out[v] = real_model_per_mb(r, r->nmb, n);
+    }
+    if (r->cl1[v] < m->n_layers) {
+      const real_shard_layer *p = &r->rs[r->cl1[v] - 1];
+      r->grad_in[v] = real_model_per_mb(r, r->nmb, (size_t)(p->S * p->out_per) + trailer);
+    }
   }
   r->ws = real_model_dev(r, sizeof(float) * ws);
   r->scratch = real_model_dev(r, sizeof(float) * scratch);
@@ -330,8 +335,8 @@ static void shard_setup(real_model_rank *r, const plan_rank *plan) {
     y->g = y->gmb[0];
   }
   for (int i = 0; i < n; i++) { /* a tied layer here writes its target's */
-    const int t = r->L[i].l->tied_to;
-    if (t >= r->l0 && t < r->l1) r->L[i].g = REAL_MODEL_LAY(r, t)->g;
+    const int t = r->L[i].l ? r->L[i].l->tied_to : -1;
+    if (t >= 0 && real_model_holds(r, t)) r->L[i].g = REAL_MODEL_LAY(r, t)->g;
   }
   g_free(first_mb);
   g_free(layers);
@@ -366,8 +371,12 @@ real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_
   r->math = KN_MATH_FP32; /* the CPU twins compute in fp32; a GPU in --precision's arithmetic */
   if (!r->host) kn_math_parse(gpu_precision_name(c->precision), &r->math);
   r->rs = rs;
-  r->l0 = plan->first_layer;
-  r->l1 = plan->end_layer;
+  r->nch = plan->n_chunks;
+  r->cl0 = g_new(int, r->nch);
+  r->cl1 = g_new(int, r->nch);
+  for (int v = 0; v < r->nch; v++) plan_chunk_layers(plan, v, &r->cl0[v], &r->cl1[v]);
+  r->l0 = r->cl0[0];
+  r->l1 = r->cl1[r->nch - 1];
   r->nmb = c->microbatches;
   r->dp_i = dp_i;
   r->tp_i = tp_i;
@@ -378,6 +387,7 @@ real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_
   gboolean reads_input = FALSE;
   for (int i = r->l0; i < r->l1; i++) {
     real_model_layer *y = REAL_MODEL_LAY(r, i);
+    if (!real_model_holds(r, i)) continue; /* another rank's chunk */
     y->l = &m->layers[i];
     y->index = i;
     y->s = &rs[i];
@@ -435,15 +445,23 @@ static void layer_free(const real_model_rank *r, real_model_layer *y, int nmb) {
 
 void real_model_free(real_model_rank *r) {
   if (!r) return;
-  for (int i = r->l0; i < r->l1; i++) layer_free(r, REAL_MODEL_LAY(r, i), r->nmb);
+  for (int i = r->l0; i < r->l1; i++)
+    if (REAL_MODEL_LAY(r, i)->l) layer_free(r, REAL_MODEL_LAY(r, i), r->nmb);
   g_free(r->L);
   g_free(r->rs);
   real_model_per_mb_free(r, (void **)r->x, r->nmb);
   real_model_per_mb_free(r, (void **)r->tok, r->nmb);
   real_model_per_mb_free(r, (void **)r->lab, r->nmb);
-  real_model_per_mb_free(r, (void **)r->act_in, r->nmb);
-  real_model_per_mb_free(r, (void **)r->grad_out, r->nmb);
-  real_model_per_mb_free(r, (void **)r->grad_in, r->nmb);
+  for (int v = 0; v < r->nch && r->act_in; v++) {
+    real_model_per_mb_free(r, (void **)r->act_in[v], r->nmb);
+    real_model_per_mb_free(r, (void **)r->grad_out[v], r->nmb);
+    real_model_per_mb_free(r, (void **)r->grad_in[v], r->nmb);
+  }
+  g_free(r->act_in);
+  g_free(r->grad_out);
+  g_free(r->grad_in);
+  g_free(r->cl0);
+  g_free(r->cl1);
   real_model_dev_free(r, r->ws);
   real_model_dev_free(r, r->scratch);
   g_free(r->hbuf);
@@ -455,7 +473,8 @@ void real_model_free(real_model_rank *r) {
 
 const float *real_model_in_ptr(real_model_rank *r, int src, int mb) {
   if (src == -1) return r->x ? r->x[mb] : NULL;
-  if (src < r->l0) return r->act_in[mb];
+  /* not here: the last layer of the previous stage, before the consumer's chunk */
+  if (!real_model_holds(r, src)) return r->act_in[real_model_chunk_of(r, src + 1)][mb];
   return REAL_MODEL_LAY(r, src)->out[mb];
 }
 
@@ -465,8 +484,8 @@ const float *real_model_layer_in(real_model_rank *r, const real_model_layer *y, 
 
 float *real_model_din_ptr(real_model_rank *r, int src, int mb) {
   if (src == -1) return r->scratch;
-  if (src < r->l0) return r->grad_out[mb];
-  if (src == r->l1 - 1 && r->grad_in) return r->grad_in[mb];
+  if (!real_model_holds(r, src)) return r->grad_out[real_model_chunk_of(r, src + 1)][mb];
+  if (real_model_sends(r, src)) return r->grad_in[real_model_chunk_of(r, src)][mb];
   return REAL_MODEL_LAY(r, src)->dout;
 }
 
@@ -477,7 +496,7 @@ void real_model_rows_geom(const real_model_layer *y, int64_t *rows, int64_t *u) 
 }
 
 float *real_model_layer_params(const real_model_rank *r, int layer, int64_t *n) {
-  if (layer < r->l0 || layer >= r->l1) return NULL;
+  if (!real_model_holds(r, layer)) return NULL;
   const real_model_layer *y = &r->L[layer - r->l0];
   if (!y->own || y->l->tied_to >= 0) return NULL;
   *n = y->n_params;
@@ -490,12 +509,17 @@ const kn_backend *real_model_backend(const real_model_rank *r) { return r->k; }
 
 gboolean real_model_sharded(const real_model_rank *r) { return r->sharded; }
 
+int real_model_chunk_end(const real_model_rank *r, int layer) {
+  const int v = real_model_chunk_of(r, layer);
+  return v < 0 ? layer : r->cl1[v];
+}
+
 gboolean real_model_seq_split(const real_model_rank *r, int layer) {
-  return layer >= r->l0 && layer < r->l1 && r->rs[layer].seq_split;
+  return real_model_holds(r, layer) && r->rs[layer].seq_split;
 }
 
 float *real_model_layer_weights(real_model_rank *r, int layer, int64_t *n) {
-  if (layer < r->l0 || layer >= r->l1) return NULL;
+  if (!real_model_holds(r, layer)) return NULL;
   real_model_layer *y = REAL_MODEL_LAY(r, layer);
   if (!y->own) return NULL;
   *n = y->n_params;
@@ -503,7 +527,7 @@ float *real_model_layer_weights(real_model_rank *r, int layer, int64_t *n) {
 }
 
 float *real_model_layer_grad_mb(real_model_rank *r, int layer, int mb, int64_t *n) {
-  if (layer < r->l0 || layer >= r->l1) return NULL;
+  if (!real_model_holds(r, layer)) return NULL;
   real_model_layer *y = REAL_MODEL_LAY(r, layer);
   if (!y->gmb || mb < 0) return real_model_layer_grad(r, layer, REAL_MODEL_GRAD_ALL, n);
   *n = y->n_params;
@@ -516,7 +540,7 @@ void real_model_shard_own(real_model_rank *r, int layer, int64_t lo, int64_t hi)
 }
 
 gboolean real_model_shard_range(const real_model_rank *r, int layer, int64_t *lo, int64_t *hi) {
-  if (layer < r->l0 || layer >= r->l1) return FALSE;
+  if (!real_model_holds(r, layer)) return FALSE;
   const real_model_layer *y = &r->L[layer - r->l0];
   *lo = y->sh_lo, *hi = y->sh_hi;
   return y->gacc != NULL;

@@ -113,9 +113,15 @@ struct real_model_rank {
   float **x;           /* [m] model input (features or pixels), NULL when unused here */
   int **tok;           /* [m] token ids, NULL when unused here */
   int **lab;           /* [m] loss targets, NULL when the loss is elsewhere */
-  float **act_in;      /* [m] activation from the previous stage (+ trailer), NULL: first */
-  float **grad_out;    /* [m] gradient of that activation, sent back (+ trailer) */
-  float **grad_in;     /* [m] gradient of the stage's output from the next stage, NULL: last */
+  /* the rank's model chunks (one, or V under interleaved 1F1B): chunk v holds the layers
+   * [cl0[v], cl1[v]); [l0, l1) spans them all, and L has an entry for every layer of the span
+   * (empty, l NULL, for the layers of other ranks' chunks in between) */
+  int nch;
+  int *cl0, *cl1;
+  /* per chunk [nch][m]: the activation from the previous (virtual) stage (+ trailer), NULL for
+   * the model's first; the gradient of it sent back (+ trailer); the gradient of the chunk's
+   * output from the next stage, NULL for the model's last */
+  float ***act_in, ***grad_out, ***grad_in;
   float *ws;           /* conv and attention workspace */
   float *scratch;      /* gradient sink for inputs that need none (the model input) */
   double *loss_sum;    /* [iters] Σ over micro-batches of the mean loss */
@@ -123,6 +129,20 @@ struct real_model_rank {
 
 /* Layer i (model index, l0 <= i < l1) of rank r. */
 #define REAL_MODEL_LAY(r, i) (&(r)->L[(i) - (r)->l0])
+/* The chunk of rank r that holds layer i, -1 when none does. */
+static inline int real_model_chunk_of(const struct real_model_rank *r, int i) {
+  for (int v = 0; v < r->nch; v++)
+    if (i >= r->cl0[v] && i < r->cl1[v]) return v;
+  return -1;
+}
+static inline gboolean real_model_holds(const struct real_model_rank *r, int i) {
+  return real_model_chunk_of(r, i) >= 0;
+}
+/* Whether layer i is the last of its chunk and sends its output to the next stage. */
+static inline gboolean real_model_sends(const struct real_model_rank *r, int i) {
+  const int v = real_model_chunk_of(r, i);
+  return v >= 0 && i == r->cl1[v] - 1 && r->cl1[v] < r->m->n_layers;
+}
 
 /* ---- seeded values ------------------------------------------------------------------------- */
 

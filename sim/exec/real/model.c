@@ -163,7 +163,7 @@ static void forward_kind(real_model_rank *r, real_model_layer *y, int mb, int it
     if (sh->kind == PLAN_SPLIT_ROW && r->tp_i != 0) bias = NULL; /* added once before the sum */
     k->linear_fwd(sh->kind == PLAN_SPLIT_ROWS ? y->dslice : out, in, y->w, bias, (int)M, (int)ic,
                   (int)oc, r->math);
-    if (y->index + 1 < r->l1 && r->rs[y->index + 1].kind == PLAN_SPLIT_CE)
+    if (real_model_holds(r, y->index + 1) && r->rs[y->index + 1].kind == PLAN_SPLIT_CE)
       ce_row_max(r, y, mb, out, M, oc);
     break;
   }
@@ -256,16 +256,16 @@ static void forward(real_model_rank *r, int i, int mb, int iter, gboolean expert
 
 /* ---- backward ------------------------------------------------------------------------------ */
 
-/* The micro-batch's first backward op: fresh output gradients of the stage's layers and of the
- * activation it sends back. */
-static void fresh_grads(real_model_rank *r, int mb) {
-  for (int j = r->l0; j < r->l1; j++) {
+/* The micro-batch's first backward op on chunk v: fresh output gradients of the chunk's layers
+ * and of the activation it sends back. */
+static void fresh_grads(real_model_rank *r, int v, int mb) {
+  for (int j = r->cl0[v]; j < r->cl1[v]; j++) {
     real_model_layer *y = REAL_MODEL_LAY(r, j);
     r->k->zero(y->dout, sizeof(float) * (size_t)(y->S * y->s->out_per));
   }
-  if (r->grad_out) {
-    const real_shard_layer *p = &r->rs[r->l0 - 1];
-    r->k->zero(r->grad_out[mb], sizeof(float) * (size_t)(p->S * p->out_per));
+  if (r->grad_out[v]) {
+    const real_shard_layer *p = &r->rs[r->cl0[v] - 1];
+    r->k->zero(r->grad_out[v][mb], sizeof(float) * (size_t)(p->S * p->out_per));
   }
 }
 
@@ -409,10 +409,11 @@ static void backward_kind(real_model_rank *r, real_model_layer *y, float *din, i
 static void backward(real_model_rank *r, int i, int mb, int iter, gboolean experts) {
   real_model_layer *y = REAL_MODEL_LAY(r, i);
   const real_shard_layer *sh = y->s;
-  if (i == r->l1 - 1) fresh_grads(r, mb);
+  const int v = real_model_chunk_of(r, i);
+  if (i == r->cl1[v] - 1) fresh_grads(r, v, mb);
   /* the micro-batch's own gradient where it has one (a tied layer here: its target's) */
   const int t = y->l->tied_to;
-  const real_model_layer *o = t >= r->l0 && t < r->l1 ? REAL_MODEL_LAY(r, t) : y;
+  const real_model_layer *o = t >= 0 && real_model_holds(r, t) ? REAL_MODEL_LAY(r, t) : y;
   if (o->gmb) y->g = o->gmb[mb];
   float *din = input_grad(r, y, mb);
   if (real_model_domain_layer(y)) {
@@ -469,7 +470,7 @@ void real_model_kernel(real_model_rank *r, const plan_op *op, int iter) {
    * it must come from the recomputation */
   if (op->recompute) {
     real_model_layer *y = REAL_MODEL_LAY(r, op->layer);
-    if (op->layer != r->l1 - 1 || r->l1 >= r->m->n_layers)
+    if (!real_model_sends(r, op->layer))
       r->k->scale(y->out[op->microbatch], (long)(y->S * y->s->out_per), NAN);
     r->recomputing = TRUE;
     forward(r, op->layer, op->microbatch, iter, experts);

@@ -67,15 +67,15 @@ void real_model_kernel(real_model_rank *r, const plan_op *op, int iter);
 const kn_backend *real_model_backend(const real_model_rank *r);
 gboolean real_model_on_host(const real_model_rank *r);
 
-/* Point-to-point buffers of micro-batch `mb` (backend memory), each with
- * REAL_MODEL_P2P_TRAILER_FLOATS floats of slack after *n floats of payload: the activation this
- * stage sends forward (its last layer's output), the one it receives (the previous stage's
- * output), the gradient it sends back (of its input) and the one it receives (of its output).
- * NULL when the stage has no such neighbour. */
-float *real_model_act_out(real_model_rank *r, int mb, int64_t *n);
-float *real_model_act_in(real_model_rank *r, int mb, int64_t *n);
-float *real_model_grad_out(real_model_rank *r, int mb, int64_t *n);
-float *real_model_grad_in(real_model_rank *r, int mb, int64_t *n);
+/* Point-to-point buffers of micro-batch `mb` (backend memory) of the model chunk that holds
+ * layer `layer` (the op's layer), each with REAL_MODEL_P2P_TRAILER_FLOATS floats of slack after
+ * *n floats of payload: the activation the chunk sends forward (its last layer's output), the
+ * one it receives (the previous stage's output), the gradient it sends back (of its input) and
+ * the one it receives (of its output). NULL when the chunk has no such neighbour. */
+float *real_model_act_out(real_model_rank *r, int layer, int mb, int64_t *n);
+float *real_model_act_in(real_model_rank *r, int layer, int mb, int64_t *n);
+float *real_model_grad_out(real_model_rank *r, int layer, int mb, int64_t *n);
+float *real_model_grad_in(real_model_rank *r, int layer, int mb, int64_t *n);
 
 /* The buffer of halo op `op` (PLAN_SEND/PLAN_RECV with purpose PLAN_WHY_HALO, --domain conv) to
  * or from rank `peer`, with REAL_MODEL_P2P_TRAILER_FLOATS floats of slack after *n floats of
@@ -120,6 +120,8 @@ void real_model_shard_add(real_model_rank *r, int layer, int64_t lo, const float
 /* Whether layer `layer` works on part of each sequence (sequence parallelism): its weights'
  * gradients are partial sums over tp. */
 gboolean real_model_seq_split(const real_model_rank *r, int layer);
+/* The end (one past the last layer) of the model chunk that holds `layer`; `layer` when none. */
+int real_model_chunk_end(const real_model_rank *r, int layer);
 
 /* A host copy (g_free it) of the parameters a layer owns (not tied copies) on this rank, in the
  * local order of real_shard_param_index (the serial layout when the layer is whole), NULL when it

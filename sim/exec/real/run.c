@@ -341,10 +341,10 @@ static gboolean *repl_after_of(const wl_model *m, const plan_rank *plan) {
 
 /* After the last step each member holds its shard's parameters: put each layer together over
  * the shard group (the others' parts are NaN here, and sums of one value and zeros are exact). */
-static void shards_assemble(comms *k, real_model_rank *rm, const plan_rank *plan) {
+static void shards_assemble(comms *k, real_model_rank *rm, const wl_model *m) {
   if (!real_model_sharded(rm) || k->shard_group < 0) return;
   const kn_backend *dev = real_model_backend(rm);
-  for (int i = plan->first_layer; i < plan->end_layer; i++) {
+  for (int i = 0; i < m->n_layers; i++) { /* those of every chunk this rank holds */
     int64_t lo = 0, hi = 0, n = 0;
     float *w = real_model_layer_weights(rm, i, &n);
     /* every member, for every sharded layer: one may hold a layer whole, the others none of it */
@@ -359,12 +359,13 @@ static void shards_assemble(comms *k, real_model_rank *rm, const plan_rank *plan
 
 /* Sequence parallelism: the gradients of the stage's layers that saw part of each sequence
  * (norms, a position table) are partial sums over tp: all-reduced over it, packed in layer order. */
-static const char *sp_norm_grads(comms *k, const wl_model *m, const cfg_run *c,
-                                 real_model_rank *rm, const plan_op *op, double *wire) {
+static const char *sp_norm_grads(comms *k, const cfg_run *c, real_model_rank *rm,
+                                 const plan_op *op, double *wire) {
   const kn_backend *dev = real_model_backend(rm);
   GArray *layers = g_array_new(FALSE, FALSE, sizeof(int));
   size_t n = 0;
-  for (int i = 0; i < m->n_layers; i++) {
+  /* those of the op's model chunk (the plan sums each chunk's once it is done) */
+  for (int i = op->layer; i < real_model_chunk_end(rm, op->layer); i++) {
     int64_t len = 0;
     if (!real_model_seq_split(rm, i) || !real_model_layer_grad(rm, i, REAL_MODEL_GRAD_ALL, &len))
       continue;
@@ -401,7 +402,7 @@ static const char *run_coll(comms *k, const wl_model *m, const cfg_run *c, real_
   *wire = 0;
   const kn_backend *dev = real_model_backend(rm);
   if (op->purpose == PLAN_WHY_PARAM_GATHER) return param_gather(k, m, c, rm, op, wire);
-  if (op->purpose == PLAN_WHY_SP_NORM_GRAD) return sp_norm_grads(k, m, c, rm, op, wire);
+  if (op->purpose == PLAN_WHY_SP_NORM_GRAD) return sp_norm_grads(k, c, rm, op, wire);
   if (op->purpose == PLAN_WHY_GRAD && real_model_sharded(rm))
     return sharded_grad(k, m, c, rm, op, wire);
   if (op->purpose == PLAN_WHY_GRAD) { /* the bucket's layers, packed in the planner's order */
@@ -479,8 +480,9 @@ static char *dump_weights(const wl_model *m, const cfg_run *c, const plan_rank *
   for (int i = 0; i < m->n_layers; i++) {
     const wl_layer *l = &m->layers[i];
     if (l->params <= 0) continue;
-    int stage = 0;
-    while (stage + 1 < c->pp && i >= first[stage + 1]) stage++;
+    int vstage = 0; /* (virtual) stage j is held by pipeline rank j mod pp */
+    while (vstage + 1 < c->pp * plan->n_chunks && i >= first[vstage + 1]) vstage++;
+    const int stage = vstage % c->pp;
     const int eps = l->kind == WL_MOE ? c->ep : 1;
     float *w = rank == 0 ? g_new0(float, l->params) : NULL;
     for (int t = 0; t < c->tp; t++)
@@ -606,10 +608,10 @@ static float *p2p_buf(real_backend *g, const plan_op *op, int64_t *n) {
   if (op->purpose == PLAN_WHY_HALO)
     return real_model_halo_buf(g->model, op, plan_op_peer(g->plan, op), n);
   if (op->kind == PLAN_SEND)
-    return op->tag & 1 ? real_model_grad_out(g->model, op->microbatch, n)
-                       : real_model_act_out(g->model, op->microbatch, n);
-  return op->tag & 1 ? real_model_grad_in(g->model, op->microbatch, n)
-                     : real_model_act_in(g->model, op->microbatch, n);
+    return op->tag & 1 ? real_model_grad_out(g->model, op->layer, op->microbatch, n)
+                       : real_model_act_out(g->model, op->layer, op->microbatch, n);
+  return op->tag & 1 ? real_model_grad_in(g->model, op->layer, op->microbatch, n)
+                     : real_model_act_in(g->model, op->layer, op->microbatch, n);
 }
 
 /* What MPI moves for a point-to-point op: the backend's buffer itself on a host backend, else a
@@ -847,7 +849,7 @@ int real_exec_main(int argc, char **argv) {
 
   status = 0;
   char *werr = gather_and_write(&x, &req, &rec, rm, plan, rank, P, argv[2]);
-  if (!werr && req.dump_weights) shards_assemble(&k, rm, plan);
+  if (!werr && req.dump_weights) shards_assemble(&k, rm, x.model);
   if (!werr && req.dump_weights) werr = dump_weights(x.model, c, plan, rm, rank, req.dump_weights);
   if (werr) {
     fprintf(stderr, "dlsim-real: %s\n", werr);

@@ -14,34 +14,37 @@ static int64_t act_floats(const real_model_rank *r, int layer) {
   return r->rs[layer].S * r->rs[layer].out_per;
 }
 
-float *real_model_act_out(real_model_rank *r, int mb, int64_t *n) {
-  if (r->l1 >= r->m->n_layers) return NULL;
-  *n = act_floats(r, r->l1 - 1);
-  return REAL_MODEL_LAY(r, r->l1 - 1)->out[mb];
+float *real_model_act_out(real_model_rank *r, int layer, int mb, int64_t *n) {
+  if (!real_model_sends(r, layer)) return NULL;
+  *n = act_floats(r, layer);
+  return REAL_MODEL_LAY(r, layer)->out[mb];
 }
 
-float *real_model_act_in(real_model_rank *r, int mb, int64_t *n) {
-  if (!r->act_in) return NULL;
-  *n = act_floats(r, r->l0 - 1);
-  return r->act_in[mb];
+float *real_model_act_in(real_model_rank *r, int layer, int mb, int64_t *n) {
+  const int v = real_model_chunk_of(r, layer);
+  if (v < 0 || !r->act_in[v]) return NULL;
+  *n = act_floats(r, r->cl0[v] - 1);
+  return r->act_in[v][mb];
 }
 
-float *real_model_grad_out(real_model_rank *r, int mb, int64_t *n) {
-  if (!r->grad_out) return NULL;
-  *n = act_floats(r, r->l0 - 1);
-  return r->grad_out[mb];
+float *real_model_grad_out(real_model_rank *r, int layer, int mb, int64_t *n) {
+  const int v = real_model_chunk_of(r, layer);
+  if (v < 0 || !r->grad_out[v]) return NULL;
+  *n = act_floats(r, r->cl0[v] - 1);
+  return r->grad_out[v][mb];
 }
 
-float *real_model_grad_in(real_model_rank *r, int mb, int64_t *n) {
-  if (!r->grad_in) return NULL;
-  *n = act_floats(r, r->l1 - 1);
-  return r->grad_in[mb];
+float *real_model_grad_in(real_model_rank *r, int layer, int mb, int64_t *n) {
+  const int v = real_model_chunk_of(r, layer);
+  if (v < 0 || !r->grad_in[v]) return NULL;
+  *n = act_floats(r, r->cl1[v] - 1);
+  return r->grad_in[v][mb];
 }
 
 /* ---- gradients ----------------------------------------------------------------------------- */
 
 float *real_model_layer_grad(real_model_rank *r, int layer, real_model_grad_part part, int64_t *n) {
-  if (layer < r->l0 || layer >= r->l1 || !REAL_MODEL_LAY(r, layer)->g) return NULL;
+  if (!real_model_holds(r, layer) || !REAL_MODEL_LAY(r, layer)->g) return NULL;
   real_model_layer *y = REAL_MODEL_LAY(r, layer);
   if (y->l->kind != WL_MOE || part == REAL_MODEL_GRAD_ALL) {
     *n = y->n_params;
@@ -111,7 +114,8 @@ static gboolean fwd_reduce_begin(real_model_rank *r, real_model_layer *y, int mb
   } else if (sh->kind == PLAN_SPLIT_ROW || sh->kind == PLAN_SPLIT_VOCAB) { /* partial outputs */
     x->send = x->recv = y->out[mb];
     x->n = (size_t)act_floats(r, i);
-  } else if (sh->kind == PLAN_SPLIT_COL && i + 1 < r->l1 && r->rs[i + 1].kind == PLAN_SPLIT_CE) {
+  } else if (sh->kind == PLAN_SPLIT_COL && real_model_holds(r, i + 1) &&
+             r->rs[i + 1].kind == PLAN_SPLIT_CE) {
     x->how = REAL_MODEL_X_ALLREDUCE_MAX; /* the logits' row maxima */
     x->send = x->recv = REAL_MODEL_LAY(r, i + 1)->saved[mb] + M * sh->cn;
     x->n = (size_t)M;
@@ -126,7 +130,7 @@ static gboolean fwd_reduce_begin(real_model_rank *r, real_model_layer *y, int mb
 
 gboolean real_model_coll_begin(real_model_rank *r, const plan_op *op, int mb, real_model_xfer *x) {
   memset(x, 0, sizeof *x);
-  if (op->layer < r->l0 || op->layer >= r->l1) return FALSE;
+  if (!real_model_holds(r, op->layer)) return FALSE;
   real_model_layer *y = REAL_MODEL_LAY(r, op->layer);
   const wl_layer *l = y->l;
   const real_shard_layer *sh = y->s;
@@ -146,7 +150,7 @@ gboolean real_model_coll_begin(real_model_rank *r, const plan_op *op, int mb, re
   case PLAN_WHY_BWD_DY_GATHER: /* sp: the output gradient's chunks */
     if (!sh->sp_sum) return FALSE;
     x->how = REAL_MODEL_X_ALLGATHER;
-    x->send = y->dout;
+    x->send = real_model_din_ptr(r, op->layer, mb); /* the next stage's, for a stage's last */
     x->recv = y->spbuf;
     x->n = (size_t)act_floats(r, op->layer);
     return TRUE;
