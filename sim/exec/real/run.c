@@ -7,8 +7,11 @@
  *   compute stream  a thread that runs the kernel ops in order (CPU twins);
  *   comm stream     the rank's main thread, the only one that calls MPI (MPI_THREAD_FUNNELED),
  *                   runs the communication ops in order: gradient buckets packed in the plan's
- *                   order, all-reduced with coll_mpi.h's algorithm and MPI_SUM, unpacked;
- *                   activations and their gradients as MPI_Isend/MPI_Irecv.
+ *                   order, all-reduced with coll_mpi.h's algorithm and MPI_SUM, unpacked (ZeRO
+ *                   and FSDP: reduce-scattered into the rank's shard, and the parameters
+ *                   gathered); the tensor- and sequence-parallel collectives of the layers'
+ *                   buffers (xfer.c); activations and their gradients as MPI_Isend/MPI_Irecv,
+ *                   to and from the neighbours of each of the rank's model chunks.
  * An op that waits for an event sleeps on a condition variable until the op that records it is
  * done (no polling). Times are host wall-clock seconds since a barrier before the first
  * iteration; every message carries its sender's post time after the payload, so a receive knows
