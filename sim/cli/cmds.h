@@ -17,5 +17,6 @@ int cmd_kbench(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
+int cmd_search(int argc, char **argv);
 
 #endif

@@ -21,6 +21,8 @@ static const command commands[] = {
     {"export", "write a configuration's op lists as Chakra execution traces (one per rank)",
      cmd_export},
     {"sweep", "run many configurations into one CSV/JSONL", cmd_sweep},
+    {"search", "the fastest parallel layout of a model on a cluster: every layout in closed form, "
+               "the best simulated", cmd_search},
     {"kbench", "measure kernel times on this machine's device into a kernel database", cmd_kbench},
     {"platform", "write a SimGrid platform file for a cluster of DGX-like nodes", cmd_platform},
     {"validate", "run real and simulated flavours of the same configurations, print the error",

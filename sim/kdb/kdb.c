@@ -26,7 +26,35 @@ struct kdb {
   cJSON *gemm_eff;        /* "gemm_efficiency", NULL if none (owned) */
   GArray *eff[GPU_N_PRECISIONS]; /* (log FLOP, efficiency) pairs by rising FLOP, or NULL */
   double l2_bytes, l2_cold_Bps, l2_warm_Bps;
+  /* kdb_kernel_s's answers by kernel (memo_key -> memo_val, owned), dropped when an entry is
+   * added: a search asks for the same kernels across thousands of layouts */
+  GHashTable *memo;
 };
+
+/* A kdb_kernel and its precision and GPU as plain bytes (zeroed padding), for the memo. */
+typedef struct {
+  char kname[48];
+  const void *layer, *gpu;
+  int64_t samples, params;
+  double flops, bytes;
+  int split, gemm_like, prec;
+} memo_key;
+
+typedef struct {
+  double t;
+  kdb_origin origin;
+} memo_val;
+
+static guint memo_hash(gconstpointer p) {
+  const unsigned char *b = p;
+  guint32 h = 2166136261u; /* FNV-1a */
+  for (size_t i = 0; i < sizeof(memo_key); i++) h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
+static gboolean memo_equal(gconstpointer a, gconstpointer b) {
+  return memcmp(a, b, sizeof(memo_key)) == 0;
+}
 
 static const char *const origin_names[] = {
 #define KDB_ORIGIN_NAME(e, s) s,
@@ -72,6 +100,7 @@ void kdb_free(kdb *db) {
   for (int i = 0; i < GPU_N_PRECISIONS; i++)
     if (db->eff[i]) g_array_free(db->eff[i], TRUE);
   if (db->host_ops) g_hash_table_destroy(db->host_ops);
+  if (db->memo) g_hash_table_destroy(db->memo);
   g_free(db->name);
   g_free(db->path);
   g_free(db);
@@ -133,6 +162,7 @@ static void index_add(GHashTable *h, char *owned_key, int idx) {
 }
 
 void kdb_add(kdb *db, const kdb_entry *e) {
+  if (db->memo) g_hash_table_remove_all(db->memo);
   gpointer idx1 = g_hash_table_lookup(db->by_key, e->key);
   kdb_entry copy = *e;
   copy.key = g_strdup(e->key);
@@ -602,8 +632,34 @@ static double same_shape_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel 
          gpu_roofline_s(gpu, prec, k->gemm_like, e->flops, e->bytes);
 }
 
+static double lookup_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
+                       kdb_origin *origin);
+
 double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
                     kdb_origin *origin) {
+  memo_key key;
+  const size_t n = strlen(k->kname);
+  if (!db || n >= sizeof key.kname) return lookup_s(db, gpu, k, prec, origin);
+  memset(&key, 0, sizeof key);
+  memcpy(key.kname, k->kname, n);
+  key.layer = k->layer, key.gpu = gpu, key.samples = k->samples, key.params = k->params;
+  key.flops = k->flops, key.bytes = k->bytes, key.split = k->split, key.gemm_like = k->gemm_like;
+  key.prec = prec;
+  kdb *w = (kdb *)db; /* the memo is a cache: the database's answers do not change */
+  if (!w->memo) w->memo = g_hash_table_new_full(memo_hash, memo_equal, g_free, g_free);
+  const memo_val *v = g_hash_table_lookup(w->memo, &key);
+  if (!v) {
+    memo_val *nv = g_new(memo_val, 1);
+    nv->t = lookup_s(db, gpu, k, prec, &nv->origin);
+    g_hash_table_insert(w->memo, g_memdup2(&key, sizeof key), nv);
+    v = nv;
+  }
+  if (origin) *origin = v->origin;
+  return v->t;
+}
+
+static double lookup_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
+                       kdb_origin *origin) {
   kdb_origin o = KDB_ESTIMATED;
   double t = -1;
   if (db) {

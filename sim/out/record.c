@@ -178,9 +178,6 @@ void rec_finish(rec_rank *r, double t_start) {
   g_free(end);
 }
 
-static double peak_of(const plan_memory *m) {
-  return m->params + m->grads + m->optimizer + m->activations + m->gathered;
-}
 
 void rec_result(const rec_rank *recs, int P, const cfg_run *c, double gpu_mem_bytes,
                 res_result *res) {
@@ -188,10 +185,10 @@ void rec_result(const rec_rank *recs, int P, const cfg_run *c, double gpu_mem_by
   for (int k = 0; k < P; k++) {
     const rec_rank *x = &recs[k];
     const plan_rank *p = x->plan;
-    res_rank row = {x->rank, x->iteration_time_s, x->compute_s, x->comm_s, peak_of(&p->mem),
+    res_rank row = {x->rank, x->iteration_time_s, x->compute_s, x->comm_s, plan_memory_peak(&p->mem),
                     p->mem.activations};
     g_array_append_val(res->rank_rows, row);
-    if (peak_of(&p->mem) > peak_of(&recs[big].plan->mem)) big = k;
+    if (plan_memory_peak(&p->mem) > plan_memory_peak(&recs[big].plan->mem)) big = k;
     res->moe_max_over_mean = MAX(res->moe_max_over_mean, p->moe_max_over_mean);
     res->moe_dropped_tokens += p->moe_dropped_tokens;
     res->moe_routed_tokens += p->moe_routed_tokens;
@@ -222,7 +219,7 @@ void rec_result(const rec_rank *recs, int P, const cfg_run *c, double gpu_mem_by
   memcpy(res->kdb.count, w->kernels, sizeof res->kdb.count);
   res_kdb_set_shares(&res->kdb, w->kernel_s);
   res->mem = recs[big].plan->mem;
-  res->peak_mem_bytes = peak_of(&res->mem);
+  res->peak_mem_bytes = plan_memory_peak(&res->mem);
   res->gpu_mem_bytes = gpu_mem_bytes;
   res->fits_in_memory = res->peak_mem_bytes <= gpu_mem_bytes;
   res->ranks = P;

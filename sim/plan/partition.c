@@ -4,6 +4,16 @@
 #include "core/dl_common.h"
 #include "plan/plan.h"
 
+static gboolean unit_starts(const wl_model *m, int i) {
+  return i == 0 || m->layers[i].block < 0 || m->layers[i].block != m->layers[i - 1].block;
+}
+
+int plan_pipeline_units(const wl_model *m) {
+  int nu = 0;
+  for (int i = 0; i < m->n_layers; i++) nu += unit_starts(m, i);
+  return nu;
+}
+
 gboolean plan_partition(const wl_model *m, const cfg_run *c, const double *layer_time_s,
                       int *stage_first, GError **err) {
   /* with interleaving, pp·V virtual stages: rank s holds virtual stages s, s + pp, ... */
@@ -11,8 +21,7 @@ gboolean plan_partition(const wl_model *m, const cfg_run *c, const double *layer
   /* units: maximal runs of one residual block, or single layers outside blocks */
   int *unit_first = g_new(int, n + 1), nu = 0;
   for (int i = 0; i < n; i++)
-    if (i == 0 || m->layers[i].block < 0 || m->layers[i].block != m->layers[i - 1].block)
-      unit_first[nu++] = i;
+    if (unit_starts(m, i)) unit_first[nu++] = i;
   unit_first[nu] = n;
   gboolean ok = TRUE;
   if (c->n_pp_balance) {

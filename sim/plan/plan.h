@@ -117,6 +117,15 @@ typedef struct {
                           prefetch, gradients before their reduce-scatter); 0 without sharding */
 } plan_memory;
 
+/* Memory per GPU at its peak: the sum of the parts. */
+static inline double plan_memory_peak(const plan_memory *m) {
+  return m->params + m->grads + m->optimizer + m->activations + m->gathered;
+}
+
+/* Pipeline units of a model: maximal runs of one residual block, or single layers outside
+ * blocks (what stages and model chunks are cut from). */
+int plan_pipeline_units(const wl_model *m);
+
 typedef struct plan_rank {
   int stage;           /* pipeline stage of the rank */
   int first_layer;     /* the stage's layers: [first_layer, end_layer); with interleaving, those

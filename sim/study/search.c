@@ -1,0 +1,714 @@
+/* search.c — `dlsim search` (see search.h). */
+#include "study/search.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/dl_common.h"
+#include "exec/analytic/analytic.h"
+#include "exec/exec.h"
+#include "plan/plan.h"
+
+const char *search_drop_name(search_drop d) {
+  static const char *const names[] = {"divisibility", "batch", "memory"};
+  return d < SEARCH_N_DROPS ? names[d] : "?";
+}
+
+/* ---- the space ------------------------------------------------------------------------------- */
+
+typedef struct {
+  gboolean megatron;    /* the model has Megatron's column/row splits */
+  gboolean tokens;      /* a token model with attention: it has a sequence to split */
+  gboolean any_stored;  /* some attention keeps its probabilities (selective recomputation helps) */
+  int heads, kv;        /* the least of the attention layers' (query, key/value) heads */
+  int experts;          /* E of the first MoE layer, 0 without */
+  long seq;             /* tokens per sample */
+  int units;            /* pipeline units */
+  int blocks;           /* residual blocks */
+} model_facts;
+
+static void facts_of(const wl_model *m, model_facts *f) {
+  memset(f, 0, sizeof *f);
+  f->megatron = wl_has_tp_roles(m);
+  f->heads = f->kv = 1 << 30;
+  for (int i = 0; i < m->n_layers; i++) {
+    const wl_layer *l = &m->layers[i];
+    if (l->kind == WL_ATTENTION) {
+      f->tokens = m->vocab > 0;
+      f->any_stored = f->any_stored || !l->flash;
+      f->heads = MIN(f->heads, l->heads);
+      f->kv = MIN(f->kv, wl_kv_heads(l));
+    }
+    if (l->kind == WL_MOE && !f->experts) f->experts = l->experts;
+  }
+  if (f->heads == 1 << 30) f->heads = f->kv = 1;
+  f->seq = (long)m->input.h * m->input.w;
+  f->units = plan_pipeline_units(m);
+  f->blocks = m->n_blocks;
+}
+
+static GArray *divisors(long n) {
+  GArray *d = g_array_new(FALSE, FALSE, sizeof(int));
+  for (long k = 1; k <= n; k++)
+    if (n % k == 0) {
+      const int v = (int)k;
+      g_array_append_val(d, v);
+    }
+  return d;
+}
+
+#define AT(arr, i) g_array_index((arr), int, (i))
+
+/* The data-parallel shardings of a layout: 0 none, 1..3 ZeRO, 4 FSDP full, 5 grad-op, 6 hybrid
+ * (shard groups of `per_node` replicas: one node's). */
+#define N_SHARDINGS 7
+static void set_sharding(cfg_run *c, int s, int per_node) {
+  c->zero = s >= 1 && s <= 3 ? s : 0;
+  c->fsdp = s == 4 ? CFG_FSDP_FULL : s == 5 ? CFG_FSDP_GRAD_OP : s == 6 ? CFG_FSDP_HYBRID
+                                                                      : CFG_FSDP_NONE;
+  c->fsdp_shard = s == 6 ? per_node : 0;
+}
+
+/* Appends the layouts of one (tp, sp, cp, style, pp, ep) to `out`: micro-batch sizes, schedules,
+ * shardings and recomputation. */
+static void enumerate_rest(const cfg_run *base, const model_facts *f, int gpn, cfg_run c,
+                           GArray *out) {
+  const long B = base->batch;
+  const int dp = c.gpus / c.tp / c.cp / c.pp, dpc = dp * c.cp;
+  /* every divisor of a replica's batch (one layout, dropped for the batch, where the batch does
+   * not split over the replicas) */
+  GArray *dmb = B % dp ? NULL : divisors(B / dp);
+  const guint n_mbs = dmb ? dmb->len : 1;
+  /* hybrid sharding: one node's replicas form a shard group, when that is a proper divisor */
+  const int per_node = MAX(1, gpn / (c.tp * c.cp));
+  const gboolean hybrid = per_node > 1 && dp > per_node && dp % per_node == 0;
+  for (guint k = 0; k < n_mbs; k++) {
+    const long m = dmb ? B / dp / AT(dmb, k) : 1;
+    if (m > CFG_MAX_STEPS) continue;
+    /* 1 = 1F1B (accumulation without a pipeline), V >= 2 = interleaved with V model chunks:
+     * Megatron wants the micro-batches a multiple of pp and V to divide each stage's blocks */
+    const gboolean inter = c.pp > 1 && m % c.pp == 0 && f->blocks % c.pp == 0;
+    const int per_stage = inter ? f->blocks / c.pp : 1;
+    for (int V = 1; V <= per_stage; V++) {
+      if (V > 1 && per_stage % V) continue;
+      const int n_shard = dpc < 2 || f->experts ? 1 : c.pp > 1 ? 2 : N_SHARDINGS;
+      for (int s = 0; s < n_shard; s++) {
+        if (s == 6 && !hybrid) continue;
+        for (int rc = 0; rc < 3; rc++) {
+          if (rc == 1 && !f->any_stored) continue; /* selective: flash attention keeps nothing */
+          cfg_run l = c;
+          l.dp = 0;
+          l.microbatches = (int)m;
+          l.schedule = V > 1 ? CFG_SCHED_INTERLEAVED : CFG_SCHED_1F1B;
+          l.virtual_stages = V > 1 ? V : 0;
+          set_sharding(&l, s, per_node);
+          l.recompute = rc == 2;
+          l.recompute_selective = rc == 1;
+          g_array_append_val(out, l);
+        }
+      }
+    }
+  }
+  if (dmb) g_array_free(dmb, TRUE);
+}
+
+void search_enumerate(const run_ctx *x, const search_opts *o, GArray *out) {
+  const cfg_run *base = &x->cfg;
+  model_facts f;
+  facts_of(x->model, &f);
+  const int N = base->gpus, gpn = x->platform ? plat_gpus_per_node(x->platform) : N;
+  GArray *dN = divisors(N);
+  for (guint a = 0; a < dN->len; a++) {
+    const int tp = AT(dN, a);
+    if (tp > 1 && (!f.megatron || f.heads % tp || f.kv % tp || (tp > gpn && !o->cross_node_tp)))
+      continue;
+    GArray *dcp = divisors(N / tp);
+    for (int sp = 0; sp <= (tp > 1); sp++)
+      for (guint b = 0; b < dcp->len; b++) {
+        const int cp = AT(dcp, b);
+        if (cp > 1 && (!f.tokens || f.seq % (2L * cp) || f.seq / cp < o->min_cp_tokens)) continue;
+        GArray *dpp = divisors(N / tp / cp);
+        for (int style = 0; style <= (cp > 1); style++)
+          for (guint d = 0; d < dpp->len; d++) {
+            const int pp = AT(dpp, d);
+            if (pp > f.units) continue;
+            const int dp = N / tp / cp / pp;
+            GArray *dep = divisors((long)dp * tp);
+            for (guint e = 0; e < dep->len; e++) {
+              const int ep = AT(dep, e);
+              if (ep > 1 && (!f.experts || f.experts % ep)) continue;
+              cfg_run c = *base;
+              c.tp = tp, c.pp = pp, c.cp = cp, c.ep = ep;
+              c.sequence_parallel = sp;
+              c.cp_style = style ? CFG_CP_ULYSSES : CFG_CP_RING;
+              enumerate_rest(base, &f, gpn, c, out);
+            }
+            g_array_free(dep, TRUE);
+          }
+        g_array_free(dpp, TRUE);
+      }
+    g_array_free(dcp, TRUE);
+  }
+  g_array_free(dN, TRUE);
+}
+
+/* ---- one layout ------------------------------------------------------------------------------ */
+
+typedef enum { EVAL_OK, EVAL_DROPPED, EVAL_FAILED } eval_status;
+
+/* Resolves, checks memory on the first and last stages, and times layout `c` in closed form
+ * into `out`. EVAL_DROPPED with *why and *msg (g_free) when it is left out; EVAL_FAILED with err
+ * set for a failure of the system. */
+static eval_status evaluate(const run_ctx *x, cfg_run *c, search_layout *out, search_drop *why,
+                            char **msg, GError **err) {
+  GError *e = NULL;
+  if (!cfg_resolve(c, c->batch, &e)) {
+    *why = strstr(e->message, "--batch") ? SEARCH_DROP_BATCH : SEARCH_DROP_DIVISIBILITY;
+    *msg = g_strdup(e->message);
+    g_error_free(e);
+    return EVAL_DROPPED;
+  }
+  double *layer_t = ktime_layer_times(&x->kt, c);
+  for (int k = 0; k < 2; k++) { /* the stages that hold the most: the first and the last */
+    const int stage = k ? c->pp - 1 : 0;
+    if (k && stage == 0) break;
+    plan_rank *p = run_ctx_plan(x, c, layer_t, plan_rank_of(c, 0, 0, stage), &e);
+    if (!p) {
+      g_free(layer_t);
+      if (e->code != DL_ERR_INPUT) {
+        g_propagate_error(err, e);
+        return EVAL_FAILED;
+      }
+      *why = SEARCH_DROP_DIVISIBILITY;
+      *msg = g_strdup(e->message);
+      g_error_free(e);
+      return EVAL_DROPPED;
+    }
+    const double peak = plan_memory_peak(&p->mem);
+    plan_rank_free(p);
+    if (peak > x->gpu_mem_bytes) {
+      g_free(layer_t);
+      *why = SEARCH_DROP_MEMORY;
+      *msg = g_strdup_printf("%.2f GB per GPU > %.2f GB", peak / 1e9, x->gpu_mem_bytes / 1e9);
+      return EVAL_DROPPED;
+    }
+  }
+  g_free(layer_t);
+  res_result r;
+  res_init(&r);
+  if (!analytic_run(x, c, &r, &e)) {
+    res_release(&r);
+    if (e->code != DL_ERR_INPUT) {
+      g_propagate_error(err, e);
+      return EVAL_FAILED;
+    }
+    *why = SEARCH_DROP_DIVISIBILITY;
+    *msg = g_strdup(e->message);
+    g_error_free(e);
+    return EVAL_DROPPED;
+  }
+  if (!r.fits_in_memory) {
+    *why = SEARCH_DROP_MEMORY;
+    *msg = g_strdup_printf("%.2f GB per GPU > %.2f GB", r.peak_mem_bytes / 1e9,
+                           x->gpu_mem_bytes / 1e9);
+    res_release(&r);
+    return EVAL_DROPPED;
+  }
+  const wl_model *m = x->model;
+  const double T = r.iteration_time_s;
+  const double flops = (m->fwd_flops + m->bwd_flops) * (double)c->batch;
+  const double peak = x->gpu->peak_flops[c->precision];
+  memset(out, 0, sizeof *out);
+  out->cfg = *c;
+  out->analytic_s = T;
+  out->sim_s = NAN;
+  out->peak_bytes = r.peak_mem_bytes;
+  out->exposed_comm_s = r.exposed_comm_s;
+  out->bubble_s = r.bubble_s;
+  out->mfu = T > 0 && peak > 0 ? flops / T / c->gpus / peak : 0;
+  const double tokens = m->vocab > 0 ? (double)m->input.h * m->input.w : 1;
+  out->tokens_per_s_per_gpu = T > 0 ? (double)c->batch * tokens / T / c->gpus : 0;
+  res_release(&r);
+  return EVAL_OK;
+}
+
+/* ---- the search ------------------------------------------------------------------------------ */
+
+/* Searches of this many layouts or more print their progress when stderr is not a terminal. */
+#define PROGRESS_LOG_MIN 1000
+
+/* `[625/6256]   9%`: in place on a terminal (cleared at the end), else every tenth for a long
+ * search. */
+static void progress(const search_opts *o, long done, long total) {
+  if (o->quiet) return;
+  const gboolean last = done == total, tty = isatty(2);
+  if (!tty && (total < PROGRESS_LOG_MIN || (!last && done % MAX(1, total / 10)))) return;
+  if (tty && last) fprintf(stderr, "\r\033[K");
+  else
+    fprintf(stderr, "%sdlsim: search: [%ld/%ld] %3ld%% of the layouts%s", tty ? "\r\033[K" : "",
+            done, total, total ? 100 * done / total : 100, tty ? "" : "\n");
+  fflush(stderr);
+}
+
+/* What evaluating one layout gave. */
+typedef struct {
+  eval_status status;
+  search_drop why;
+  char *msg;            /* why it was dropped or failed (owned) */
+  search_layout l;      /* EVAL_OK */
+} outcome;
+
+/* Counts outcome `u` of layout `c` (resolved again here when it was evaluated elsewhere) into r:
+ * kept (a variant only when it is faster than `parent`, the layout as it runs by default; NULL:
+ * no parent), or dropped. FALSE with err set when the evaluation failed. */
+static gboolean take(const outcome *u, cfg_run c, const search_layout *parent, search_result *r,
+                     GError **err) {
+  if (u->status == EVAL_FAILED) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s", u->msg ? u->msg : "a layout failed");
+    return FALSE;
+  }
+  if (u->status == EVAL_DROPPED) {
+    r->dropped[u->why]++;
+    if (!r->first_drop[u->why]) r->first_drop[u->why] = g_strdup(u->msg);
+    return TRUE;
+  }
+  r->evaluated++;
+  search_layout l = u->l;
+  if (!cfg_resolve(&c, c.batch, NULL)) return TRUE; /* resolved once already: cannot happen */
+  l.cfg = c;
+  if (!parent || l.analytic_s < parent->analytic_s) g_array_append_val(r->layouts, l);
+  return TRUE;
+}
+
+static void evaluate_into(const run_ctx *x, cfg_run c, outcome *u) {
+  GError *e = NULL;
+  memset(u, 0, sizeof *u);
+  u->status = evaluate(x, &c, &u->l, &u->why, &u->msg, &e);
+  if (u->status == EVAL_FAILED) u->msg = g_strdup(e ? e->message : "a layout failed");
+  g_clear_error(&e);
+}
+
+static gboolean try_layout(const run_ctx *x, cfg_run c, const search_layout *parent,
+                           search_result *r, GError **err) {
+  outcome u;
+  evaluate_into(x, c, &u);
+  const gboolean ok = take(&u, c, parent, r, err);
+  g_free(u.msg);
+  return ok;
+}
+
+/* ---- workers --------------------------------------------------------------------------------- */
+
+/* One outcome as a worker sends it: the header, then msg_len bytes of message. */
+typedef struct {
+  gint32 index, status, why, msg_len;
+  double analytic_s, peak_bytes, exposed_comm_s, bubble_s, mfu, tokens_per_s_per_gpu;
+} wire_outcome;
+
+#define WIRE_MSG_MAX 2000
+
+static gboolean write_full(int fd, const void *p, size_t n) {
+  const char *b = p;
+  while (n > 0) {
+    const ssize_t w = write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return FALSE;
+    b += w, n -= (size_t)w;
+  }
+  return TRUE;
+}
+
+/* Reads n bytes; FALSE at the end of the stream or on an error. */
+static gboolean read_full(int fd, void *p, size_t n) {
+  char *b = p;
+  while (n > 0) {
+    const ssize_t got = read(fd, b, n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return FALSE;
+    b += got, n -= (size_t)got;
+  }
+  return TRUE;
+}
+
+/* Worker w of `jobs`: layouts w, w + jobs, ... of `space`, each outcome written to fd. The
+ * platform's routes are asked of a loader process over a pipe: the worker opens its own. */
+static void worker(const run_ctx *x, const GArray *space, int w, int jobs, int fd) {
+  run_ctx own = *x;
+  GError *e = NULL;
+  own.platform = x->platform ? plat_load_cfg(x->cfg.platform,
+                                             (const char *const *)x->cfg.simgrid_cfg, &e)
+                             : NULL;
+  for (guint i = (guint)w; i < space->len; i += (guint)jobs) {
+    outcome u;
+    if (x->platform && !own.platform) {
+      memset(&u, 0, sizeof u);
+      u.status = EVAL_FAILED;
+      u.msg = g_strdup(e ? e->message : "the platform");
+    } else {
+      evaluate_into(&own, g_array_index(space, cfg_run, i), &u);
+    }
+    wire_outcome h = {(gint32)i, u.status, u.why, 0, u.l.analytic_s, u.l.peak_bytes,
+                      u.l.exposed_comm_s, u.l.bubble_s, u.l.mfu, u.l.tokens_per_s_per_gpu};
+    const size_t len = u.msg ? MIN(strlen(u.msg), WIRE_MSG_MAX) : 0;
+    h.msg_len = (gint32)len;
+    char *buf = g_malloc(sizeof h + len + 1);
+    memcpy(buf, &h, sizeof h);
+    if (len) memcpy(buf + sizeof h, u.msg, len);
+    const gboolean ok = write_full(fd, buf, sizeof h + len);
+    g_free(buf);
+    g_free(u.msg);
+    if (!ok || u.status == EVAL_FAILED) break;
+  }
+  g_clear_error(&e);
+  plat_free(own.platform);
+}
+
+
+/* Every layout of `space` evaluated into out[i], by o->jobs processes. FALSE with err set when a
+ * worker could not be started or stopped short. */
+static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArray *space,
+                             outcome *out, GError **err) {
+  const int jobs = (int)MIN((guint)MAX(1, o->jobs), MAX(1u, space->len));
+  long done = 0;
+  if (jobs == 1) {
+    for (guint i = 0; i < space->len; i++) {
+      evaluate_into(x, g_array_index(space, cfg_run, i), &out[i]);
+      progress(o, ++done, space->len);
+    }
+    return TRUE;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  int *fds = g_new(int, jobs);
+  pid_t *pids = g_new0(pid_t, jobs);
+  gboolean ok = TRUE;
+  int started = 0;
+  for (; started < jobs; started++) {
+    int p[2];
+    if (pipe(p) != 0) {
+      ok = FALSE;
+      break;
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+      close(p[0]), close(p[1]);
+      ok = FALSE;
+      break;
+    }
+    if (pid == 0) {
+      close(p[0]);
+      for (int k = 0; k < started; k++) close(fds[k]);
+      worker(x, space, started, jobs, p[1]);
+      close(p[1]);
+      _exit(0);
+    }
+    close(p[1]);
+    fds[started] = p[0], pids[started] = pid;
+  }
+  gboolean *open = g_new(gboolean, started);
+  for (int k = 0; k < started; k++) open[k] = TRUE;
+  int n_open = started;
+  GPollFD *pf = g_new(GPollFD, started);
+  while (ok && n_open > 0) {
+    int n = 0;
+    for (int k = 0; k < started; k++)
+      if (open[k]) pf[n++] = (GPollFD){fds[k], G_IO_IN | G_IO_HUP | G_IO_ERR, 0};
+    if (g_poll(pf, n, -1) < 0 && errno != EINTR) break;
+    for (int j = 0; j < n; j++) {
+      if (!pf[j].revents) continue;
+      int k = 0;
+      while (fds[k] != pf[j].fd) k++;
+      wire_outcome h;
+      if (!read_full(fds[k], &h, sizeof h)) {
+        open[k] = FALSE, n_open--;
+        continue;
+      }
+      if (h.index < 0 || (guint)h.index >= space->len || h.msg_len < 0 ||
+          h.msg_len > WIRE_MSG_MAX) {
+        ok = FALSE;
+        break;
+      }
+      outcome *u = &out[h.index];
+      memset(u, 0, sizeof *u);
+      u->status = h.status, u->why = h.why;
+      u->l = (search_layout){.analytic_s = h.analytic_s, .sim_s = NAN, .peak_bytes = h.peak_bytes,
+                             .exposed_comm_s = h.exposed_comm_s, .bubble_s = h.bubble_s,
+                             .mfu = h.mfu, .tokens_per_s_per_gpu = h.tokens_per_s_per_gpu};
+      if (h.msg_len) {
+        u->msg = g_malloc0((size_t)h.msg_len + 1);
+        if (!read_full(fds[k], u->msg, (size_t)h.msg_len)) ok = FALSE;
+      }
+      progress(o, ++done, space->len);
+    }
+  }
+  for (int k = 0; k < started; k++) {
+    close(fds[k]);
+    int st = 0;
+    while (waitpid(pids[k], &st, 0) < 0 && errno == EINTR) {}
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ok = FALSE;
+  }
+  g_free(open);
+  g_free(pf);
+  g_free(fds);
+  g_free(pids);
+  if (ok && done != (long)space->len) ok = FALSE;
+  if (!ok)
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "search: a worker process stopped before its "
+                "layouts were done (%ld of %u)", done, space->len);
+  return ok;
+}
+
+/* Closed-form order; ties by memory, then by the options (so the order is the same every run). */
+static int by_analytic(gconstpointer pa, gconstpointer pb) {
+  const search_layout *a = pa, *b = pb;
+  if (a->analytic_s != b->analytic_s) return a->analytic_s < b->analytic_s ? -1 : 1;
+  if (a->peak_bytes != b->peak_bytes) return a->peak_bytes < b->peak_bytes ? -1 : 1;
+  char *x = search_layout_args(&a->cfg), *y = search_layout_args(&b->cfg);
+  const int v = strcmp(x, y);
+  g_free(x);
+  g_free(y);
+  return v;
+}
+
+/* Verified layouts first, by simulated time; then the others in closed-form order. */
+static int by_final(gconstpointer pa, gconstpointer pb) {
+  const search_layout *a = pa, *b = pb;
+  const gboolean va = !isnan(a->sim_s), vb = !isnan(b->sim_s);
+  if (va != vb) return va ? -1 : 1;
+  if (va && a->sim_s != b->sim_s) return a->sim_s < b->sim_s ? -1 : 1;
+  return a->analytic_rank - b->analytic_rank;
+}
+
+/* Bucket sizes tried on the best layouts, MiB: PyTorch DDP's 25 (bucket_cap_mb) and around it. */
+static const double refine_bucket_mib[] = {10, 50, 100};
+
+/* The variants of the best layouts that change only how they run: GPipe for 1F1B, and other
+ * gradient bucket sizes where buckets are all-reduced or reduce-scattered (DDP, ZeRO 1 and 2);
+ * a variant joins the layouts when it is faster than the layout it varies. */
+static gboolean refine(const run_ctx *x, const search_opts *o, search_result *r, GError **err) {
+  const guint n = MIN(r->layouts->len, (guint)o->top);
+  GArray *best = g_array_new(FALSE, FALSE, sizeof(search_layout));
+  g_array_append_vals(best, r->layouts->data, n);
+  gboolean ok = TRUE;
+  for (guint i = 0; i < n && ok; i++) {
+    const search_layout *parent = &g_array_index(best, search_layout, i);
+    const cfg_run *c = &parent->cfg;
+    if (c->pp > 1 && c->schedule == CFG_SCHED_1F1B) {
+      cfg_run g = *c;
+      g.schedule = CFG_SCHED_GPIPE;
+      r->enumerated++;
+      ok = try_layout(x, g, parent, r, err);
+    }
+    const gboolean buckets = c->dp * c->cp > 1 && c->zero < 3 && c->fsdp == CFG_FSDP_NONE;
+    for (size_t b = 0; b < G_N_ELEMENTS(refine_bucket_mib) && buckets && ok; b++) {
+      cfg_run g = *c;
+      g.bucket_bytes = refine_bucket_mib[b] * 1024 * 1024;
+      r->enumerated++;
+      ok = try_layout(x, g, parent, r, err);
+    }
+  }
+  g_array_free(best, TRUE);
+  return ok;
+}
+
+gboolean search_run(const run_ctx *x, const search_opts *o, search_result *r, GError **err) {
+  memset(r, 0, sizeof *r);
+  r->layouts = g_array_new(FALSE, FALSE, sizeof(search_layout));
+  const gint64 t0 = g_get_monotonic_time();
+  GArray *space = g_array_new(FALSE, FALSE, sizeof(cfg_run));
+  search_enumerate(x, o, space);
+  r->enumerated = space->len;
+  outcome *all = g_new0(outcome, space->len + 1);
+  gboolean ok = evaluate_all(x, o, space, all, err);
+  for (guint i = 0; i < space->len && ok; i++) /* in the space's order: the same every run */
+    ok = take(&all[i], g_array_index(space, cfg_run, i), NULL, r, err);
+  for (guint i = 0; i < space->len; i++) g_free(all[i].msg);
+  g_free(all);
+  g_array_free(space, TRUE);
+  if (ok) {
+    g_array_sort(r->layouts, by_analytic);
+    ok = refine(x, o, r, err);
+    g_array_sort(r->layouts, by_analytic);
+  }
+  if (ok && r->layouts->len == 0) {
+    GString *why = g_string_new("");
+    for (int d = 0; d < SEARCH_N_DROPS; d++)
+      if (r->dropped[d])
+        g_string_append_printf(why, "%s%ld for %s (first: %s)", why->len ? "; " : "", r->dropped[d],
+                               search_drop_name(d), r->first_drop[d]);
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "search: no layout of %s on %d GPU%s fits: %s",
+                x->model->name, x->cfg.gpus, x->cfg.gpus == 1 ? "" : "s", why->str);
+    g_string_free(why, TRUE);
+    ok = FALSE;
+  }
+  for (guint i = 0; ok && i < r->layouts->len; i++)
+    g_array_index(r->layouts, search_layout, i).analytic_rank = (int)i + 1;
+  /* the best few in simulation, where contention and overlap are the network's */
+  const guint nv = ok ? MIN(r->layouts->len, (guint)o->verify) : 0;
+  for (guint i = 0; i < nv && ok; i++) {
+    search_layout *l = &g_array_index(r->layouts, search_layout, i);
+    cfg_run t = l->cfg;
+    t.mode = CFG_MODE_SIM;
+    res_result tr;
+    res_init(&tr);
+    if (!o->quiet) {
+      char *a = search_layout_args(&t);
+      fprintf(stderr, "dlsim: simulating %u of %u: %s\n", i + 1, nv, a);
+      g_free(a);
+    }
+    exec_expect_simulated_s(l->analytic_s * t.iters);
+    ok = exec_for(CFG_MODE_SIM)->run(x, &t, &tr, err);
+    if (ok) l->sim_s = tr.iteration_time_s;
+    res_release(&tr);
+  }
+  if (ok && nv) {
+    g_array_sort(r->layouts, by_final);
+    for (guint i = 0; i < r->layouts->len; i++) {
+      search_layout *l = &g_array_index(r->layouts, search_layout, i);
+      if (!isnan(l->sim_s)) {
+        l->sim_rank = (int)i + 1;
+        r->reordered = r->reordered || l->sim_rank != l->analytic_rank;
+      }
+    }
+  }
+  r->wall_s = (double)(g_get_monotonic_time() - t0) / 1e6;
+  return ok;
+}
+
+void search_result_release(search_result *r) {
+  if (r->layouts) g_array_free(r->layouts, TRUE);
+  for (int d = 0; d < SEARCH_N_DROPS; d++) g_free(r->first_drop[d]);
+  memset(r, 0, sizeof *r);
+}
+
+char *search_layout_args(const cfg_run *l) {
+  GString *s = g_string_new("");
+  g_string_append_printf(s, "--tp %d", l->tp);
+  if (l->sequence_parallel) g_string_append(s, " --sequence-parallel");
+  if (l->cp > 1)
+    g_string_append_printf(s, " --cp %d --cp-style %s", l->cp,
+                           l->cp_style == CFG_CP_ULYSSES ? "ulysses" : "ring");
+  g_string_append_printf(s, " --pp %d", l->pp);
+  if (l->ep > 1) g_string_append_printf(s, " --ep %d", l->ep);
+  if (l->pp > 1)
+    g_string_append_printf(s, " --schedule %s",
+                           l->schedule == CFG_SCHED_INTERLEAVED ? "interleaved"
+                           : l->schedule == CFG_SCHED_GPIPE     ? "gpipe"
+                                                                : "1f1b");
+  if (l->schedule == CFG_SCHED_INTERLEAVED)
+    g_string_append_printf(s, " --virtual-stages %d", l->virtual_stages);
+  g_string_append_printf(s, " --microbatches %d", l->microbatches);
+  if (l->zero) g_string_append_printf(s, " --zero %d", l->zero);
+  if (l->fsdp != CFG_FSDP_NONE) g_string_append_printf(s, " --fsdp %s", cfg_fsdp_name(l->fsdp));
+  if (l->fsdp == CFG_FSDP_HYBRID) g_string_append_printf(s, " --fsdp-shard-size %d", l->fsdp_shard);
+  g_string_append_printf(s, " --recompute %s", cfg_recompute_name(l));
+  if (l->bucket_bytes != 25.0 * 1024 * 1024)
+    g_string_append_printf(s, " --bucket-mb %g", l->bucket_bytes / (1024.0 * 1024));
+  return g_string_free(s, FALSE);
+}
+
+/* ---- the picture ----------------------------------------------------------------------------- */
+
+/* A "nice" tick step (1, 2 or 5 times a power of ten) for about `n` ticks over `span`. */
+static double tick_step(double span, int n) {
+  const double raw = span / n, p = pow(10, floor(log10(raw))), f = raw / p;
+  return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
+}
+
+static double time_of(const search_layout *l) { return isnan(l->sim_s) ? l->analytic_s : l->sim_s; }
+
+static int by_memory(gconstpointer pa, gconstpointer pb) {
+  const search_layout *a = *(search_layout *const *)pa, *b = *(search_layout *const *)pb;
+  if (a->peak_bytes != b->peak_bytes) return a->peak_bytes < b->peak_bytes ? -1 : 1;
+  return time_of(a) < time_of(b) ? -1 : time_of(a) > time_of(b);
+}
+
+static void svg_text(GString *s, double x, double y, const char *anchor, const char *text) {
+  char *t = g_markup_escape_text(text, -1);
+  g_string_append_printf(s, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">%s</text>\n", x, y,
+                         anchor, t);
+  g_free(t);
+}
+
+GString *search_svg(const search_result *r, const char *title) {
+  const double W = 760, H = 500, L = 80, R = 30, T = 50, B = 60;
+  GString *s = g_string_new("");
+  g_string_append_printf(s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+                            "height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
+                            "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (guint i = 0; i < r->layouts->len; i++) {
+    const search_layout *l = &g_array_index(r->layouts, search_layout, i);
+    x0 = MIN(x0, l->peak_bytes / 1e9), x1 = MAX(x1, l->peak_bytes / 1e9);
+    y0 = MIN(y0, time_of(l)), y1 = MAX(y1, time_of(l));
+  }
+  if (!r->layouts->len) x0 = y0 = 0, x1 = y1 = 1;
+  if (x1 - x0 < 1e-9) x0 -= 0.5, x1 += 0.5;
+  if (y1 - y0 < 1e-12) y0 *= 0.9, y1 = y1 * 1.1 + 1e-12;
+  const double xs = tick_step(x1 - x0, 6), ys = tick_step(y1 - y0, 6);
+  x0 = floor(x0 / xs) * xs, x1 = ceil(x1 / xs) * xs, y0 = floor(y0 / ys) * ys,
+  y1 = ceil(y1 / ys) * ys;
+#define PX(v) (L + ((v) - x0) / (x1 - x0) * (W - L - R))
+#define PY(v) (H - B - ((v) - y0) / (y1 - y0) * (H - T - B))
+  svg_text(s, W / 2, 24, "middle", title);
+  g_string_append_printf(s, "<g stroke=\"#ccc\">\n");
+  for (double v = x0; v <= x1 + xs / 2; v += xs)
+    g_string_append_printf(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", PX(v),
+                           PY(y0), PX(v), PY(y1));
+  for (double v = y0; v <= y1 + ys / 2; v += ys)
+    g_string_append_printf(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", PX(x0),
+                           PY(v), PX(x1), PY(v));
+  g_string_append(s, "</g>\n");
+  for (double v = x0; v <= x1 + xs / 2; v += xs) {
+    char t[32];
+    g_snprintf(t, sizeof t, "%g", v);
+    svg_text(s, PX(v), PY(y0) + 18, "middle", t);
+  }
+  for (double v = y0; v <= y1 + ys / 2; v += ys) {
+    char t[32];
+    g_snprintf(t, sizeof t, "%g", v);
+    svg_text(s, PX(x0) - 8, PY(v) + 4, "end", t);
+  }
+  svg_text(s, (L + W - R) / 2, H - 18, "middle", "memory per GPU (GB)");
+  g_string_append_printf(s, "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" "
+                            "transform=\"rotate(-90 18 %.1f)\">iteration time (s)</text>\n",
+                         (T + H - B) / 2, (T + H - B) / 2);
+  GPtrArray *order = g_ptr_array_new();
+  for (guint i = 0; i < r->layouts->len; i++) {
+    const search_layout *l = &g_array_index(r->layouts, search_layout, i);
+    g_ptr_array_add(order, (gpointer)l);
+    g_string_append_printf(s, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"#888\" "
+                              "fill-opacity=\"0.5\"/>\n", PX(l->peak_bytes / 1e9), PY(time_of(l)));
+  }
+  g_ptr_array_sort(order, by_memory);
+  g_string_append(s, "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"");
+  double best = INFINITY;
+  for (guint i = 0; i < order->len; i++) {
+    const search_layout *l = order->pdata[i];
+    if (time_of(l) >= best) continue; /* a smaller layout is at least as fast */
+    best = time_of(l);
+    g_string_append_printf(s, "%.1f,%.1f ", PX(l->peak_bytes / 1e9), PY(best));
+  }
+  g_string_append(s, "\"/>\n");
+  g_ptr_array_free(order, TRUE);
+  if (r->layouts->len) {
+    const search_layout *l = &g_array_index(r->layouts, search_layout, 0);
+    char *a = search_layout_args(&l->cfg);
+    g_string_append_printf(s, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"#d62728\"/>\n",
+                           PX(l->peak_bytes / 1e9), PY(time_of(l)));
+    char *label = g_strdup_printf("best: %s", a);
+    svg_text(s, PX(x0) + 8, T - 6, "start", label);
+    g_free(label);
+    g_free(a);
+  }
+  g_string_append_printf(s, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#1f77b4\">"
+                            "Pareto front</text>\n", W - R, T - 6);
+  g_string_append(s, "</svg>\n");
+#undef PX
+#undef PY
+  return s;
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""`dlsim search`: llama-tiny on 16 GPUs of two DGX H100 nodes, bf16.
+
+1. The counts add up: every layout of the space is timed or dropped for a named reason, and the
+   JSON, the CSV and the table agree.
+2. Every listed layout fits by the result's own fits_in_memory, and its closed-form time equals
+   `dlsim run --mode analytic` of its command (a sample of them, the best included).
+3. The verified layouts carry a simulated time equal to `dlsim run --mode sim` of their command,
+   and come first, ordered by it.
+4. The same inputs give byte-identical JSON and CSV, with one worker or two.
+5. The picture is an SVG document with a dot per layout and the best one marked.
+6. Bad inputs: a layout option, --verify above --top, a trace, an --out over the workload file:
+   one line, exit 2, nothing written.
+Usage: check_search.py DLSIM
+"""
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+from checklib import check, finish, refused
+
+BASE = ["--workload", "llama-tiny", "--platform", "dgx-h100:2", "--gpus", "16",
+        "--precision", "bf16"]
+
+
+def search(dlsim, prefix, *extra):
+    p = subprocess.run([dlsim, "search", *BASE, "--out", prefix, *extra], capture_output=True,
+                       text=True)
+    if p.returncode:
+        print(p.stderr)
+        return None, p
+    with open(prefix + ".json") as f:
+        return json.load(f), p
+
+
+def run_command(dlsim, command, out, mode=None):
+    args = shlex.split(command)[1:]  # without "dlsim"
+    if mode:
+        args = [a for a in args if a != "analytic"]
+        i = args.index("--mode")
+        args[i:i + 1] = ["--mode", mode]
+    subprocess.run([dlsim, *args, "--out", out, "--reproducible"], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        return json.load(f)
+
+
+def main(dlsim):
+    with tempfile.TemporaryDirectory() as d:
+        a = os.path.join(d, "a")
+        r, p = search(dlsim, a, "--verify", "2", "--top", "5", "--jobs", "1")
+        check("search runs", r is not None, p.stderr.strip()[-300:] if r is None else "")
+        if r is None:
+            return finish()
+        dropped = sum(r["dropped"].values())
+        check("every layout timed or dropped for a reason",
+              r["enumerated"] == r["evaluated"] + dropped and set(r["dropped"]) ==
+              {"divisibility", "batch", "memory"},
+              f"{r['enumerated']} = {r['evaluated']} + {r['dropped']}")
+        lay = r["layouts"]
+        check("layouts listed, no more than timed", 0 < len(lay) <= r["evaluated"], str(len(lay)))
+        with open(a + ".csv") as f:
+            rows = f.read().splitlines()
+        check("the CSV has a row per layout", len(rows) == len(lay) + 1, str(len(rows)))
+        check("the table says the counts", f"{r['enumerated']} layouts: {r['evaluated']} timed"
+              in p.stdout, p.stdout.splitlines()[1] if len(p.stdout.splitlines()) > 1 else "")
+        # 2. fits, and the closed form of each listed layout is `dlsim run --mode analytic`
+        sample = sorted(set([0, 1, 2, len(lay) // 2, len(lay) - 1]))
+        for k in sample:
+            l = lay[k]
+            res = run_command(dlsim, l["command"], os.path.join(d, "chk.json"))
+            check(f"layout {k + 1} ({l['command'].split('bf16 ')[-1]}): fits, closed form = run",
+                  res["fits_in_memory"] and res["iteration_time_s"] == l["analytic_iteration_s"]
+                  and res["memory_bytes_per_gpu"]["peak"] == l["memory_peak_bytes"],
+                  f"{l['analytic_iteration_s']} vs {res['iteration_time_s']}")
+        # 3. the verified ones: simulated as `dlsim run --mode sim`, first, in their order
+        ver = [l for l in lay if l["sim_iteration_s"] is not None]
+        check("two layouts verified, listed first", len(ver) == 2 and
+              all(l["sim_iteration_s"] is not None for l in lay[:2]))
+        check("verified ones ordered by simulated time",
+              all(ver[i]["sim_iteration_s"] <= ver[i + 1]["sim_iteration_s"]
+                  for i in range(len(ver) - 1)))
+        check("reordered says whether the simulation changed the closed form's order",
+              r["reordered"] == any(l["analytic_rank"] != l["rank"] for l in ver))
+        for l in ver[:1]:
+            res = run_command(dlsim, l["command"], os.path.join(d, "sim.json"), mode="sim")
+            check("the verified time is `dlsim run --mode sim`'s",
+                  res["iteration_time_s"] == l["sim_iteration_s"],
+                  f"{l['sim_iteration_s']} vs {res['iteration_time_s']}")
+        # 4. determinism, one worker or two
+        b = os.path.join(d, "b")
+        r2, _ = search(dlsim, b, "--verify", "2", "--top", "5", "--jobs", "2")
+        same = r2 is not None and all(open(a + e, "rb").read() == open(b + e, "rb").read()
+                                      for e in (".json", ".csv"))
+        check("byte-identical JSON and CSV with one worker and with two", same)
+        # 5. the picture
+        try:
+            svg = ET.parse(a + ".svg").getroot()
+            dots = svg.findall("{http://www.w3.org/2000/svg}circle")
+            check("SVG: a dot per layout and the best marked", len(dots) == len(lay) + 1)
+        except ET.ParseError as e:
+            check("SVG parses", False, str(e))
+        # 6. refusals, nothing written
+        c = os.path.join(d, "c")
+        refused(dlsim, ["search", *BASE, "--tp", "2", "--out", c], "--tp")
+        refused(dlsim, ["search", *BASE, "--zero", "1", "--out", c], "--zero")
+        refused(dlsim, ["search", *BASE, "--top", "2", "--verify", "3", "--out", c], "--verify")
+        refused(dlsim, ["search", *BASE, "--jobs", "0", "--out", c], "--jobs")
+        wl = os.path.join(d, "w.json")
+        with open(os.path.join(os.environ.get("DLSIM_DATA_DIR", "."), "workloads",
+                               "llama-tiny.json")) as f:
+            text = f.read()
+        with open(wl, "w") as f:
+            f.write(text)
+        refused(dlsim, ["search", "--workload", wl, "--platform", "dgx-h100:2", "--gpus", "16",
+                        "--out", os.path.join(d, "w")], "--out")
+        check("nothing written by the refused searches",
+              not any(os.path.exists(c + e) for e in (".json", ".csv", ".svg")) and
+              open(wl).read() == text)
+        refused(dlsim, ["search", "--workload", "gpt-18b", "--platform", "thetagpu", "--gpus", "1",
+                        "--batch", "8", "--jobs", "1"], "no layout of gpt-18b on 1 GPU fits")
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
