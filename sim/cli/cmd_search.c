@@ -165,19 +165,6 @@ static char *result_json(const search_result *r, const run_ctx *x, const char *b
   return out;
 }
 
-static void csv_field(GString *s, const char *v) {
-  if (!strpbrk(v, ",\"\n")) {
-    g_string_append(s, v);
-    return;
-  }
-  g_string_append_c(s, '"');
-  for (const char *p = v; *p; p++) {
-    if (*p == '"') g_string_append_c(s, '"');
-    g_string_append_c(s, *p == '\n' ? ' ' : *p);
-  }
-  g_string_append_c(s, '"');
-}
-
 static char *result_csv(const search_result *r) {
   GString *s = g_string_new("rank,layout,analytic_iteration_s,sim_iteration_s,analytic_rank,"
                             "memory_peak_bytes,exposed_comm_s,bubble_s,mfu,"
@@ -186,7 +173,7 @@ static char *result_csv(const search_result *r) {
     const search_layout *l = &g_array_index(r->layouts, search_layout, i);
     char *a = search_layout_args(&l->cfg);
     g_string_append_printf(s, "%u,", i + 1);
-    csv_field(s, a);
+    dl_csv_field(s, a);
     g_free(a);
     char sim[32] = "";
     if (!isnan(l->sim_s)) g_snprintf(sim, sizeof sim, "%.17g", l->sim_s);

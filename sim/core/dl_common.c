@@ -355,3 +355,18 @@ void dl_format_duration(char *buf, size_t n, double s) {
   else if (t >= 60) g_snprintf(buf, n, "%ld min %02ld s", t / 60, t % 60);
   else g_snprintf(buf, n, "%ld s", t);
 }
+
+void dl_csv_field(GString *s, const char *text) {
+  if (!text) return;
+  if (!strpbrk(text, ",\"\n\r")) {
+    g_string_append(s, text);
+    return;
+  }
+  g_string_append_c(s, '"');
+  for (const char *p = text; *p; p++) {
+    if (*p == '"') g_string_append(s, "\"\"");
+    else if (*p == '\n' || *p == '\r') g_string_append_c(s, ' ');
+    else g_string_append_c(s, *p);
+  }
+  g_string_append_c(s, '"');
+}

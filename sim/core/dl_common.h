@@ -83,4 +83,8 @@ gboolean dl_parse_bytes(const char *text, double *bytes);
 /* `s` seconds for a progress line: "42 s", "3 min 05 s", "1 h 02 min". */
 void dl_format_duration(char *buf, size_t n, double s);
 
+/* Appends `text` (NULL: nothing) to `s` as one CSV field: RFC 4180 quoting where it holds a
+ * comma, a quote or a line break, and line breaks as spaces. */
+void dl_csv_field(GString *s, const char *text);
+
 #endif

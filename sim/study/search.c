@@ -311,25 +311,14 @@ typedef struct {
 
 #define WIRE_MSG_MAX 2000
 
-static gboolean write_full(int fd, const void *p, size_t n) {
-  const char *b = p;
-  while (n > 0) {
-    const ssize_t w = write(fd, b, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return FALSE;
-    b += w, n -= (size_t)w;
-  }
-  return TRUE;
-}
-
-/* Reads n bytes; FALSE at the end of the stream or on an error. */
-static gboolean read_full(int fd, void *p, size_t n) {
+/* Writes (or reads) all n bytes at p to (from) fd; FALSE on an error or, reading, at the end. */
+static gboolean move_full(int fd, void *p, size_t n, gboolean writing) {
   char *b = p;
   while (n > 0) {
-    const ssize_t got = read(fd, b, n);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return FALSE;
-    b += got, n -= (size_t)got;
+    const ssize_t k = writing ? write(fd, b, n) : read(fd, b, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return FALSE;
+    b += k, n -= (size_t)k;
   }
   return TRUE;
 }
@@ -358,7 +347,7 @@ static void worker(const run_ctx *x, const GArray *space, int w, int jobs, int f
     char *buf = g_malloc(sizeof h + len + 1);
     memcpy(buf, &h, sizeof h);
     if (len) memcpy(buf + sizeof h, u.msg, len);
-    const gboolean ok = write_full(fd, buf, sizeof h + len);
+    const gboolean ok = move_full(fd, buf, sizeof h + len, TRUE);
     g_free(buf);
     g_free(u.msg);
     if (!ok || u.status == EVAL_FAILED) break;
@@ -423,7 +412,7 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
       int k = 0;
       while (fds[k] != pf[j].fd) k++;
       wire_outcome h;
-      if (!read_full(fds[k], &h, sizeof h)) {
+      if (!move_full(fds[k], &h, sizeof h, FALSE)) {
         open[k] = FALSE, n_open--;
         continue;
       }
@@ -440,7 +429,7 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
                              .mfu = h.mfu, .tokens_per_s_per_gpu = h.tokens_per_s_per_gpu};
       if (h.msg_len) {
         u->msg = g_malloc0((size_t)h.msg_len + 1);
-        if (!read_full(fds[k], u->msg, (size_t)h.msg_len)) ok = FALSE;
+        if (!move_full(fds[k], u->msg, (size_t)h.msg_len, FALSE)) ok = FALSE;
       }
       progress(o, ++done, space->len);
     }

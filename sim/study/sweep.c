@@ -487,21 +487,6 @@ const char *sweep_csv_header(void) {
   return header;
 }
 
-/* Appends `text` as one CSV field (RFC 4180 quoting; line breaks become spaces). */
-static void csv_field(GString *s, const char *text) {
-  if (!text) return;
-  if (!strpbrk(text, ",\"\n\r")) {
-    g_string_append(s, text);
-    return;
-  }
-  g_string_append_c(s, '"');
-  for (const char *p = text; *p; p++) {
-    if (*p == '"') g_string_append(s, "\"\"");
-    else if (*p == '\n' || *p == '\r') g_string_append_c(s, ' ');
-    else g_string_append_c(s, *p);
-  }
-  g_string_append_c(s, '"');
-}
 
 static const cJSON *json_at(const cJSON *root, const char *path) {
   char **parts = g_strsplit(path, ".", -1);
@@ -520,7 +505,7 @@ static void json_field(GString *s, const cJSON *v) {
   } else if (cJSON_IsBool(v)) {
     g_string_append(s, cJSON_IsTrue(v) ? "true" : "false");
   } else if (cJSON_IsString(v)) {
-    csv_field(s, v->valuestring);
+    dl_csv_field(s, v->valuestring);
   }
 }
 
@@ -531,13 +516,13 @@ char *sweep_csv_row(const sweep_config *c, const char *status, const char *reaso
     const sweep_column *col = &columns[i];
     if (i) g_string_append_c(s, ',');
     switch (col->kind) {
-    case COL_KEY: csv_field(s, c->key); break;
-    case COL_STATUS: csv_field(s, status); break;
-    case COL_REASON: csv_field(s, reason); break;
-    case COL_LABEL: csv_field(s, c->label); break;
+    case COL_KEY: dl_csv_field(s, c->key); break;
+    case COL_STATUS: dl_csv_field(s, status); break;
+    case COL_REASON: dl_csv_field(s, reason); break;
+    case COL_LABEL: dl_csv_field(s, c->label); break;
     case COL_CONFIG:
       if (result) json_field(s, json_at(result, col->path));
-      else csv_field(s, c->vals[option_find(col->opt)]);
+      else dl_csv_field(s, c->vals[option_find(col->opt)]);
       break;
     case COL_RESULT:
       if (result) json_field(s, json_at(result, col->path));
