@@ -110,8 +110,8 @@ def main(dlsim):
     refused(dlsim, ["run", "--mode", "analytic", "--workload", "mixtral-8x1b", "--gpus", "8",
                     "--tp", "2", "--sequence-parallel"], "--sequence-parallel")
     refused(dlsim, ["run", "--mode", "analytic", "--recompute=sometimes"], "--recompute")
-    refused(dlsim, ["run", "--mode", "real", "--workload", "gpt-tiny", "--gpus", "2", "--tp", "2",
-                    "--sequence-parallel"], "--sequence-parallel")
+    refused(dlsim, ["run", "--mode", "real", "--workload", "gpt-tiny", "--gpus", "4", "--tp", "2",
+                    "--sequence-parallel", "--zero", "1"], "--sequence-parallel with --zero 1")
     return finish()
 
 
