@@ -63,7 +63,8 @@ static char *base_args(int argc, char **argv) {
     for (size_t k = 0; k < G_N_ELEMENTS(own) && !skip; k++) {
       const size_t n = strlen(own[k]);
       if (strcmp(argv[i], own[k]) == 0) skip = TRUE, i++; /* and its value */
-      else if (strncmp(argv[i], own[k], n) == 0 && argv[i][n] == '=') skip = TRUE;
+      else if (strncmp(argv[i], own[k], n) == 0 && (argv[i][n] == '=' || n == 2))
+        skip = TRUE; /* --opt=value, or -jN */
     }
     for (size_t k = 0; k < G_N_ELEMENTS(flags) && !skip; k++) skip = strcmp(argv[i], flags[k]) == 0;
     if (skip) continue;
