@@ -118,7 +118,7 @@ static void print_table(const search_result *r, const search_opts *o, const run_
   }
   if (r->reordered)
     printf("  the simulation reorders the verified layouts: each one's closed-form rank is in "
-           "brackets\n");
+           "parentheses\n");
   char *best = command_of(base, &g_array_index(r->layouts, search_layout, 0));
   printf("  the best: %s\n", best);
   g_free(best);

@@ -56,6 +56,8 @@ static gboolean memo_equal(gconstpointer a, gconstpointer b) {
   return memcmp(a, b, sizeof(memo_key)) == 0;
 }
 
+G_LOCK_DEFINE_STATIC(memo);
+
 static const char *const origin_names[] = {
 #define KDB_ORIGIN_NAME(e, s) s,
     KDB_ORIGINS(KDB_ORIGIN_NAME)
@@ -162,7 +164,9 @@ static void index_add(GHashTable *h, char *owned_key, int idx) {
 }
 
 void kdb_add(kdb *db, const kdb_entry *e) {
+  G_LOCK(memo);
   if (db->memo) g_hash_table_remove_all(db->memo);
+  G_UNLOCK(memo);
   gpointer idx1 = g_hash_table_lookup(db->by_key, e->key);
   kdb_entry copy = *e;
   copy.key = g_strdup(e->key);
@@ -635,6 +639,7 @@ static double same_shape_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel 
 static double lookup_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
                        kdb_origin *origin);
 
+
 double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
                     kdb_origin *origin) {
   memo_key key;
@@ -646,16 +651,20 @@ double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu
   key.flops = k->flops, key.bytes = k->bytes, key.split = k->split, key.gemm_like = k->gemm_like;
   key.prec = prec;
   kdb *w = (kdb *)db; /* the memo is a cache: the database's answers do not change */
+  G_LOCK(memo); /* simulated actors may run on threads of their own (SimGrid's contexts) */
   if (!w->memo) w->memo = g_hash_table_new_full(memo_hash, memo_equal, g_free, g_free);
   const memo_val *v = g_hash_table_lookup(w->memo, &key);
+  memo_val got;
+  if (v) got = *v;
+  G_UNLOCK(memo);
   if (!v) {
-    memo_val *nv = g_new(memo_val, 1);
-    nv->t = lookup_s(db, gpu, k, prec, &nv->origin);
-    g_hash_table_insert(w->memo, g_memdup2(&key, sizeof key), nv);
-    v = nv;
+    got.t = lookup_s(db, gpu, k, prec, &got.origin);
+    G_LOCK(memo);
+    g_hash_table_replace(w->memo, g_memdup2(&key, sizeof key), g_memdup2(&got, sizeof got));
+    G_UNLOCK(memo);
   }
-  if (origin) *origin = v->origin;
-  return v->t;
+  if (origin) *origin = got.origin;
+  return got.t;
 }
 
 static double lookup_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,

@@ -160,6 +160,7 @@ static void gather(plan_builder *b, plan_units *u, const cfg_run *c, plan_phase 
                             PLAN_WHY_PARAM_GATHER,
                             u->unit[k].params * gpu_precision_bytes(c->precision), FALSE, pending);
   op->bucket = (plan_bucket){u->unit[k].first, u->unit[k].last + 1};
+  if (k == u->root) op->part = PLAN_PART_ROOT;
   u->unit[k].ag_event = op->record_event;
   u->unit[k].ag_op = (int)b->ops->len - 1;
 }
@@ -180,12 +181,17 @@ static void reduce(plan_builder *b, const plan_units *u, const cfg_run *c, int k
   if (u->unit[k].params <= 0 || plan_dpc(c) < 2) return;
   const double bytes = u->unit[k].params * plan_grad_bytes(c);
   const plan_bucket bk = {u->unit[k].first, u->unit[k].last + 1};
-  if (N > 1)
-    plan_b_coll(b, PLAN_PH_BWD, u->unit[k].first, COLL_REDUCESCATTER, plan_shard_group(c),
-                PLAN_WHY_GRAD, bytes, FALSE, pending)->bucket = bk;
-  if (plan_dpc(c) / N > 1)
-    plan_b_coll(b, PLAN_PH_BWD, u->unit[k].first, COLL_ALLREDUCE, PLAN_GRP_REPL, PLAN_WHY_GRAD,
-                bytes / N, FALSE, pending)->bucket = bk;
+  const plan_part part = k == u->root ? PLAN_PART_ROOT : PLAN_PART_WHOLE;
+  if (N > 1) {
+    plan_op *op = plan_b_coll(b, PLAN_PH_BWD, u->unit[k].first, COLL_REDUCESCATTER,
+                              plan_shard_group(c), PLAN_WHY_GRAD, bytes, FALSE, pending);
+    op->bucket = bk, op->part = part;
+  }
+  if (plan_dpc(c) / N > 1) {
+    plan_op *op = plan_b_coll(b, PLAN_PH_BWD, u->unit[k].first, COLL_ALLREDUCE, PLAN_GRP_REPL,
+                              PLAN_WHY_GRAD, bytes / N, FALSE, pending);
+    op->bucket = bk, op->part = part;
+  }
 }
 
 static void step_begin(plan_units *u) {

@@ -21,7 +21,9 @@ gboolean plan_layer_has_grads(const wl_layer *l) { return l->weighted && l->para
 int plan_bucket_layers(const wl_model *m, const plan_op *op, int *layers) {
   int n = 0;
   for (int i = op->bucket.end_layer - 1; i >= op->bucket.first_layer; i--)
-    if (op->purpose == PLAN_WHY_TIED || plan_layer_has_grads(&m->layers[i])) layers[n++] = i;
+    if ((op->purpose == PLAN_WHY_TIED || plan_layer_has_grads(&m->layers[i])) &&
+        (op->part != PLAN_PART_ROOT || m->layers[i].block < 0))
+      layers[n++] = i;
   return n;
 }
 

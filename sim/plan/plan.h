@@ -32,9 +32,12 @@
 
 /* Which part of its layer's work a kernel op does: all of it; a domain-parallel layer's interior
  * rows (computed while the halo rows travel) or its rows next to the boundary; an MoE layer's
- * router or its experts. */
+ * router or its experts. A collective of sharded data parallelism marked root moves the root
+ * unit: the layers of its bucket range that are outside every block (they need not be
+ * contiguous: a CNN's stem and head). */
 #define PLAN_PARTS(X) X(PLAN_PART_WHOLE, "whole") X(PLAN_PART_INTERIOR, "interior") \
-  X(PLAN_PART_BOUNDARY, "boundary") X(PLAN_PART_ROUTER, "router") X(PLAN_PART_EXPERTS, "experts")
+  X(PLAN_PART_BOUNDARY, "boundary") X(PLAN_PART_ROUTER, "router") X(PLAN_PART_EXPERTS, "experts") \
+  X(PLAN_PART_ROOT, "root")
 
 #define PLAN_ENUM(e, s) e,
 typedef enum { PLAN_OP_KINDS(PLAN_ENUM) PLAN_N_OP_KINDS } plan_op_kind;

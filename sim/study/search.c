@@ -379,11 +379,13 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
   for (; started < jobs; started++) {
     int p[2];
     if (pipe(p) != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "search: a pipe to a worker: %s", g_strerror(errno));
       ok = FALSE;
       break;
     }
     const pid_t pid = fork();
     if (pid < 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "search: starting a worker: %s", g_strerror(errno));
       close(p[0]), close(p[1]);
       ok = FALSE;
       break;
@@ -445,7 +447,10 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
   g_free(fds);
   g_free(pids);
   if (ok && done != (long)space->len) ok = FALSE;
-  if (!ok)
+  for (guint i = 0; !ok && !*err && i < space->len; i++) /* a worker's own reason first */
+    if (out[i].status == EVAL_FAILED && out[i].msg)
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "%s", out[i].msg);
+  if (!ok && !*err)
     g_set_error(err, DL_ERROR, DL_ERR_IO, "search: a worker process stopped before its "
                 "layouts were done (%ld of %u)", done, space->len);
   return ok;

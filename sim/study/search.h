@@ -61,7 +61,7 @@ typedef struct {
 
 typedef struct {
   GArray *layouts;        /* search_layout, ranked: simulated time where verified, then closed form */
-  long enumerated;        /* layouts of the space (before anything is dropped) */
+  long enumerated;        /* layouts of the space and the variants tried on the best */
   long evaluated;         /* layouts timed in closed form */
   long dropped[SEARCH_N_DROPS];
   char *first_drop[SEARCH_N_DROPS]; /* the message of the first layout dropped for each reason */

@@ -135,6 +135,7 @@ def main():
     gpt_sgd = os.path.join(HERE, "gpt-tiny-sgd.json")
     moe_tiny = os.path.join(HERE, "moe-tiny.json")
     llama_sgd = os.path.join(HERE, "llama-tiny-sgd.json")
+    resnet_nobn = os.path.join(HERE, "resnet-nobn.json")
     # (workload, adam, [(tag, options)])
     cases = [
         ("mlp-small", False, [
@@ -285,6 +286,11 @@ def main():
             ("megatron tp2 dp2 zero3", ["--gpus", "4", "--tp", "2", "--tp-style", "megatron",
                                         "--zero", "3"]),
         ]),
+        # a residual CNN whose layers outside the blocks (stem, head) are apart: FSDP's root unit
+        (resnet_nobn, False, [
+            ("fsdp full dp4 m2 (the root unit: stem and head)", ["--gpus", "4", "--fsdp", "full",
+                                                                "--microbatches", "2"]),
+        ]),
         (llama_sgd, False, [
             ("megatron tp2 dp2 fsdp full m2", ["--gpus", "4", "--tp", "2", "--tp-style", "megatron",
                                                "--fsdp", "full", "--microbatches", "2"]),
@@ -417,6 +423,12 @@ def main():
         check(p.returncode == 2 and "(rows split): grid, domain, expert" in p.stderr and
               p.stderr.count("\n") == 1,
               f"Gholami's row split refused on a device backend: {p.stderr.strip()}")
+        _, _, p = run(tmp, "recompute-domain", ["--workload", cnn_nobn, "--gpus", "4", "--grid",
+                                                "4x1", "--domain", "conv", "--recompute"],
+                      expect_rc=2)
+        check(p.returncode == 2 and "--recompute full with --domain conv" in p.stderr and
+              p.stderr.count("\n") == 1,
+              f"--recompute full with domain splits refused in one line: {p.stderr.strip()}")
         _, _, p = run(tmp, "zero-tied-pp", ["--workload", gpt_sgd, "--gpus", "4", "--pp", "2",
                                             "--zero", "1"], expect_rc=2)
         check(p.returncode == 2 and "shares the weights of 'tok_embed' across stages" in p.stderr
