@@ -16,6 +16,10 @@
 
 #define DEFAULT_TOP 10
 
+/* What --out PREFIX writes: PREFIX and each of these. */
+#define N_OUTPUTS 3
+static const char *const out_ext[N_OUTPUTS] = {".json", ".csv", ".svg"};
+
 /* The layout options: the search chooses them. */
 static gboolean refuse_layout(const cfg_run *c, GError **err) {
   const struct {
@@ -186,19 +190,18 @@ static char *result_csv(const search_result *r) {
 }
 
 /* Writes PREFIX.json, .csv and .svg, each whole or not at all. */
-static gboolean write_outputs(const char *prefix, const search_result *r, const run_ctx *x,
-                              const char *base, GError **err) {
-  char *files[3] = {g_strconcat(prefix, ".json", NULL), g_strconcat(prefix, ".csv", NULL),
-                    g_strconcat(prefix, ".svg", NULL)};
-  char *texts[3] = {result_json(r, x, base), result_csv(r), NULL};
+static gboolean write_outputs(char *const files[N_OUTPUTS], const search_result *r,
+                              const run_ctx *x, const char *base, GError **err) {
+  char *texts[N_OUTPUTS] = {result_json(r, x, base), result_csv(r), NULL};
   char *title = g_strdup_printf("%s on %d GPUs of %s", x->model->name, x->cfg.gpus,
                                 x->cfg.platform);
   GString *svg = search_svg(r, title);
   texts[2] = g_string_free(svg, FALSE);
   g_free(title);
   gboolean ok = TRUE;
-  for (int i = 0; i < 3 && ok; i++) ok = dl_write_file_atomic(files[i], texts[i], strlen(texts[i]), err);
-  for (int i = 0; i < 3; i++) g_free(files[i]), g_free(texts[i]);
+  for (int i = 0; i < N_OUTPUTS && ok; i++)
+    ok = dl_write_file_atomic(files[i], texts[i], strlen(texts[i]), err);
+  for (int i = 0; i < N_OUTPUTS; i++) g_free(texts[i]);
   return ok;
 }
 
@@ -215,7 +218,7 @@ int cmd_search(int argc, char **argv) {
   int top = DEFAULT_TOP, verify = 0;
   gint64 min_cp = SEARCH_MIN_CP_TOKENS;
   gboolean cross = FALSE;
-  char *prefix = NULL;
+  char *prefix = NULL, *files[N_OUTPUTS] = {NULL, NULL, NULL};
   int jobs = (int)g_get_num_processors();
   const GOptionEntry own[] = {
       {"top", 0, 0, G_OPTION_ARG_INT, &top, "layouts in the table (default 10)", "K"},
@@ -264,14 +267,9 @@ int cmd_search(int argc, char **argv) {
     goto out;
   }
   if (!refuse_layout(&parsed, &e)) goto out;
-  if (prefix) {
-    const char *ext[] = {".json", ".csv", ".svg"};
-    for (int i = 0; i < 3; i++) {
-      char *f = g_strconcat(prefix, ext[i], NULL);
-      gboolean w = dl_check_writable("--out", f, &e);
-      g_free(f);
-      if (!w) goto out;
-    }
+  for (int i = 0; i < N_OUTPUTS && prefix; i++) {
+    files[i] = g_strconcat(prefix, out_ext[i], NULL);
+    if (!dl_check_writable("--out", files[i], &e)) goto out;
   }
   parsed.mode = CFG_MODE_ANALYTIC;
   /* the context is opened with a layout that resolves for any batch (one replica, one
@@ -288,20 +286,14 @@ int cmd_search(int argc, char **argv) {
     const char *in_names[] = {"--workload", "--platform", "--kernels"};
     const char *ins[] = {x.model->path, x.platform ? plat_path(x.platform) : NULL,
                          x.db ? kdb_path(x.db) : NULL};
-    for (int i = 0; i < 3; i++) {
-      const char *ext[] = {".json", ".csv", ".svg"};
-      char *f = g_strconcat(prefix, ext[i], NULL);
-      const char *out_names[] = {"--out"};
-      const char *outs[] = {f};
-      gboolean w = dl_check_outputs(out_names, outs, 1, in_names, ins, 3, &e);
-      g_free(f);
-      if (!w) goto out;
-    }
+    const char *out_names[N_OUTPUTS] = {"--out", "--out", "--out"};
+    if (!dl_check_outputs(out_names, (const char *const *)files, N_OUTPUTS, in_names, ins, 3, &e))
+      goto out;
   }
-  search_opts o = {top, verify, cross, min_cp, FALSE, jobs};
+  search_opts o = {top, verify, cross, min_cp, jobs};
   if (!search_run(&x, &o, &r, &e)) goto out;
   print_table(&r, &o, &x, base);
-  if (prefix && !write_outputs(prefix, &r, &x, base, &e)) goto out;
+  if (prefix && !write_outputs(files, &r, &x, base, &e)) goto out;
   ok = TRUE;
 
 out:;
@@ -316,5 +308,6 @@ out:;
   cfg_release(&parsed);
   g_free(base);
   g_free(prefix);
+  for (int i = 0; i < N_OUTPUTS; i++) g_free(files[i]);
   return status;
 }

@@ -163,15 +163,33 @@ typedef enum { EVAL_OK, EVAL_DROPPED, EVAL_FAILED } eval_status;
 /* Resolves, checks memory on the first and last stages, and times layout `c` in closed form
  * into `out`. EVAL_DROPPED with *why and *msg (g_free) when it is left out; EVAL_FAILED with err
  * set for a failure of the system. */
+/* A refusal `e` (taken over) of the layout: dropped for `reason` when it is the user's input
+ * (DL_ERR_INPUT), else a failure of the system handed to err. */
+static eval_status refused(GError *e, search_drop reason, search_drop *why, char **msg,
+                           GError **err) {
+  if (e->code != DL_ERR_INPUT) {
+    g_propagate_error(err, e);
+    return EVAL_FAILED;
+  }
+  *why = reason;
+  *msg = g_strdup(e->message);
+  g_error_free(e);
+  return EVAL_DROPPED;
+}
+
+/* Dropped for memory: `peak` bytes per GPU over the GPU's. */
+static eval_status over_memory(const run_ctx *x, double peak, search_drop *why, char **msg) {
+  *why = SEARCH_DROP_MEMORY;
+  *msg = g_strdup_printf("%.2f GB per GPU > %.2f GB", peak / 1e9, x->gpu_mem_bytes / 1e9);
+  return EVAL_DROPPED;
+}
+
 static eval_status evaluate(const run_ctx *x, cfg_run *c, search_layout *out, search_drop *why,
                             char **msg, GError **err) {
   GError *e = NULL;
-  if (!cfg_resolve(c, c->batch, &e)) {
-    *why = strstr(e->message, "--batch") ? SEARCH_DROP_BATCH : SEARCH_DROP_DIVISIBILITY;
-    *msg = g_strdup(e->message);
-    g_error_free(e);
-    return EVAL_DROPPED;
-  }
+  if (!cfg_resolve(c, c->batch, &e))
+    return refused(e, strstr(e->message, "--batch") ? SEARCH_DROP_BATCH : SEARCH_DROP_DIVISIBILITY,
+                   why, msg, err);
   double *layer_t = ktime_layer_times(&x->kt, c);
   for (int k = 0; k < 2; k++) { /* the stages that hold the most: the first and the last */
     const int stage = k ? c->pp - 1 : 0;
@@ -179,22 +197,13 @@ static eval_status evaluate(const run_ctx *x, cfg_run *c, search_layout *out, se
     plan_rank *p = run_ctx_plan(x, c, layer_t, plan_rank_of(c, 0, 0, stage), &e);
     if (!p) {
       g_free(layer_t);
-      if (e->code != DL_ERR_INPUT) {
-        g_propagate_error(err, e);
-        return EVAL_FAILED;
-      }
-      *why = SEARCH_DROP_DIVISIBILITY;
-      *msg = g_strdup(e->message);
-      g_error_free(e);
-      return EVAL_DROPPED;
+      return refused(e, SEARCH_DROP_DIVISIBILITY, why, msg, err);
     }
     const double peak = plan_memory_peak(&p->mem);
     plan_rank_free(p);
     if (peak > x->gpu_mem_bytes) {
       g_free(layer_t);
-      *why = SEARCH_DROP_MEMORY;
-      *msg = g_strdup_printf("%.2f GB per GPU > %.2f GB", peak / 1e9, x->gpu_mem_bytes / 1e9);
-      return EVAL_DROPPED;
+      return over_memory(x, peak, why, msg);
     }
   }
   g_free(layer_t);
@@ -202,21 +211,12 @@ static eval_status evaluate(const run_ctx *x, cfg_run *c, search_layout *out, se
   res_init(&r);
   if (!analytic_run(x, c, &r, &e)) {
     res_release(&r);
-    if (e->code != DL_ERR_INPUT) {
-      g_propagate_error(err, e);
-      return EVAL_FAILED;
-    }
-    *why = SEARCH_DROP_DIVISIBILITY;
-    *msg = g_strdup(e->message);
-    g_error_free(e);
-    return EVAL_DROPPED;
+    return refused(e, SEARCH_DROP_DIVISIBILITY, why, msg, err);
   }
   if (!r.fits_in_memory) {
-    *why = SEARCH_DROP_MEMORY;
-    *msg = g_strdup_printf("%.2f GB per GPU > %.2f GB", r.peak_mem_bytes / 1e9,
-                           x->gpu_mem_bytes / 1e9);
+    const double peak = r.peak_mem_bytes;
     res_release(&r);
-    return EVAL_DROPPED;
+    return over_memory(x, peak, why, msg);
   }
   const wl_model *m = x->model;
   const double T = r.iteration_time_s;
@@ -243,8 +243,7 @@ static eval_status evaluate(const run_ctx *x, cfg_run *c, search_layout *out, se
 
 /* `[625/6256]   9%`: in place on a terminal (cleared at the end), else every tenth for a long
  * search. */
-static void progress(const search_opts *o, long done, long total) {
-  if (o->quiet) return;
+static void progress(long done, long total) {
   const gboolean last = done == total, tty = isatty(2);
   if (!tty && (total < PROGRESS_LOG_MIN || (!last && done % MAX(1, total / 10)))) return;
   if (tty && last) fprintf(stderr, "\r\033[K");
@@ -366,7 +365,7 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
   if (jobs == 1) {
     for (guint i = 0; i < space->len; i++) {
       evaluate_into(x, g_array_index(space, cfg_run, i), &out[i]);
-      progress(o, ++done, space->len);
+      progress(++done, space->len);
     }
     return TRUE;
   }
@@ -433,7 +432,7 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
         u->msg = g_malloc0((size_t)h.msg_len + 1);
         if (!move_full(fds[k], u->msg, (size_t)h.msg_len, FALSE)) ok = FALSE;
       }
-      progress(o, ++done, space->len);
+      progress(++done, space->len);
     }
   }
   for (int k = 0; k < started; k++) {
@@ -549,11 +548,9 @@ gboolean search_run(const run_ctx *x, const search_opts *o, search_result *r, GE
     t.mode = CFG_MODE_SIM;
     res_result tr;
     res_init(&tr);
-    if (!o->quiet) {
-      char *a = search_layout_args(&t);
-      fprintf(stderr, "dlsim: simulating %u of %u: %s\n", i + 1, nv, a);
-      g_free(a);
-    }
+    char *a = search_layout_args(&t);
+    fprintf(stderr, "dlsim: simulating %u of %u: %s\n", i + 1, nv, a);
+    g_free(a);
     exec_expect_simulated_s(l->analytic_s * t.iters);
     ok = exec_for(CFG_MODE_SIM)->run(x, &t, &tr, err);
     if (ok) l->sim_s = tr.iteration_time_s;

@@ -55,7 +55,6 @@ typedef struct {
   int verify;             /* of those, how many to simulate (0..top) */
   gboolean cross_node_tp; /* --allow-cross-node-tp */
   long min_cp_tokens;     /* --min-cp-tokens */
-  gboolean quiet;         /* no progress line */
   int jobs;               /* processes evaluating layouts at once (1: this one) */
 } search_opts;
 

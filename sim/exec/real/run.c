@@ -210,6 +210,19 @@ static void packing_free(packing *p) {
   g_free(p->buf);
 }
 
+/* This rank's shard of packing p over group g: floats [*lo, *hi) of it, each member's shard sz
+ * floats (the packing padded to sz·N, as FSDP pads); returns sz. */
+static int64_t shard_of(const comms *k, plan_group g, const packing *p, int64_t *lo,
+                        int64_t *hi) {
+  const int N = k->g.size[g];
+  int me = 0;
+  MPI_Comm_rank(k->g.comm[g], &me);
+  const int64_t sz = (p->total + N - 1) / N;
+  *lo = MIN(p->total, me * sz);
+  *hi = MIN(p->total, *lo + sz);
+  return sz;
+}
+
 /* The packed floats [lo, hi) as this rank's shard of each layer. */
 static void packing_own(const packing *p, real_model_rank *rm, int64_t lo, int64_t hi) {
   for (int j = 0; j < p->count; j++) {
@@ -254,12 +267,10 @@ static const char *sharded_grad(comms *k, const wl_model *m, const cfg_run *c, r
   packing_init(&p, m, rm, op, op->microbatch);
   const kn_backend *dev = real_model_backend(rm);
   const char *name;
+  int64_t lo = 0, hi = 0;
   if (op->coll == COLL_REDUCESCATTER) {
     const int N = k->g.size[g];
-    int me = 0;
-    MPI_Comm_rank(k->g.comm[g], &me);
-    const int64_t sz = (p.total + N - 1) / N, lo = MIN(p.total, me * sz);
-    const int64_t hi = MIN(p.total, lo + sz);
+    const int64_t sz = shard_of(k, g, &p, &lo, &hi);
     float *all = g_new0(float, (size_t)(sz * N) + 1), *mine = g_new0(float, (size_t)sz + 1);
     packing_move(&p, dev, all, 0, p.total, TRUE);
     name = host_coll(k, c, COLL_REDUCESCATTER, g, all, mine, sizeof(float) * (size_t)(sz * N),
@@ -275,11 +286,7 @@ static const char *sharded_grad(comms *k, const wl_model *m, const cfg_run *c, r
       g_free(mine);
     }
   } else if (g == PLAN_GRP_REPL && k->pend && k->pend_first == first) {
-    const int N = k->g.size[k->shard_group];
-    int me = 0;
-    MPI_Comm_rank(k->g.comm[k->shard_group], &me);
-    const int64_t sz = (p.total + N - 1) / N, lo = MIN(p.total, me * sz);
-    const int64_t hi = MIN(p.total, lo + sz);
+    const int64_t sz = shard_of(k, k->shard_group, &p, &lo, &hi);
     float *sum = g_new(float, (size_t)sz + 1); /* the algorithms do not work in place */
     name = host_coll(k, c, COLL_ALLREDUCE, g, k->pend, sum, sizeof(float) * (size_t)sz, MPI_SUM,
                      wire);
@@ -310,14 +317,13 @@ static const char *param_gather(comms *k, const wl_model *m, const cfg_run *c,
   packing_init(&p, m, rm, op, -2);
   const kn_backend *dev = real_model_backend(rm);
   const int N = k->g.size[g];
-  int me = 0;
-  MPI_Comm_rank(k->g.comm[g], &me);
-  const int64_t sz = (p.total + N - 1) / N, lo = MIN(p.total, me * sz);
+  int64_t lo = 0, hi = 0;
+  const int64_t sz = shard_of(k, g, &p, &lo, &hi);
   float *mine = g_new0(float, (size_t)sz + 1), *all = g_new0(float, (size_t)(sz * N) + 1);
-  packing_move(&p, dev, mine, lo, MIN(p.total, lo + sz) - lo, TRUE);
+  packing_move(&p, dev, mine, lo, hi - lo, TRUE);
   const char *name = host_coll(k, c, COLL_ALLGATHER, g, mine, all,
                                sizeof(float) * (size_t)(sz * N), MPI_SUM, wire);
-  packing_own(&p, rm, lo, MIN(p.total, lo + sz));
+  packing_own(&p, rm, lo, hi);
   packing_move(&p, dev, all, 0, p.total, FALSE);
   k->shard_group = g;
   g_free(mine);
