@@ -5,6 +5,7 @@
 #
 #   kernels/measure_gpu.sh [DB]       (default: kernels/db/<spec key of this GPU>.json)
 #   KBENCH_LIST=1 kernels/measure_gpu.sh   only counts the kernels (no GPU needed)
+#   MEASURE=llama kernels/measure_gpu.sh   only section 5 (Llama 3)
 #
 # Configurations run in order of importance. Each is one `dlsim kbench --resume` into the same
 # file, which is written as it goes: a run that is stopped loses at most the last 10 s, and
@@ -24,7 +25,10 @@ else
   }
 fi
 FAILS=0
+MEASURE=${MEASURE:-all}
+case $MEASURE in all | llama) ;; *) echo "measure_gpu.sh: MEASURE=all or llama" >&2; exit 2 ;; esac
 
+if [ "$MEASURE" = all ]; then
 # 1. The main job (fp32): ResNet-18/CIFAR-100, data parallel at 128 per GPU, GPipe micro-batches
 #    of 16·G samples on G = 2..8 GPUs, tp 2 for the scaling study.
 kb --workload resnet18-cifar100 --gpus 1 --batch 128 --precision fp32 --grid-shapes
@@ -65,6 +69,37 @@ for p in tf32 fp16 bf16; do
 done
 for g in 1 4 16 64; do kb --workload alexnet-imagenet --gpus 1 --batch $g --precision fp32; done
 for g in 1 4 16 64; do kb --workload vgg16-imagenet --gpus 1 --batch $g --precision fp32; done
+fi
+# 5. Llama 3 in bf16 at sequence 8,192, one sequence per micro-batch (as the studies and the
+#    search run them): the studies' shapes first (8B at tp 4, 70B and 405B at tp 8), then the
+#    4-block 8B of the single-GPU validation at 1 and 2 sequences, then Megatron's sequence
+#    parallelism (norms and residuals on 1/tp of the sequence) and the other tp degrees.
+kb --workload llama3-8b --gpus 4 --tp 4 --batch 1 --precision bf16
+kb --workload llama3-70b --gpus 8 --tp 8 --batch 1 --precision bf16
+kb --workload llama3-405b --gpus 8 --tp 8 --batch 1 --precision bf16
+for b in 1 2; do
+  kb --workload tests/validation/llama3-8b-4l.json --gpus 1 --batch $b --precision bf16
+done
+kb --workload llama3-8b --gpus 8 --tp 8 --batch 1 --precision bf16
+for w in llama3-8b llama3-70b llama3-405b; do
+  kb --workload $w --gpus 8 --tp 8 --batch 1 --precision bf16 --sequence-parallel
+done
+kb --workload llama3-8b --gpus 4 --tp 4 --batch 1 --precision bf16 --sequence-parallel
+kb --workload llama3-8b --gpus 2 --tp 2 --batch 1 --precision bf16
+kb --workload llama3-8b --gpus 2 --tp 2 --batch 1 --precision bf16 --sequence-parallel
+#    the layouts `dlsim search` weighs on one DGX node: 2 and 4 sequences per micro-batch (one
+#    GPU holds the 8B's attention at 2), the 70B and 405B at 2; 32K-token sequences at tp 8;
+#    DeepSeekMoE's dense layers
+for tp in 1 2 4 8; do
+  for b in 2 4; do
+    [ $tp -eq 1 ] && [ $b -eq 4 ] && continue
+    kb --workload llama3-8b --gpus $tp --tp $tp --batch $b --precision bf16
+    [ $tp -gt 1 ] && kb --workload llama3-8b --gpus $tp --tp $tp --batch $b --precision bf16 --sequence-parallel
+  done
+done
+for w in llama3-70b llama3-405b; do kb --workload $w --gpus 8 --tp 8 --batch 2 --precision bf16; done
+kb --workload llama3-8b --seq-len 32768 --gpus 8 --tp 8 --batch 1 --precision bf16
+kb --workload deepseekmoe-16b --gpus 8 --ep 8 --batch 8 --precision bf16
 if [ "$FAILS" -gt 0 ]; then
   echo "measure_gpu.sh: $FAILS configuration(s) failed; see FAILED above" >&2
   exit 1

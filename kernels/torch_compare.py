@@ -7,10 +7,14 @@ shape and precision; ratio = dlsim median_s / torch median_s (> 1: dlsim's kerne
   kernels/torch_compare.py DB.json --dry-run [--out R.json --md T.md]   # no torch: the plan
   kernels/torch_compare.py --from-result RESULT.json --md TABLE.md       # the table only
   kernels/torch_compare.py DB.json --from-result RESULT.json --db-out FRAMEWORK.json
+  kernels/torch_compare.py DB.json --from-result RESULT.json --db-add FRAMEWORK.json
 
 --db-out writes the framework's times as a kernel database of their own: every entry of DB.json
 with its PyTorch time in place of dlsim's (entries PyTorch did not time, such as flatten, keep
 dlsim's), provenance "backend": "pytorch" with the versions, for `dlsim run --kernels FILE`.
+--db-add adds to an existing framework database the entries of DB.json that PyTorch timed (new
+keys are added, keys it holds get the new times; nothing else changes but a provenance line
+saying what was added), for a DB.json that holds only newly measured entries.
 
 DB.json is written by `dlsim kbench --device cuda`; each entry's "shape" gives the sizes as
 kernels/bench.c sets them up (linear M = n*in_h*in_w rows, IC = in_c, OC = out_c; sequences
@@ -25,7 +29,10 @@ threshold_backward, gelu_backward, native_dropout_backward, two in-place accumul
 dlsim's add_bwd); pools aten.max_pool2d_with_indices / avg_pool2d and their backwards; embedding
 F.embedding / embedding_dense_backward; attention F.scaled_dot_product_attention(is_causal=True)
 (torch_s = torch_sdpa_s) plus the unfused q@k^T, masked softmax, @v (torch_math_s); softmax_ce
-F.cross_entropy; lrn F.local_response_norm; moe a plain loop over experts (router, softmax,
+F.cross_entropy; lrn F.local_response_norm; grouped-query attention (kv_heads) reads Megatron-Core's
+grouped QKV (per K/V head: its queries, k, v) into SDPA with enable_gqa; rmsnorm F.rms_norm
+(float32 weight); swiglu F.silu(gate) * up on the two halves; rope rotate-half in eager ops on
+the q and k slots (the angles computed once, outside the timing); moe a plain loop over experts (router, softmax,
 top-k, dlsim's capacity and priority, index_select, linear-GELU-linear, gated index_add; one
 host sync); sgd SGD(momentum 0.9, foreach) and adam AdamW(fused) steps on one flat fp32
 parameter. The backwards of attention, softmax_ce, lrn and moe go through torch.autograd.grad on
@@ -52,11 +59,12 @@ import time
 
 PRECS = ("fp32", "tf32", "fp16", "bf16")
 KINDS = ("conv2d", "linear", "batchnorm", "layernorm", "relu", "gelu", "dropout", "add",
-         "maxpool", "avgpool", "embedding", "attention", "softmax_ce", "lrn", "moe", "flatten")
+         "maxpool", "avgpool", "embedding", "attention", "softmax_ce", "lrn", "moe", "flatten",
+         "rmsnorm", "swiglu", "rope")
 NEEDS = {"conv2d": ("kh", "kw", "stride", "pad", "groups", "bias", "needs_dx"),
          "linear": ("bias", "needs_dx"), "maxpool": ("kh", "kw", "stride", "pad"),
          "avgpool": ("kh", "kw", "stride", "pad"), "attention": ("heads",),
-         "embedding": ("vocab",), "lrn": ("kh",),
+         "embedding": ("vocab",), "lrn": ("kh",), "rope": ("heads",),
          "moe": ("experts", "top_k", "ffn", "capacity_factor", "bias")}
 
 
@@ -125,8 +133,19 @@ def plan(e):
     elif kind == "embedding":
         d.update(T=oh * ow, C=oc, V=max(1, int(s["vocab"])))
     elif kind == "attention":
-        nh = max(1, int(s["heads"]))
-        d.update(T=oh * ow, C=oc, NH=1 if oc % nh else nh)
+        nh, kv = max(1, int(s["heads"])), int(s.get("kv_heads", 0))
+        nh, kv = (1, 0) if oc % nh else (nh, kv if kv > 0 and nh % kv == 0 else 0)
+        d.update(T=oh * ow, C=oc, NH=nh, KV=kv, flash=int(s.get("flash", 0)))
+    elif kind == "rmsnorm":
+        d.update(M=n * oh * ow, C=oc)
+    elif kind == "swiglu":
+        d.update(M=n * oh * ow, C=oc)
+    elif kind == "rope":  # in_c = (NH + 2 KV) hs, as bench.c: the split keeps whole groups
+        nh, kv = max(1, int(s["heads"])), int(s.get("kv_heads", 0)) or max(1, int(s["heads"]))
+        kv = nh if nh % kv else kv
+        units = nh + 2 * kv
+        hs = ic // units if ic % units == 0 and (ic // units) % 2 == 0 else 2
+        d.update(T=oh * ow, NH=nh, KV=kv, hs=hs)
     elif kind == "moe":
         E, k, cf, M = max(1, int(s["experts"])), int(s["top_k"]), float(s["capacity_factor"]), \
             n * oh * ow
@@ -216,11 +235,42 @@ def setups(torch, d):
         return w, b
 
     def heads(qkv):  # (N,T,3C) -> q, k, v (N,NH,T,hs), split as GPT implementations do
+        if d.get("KV"):  # Megatron-Core's grouped layout: per K/V head, its queries, k, v
+            NH, KV = d["NH"], d["KV"]
+            r, hs = NH // KV, d["C"] // NH
+            g = qkv.view(N, d["T"], KV, r + 2, hs)
+            return [g[:, :, :, :r].reshape(N, d["T"], NH, hs).transpose(1, 2),
+                    g[:, :, :, r].transpose(1, 2), g[:, :, :, r + 1].transpose(1, 2)]
         return [t.view(N, d["T"], d["NH"], -1).transpose(1, 2) for t in qkv.split(d["C"], 2)]
 
     def sdpa(qkv):
-        y = F.scaled_dot_product_attention(*heads(qkv), is_causal=True)
+        q, kk, v = heads(qkv)
+        if d.get("KV"):
+            try:
+                y = F.scaled_dot_product_attention(q, kk, v, is_causal=True, enable_gqa=True)
+            except TypeError:  # a PyTorch without enable_gqa: the K/V heads repeated
+                r = d["NH"] // d["KV"]
+                notes.append("K/V heads repeated for SDPA (no enable_gqa)")
+                y = F.scaled_dot_product_attention(q, kk.repeat_interleave(r, 1),
+                                                   v.repeat_interleave(r, 1), is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, kk, v, is_causal=True)
         return y.transpose(1, 2).reshape(N, d["T"], d["C"])
+
+    def angles(dtype):  # cos, sin of every position and pair, computed once (as frameworks cache)
+        hs, half = d["hs"], d["hs"] // 2
+        j = torch.arange(half, device=dev, dtype=torch.float64)
+        a = torch.arange(d["T"], device=dev, dtype=torch.float64)[:, None] * \
+            torch.pow(500000.0, -2.0 * j / hs)[None, :]
+        return [torch.cat([f, f], 1).to(dtype)[:, None, None, :] for f in (a.cos(), a.sin())]
+
+    def rope(x, cos, sin):  # rotate-half on the q and k slots of the grouped QKV, v as it is
+        NH, KV, hs, T = d["NH"], d["KV"], d["hs"], d["T"]
+        r, half = NH // KV, hs // 2
+        g = x.view(N, T, KV, r + 2, hs)
+        qk = g[:, :, :, :r + 1]
+        turned = torch.cat([-qk[..., half:], qk[..., :half]], -1)
+        return torch.cat([qk * cos + turned * sin, g[:, :, :, r + 1:]], 3)
 
     def unfused(qkv):
         q, kk, v = heads(qkv)
@@ -231,8 +281,9 @@ def setups(torch, d):
         return (att @ v).transpose(1, 2).reshape(N, T, d["C"])
 
     def attention(f):
-        def setup():
-            x = rn(N, d["T"], 3 * d["C"], grad=bool(bwd))
+        def setup():  # the QKV: 3C wide, or (NH + 2 KV) head widths under grouped-query
+            w = 3 * d["C"] if not d.get("KV") else (d["NH"] + 2 * d["KV"]) * (d["C"] // d["NH"])
+            x = rn(N, d["T"], w, grad=bool(bwd))
             return ag(f(x), [x]) if bwd else (lambda: f(x))
         return setup
 
@@ -337,6 +388,31 @@ def setups(torch, d):
             return lambda: aten.embedding_dense_backward(dy, tok, d["V"], -1, False)
         if k == "attention":
             return attention(sdpa)()
+        if k == "rmsnorm":
+            notes.append("F.rms_norm (eps 1e-5); backward through autograd")
+            x = rn(d["M"], d["C"], grad=bool(bwd))
+            w = (1.0 + rn(d["C"], dtype=f32, scale=0.1)).requires_grad_(bool(bwd))
+            try:
+                F.rms_norm(x.detach(), [d["C"]], w.detach(), 1e-5)
+            except Exception as ex:
+                notes.append(f"norm weight in {dt} (float32 refused: {str(ex)[:100]})")
+                w = w.detach().to(dt).requires_grad_(bool(bwd))
+            return (ag(F.rms_norm(x, [d["C"]], w, 1e-5), [x, w]) if bwd
+                    else lambda: F.rms_norm(x, [d["C"]], w, 1e-5))
+        if k == "swiglu":
+            notes.append("F.silu(gate) * up on the two halves of the fused input")
+            x = rn(d["M"], 2 * d["C"], grad=bool(bwd))
+
+            def swiglu(v):
+                a, b = v.chunk(2, -1)
+                return F.silu(a) * b
+            return ag(swiglu(x), [x]) if bwd else lambda: swiglu(x)
+        if k == "rope":
+            notes.append("rotate-half in eager PyTorch ops (Megatron fuses it), angles "
+                         "precomputed")
+            x = rn(N, d["T"], (d["NH"] + 2 * d["KV"]) * d["hs"], grad=bool(bwd))
+            cs = angles(dt)
+            return ag(rope(x, *cs), [x]) if bwd else lambda: rope(x, *cs)
         if k == "softmax_ce":
             z = rn(d["M"], d["V"], grad=bool(bwd))
             tgt = torch.randint(0, d["V"], (d["M"],), device=dev)
@@ -354,7 +430,7 @@ def setups(torch, d):
             return ag(moe(*ws), [w for w in ws if w is not None]) if bwd else lambda: moe(*ws)
         raise ValueError(f"no torch mapping for kind {k!r}")
 
-    extra = {"attention": {"math": attention(unfused)}}.get(k, {})
+    extra = {"attention": {"math": attention(unfused)}}.get(k, {}) if not d.get("KV") else {}
     if k == "batchnorm":  # the public API, whichever backend (cuDNN or native) it dispatches to
         def api():
             x = rn(N, d["C"], d["H"], d["W"], grad=bool(bwd))
@@ -519,16 +595,18 @@ def main(argv=None):
     ap.add_argument("--from-result", help="only write --md from an existing RESULT.json")
     ap.add_argument("--db-out", help="with DB.json and --from-result: write the framework's "
                                      "times as a kernel database here")
+    ap.add_argument("--db-add", help="with DB.json and --from-result: add the entries PyTorch "
+                                     "timed to this framework database")
     ap.add_argument("--resume", action="store_true",
                     help="keep the PyTorch times already in --out (same key, timed without error) "
                          "and time only the other entries")
     a = ap.parse_args(argv)
     if a.from_result:
-        if not a.md and not a.db_out:
-            ap.error("--from-result needs --md or --db-out")
+        if not a.md and not a.db_out and not a.db_add:
+            ap.error("--from-result needs --md, --db-out or --db-add")
         with open(a.from_result) as f:
             result = json.load(f)
-        if a.md and a.db and not a.db_out:  # the table against this database's times
+        if a.md and a.db and not a.db_out and not a.db_add:  # the table against its times
             with open(a.db) as f:
                 cur = {e["key"]: e for e in json.load(f).get("entries", [])}
             rows = []
@@ -550,6 +628,32 @@ def main(argv=None):
             write_atomic(a.db_out, json.dumps(out, indent=1) + "\n")
             log(f"torch_compare: {n} of {len(out['entries'])} entries with PyTorch's times "
                 f"-> {a.db_out}")
+        if a.db_add:
+            if not a.db:
+                ap.error("--db-add needs DB.json")
+            with open(a.db) as f:
+                sub, _ = framework_db(json.load(f), result)
+            with open(a.db_add) as f:
+                into = json.load(f)
+            timed = {r["key"] for r in result.get("entries", []) if r.get("torch_s")
+                     and not r.get("error")}
+            add = {e["key"]: e for e in sub["entries"] if e["key"] in timed}
+            have = {e["key"] for e in into["entries"]}
+            into["entries"] = [add.get(e["key"], e) for e in into["entries"]] + \
+                [e for k, e in add.items() if k not in have]
+            rp = result.get("provenance", {})
+            if "framework_entries" in into["provenance"]:  # keys it held were timed already
+                into["provenance"]["framework_entries"] += len(add.keys() - have)
+            date, k = str(rp.get("date", ""))[:10], 1
+            while f"added_{date}" + (f"_{k}" if k > 1 else "") in into["provenance"]:
+                k += 1
+            into["provenance"][f"added_{date}" + (f"_{k}" if k > 1 else "")] = (
+                f"{len(add)} entries ({len(add.keys() - have)} new keys) timed by "
+                f"kernels/torch_compare.py on {rp.get('gpu')} (PyTorch {rp.get('torch')}, CUDA "
+                f"{rp.get('cuda')}, cuDNN {rp.get('cudnn')}) at the keys of the entries of "
+                f"{os.path.basename(a.db)}, measured by dlsim kbench just before")
+            write_atomic(a.db_add, json.dumps(into, indent=1) + "\n")
+            log(f"torch_compare: {len(add)} entries added to {a.db_add}")
         return 0
     if not a.db or not (a.out or a.dry_run):
         ap.error("DB.json and --out are required (--out is optional with --dry-run)")

@@ -413,7 +413,7 @@ int cmd_kbench(int argc, char **argv) {
   }
   /* ---- the kernel list ---- */
   if (workload_given) {
-    wl_model *m = wl_load(c.workload, &e);
+    wl_model *m = wl_load_seq(c.workload, c.seq_len, &e);
     if (!m) goto out;
     g_ptr_array_add(models, m);
     if (!cfg_resolve(&c, (long)m->default_batch, &e)) goto out;

@@ -429,14 +429,14 @@ static void test_llama(void) {
   gpu->rmsnorm_bwd(gdx, gdg, gdy, gx, gg, grs, M, C);
   check("rmsnorm dx", KN_MATH_FP32, gdx, dx, (size_t)M * C);
   check("rmsnorm dgamma", KN_MATH_FP32, gdg, dg, C);
-  /* SwiGLU on X outputs from 2X inputs (qkv's first 2X floats) */
-  float *sy = calloc(X, 4), *sdx = calloc(2 * X, 4);
-  kn_swiglu_fwd_cpu(sy, qkv, (long)X);
-  kn_swiglu_bwd_cpu(sdx, dy, qkv, (long)X);
-  float *gsy = dzero(X), *gsdx = dzero(2 * X);
-  gpu->swiglu_fwd(gsy, gqkv, (long)X);
+  /* SwiGLU on X outputs from 2X inputs of their own */
+  float *sx = h_rand(2 * X), *sy = calloc(X, 4), *sdx = calloc(2 * X, 4);
+  kn_swiglu_fwd_cpu(sy, sx, (long)X);
+  kn_swiglu_bwd_cpu(sdx, dy, sx, (long)X);
+  float *gsx = up(sx, 4 * 2 * X), *gsy = dzero(X), *gsdx = dzero(2 * X);
+  gpu->swiglu_fwd(gsy, gsx, (long)X);
   check("swiglu fwd", KN_MATH_FP32, gsy, sy, X);
-  gpu->swiglu_bwd(gsdx, gdy, gqkv, (long)X);
+  gpu->swiglu_bwd(gsdx, gdy, gsx, (long)X);
   check("swiglu dx", KN_MATH_FP32, gsdx, sdx, 2 * X);
   /* rope of the grouped QKV at positions 3.. */
   float *ry = calloc(Q, 4), *rdx = calloc(Q, 4);
@@ -447,8 +447,8 @@ static void test_llama(void) {
   check("rope fwd", KN_MATH_FP32, gry, ry, Q);
   gpu->rope_bwd(grdx, gqkv, N, T, hs, NH, KVH, 500000.0f, 3);
   check("rope bwd", KN_MATH_FP32, grdx, rdx, Q);
-  void *hs_[] = {qkv, dy, o, att, ws, dqkv, x, g, y, rs, dx, dg, sy, sdx, ry, rdx};
-  void *ds[] = {gqkv, gdy, gx, gg, gy, grs, gdx, gdg, gsy, gsdx, gry, grdx};
+  void *hs_[] = {qkv, dy, o, att, ws, dqkv, x, g, y, rs, dx, dg, sx, sy, sdx, ry, rdx};
+  void *ds[] = {gqkv, gdy, gx, gg, gy, grs, gdx, gdg, gsx, gsy, gsdx, gry, grdx};
   for (size_t i = 0; i < sizeof hs_ / sizeof hs_[0]; i++) free(hs_[i]);
   for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) gpu->release(ds[i]);
 }

@@ -15,7 +15,13 @@
   towards its real iteration time;
 - predict_gpu.py on the real iterations measured on the H200 (tests/validation/data/
   h200-iter.json) reproduces the validation table: from PyTorch's kernel times each prediction
-  is within 20 % of the real median, and from dlsim's own kernels each is slower than real.
+  is within 20 % of the real median, and from dlsim's own kernels each is slower than real;
+- Llama 3: torch_iter.py builds llama3-8b and the 4-block llama3-8b-4l as dlsim does; the
+  4-block model's real iterations on the H200 and the H100 (data/h200-llama-iter.json,
+  h100-llama-iter.json) are predicted within 10 % from PyTorch's kernels measured on the same
+  GPU, every kernel but autocast's weight casts from a measured entry; Llama 3 8B on two DGX
+  H100 nodes (tp 8, 2 sequences per micro-batch, bf16) takes at least 95 % of its kernel time
+  from measured entries, with dlsim's kernels and with PyTorch's.
 Usage: check_gpu_data.py DLSIM
 """
 import json
@@ -38,13 +44,15 @@ def py(*args):
 def main(dlsim):
     with tempfile.TemporaryDirectory() as d:
         for w in ("resnet18-cifar100", "resnet50-imagenet", "gpt-1.7b", "vgg16-imagenet",
-                  "alexnet-imagenet", "mixtral-8x1b"):
-            ref = os.path.join(d, f"{w}.json")
+                  "alexnet-imagenet", "mixtral-8x1b", "llama3-8b",
+                  os.path.join(REPO, "tests", "validation", "llama3-8b-4l.json")):
+            ref = os.path.join(d, os.path.basename(w) + ("" if w.endswith(".json") else ".json"))
             with open(ref, "w") as f:
                 subprocess.run([dlsim, "workload", w, "--json"], check=True, stdout=f)
             p = py(os.path.join(REPO, "tests", "validation", "torch_iter.py"), "--workload", w,
                    "--batch", "2", "--dry-run", "--check-against", ref)
-            check(f"torch_iter.py builds {w} as dlsim does", p.returncode == 0 and
+            check(f"torch_iter.py builds {os.path.basename(w)} as dlsim does",
+                  p.returncode == 0 and
                   "all layers agree" in p.stdout, p.stderr.strip()[-300:])
         out = os.path.join(d, "plan.json")
         p = py(os.path.join(REPO, "kernels", "torch_compare.py"), os.path.join(DB, "h200.json"),
@@ -157,6 +165,32 @@ def main(dlsim):
             e_dl, e_fw = float(r[6].strip(" %")), float(r[9].strip(" %"))
             check(f"{name}: from PyTorch's kernels within 20 % ({e_fw:+.1f} %)", abs(e_fw) < 20)
             check(f"{name}: from dlsim's kernels slower than real ({e_dl:+.1f} %)", e_dl > 0)
+
+        # Llama 3: the 4-block 8B trained for real, predicted from the same GPU's kernels
+        for gpu, dbn in (("h200", "h200"), ("h100", "h100-sxm")):
+            p = py(os.path.join(REPO, "tests", "validation", "predict_gpu.py"),
+                   os.path.join(REPO, "tests", "validation", "data", f"{gpu}-llama-iter.json"),
+                   "--db", f"pytorch={os.path.join(DB, dbn + '-pytorch.json')}", "--dlsim",
+                   dlsim)
+            rows = [ln.split("|") for ln in p.stdout.splitlines()
+                    if ln.startswith("| ") and "%" in ln]
+            check(f"llama3-8b-4l on the {gpu}: two real runs predicted", p.returncode == 0 and
+                  len(rows) == 2, p.stderr.strip()[-300:])
+            for r in rows:
+                err, cover = float(r[6].strip(" %")), r[7].strip().split("/")
+                check(f"llama3-8b-4l batch {r[2].strip()} on the {gpu}: from PyTorch's kernels "
+                      f"within 10 % ({err:+.1f} %), no kernel interpolated ({'/'.join(cover)})",
+                      abs(err) < 10 and cover[1] == "0")
+        for kern in ("h100-sxm", "h100-sxm-pytorch"):
+            out = os.path.join(d, "l8.json")
+            p = subprocess.run([dlsim, "run", "--mode", "analytic", "--workload", "llama3-8b",
+                                "--platform", "dgx-h100:2", "--gpus", "16", "--tp", "8",
+                                "--batch", "16", "--microbatches", "8", "--precision", "bf16",
+                                "--kernels", kern, "--out", out], capture_output=True, text=True)
+            share = json.load(open(out))["kernel_db"]["time_share"] if p.returncode == 0 else {}
+            got = share.get("measured", 0) + share.get("derived", 0)
+            check(f"llama3-8b on dgx-h100:2 (tp 8) with {kern}: at least 95 % of kernel time "
+                  f"measured or derived ({100 * got:.1f} %)", got >= 0.95, p.stderr[-300:])
     return finish()
 
 

@@ -79,7 +79,11 @@ def predict(dlsim, runs, dbs, tmp):
                "real_s": real, "real_min_s": r["iteration_s"]["min"], "pred": {}}
         for label, path, gpu in dbs:
             # torch_iter.py trains fp16/bf16 under torch.autocast
-            res = simulate(dlsim, c["workload"], r["batch"], c["precision"], path, gpu, tmp, plats,
+            # a workload outside workloads/ by the file torch_iter.py read
+            wl = c["workload"]
+            if c.get("file") and not os.path.exists(os.path.join(ROOT, "workloads", wl + ".json")):
+                wl = os.path.join(ROOT, c["file"])
+            res = simulate(dlsim, wl, r["batch"], c["precision"], path, gpu, tmp, plats,
                            autocast=True)
             k = res["kernel_db"]
             row["pred"][label] = {

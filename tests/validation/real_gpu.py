@@ -65,6 +65,13 @@ WEIGHT_CASES = [
      ["--gpus", "2", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"], False, False),
     ("gpt-tiny-sgd megatron tp2 (2 ranks, one GPU)", os.path.join(REAL, "gpt-tiny-sgd.json"),
      ["--gpus", "2", "--tp", "2", "--tp-style", "megatron"], False, False),
+    ("llama-tiny (Adam)", "llama-tiny", ["--gpus", "1"], True, False),
+    ("llama-tiny tp2 sp (Adam, 2 ranks, one GPU)", "llama-tiny",
+     ["--gpus", "2", "--tp", "2", "--sequence-parallel"], True, False),
+    ("gpt-tiny-sgd zero3 dp2 m2 (2 ranks, one GPU)", os.path.join(REAL, "gpt-tiny-sgd.json"),
+     ["--gpus", "2", "--zero", "3", "--microbatches", "2"], False, False),
+    ("gpt-tiny-sgd tp2 full recompute (2 ranks, one GPU)", os.path.join(REAL, "gpt-tiny-sgd.json"),
+     ["--gpus", "2", "--tp", "2", "--tp-style", "megatron", "--recompute", "full"], False, False),
 ]
 # the GPT at batch 1: the real executor keeps every activation, saved attention probabilities
 # and the Adam state in fp32 (about 130 GB at batch 4, more than an H100 holds)
@@ -139,7 +146,8 @@ def main(argv=None):
                     help="the --device held against the CPU twins (cpu with DLSIM_REAL_GUARDED=1 "
                          "in the environment tries this script on a machine without a GPU)")
     ap.add_argument("--steps", default="weights times", help="any of: weights times")
-    ap.add_argument("--only", default="", help="only the weight cases whose label holds this")
+    ap.add_argument("--only", default="", help="only the weight cases whose label holds this (or one of "
+                    "several, comma-separated)")
     a = ap.parse_args(argv)
     if a.predict:
         return predict(a)
@@ -150,7 +158,7 @@ def main(argv=None):
         ap.error(f"--steps {' '.join(a.steps)}: expected weights and/or times")
     signal.signal(signal.SIGTERM, on_term)
     t_end = time.time() + a.budget
-    selected = [c for c in WEIGHT_CASES if a.only in c[0]]
+    selected = [c for c in WEIGHT_CASES if any(o in c[0] for o in a.only.split(","))]
     doc = {"provenance": {"date": datetime.datetime.now(datetime.timezone.utc).strftime(
         "%Y-%m-%dT%H:%M:%SZ"), "device": a.device}, "weights": [], "times": []}
 
@@ -167,7 +175,7 @@ def main(argv=None):
             for label, wl, opts, adam, by_update in WEIGHT_CASES:
                 if time.time() > t_end:
                     break
-                if a.only and a.only not in label:
+                if a.only and not any(o in label for o in a.only.split(",")):
                     continue
                 runs = {}
                 roles = (("ref", "cpu"), ("test", a.device)) + ((("prev", "cpu"),) if by_update

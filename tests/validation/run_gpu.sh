@@ -10,10 +10,12 @@
 #   5. dlsim's own real run on the GPU (--mode real --device cuda): weights against the CPU twins,
 #      and its times (tests/validation/real_gpu.py; needs mpirun, or DLSIM_MPIRUN naming one);
 #   6. what a kernel sum misses, through PyTorch: host time per launch by layer kind, L2 size and
-#      rates, kernels cold against warm, GEMM efficiency by shape (tests/validation/torch_micro.py).
+#      rates, kernels cold against warm, GEMM efficiency by shape (tests/validation/torch_micro.py);
+#   7. Llama 3: the database's entries at its shapes (measure_gpu.sh's section 5), PyTorch's
+#      kernels at the same keys, and real iterations of Llama 3 8B's block with 4 blocks.
 #
-#   tests/validation/run_gpu.sh OUTDIR [STEPS]  STEPS: any of "test db compare iter real micro"
-#                                               (default all)
+#   tests/validation/run_gpu.sh OUTDIR [STEPS]  STEPS: any of "test db compare iter real micro
+#                                               llama" (default all)
 #
 # Needs a build with CUDA (build/dlsim, build/libdlsim-cuda.so, build/test_kernels_cuda; DLSIM and
 # TESTBIN name others) and python3 with torch for steps 3 and 4. Everything lands in OUTDIR:
@@ -24,12 +26,13 @@
 # OUTDIR/real.json.
 set -u
 OUT=${1:?usage: run_gpu.sh OUTDIR [STEPS]}
-STEPS=${2:-test db compare iter real micro}
+STEPS=${2:-test db compare iter real micro llama}
 DLSIM=${DLSIM:-build/dlsim}
 TESTBIN=${TESTBIN:-build/test_kernels_cuda}
 BUDGET_DB=${BUDGET_DB:-330}          # seconds for the database step (it resumes on the next run)
 BUDGET_COMPARE=${BUDGET_COMPARE:-100} # seconds for the framework comparison
 BUDGET_REAL=${BUDGET_REAL:-300}       # seconds for dlsim's real runs on the GPU
+BUDGET_LLAMA=${BUDGET_LLAMA:-180}     # seconds for the Llama kernels (each of dlsim's and PyTorch's)
 mkdir -p "$OUT"
 LOG=$OUT/log.txt
 say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
@@ -130,5 +133,35 @@ if has micro; then
   say "6. host launch, L2, warm kernels, GEMM efficiency (PyTorch)"
   timeout 120 python3 tests/validation/torch_micro.py --out "$OUT/micro.json" >>"$LOG" 2>&1
   say "   status $?"
+fi
+if has llama; then
+  DB=$(db_now)
+  say "7. Llama 3: dlsim's kernels into ${DB:-this GPU's database} (budget ${BUDGET_LLAMA} s)"
+  python3 -c "import json,sys; print('\\n'.join(e['key'] for e in json.load(open(sys.argv[1]))['entries']))" \
+    "$DB" >"$OUT/keys-before.txt" 2>/dev/null || : >"$OUT/keys-before.txt"
+  timeout "$BUDGET_LLAMA" env MEASURE=llama kernels/measure_gpu.sh $DB >>"$LOG" 2>&1
+  say "   status $?"
+  DB=$(db_now)
+  cp "$DB" "$OUT/" 2>/dev/null
+  # the entries this step added, as a database of their own, for PyTorch's times at their keys
+  python3 - "$DB" "$OUT/keys-before.txt" "$OUT/llama-new.json" <<'PY' || say "   no new entries"
+import json, sys
+db = json.load(open(sys.argv[1]))
+old = set(open(sys.argv[2]).read().split("\n"))
+db["entries"] = [e for e in db["entries"] if e["key"] not in old]
+json.dump(db, open(sys.argv[3], "w"), indent=1)
+print(len(db["entries"]), "new entries", file=sys.stderr)
+PY
+  say "   PyTorch's kernels at the new keys (budget ${BUDGET_LLAMA} s)"
+  timeout $((BUDGET_LLAMA + 30)) python3 kernels/torch_compare.py "$OUT/llama-new.json" \
+    --out "$OUT/compare-llama.json" --max-seconds "$BUDGET_LLAMA" >>"$LOG" 2>&1
+  say "   status $?"
+  for b in 1 2; do
+    say "   llama3-8b-4l batch $b bf16"
+    timeout 120 python3 tests/validation/torch_iter.py --workload tests/validation/llama3-8b-4l.json \
+      --batch "$b" --precision bf16 --iters 12 --warmup 3 --count-kernels --no-fallback \
+      --out "$OUT/iter-llama-$b.json" >>"$LOG" 2>&1 || say "   status $?"
+  done
+  rm -f "$OUT/keys-before.txt"
 fi
 say "done"

@@ -96,12 +96,20 @@ def build_layers(wl):
             L["params"] = (0 if L["tied"] is not None else c * oc) + (oc if L["bias"] else 0)
         elif t in ("batchnorm", "layernorm"):
             L["params"] = 2 * c
+        elif t == "rmsnorm":
+            L["params"] = c
+        elif t == "swiglu":
+            oc = c // 2
+        elif t == "rope":
+            L.update(heads=j["heads"], kv=j.get("kv_heads", j["heads"]),
+                     theta=j.get("theta", 10000.0))
         elif t == "embedding":
             oc, L["vocab"] = j["out_features"], j["vocab"]
             L["positions"] = j["vocab"] != inp.get("vocab") and j["vocab"] == h * w
             L["params"], rank = j["vocab"] * oc, 3
-        elif t == "attention":
-            oc, L["heads"] = c // 3, j["heads"]
+        elif t == "attention":  # grouped-query: in = (heads + 2 kv_heads) * head width
+            L["heads"], L["kv"] = j["heads"], j.get("kv_heads", 0)
+            oc = c // 3 if not L["kv"] else c // (L["heads"] + 2 * L["kv"]) * L["heads"]
         elif t == "moe":
             L.update(E=j["experts"], K=j["top_k"], ffn=j["ffn"], bias=j.get("bias", False),
                      cf=j.get("capacity_factor", 1.0))
@@ -254,14 +262,51 @@ def build_model(torch, layers, meta, relu_inplace=True):
                         tok.shape[0], -1, -1)
                 return m
             if t == "attention":
-                C, NH = L["out"][0], L["heads"]
+                C, NH, KV = L["out"][0], L["heads"], L["kv"]
 
                 def attn(qkv):
                     N, T = qkv.shape[0], qkv.shape[1]
-                    q, k, v = (u.view(N, T, NH, C // NH).transpose(1, 2) for u in qkv.split(C, 2))
-                    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    if not KV:
+                        q, k, v = (u.view(N, T, NH, C // NH).transpose(1, 2)
+                                   for u in qkv.split(C, 2))
+                        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    else:  # Megatron-Core's grouped QKV: per K/V head, its queries, k, v
+                        r = NH // KV
+                        g = qkv.view(N, T, KV, r + 2, C // NH)
+                        q = g[:, :, :, :r].reshape(N, T, NH, C // NH).transpose(1, 2)
+                        y = F.scaled_dot_product_attention(
+                            q, g[:, :, :, r].transpose(1, 2), g[:, :, :, r + 1].transpose(1, 2),
+                            is_causal=True, enable_gqa=True)
                     return y.transpose(1, 2).reshape(N, T, C)
                 return attn
+            if t == "rmsnorm":
+                m = self.add(nn.RMSNorm(c, eps=1e-5))
+                return lambda x: on_channels(x, m)
+            if t == "swiglu":
+                def swiglu(x):
+                    a, b = x.chunk(2, -1)
+                    return F.silu(a) * b
+                return swiglu
+            if t == "rope":  # rotate-half on the q and k slots; angles cached per length
+                NH, KV, th, cache = L["heads"], L["kv"], float(L["theta"]), {}
+                r, hs = NH // KV, c // (NH + 2 * KV)
+
+                def rope(x):
+                    N, T, half = x.shape[0], x.shape[1], hs // 2
+                    key = (T, x.dtype, x.device)
+                    if key not in cache:
+                        j = torch.arange(half, device=x.device, dtype=torch.float64)
+                        a = torch.arange(T, device=x.device, dtype=torch.float64)[:, None] * \
+                            torch.pow(th, -2.0 * j / hs)[None, :]
+                        cache[key] = [torch.cat([f, f], 1).to(x.dtype)[:, None, None, :]
+                                      for f in (a.cos(), a.sin())]
+                    cos, sin = cache[key]
+                    g = x.view(N, T, KV, r + 2, hs)
+                    qk = g[:, :, :, :r + 1]
+                    turned = torch.cat([-qk[..., half:], qk[..., :half]], -1)
+                    return torch.cat([qk * cos + turned * sin, g[:, :, :, r + 1:]],
+                                     3).reshape(N, T, -1)
+                return rope
             if t == "moe":
                 return self.add(MoE(c, L))
             if t == "softmax_ce":
