@@ -392,6 +392,7 @@ int cmd_kbench(int argc, char **argv) {
   kdb *db = NULL;
   char *out = NULL, *json = NULL, *device = NULL;
   int status = 2;
+  char *failed = NULL; /* the first kernel kbench could not measure, and why */
 
   for (int i = 1; i < argc; i++)
     if (g_str_has_prefix(argv[i], "--workload")) workload_given = TRUE;
@@ -513,7 +514,7 @@ int cmd_kbench(int argc, char **argv) {
   }
   fill_provenance(db, device, &o, &ho);
   gint64 t_start = g_get_monotonic_time(), t_saved = t_start;
-  int measured = 0;
+  int measured = 0, n_failed = 0;
   for (guint i = 0; i < jobs->len; i++) {
     kb_job *j = g_ptr_array_index(jobs, i);
     if (kdb_find(db, j->key)) continue; /* kept from the file (--resume) */
@@ -521,20 +522,18 @@ int cmd_kbench(int argc, char **argv) {
     layer_of(&kl, &j->k, j->op.layer >= 0 ? &j->shard : NULL);
     char *why = NULL;
     kh_bench *b = kh_bench_new(be, &kl, math, &why);
-    if (!b) {
-      g_set_error(&e, DL_ERROR, DL_ERR_IO, "kbench: %s: %s", j->key, why ? why : "setup failed");
-      free(why);
-      status = 1;
-      goto out;
-    }
     kh_stats st;
-    int timed = kh_time(b, dev, &ho, &st);
-    kh_bench_free(b);
-    if (timed != 0) {
-      g_set_error(&e, DL_ERROR, DL_ERR_INTERNAL, "kbench: %s: out of memory for the timings",
-                  j->key);
-      status = 1;
-      goto out;
+    int timed = b ? kh_time(b, dev, &ho, &st) : -1;
+    if (b) kh_bench_free(b);
+    if (timed != 0) { /* said, and on to the next: what was measured is written all the same */
+      char *what = g_strdup_printf("%s: %s", j->key,
+                                   b ? "out of memory for the timings" : why ? why : "setup failed");
+      fprintf(stderr, "\nkbench: not measured: %s\n", what);
+      if (!failed) failed = what;
+      else g_free(what);
+      n_failed++;
+      free(why);
+      continue;
     }
     kdb_entry en = {j->key, j->op.kname, c.precision, j->k.gemm_like, j->k.flops, j->k.bytes,
                     st.median_s, st.mean_s, st.stddev_s, st.repeats, shape_json(&kl), FALSE};
@@ -572,7 +571,14 @@ int cmd_kbench(int argc, char **argv) {
     printf("kbench: %d kernels measured on %s in %.1f s -> %s\n", measured, device,
            (g_get_monotonic_time() - t_start) / 1e6, out);
   status = 0;
+  if (failed) {
+    g_set_error(&e, DL_ERROR, DL_ERR_INTERNAL,
+                "kbench: %d kernel(s) not measured (the others are in %s); the first: %s",
+                n_failed, out, failed);
+    status = 1;
+  }
 out:
+  g_free(failed);
   if (e) {
     cli_error(e->message);
     if (status == 2 && e->code != DL_ERR_INPUT) status = 1;
