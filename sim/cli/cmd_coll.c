@@ -6,6 +6,7 @@
 #include "cli/cmds.h"
 #include "cli/options.h"
 #include "coll/coll.h"
+#include "core/child.h"
 #include "core/dl_common.h"
 #include "coll/nccl.h"
 #include "exec/context.h"
@@ -72,6 +73,7 @@ int cmd_coll(int argc, char **argv) {
   const char **hosts = NULL;
   GPtrArray *extra = g_ptr_array_new_with_free_func(g_free);
   GString *out = g_string_new(NULL);
+  char *tmpdir = NULL, *child_json = NULL;
   double min_b = 8, max_b = 128e6;
 
   gboolean want_help = FALSE;
@@ -168,7 +170,16 @@ int cmd_coll(int argc, char **argv) {
   const char *pargv[20] = {"coll", "--op", op_name, "--coll", name, "--min-bytes", min_a,
                            "--max-bytes", max_a, "--iters", iters_a, "--ranks-per-node", rpn_a};
   int k = 13;
-  if (json) pargv[k++] = "--json", pargv[k++] = json;
+  /* the benchmark writes its rows in a directory of dlsim's; the driver writes --out, so that
+   * a file it cannot write is said as run --out says it */
+  if (json) {
+    if (!dl_check_writable("--out", json, &err) || !(tmpdir = dl_tmpdir_new("coll", &err))) {
+      status = fail(err->message);
+      goto out;
+    }
+    child_json = g_build_filename(tmpdir, "coll.json", NULL);
+    pargv[k++] = "--json", pargv[k++] = child_json;
+  }
   if (check) pargv[k++] = "--check";
   if (message_level) pargv[k++] = "--message-level";
   if (nccl_s) pargv[k++] = "--nccl", pargv[k++] = nccl_s;
@@ -180,12 +191,26 @@ int cmd_coll(int argc, char **argv) {
     status = 1;
     goto out;
   }
+  if (json) {
+    gchar *text = NULL;
+    gsize len = 0;
+    if (!g_file_get_contents(child_json, &text, &len, &err) ||
+        !dl_write_file_atomic(json, text, len, &err)) {
+      g_free(text);
+      cli_error(err->message);
+      status = 1;
+      goto out;
+    }
+    g_free(text);
+  }
   fputs(out->str, stdout);
   status = 0;
   goto out;
 bad:
   status = fail(msg);
 out:
+  dl_tmpdir_remove(tmpdir);
+  g_free(child_json);
   g_free(msg);
   g_clear_error(&err);
   g_option_context_free(ctx);

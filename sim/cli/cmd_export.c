@@ -65,12 +65,13 @@ int cmd_export(int argc, char **argv) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--prefix '%s': expected a file name prefix", pfx);
     goto out;
   }
-  if (g_mkdir_with_parents(parsed.out, 0777) != 0 ||
+  /* the directory is made only when the export runs (exec_export_chakra) */
+  if (g_file_test(parsed.out, G_FILE_TEST_EXISTS) &&
       !g_file_test(parsed.out, G_FILE_TEST_IS_DIR)) {
-    g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--out %s: not a directory dlsim can create or "
-                "use (%s)", parsed.out, g_strerror(errno));
+    g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--out %s: not a directory", parsed.out);
     goto out;
   }
+  if (!exec_export_dir_free(parsed.out, pfx, &e)) goto out;
   if (!run_ctx_open(&x, &parsed, &e)) goto out;
   if (x.note) fprintf(stderr, "dlsim: note: %s\n", x.note);
   const cfg_run *c = &x.cfg;

@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -154,6 +156,46 @@ static void out_paths(const char *out, char **csv, char **jsonl) {
   g_free(prefix);
 }
 
+/* PREFIX.lock, held while this sweep writes PREFIX.csv and .jsonl: a second sweep into the same
+ * rows is refused rather than left to interleave them. The file stays (removing it would let
+ * a third sweep lock a new one while the second still holds the old). -1 and an error if held. */
+static int lock_prefix(const char *csv, GError **err) {
+  char *path = g_strdup_printf("%.*s.lock", (int)strlen(csv) - 4, csv);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--out: %s: %s", path, g_strerror(errno));
+  } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, e == EWOULDBLOCK
+                ? "--out: another dlsim sweep writes these rows (it holds %s); wait for it or "
+                  "give another --out" : "--out: %s: cannot lock: %s", path, g_strerror(e));
+    close(fd);
+    fd = -1;
+  }
+  g_free(path);
+  return fd;
+}
+
+/* The rows kept from an earlier sweep into this prefix are all of this spec's configurations:
+ * rows of another spec's are refused, not mixed in (a spec may grow: its old rows are its own). */
+static gboolean same_spec(const sweep_store *st, GHashTable *mine, const char *csv, GError **err) {
+  GHashTableIter it;
+  gpointer key;
+  int foreign = 0;
+  const char *first = NULL;
+  g_hash_table_iter_init(&it, st->done);
+  while (g_hash_table_iter_next(&it, &key, NULL))
+    if (!g_hash_table_contains(mine, key)) {
+      if (!first || strcmp(key, first) < 0) first = key;
+      foreign++;
+    }
+  if (foreign)
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--out: %s holds %d row(s) of configurations this "
+                "spec does not make (such as \"%s\"): rows of another sweep; give another --out",
+                csv, foreign, first);
+  return foreign == 0;
+}
+
 static int run_sweep(const char *spec_path, const char *out, int jobs, const char *shard,
                      gboolean list, int throttle_ms, GError **e) {
   int status = 1;
@@ -162,12 +204,16 @@ static int run_sweep(const char *spec_path, const char *out, int jobs, const cha
   GPtrArray *todo = g_ptr_array_new();
   slot *slots = NULL;
   sweep_store st = {.csv_fd = -1, .jsonl_fd = -1};
+  GHashTable *keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  int lock = -1;
   int si = 0, sn = 1;
   tally t = {0, 0, 0};
 
   if (shard && !sweep_shard_parse(shard, &si, &sn, e)) goto out;
   if (!(text = dl_read_file(spec_path, NULL, e))) goto out;
   if (!(cfgs = sweep_expand(text, spec_path, e))) goto out;
+  for (guint i = 0; i < cfgs->len; i++) /* every shard's: a prefix may hold the others' rows */
+    g_hash_table_add(keys, g_strdup(((sweep_config *)g_ptr_array_index(cfgs, i))->key));
   sweep_shard(cfgs, si, sn);
   if (list) {
     for (guint i = 0; i < cfgs->len; i++)
@@ -184,7 +230,9 @@ static int run_sweep(const char *spec_path, const char *out, int jobs, const cha
   } else out_paths(out, &csv, &jsonl);
   /* where the rows go is checked before anything runs */
   if (!dl_check_writable("--out", csv, e) || !dl_check_writable("--out", jsonl, e)) goto out;
+  if ((lock = lock_prefix(csv, e)) < 0) goto out;
   if (!sweep_store_open(&st, csv, jsonl, e)) goto out;
+  if (!same_spec(&st, keys, csv, e)) goto out;
   if (st.dropped > 0)
     fprintf(stderr, "dlsim: sweep: dropped %d incomplete or unmatched line(s) from %s/%s\n",
             st.dropped, csv, jsonl);
@@ -255,6 +303,8 @@ out:
   if (slots) g_free(slots);
   dl_tmpdir_remove(tmpdir);
   sweep_store_close(&st);
+  if (lock >= 0) close(lock); /* the lock goes with it */
+  g_hash_table_destroy(keys);
   g_ptr_array_unref(todo);
   if (cfgs) g_ptr_array_unref(cfgs);
   g_free(exe);

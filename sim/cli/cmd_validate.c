@@ -5,6 +5,8 @@
 #include "cli/cmds.h"
 #include "cli/options.h"
 #include "core/dl_common.h"
+#include "kdb/kdb.h"
+#include "platform/platform.h"
 #include "study/validate.h"
 
 int cmd_validate(int argc, char **argv) {
@@ -65,6 +67,17 @@ int cmd_validate(int argc, char **argv) {
   if (o.iters < 2 || o.iters > 1000) {
     g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "--iters: expected 2..1000, got %d", o.iters);
     goto out;
+  }
+  /* the inputs named, before any run or calibration writes anything */
+  if (o.platform) {
+    plat *pl = plat_load(o.platform, &err);
+    if (!pl) goto out;
+    plat_free(pl);
+  }
+  if (o.kernels && strcmp(o.kernels, "roofline") != 0) {
+    kdb *db = kdb_load(o.kernels, &err);
+    if (!db) goto out;
+    kdb_free(db);
   }
   status = validate_run(&o, &err);
 out:

@@ -213,9 +213,48 @@ static gboolean move_into(const char *from, const char *to, GError **err) {
   return ok;
 }
 
+gboolean exec_export_dir_free(const char *dir, const char *prefix, GError **err) {
+  GDir *d = g_dir_open(dir, 0, NULL);
+  if (!d) return TRUE; /* not there yet: made by the export */
+  gboolean ours = FALSE, groups = FALSE, ok = TRUE;
+  for (const char *name; ok && (name = g_dir_read_name(d));) {
+    if (strcmp(name, "comm_groups.json") == 0) {
+      groups = TRUE;
+      continue;
+    }
+    if (!g_str_has_suffix(name, ".et")) continue;
+    /* <prefix>.<rank>.et */
+    const char *dot = strrchr(name, '.');
+    const char *r = dot;
+    while (r > name && r[-1] != '.') r--;
+    const gboolean mine = r > name && (size_t)(r - 1 - name) == strlen(prefix) &&
+                          strncmp(name, prefix, strlen(prefix)) == 0;
+    if (mine) ours = TRUE;
+    else {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--out %s: holds the traces of another run (%s); "
+                  "export into a directory of its own", dir, name);
+      ok = FALSE;
+    }
+  }
+  g_dir_close(d);
+  if (ok && groups && !ours) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--out %s: holds a comm_groups.json of no %s.*.et "
+                "traces; export into a directory of its own", dir, prefix);
+    ok = FALSE;
+  }
+  return ok;
+}
+
 gboolean exec_export_chakra(const run_ctx *x, const char *dir, const char *prefix,
                             gboolean progress, GError **err) {
   const int P = x->cfg.gpus;
+  /* a directory this export makes goes again if the export fails */
+  const gboolean made = !g_file_test(dir, G_FILE_TEST_IS_DIR);
+  if (made && g_mkdir_with_parents(dir, 0777) != 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "--out %s: cannot make the directory: %s", dir,
+                g_strerror(errno));
+    return FALSE;
+  }
   comm_table ct = {g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
                    g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref),
                    g_array_new(FALSE, FALSE, sizeof(int))};
@@ -256,6 +295,7 @@ gboolean exec_export_chakra(const run_ctx *x, const char *dir, const char *prefi
     if (!there) break;
   }
   if (g_file_test(tmp, G_FILE_TEST_IS_DIR)) dl_tmpdir_remove(g_strdup(tmp));
+  if (!ok && made) g_rmdir(dir); /* empty again: the files went with tmp */
   g_free(tmp);
   g_free(members);
   g_hash_table_destroy(ct.id);

@@ -27,9 +27,13 @@
 
 #include "exec/context.h"
 
-/* Writes the traces of every rank of run `x` under `dir` (created if missing; files of an
- * earlier export with the same prefix and more ranks are removed). Writes nothing unless every
- * rank's trace is made. DL_ERR_INPUT or DL_ERR_IO naming the file on failure. `progress`, when
+/* FALSE with DL_ERR_INPUT when `dir` holds the traces of another run: .et files of another
+ * prefix, or a comm_groups.json beside no `prefix` traces (an export would mix two runs). */
+gboolean exec_export_dir_free(const char *dir, const char *prefix, GError **err);
+
+/* Writes the traces of every rank of run `x` under `dir` (created if missing, and removed again
+ * if the export fails; files of an earlier export with the same prefix and more ranks are
+ * removed). Writes nothing unless every rank's trace is made. DL_ERR_INPUT or DL_ERR_IO naming the file on failure. `progress`, when
  * TRUE, prints a line per 10% of ranks to stderr. */
 gboolean exec_export_chakra(const run_ctx *x, const char *dir, const char *prefix,
                             gboolean progress, GError **err);

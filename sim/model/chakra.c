@@ -155,6 +155,15 @@ et_file *et_read_bytes(const char *path, const char *data, gsize len, GError **e
         break;
       }
       f->version = g_strdup(m->version ? m->version : "");
+      /* the schema dlsim reads is Chakra's 0.0.x (0.0.4 today); a version of another series
+       * numbers its fields otherwise, and an empty one is an older converter's */
+      if (*f->version && !g_str_has_prefix(f->version, "0.0.")) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: GlobalMetadata version '%s': dlsim reads "
+                    "Chakra's 0.0.x execution traces", path, f->version);
+        chakra_proto_msg__global_metadata__free_unpacked(m, NULL);
+        ok = FALSE;
+        break;
+      }
       f->n_meta = (int)MIN(m->n_attr, (size_t)G_MAXINT / 2);
       f->meta = g_new0(et_attr, f->n_meta ? f->n_meta : 1);
       for (int i = 0; i < f->n_meta; i++) attr_from_pb(&f->meta[i], m->attr[i]);

@@ -4,6 +4,8 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,6 +221,9 @@ static gboolean read_comm_groups(plan_trace *t, GError **err) {
   return ok;
 }
 
+static plan_rank *convert(const plan_trace *t, int rank, int **order_out, GError **err);
+static gboolean match_ranks(const plan_trace *t, plan_rank **plans, int **order, GError **err);
+
 plan_trace *plan_trace_open(const char *dir, gboolean check, GError **err) {
   plan_trace *t = g_new0(plan_trace, 1);
   t->dir = g_strdup(dir);
@@ -243,10 +248,17 @@ plan_trace *plan_trace_open(const char *dir, gboolean check, GError **err) {
     ok = FALSE;
   }
   ok = ok && read_comm_groups(t, err);
-  for (int r = 0; ok && check && r < t->P; r++) {
-    plan_rank *p = plan_trace_rank(t, r, err);
-    ok = p != NULL;
-    plan_rank_free(p);
+  if (ok && check) { /* every rank's op list, then all of them together */
+    plan_rank **plans = g_new0(plan_rank *, t->P);
+    int **order = g_new0(int *, t->P);
+    for (int r = 0; ok && r < t->P; r++) ok = (plans[r] = convert(t, r, &order[r], err)) != NULL;
+    ok = ok && match_ranks(t, plans, order, err);
+    for (int r = 0; r < t->P; r++) {
+      plan_rank_free(plans[r]);
+      g_free(order[r]);
+    }
+    g_free(plans);
+    g_free(order);
   }
   if (!ok) {
     plan_trace_free(t);
@@ -539,7 +551,8 @@ static gboolean topo_order(conv *v, GHashTable *index, int *order) {
   return ok;
 }
 
-plan_rank *plan_trace_rank(const plan_trace *t, int rank, GError **err) {
+/* Rank `rank`'s op list; with `order_out`, also which node each op is (newly allocated). */
+static plan_rank *convert(const plan_trace *t, int rank, int **order_out, GError **err) {
   g_return_val_if_fail(rank >= 0 && rank < t->P, NULL);
   conv v = {t, t->files[rank], rank, err};
   const et_file *f = v.f;
@@ -593,7 +606,8 @@ plan_rank *plan_trace_rank(const plan_trace *t, int rank, GError **err) {
   p->mem.gathered = MAX(0.0, et_meta_num(f, "dlsim_memory_gathered_bytes", 0));
   p->max_stash = (int)CLAMP(et_meta_num(f, "dlsim_max_stash", 1), 1, G_MAXINT);
   p->stage = (int)CLAMP(et_meta_num(f, "dlsim_stage", 0), 0, G_MAXINT);
-  g_free(order);
+  if (ok && order_out) *order_out = order;
+  else g_free(order);
   g_free(pos);
   g_hash_table_destroy(index);
   if (!ok) {
@@ -601,4 +615,261 @@ plan_rank *plan_trace_rank(const plan_trace *t, int rank, GError **err) {
     return NULL;
   }
   return p;
+}
+
+plan_rank *plan_trace_rank(const plan_trace *t, int rank, GError **err) {
+  return convert(t, rank, NULL, err);
+}
+
+/* ---- the ranks together: do their messages and collectives match? ------------------------------
+ *
+ * Every executor matches a message by (source, destination, tag) in the order each side issues
+ * them (MPI's rule; sends never block: dlsim posts them as MPI_Isend) and a communicator's
+ * collectives in the order its members reach them. `match_ranks` runs the op lists that way
+ * without times: each stream of each rank in order, an op once the event it waits for is
+ * recorded, a receive once its message was sent, a collective once every member has reached it.
+ * Sizes that disagree, collectives of different kinds, a message nobody receives, a receive
+ * nobody sends, a collective a member never joins, and op lists that wait for each other are
+ * the trace's faults: refused here, so that every mode refuses the same traces with one line. */
+
+typedef struct {
+  const plan_trace *t;
+  plan_rank **plans;
+  int **order;      /* per rank: op index -> node index */
+  int **by_stream;  /* per rank, per stream: the op indices in order, then -1 */
+  int *next;        /* per rank, per stream: position in by_stream */
+  gboolean **event; /* per rank: events recorded */
+  int *arrived;     /* per rank: the collective op it waits in, -1 none */
+  GHashTable *sent; /* (src, dst, tag) -> GQueue of op refs (rank << 32 | op) */
+  int *round;       /* per communicator: collectives it completed */
+  int *waiting;     /* per communicator: members that arrived at the current one */
+  GError **err;
+} matcher;
+
+static const et_node *node_at(const matcher *m, int r, int k) {
+  return &m->t->files[r]->nodes[m->order[r][k]];
+}
+
+static gboolean mismatch(const matcher *m, int r, int k, const char *fmt, ...) G_GNUC_PRINTF(4, 5);
+static gboolean mismatch(const matcher *m, int r, int k, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *why = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  const et_node *n = node_at(m, r, k);
+  g_set_error(m->err, DL_ERROR, DL_ERR_INPUT, "%s: node %" G_GUINT64_FORMAT " '%s': %s",
+              m->t->files[r]->path, n->id, n->name, why);
+  g_free(why);
+  return FALSE;
+}
+
+/* "t.1.et node 4 's'" (newly allocated) */
+static char *where(const matcher *m, int r, int k) {
+  const et_node *n = node_at(m, r, k);
+  return g_strdup_printf("%s node %" G_GUINT64_FORMAT " '%s'", m->t->files[r]->path, n->id,
+                         n->name);
+}
+
+static int64_t *pair_key(int src, int dst, int tag) {
+  int64_t *key = g_new(int64_t, 1);
+  *key = ((int64_t)src * CFG_MAX_GPUS + dst) * 32768 + tag;
+  return key;
+}
+
+static int cur(const matcher *m, int r, int s) {
+  return m->by_stream[r * PLAN_N_STREAMS + s][m->next[r * PLAN_N_STREAMS + s]];
+}
+
+static void complete(matcher *m, int r, int k) {
+  const plan_op *op = &m->plans[r]->ops[k];
+  if (op->record_event >= 0) m->event[r][op->record_event] = TRUE;
+  m->next[r * PLAN_N_STREAMS + op->stream]++;
+}
+
+static const char *coll_word(coll_op c) { return coll_op_name(c); }
+
+/* Every member of communicator c is in op waiting[]: same collective, same sizes? Then done. */
+static gboolean finish_coll(matcher *m, int c) {
+  const int n = m->t->comms.size[c];
+  const int *mem = m->t->comms.members[c];
+  const int r0 = mem[0], k0 = m->arrived[r0];
+  const plan_op *a = &m->plans[r0]->ops[k0];
+  for (int i = 1; i < n; i++) {
+    const int r = mem[i], k = m->arrived[r];
+    const plan_op *b = &m->plans[r]->ops[k];
+    if (b->coll != a->coll || (!b->peer_send_bytes && b->bytes != a->bytes)) {
+      char *w = where(m, r0, k0);
+      gboolean f = mismatch(m, r, k, "collective %d of its communicator is %s of %.0f bytes, "
+                            "but %s is %s of %.0f bytes", m->round[c] + 1, coll_word(b->coll),
+                            b->bytes, w, coll_word(a->coll), a->bytes);
+      g_free(w);
+      return f;
+    }
+    if (b->peer_send_bytes) /* uneven all-to-all: what i sends to j, j receives from i */
+      for (int j = 0; j < n; j++) {
+        const plan_op *o = &m->plans[mem[j]]->ops[m->arrived[mem[j]]];
+        if (o->peer_recv_bytes && o->peer_recv_bytes[i] != b->peer_send_bytes[j]) {
+          char *w = where(m, mem[j], m->arrived[mem[j]]);
+          gboolean f = mismatch(m, r, k, "sends %.0f bytes to member %d of its all-to-all, "
+                                "but %s receives %.0f from it", b->peer_send_bytes[j], j, w,
+                                o->peer_recv_bytes[i]);
+          g_free(w);
+          return f;
+        }
+      }
+  }
+  for (int i = 0; i < n; i++) {
+    complete(m, mem[i], m->arrived[mem[i]]);
+    m->arrived[mem[i]] = -1;
+  }
+  m->waiting[c] = 0;
+  m->round[c]++;
+  return TRUE;
+}
+
+/* One step of rank r's stream s: 1 progress, 0 blocked or done, -1 refused. */
+static int step(matcher *m, int r, int s) {
+  const int k = cur(m, r, s);
+  if (k < 0) return 0;
+  const plan_op *op = &m->plans[r]->ops[k];
+  if (op->wait_event >= 0 && !m->event[r][op->wait_event]) return 0;
+  if (op->kind == PLAN_KERNEL) {
+    complete(m, r, k);
+    return 1;
+  }
+  if (op->kind == PLAN_SEND) {
+    int64_t *key = pair_key(r, op->peer, op->tag);
+    GQueue *q = g_hash_table_lookup(m->sent, key);
+    if (!q) g_hash_table_insert(m->sent, key, q = g_queue_new());
+    else g_free(key);
+    g_queue_push_tail(q, (gpointer)(intptr_t)(((int64_t)r << 32) | (int64_t)k));
+    complete(m, r, k);
+    return 1;
+  }
+  if (op->kind == PLAN_RECV) {
+    int64_t key = ((int64_t)op->peer * CFG_MAX_GPUS + r) * 32768 + op->tag;
+    GQueue *q = g_hash_table_lookup(m->sent, &key);
+    if (!q || g_queue_is_empty(q)) return 0;
+    const int64_t ref = (int64_t)(intptr_t)g_queue_pop_head(q);
+    const int sr = (int)(ref >> 32), sk = (int)(ref & 0xffffffff);
+    const double sb = m->plans[sr]->ops[sk].bytes;
+    if (sb != op->bytes) {
+      char *w = where(m, sr, sk);
+      gboolean f = mismatch(m, r, k, "receives %.0f bytes, but %s sends %.0f", op->bytes, w, sb);
+      g_free(w);
+      (void)f;
+      return -1;
+    }
+    complete(m, r, k);
+    return 1;
+  }
+  /* a collective */
+  if (m->arrived[r] == k) return 0;
+  m->arrived[r] = k;
+  if (++m->waiting[op->comm] < m->t->comms.size[op->comm]) return 1;
+  return finish_coll(m, op->comm) ? 1 : -1;
+}
+
+/* Why rank r cannot go on (its comm stream's op, or the op its compute stream waits in). */
+static gboolean explain(matcher *m, int r) {
+  int k = cur(m, r, PLAN_STREAM_COMM);
+  if (k < 0) k = cur(m, r, PLAN_STREAM_COMPUTE);
+  const plan_op *op = &m->plans[r]->ops[k];
+  const int P = m->t->P;
+  if (op->kind == PLAN_RECV) {
+    const int s = op->peer;
+    const gboolean done = cur(m, s, 0) < 0 && cur(m, s, 1) < 0;
+    if (done)
+      return mismatch(m, r, k, "receives from rank %d (tag %d), which never sends it (%s ends "
+                      "first)", s, op->tag, m->t->files[s]->path);
+    int sk = cur(m, s, PLAN_STREAM_COMM);
+    if (sk < 0) sk = cur(m, s, PLAN_STREAM_COMPUTE);
+    char *w = where(m, s, sk);
+    gboolean f = mismatch(m, r, k, "waits forever: receives from rank %d (tag %d), which waits "
+                          "itself at %s", s, op->tag, w);
+    g_free(w);
+    return f;
+  }
+  if (op->kind == PLAN_COLL) {
+    const int c = op->comm, n = m->t->comms.size[c];
+    for (int i = 0; i < n; i++) {
+      const int o = m->t->comms.members[c][i];
+      if (m->arrived[o] >= 0) continue;
+      if (cur(m, o, 0) < 0 && cur(m, o, 1) < 0)
+        return mismatch(m, r, k, "collective %d of its communicator, which rank %d never joins "
+                        "(%s ends first)", m->round[c] + 1, o, m->t->files[o]->path);
+      int ok_ = cur(m, o, PLAN_STREAM_COMM);
+      if (ok_ < 0) ok_ = cur(m, o, PLAN_STREAM_COMPUTE);
+      char *w = where(m, o, ok_);
+      gboolean f = mismatch(m, r, k, "waits forever: collective %d of its communicator, which "
+                            "rank %d does not reach (it waits at %s)", m->round[c] + 1, o, w);
+      g_free(w);
+      return f;
+    }
+  }
+  (void)P;
+  return mismatch(m, r, k, "waits forever for an op of its own that cannot start");
+}
+
+static gboolean match_ranks(const plan_trace *t, plan_rank **plans, int **order, GError **err) {
+  const int P = t->P;
+  matcher m = {t, plans, order, g_new0(int *, P * PLAN_N_STREAMS), g_new0(int, P * PLAN_N_STREAMS),
+               g_new0(gboolean *, P), g_new(int, P),
+               g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
+                                     (GDestroyNotify)g_queue_free),
+               g_new0(int, t->comms.n ? t->comms.n : 1), g_new0(int, t->comms.n ? t->comms.n : 1),
+               err};
+  for (int r = 0; r < P; r++) {
+    const plan_rank *p = plans[r];
+    m.arrived[r] = -1;
+    m.event[r] = g_new0(gboolean, p->n_events + 1);
+    for (int s = 0; s < PLAN_N_STREAMS; s++) {
+      int *l = m.by_stream[r * PLAN_N_STREAMS + s] = g_new(int, p->n_ops + 1), n = 0;
+      for (int k = 0; k < p->n_ops; k++)
+        if (p->ops[k].stream == s) l[n++] = k;
+      l[n] = -1;
+    }
+  }
+  gboolean ok = TRUE;
+  for (gboolean moved = TRUE; ok && moved;) {
+    moved = FALSE;
+    for (int r = 0; ok && r < P; r++)
+      for (int s = 0; ok && s < PLAN_N_STREAMS; s++)
+        for (int x; ok && (x = step(&m, r, s)) != 0;) {
+          ok = x > 0;
+          moved = TRUE;
+        }
+  }
+  for (int r = 0; ok && r < P; r++)
+    if (cur(&m, r, 0) >= 0 || cur(&m, r, 1) >= 0) ok = explain(&m, r);
+  if (ok) { /* a message nobody received */
+    GHashTableIter it;
+    gpointer key, val;
+    int64_t first = -1;
+    g_hash_table_iter_init(&it, m.sent);
+    while (g_hash_table_iter_next(&it, &key, &val)) {
+      GQueue *q = val;
+      if (g_queue_is_empty(q)) continue;
+      const int64_t ref = (int64_t)(intptr_t)g_queue_peek_head(q);
+      if (first < 0 || ref < first) first = ref; /* the lowest rank and op: deterministic */
+    }
+    if (first >= 0) {
+      const int r = (int)(first >> 32), k = (int)(first & 0xffffffff);
+      const plan_op *op = &plans[r]->ops[k];
+      ok = mismatch(&m, r, k, "sends %.0f bytes to rank %d (tag %d), which never receives them",
+                    op->bytes, op->peer, op->tag);
+    }
+  }
+  for (int r = 0; r < P; r++) {
+    g_free(m.event[r]);
+    for (int s = 0; s < PLAN_N_STREAMS; s++) g_free(m.by_stream[r * PLAN_N_STREAMS + s]);
+  }
+  g_free(m.by_stream);
+  g_free(m.next);
+  g_free(m.event);
+  g_free(m.arrived);
+  g_hash_table_destroy(m.sent);
+  g_free(m.round);
+  g_free(m.waiting);
+  return ok;
 }

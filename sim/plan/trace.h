@@ -47,7 +47,10 @@
 typedef struct plan_trace plan_trace;
 
 /* Opens the traces under `dir`: every file is read and checked, and with `check` every rank's
- * op list is built once, so that a trace that cannot be run is refused before any run starts
+ * op list is built once and all of them are run together without times, matching messages by
+ * (source, destination, tag) in order and each communicator's collectives in order, so that a
+ * trace that cannot be run (sizes or kinds that disagree, a message or collective a peer never
+ * joins, ranks that wait for each other) is refused before any run starts, alike in every mode
  * (an executor opening what the driver checked passes FALSE). NULL with a one-line
  * DL_ERR_INPUT naming the file on failure. */
 plan_trace *plan_trace_open(const char *dir, gboolean check, GError **err);

@@ -13,7 +13,9 @@
 #include "core/child.h"
 #include "core/dl_common.h"
 
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -165,9 +167,11 @@ static gboolean header_record(plat *pl, char **f, int nf, GError **err) {
     h.node = (int)pl->hosts->len;
     h.gpu_model = "";
     h.cpu_vendor = "";
-    if (!number(f[2], &h.speed_flops) || !(h.speed_flops > 0 && h.speed_flops <= PLAT_MAX_FLOPS)) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: host %s: speed: expected more than 0 to %g "
-                  "flop/s, such as \"312Tf\", got %s", pl->path, h.id, PLAT_MAX_FLOPS, f[2]);
+    /* a kernel runs in simulation as (seconds x speed) flop of work: on a host below 1 flop/s
+     * that work falls under SimGrid's precision and the kernel takes less than its time */
+    if (!number(f[2], &h.speed_flops) || !(h.speed_flops >= 1 && h.speed_flops <= PLAT_MAX_FLOPS)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: host %s: speed: expected 1 to %g flop/s, "
+                  "such as \"312Tf\", got %s", pl->path, h.id, PLAT_MAX_FLOPS, f[2]);
       return FALSE;
     }
     g_array_append_val(pl->hosts, h);
@@ -251,7 +255,12 @@ static void sg_failed(plat *pl, const char *file, const char *const *cfg, GError
   dl_child_talk_close(&pl->sg, &errtext, &ws);
   GError *e = NULL;
   char *why = dl_simgrid_reason(errtext);
-  if (!why && WIFEXITED(ws) && WEXITSTATUS(ws) == 127) {
+  const int sig = WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;
+  if (!why && (sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP)) {
+    /* stopped from outside (the OOM killer, a user): dlsim's failure, not the file's */
+    g_set_error(&e, DL_ERROR, DL_ERR_INTERNAL, "%s: dlsim-sgplat was killed by signal %d while "
+                "loading the platform", pl->path, sig);
+  } else if (!why && WIFEXITED(ws) && WEXITSTATUS(ws) == 127) {
     char *exe = sgplat_path();
     g_set_error(&e, DL_ERROR, DL_ERR_IO, "%s: cannot run %s (is dlsim built?)", pl->path, exe);
     g_free(exe);
@@ -306,8 +315,59 @@ static gboolean read_netcfg(plat *pl, GError **err) {
   return TRUE;
 }
 
+/* Every <cluster radical="..."> of `file` holds indices SimGrid can read (it stops with "stoi"
+ * on one past an int): FALSE with a line naming the cluster otherwise. */
+static gboolean check_radicals(plat *pl, const char *file, GError **err) {
+  char *text = NULL;
+  gsize len = 0;
+  if (!g_file_get_contents(file, &text, &len, NULL)) return TRUE; /* the loader says why */
+  GRegex *cl = g_regex_new("<cluster\\b[^>]*>", G_REGEX_DOTALL, 0, NULL);
+  GRegex *at = g_regex_new("\\b(id|radical)\\s*=\\s*(\"([^\"]*)\"|'([^']*)')", 0, 0, NULL);
+  GMatchInfo *m = NULL;
+  gboolean ok = TRUE;
+  g_regex_match(cl, text, 0, &m);
+  for (; ok && g_match_info_matches(m); g_match_info_next(m, NULL)) {
+    char *tag = g_match_info_fetch(m, 0), *id = NULL, *rad = NULL;
+    GMatchInfo *a = NULL;
+    g_regex_match(at, tag, 0, &a);
+    for (; g_match_info_matches(a); g_match_info_next(a, NULL)) {
+      char *k = g_match_info_fetch(a, 1), *v = g_match_info_fetch(a, 3);
+      if (!*v) {
+        g_free(v);
+        v = g_match_info_fetch(a, 4);
+      }
+      if (strcmp(k, "id") == 0 && !id) id = v;
+      else if (strcmp(k, "radical") == 0 && !rad) rad = v;
+      else g_free(v);
+      g_free(k);
+    }
+    g_match_info_free(a);
+    for (char *p = rad; ok && p && *p;) { /* "a-b,c,..." */
+      char *end = NULL;
+      errno = 0;
+      const gint64 x = g_ascii_strtoll(p, &end, 10);
+      if (end != p && (errno == ERANGE || x > G_MAXINT || x < G_MININT)) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cluster %s: radical %s: number out of "
+                    "range", pl->path, id ? id : "(no id)", rad);
+        ok = FALSE;
+      }
+      p = end != p ? end : p + 1;
+      while (*p == '-' || *p == ',' || g_ascii_isspace(*p)) p++;
+    }
+    g_free(id);
+    g_free(rad);
+    g_free(tag);
+  }
+  g_match_info_free(m);
+  g_regex_unref(cl);
+  g_regex_unref(at);
+  g_free(text);
+  return ok;
+}
+
 /* Loads `file` (shown as pl->path in messages) through dlsim-sgplat. */
 static gboolean load_file(plat *pl, const char *file, const char *const *cfg, GError **err) {
+  if (!check_radicals(pl, file, err)) return FALSE;
   char *exe = sgplat_path();
   GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
   g_ptr_array_add(argv, exe);

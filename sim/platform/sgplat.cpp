@@ -22,6 +22,7 @@
 // or "noroute". A platform SimGrid cannot load ends the program with SimGrid's message on
 // stderr and exit status 2. Numbers are printed with 17 significant digits.
 #include <simgrid/s4u.hpp>
+#include <smpi/smpi.h>
 #include <xbt/config.hpp>
 
 #include <cstdio>
@@ -145,6 +146,9 @@ int main(int argc, char** argv)
       hosts.push_back(&h);
   });
   sg4::Engine engine(&sg_argc, sg_argv.data());
+  // SMPI's own settings (smpi/os, smpi/privatization, ...) as smpirun declares them: a file's
+  // <config> may hold them, as any file smpirun takes; the closed form does not use them
+  smpi_init_options();
   try {
     engine.load_platform(file);
     // a file with no zone at all leaves SimGrid 3.32 without a root zone to seal (a crash): it

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Hostile inputs that once hung dlsim, gave a silently wrong result or made it write where nothing
 should be written: each row names its case (T3-nn), runs the command as a user would, and
-requires exit status 2 with one line on stderr that says why, and nothing written. FIFOs cannot be stored in git, so the test
+requires exit status 2 with one line on stderr that says why, and nothing written (exit 1 where
+the fault is dlsim's or the machine's: a helper killed from outside, a full disk). FIFOs cannot be stored in git, so the test
 makes them; an input is read only when it is a regular file, so none of them is ever waited on
 (the timeout only bounds a failure). A platform file's <config> that turns SimGrid's tracing on
 must not make any mode write its trace (only --simgrid-cfg may).
@@ -90,6 +91,134 @@ def main():
                         ["run", "--mode", mode, "--platform", "star", "--iters", "2", "--workload",
                          "chakra:" + os.path.join(DATA, "ch", "dur-s-" + x), "--out", out],
                         "dlsim_duration_s: expected seconds", d, out)
+        # T3-04, T3-13, T3-27: traces whose messages or collectives cannot match are the
+        # trace's fault, refused alike in both modes with the file and node
+        for case, says in (("send-size-mismatch", "t.1.et: node 0 'r': receives 5 bytes, but "),
+                           ("coll-size-mismatch", "is allreduce of 999999 bytes, but "),
+                           ("coll-order-swap", "is allgather of 1000 bytes, but "),
+                           ("coll-type-mismatch", "is allgather of 1000 bytes, but "),
+                           ("send-no-recv", "which never sends it"),
+                           ("recv-never-sent", "which never sends it"),
+                           ("coll-one-rank-only", "which rank 1 never joins"),
+                           ("p2p-crossed-deadlock", "waits forever: receives from rank 1")):
+            row = {"send-size-mismatch": "T3-04", "coll-size-mismatch": "T3-04",
+                   "coll-order-swap": "T3-13", "coll-type-mismatch": "T3-13"}.get(case, "T3-27")
+            for mode in ("analytic", "sim"):
+                refused(f"{row} a trace of {case} ({mode})",
+                        ["run", "--mode", mode, "--platform", "star", "--iters", "2", "--workload",
+                         "chakra:" + os.path.join(DATA, "ch", case), "--out", out], says, d, out)
+        refused("T3-35 a trace of another Chakra schema version",
+                ["run", "--mode", "analytic", "--platform", "star", "--iters", "2", "--workload",
+                 "chakra:" + os.path.join(DATA, "ch", "meta-version-empty-str"), "--out", out],
+                "GlobalMetadata version 'x': dlsim reads Chakra's 0.0.x", d, out)
+        refused("T3-33 a cluster radical past an int",
+                ["run", "--mode", "analytic", "--workload", "mlp-small", "--gpus", "2", "--gpu",
+                 "a100-40gb", "--platform", os.path.join(DATA, "cluster-radical-huge.xml"),
+                 "--out", out], "cluster c: radical 0-4000000000: number out of range", d, out)
+        # T3-32: the platform helper killed from outside is dlsim's failure (exit 1), not the
+        # file's: a helper that kills itself stands for the OOM killer, deterministically
+        killer = os.path.join(d, "sgplat-killed.sh")
+        with open(killer, "w") as f:
+            f.write("#!/bin/sh\nkill -9 $$\n")
+        os.chmod(killer, 0o755)
+        p = subprocess.run([DLSIM, "run", "--mode", "analytic", "--workload", "mlp-small",
+                            "--gpus", "2", "--platform", "star", "--out", out], cwd=d,
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, DLSIM_SGPLAT=killer))
+        check("T3-32 the platform helper killed by a signal: exit 1, said so",
+              p.returncode == 1 and "killed by signal 9" in p.stderr and
+              len(p.stderr.strip().splitlines()) == 1 and not os.path.exists(out),
+              f"exit {p.returncode}: {p.stderr.strip()[:200]}")
+        vout = os.path.join(d, "v")
+        for opt, path in (("--platform", "/nonexistent.xml"), ("--kernels", "/nonexistent.json")):
+            refused(f"T3-28 validate {opt} that does not exist, before any run",
+                    ["validate", "--out", vout, "--quick", opt, path], f"{opt}: {path}: no such "
+                    "file", d, vout)
+        # T3-22: a sweep into rows another sweep is writing is refused (the test holds the
+        # prefix's lock itself: no race, no timing); T3-26: rows of another spec are refused
+        import fcntl
+        spec = os.path.join(DATA, "sweep-ok-small.json")
+        pre = os.path.join(d, "locked")
+        with open(pre + ".lock", "w") as lk:
+            fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            refused("T3-22 a sweep into a prefix another sweep holds", ["sweep", spec, "--out",
+                    pre], "another dlsim sweep writes these rows", d, pre + ".csv")
+        mixed = os.path.join(d, "mixed")
+        p = subprocess.run([DLSIM, "sweep", spec, "--out", mixed], cwd=d, capture_output=True,
+                           text=True, timeout=300)
+        before = open(mixed + ".csv").read() if p.returncode == 0 else None
+        other = os.path.join(d, "other-spec.json")
+        with open(other, "w") as f:
+            f.write('{"fixed": {"mode": "analytic", "platform": "star", "workload": "mlp-small",'
+                    ' "gpus": 1}, "axes": {"batch": [8, 24]}}\n')
+        refused("T3-26 a sweep into a prefix holding another spec's rows",
+                ["sweep", other, "--out", mixed], "rows of another sweep", d)
+        check("T3-26 the other spec's rows are untouched",
+              before is not None and open(mixed + ".csv").read() == before, mixed + ".csv")
+        # T3-24: an export into another run's traces is refused; a refused or failed export
+        # leaves no directory behind
+        ex = os.path.join(d, "e")
+        os.mkdir(ex)
+        with open(os.path.join(ex, "comm_groups.json"), "w") as f:
+            f.write('{"0":[0,1,2,3]}\n')
+        open(os.path.join(ex, "other.0.et"), "w").close()
+        exp = ["export", "--format", "chakra", "--platform", "star", "--workload", "mlp-small",
+               "--gpus", "2", "--out"]
+        refused("T3-24 an export into a directory of another run's traces", exp + [ex],
+                "holds the traces of another run (other.0.et)", d,
+                os.path.join(ex, "dlsim.0.et"))
+        os.unlink(os.path.join(ex, "other.0.et"))
+        refused("T3-24 an export beside another run's comm_groups.json", exp + [ex],
+                "holds a comm_groups.json of no dlsim.*.et traces", d,
+                os.path.join(ex, "dlsim.0.et"))
+        e2 = os.path.join(d, "e2")
+        refused("T3-24 a refused export makes no directory", exp + [e2, "--grid", "auto"],
+                "--grid auto searches grids", d, e2)
+        p = subprocess.run([DLSIM, *exp, e2, "--prefix", "a" * 300], cwd=d, capture_output=True,
+                           text=True, timeout=300)
+        check("T3-24 a failed export makes no directory", p.returncode == 1 and
+              not os.path.exists(e2), f"exit {p.returncode}: {p.stderr.strip()[:200]}")
+        for f in ("speed-tiny.xml", "speed-1e-10f.xml"):
+            refused(f"T3-09 a host speed below 1 flop/s ({f})",
+                    ["run", "--mode", "sim", "--workload", "mlp-small", "--gpus", "2", "--iters",
+                     "2", "--platform", os.path.join(DATA, f), "--out", out],
+                    "host h0: speed: expected 1 to", d, out)
+        # T3-36: SMPI's own settings in a platform's <config> are taken, as smpirun takes them
+        for f in ("cfg-smpi_os.xml", "cfg-smpi_display-timing.xml", "cfg-smpi_privatization.xml",
+                  "cfg-smpi_coll-selector.xml"):
+            for mode in ("analytic", "sim"):
+                p = subprocess.run([DLSIM, "run", "--mode", mode, "--workload", "mlp-small",
+                                    "--gpus", "2", "--iters", "2", "--platform",
+                                    os.path.join(DATA, f), "--out", out], cwd=d,
+                                   capture_output=True, text=True, timeout=300)
+                check(f"T3-36 a <config> with SMPI's setting ({f}, {mode}) runs",
+                      p.returncode == 0 and os.path.exists(out), p.stderr.strip()[-200:])
+                if os.path.exists(out):
+                    os.unlink(out)
+        # T3-30: coll --out on a full disk says so (the driver writes the rows); a full disk
+        # needs a tmpfs of our own, so root only: elsewhere the case says it did not run
+        full = os.path.join(d, "full")
+        os.mkdir(full)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", full],
+                          capture_output=True).returncode == 0:
+            try:
+                with open(os.path.join(full, "fill"), "wb") as f:
+                    try:
+                        f.write(b"\0" * 128 * 1024)
+                    except OSError:
+                        pass
+                p = subprocess.run([DLSIM, "coll", "--platform", "star", "--gpus", "2", "--op",
+                                    "allreduce", "--max-bytes", "64KB", "--out",
+                                    os.path.join(full, "c.json")], cwd=d, capture_output=True,
+                                   text=True, timeout=300)
+                lines = p.stderr.strip().splitlines()
+                check("T3-30 coll --out on a full disk", p.returncode == 1 and len(lines) == 1
+                      and "c.json: cannot write" in lines[0] and "No space left" in lines[0],
+                      f"exit {p.returncode}: {p.stderr.strip()[:200]}")
+            finally:
+                subprocess.run(["umount", full], capture_output=True)
+        else:
+            print("skip T3-30 coll --out on a full disk: cannot mount a tmpfs here (not root)")
         # T3-23: an output on an input, or two outputs on one file
         src = os.path.join(os.path.dirname(os.path.dirname(HERE)), "workloads", "mlp-small.json")
         w = os.path.join(d, "w.json")
