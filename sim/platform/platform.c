@@ -11,6 +11,7 @@
 #include "platform/platform.h"
 
 #include "core/child.h"
+#include "core/config.h"
 #include "core/dl_common.h"
 
 #include <errno.h>
@@ -321,8 +322,9 @@ static gboolean check_radicals(plat *pl, const char *file, GError **err) {
   char *text = NULL;
   gsize len = 0;
   if (!g_file_get_contents(file, &text, &len, NULL)) return TRUE; /* the loader says why */
-  GRegex *cl = g_regex_new("<cluster\\b[^>]*>", G_REGEX_DOTALL, 0, NULL);
-  GRegex *at = g_regex_new("\\b(id|radical)\\s*=\\s*(\"([^\"]*)\"|'([^']*)')", 0, 0, NULL);
+  GRegex *cl = g_regex_new("<cluster\\b[^>]*>", G_REGEX_DOTALL | G_REGEX_RAW, 0, NULL);
+  GRegex *at =
+      g_regex_new("\\b(id|radical)\\s*=\\s*(\"([^\"]*)\"|'([^']*)')", G_REGEX_RAW, 0, NULL);
   GMatchInfo *m = NULL;
   gboolean ok = TRUE;
   g_regex_match(cl, text, 0, &m);
@@ -342,18 +344,38 @@ static gboolean check_radicals(plat *pl, const char *file, GError **err) {
       g_free(k);
     }
     g_match_info_free(a);
-    for (char *p = rad; ok && p && *p;) { /* "a-b,c,..." */
-      char *end = NULL;
-      errno = 0;
-      const gint64 x = g_ascii_strtoll(p, &end, 10);
-      if (end != p && (errno == ERANGE || x > G_MAXINT || x < G_MININT)) {
-        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cluster %s: radical %s: number out of "
-                    "range", pl->path, id ? id : "(no id)", rad);
+    /* "a-b,c,...": every number an int, and no more hosts than dlsim has ranks for (SimGrid
+     * would make them all: 40 million hosts take minutes and gigabytes before any check) */
+    gint64 hosts = 0;
+    char **parts = rad ? g_strsplit(rad, ",", -1) : NULL;
+    char *shown = rad ? g_strescape(rad, NULL) : NULL; /* the file's bytes, printable */
+    for (char **q = parts; ok && q && *q; q++) {
+      gint64 v[2] = {0, 0};
+      int nv = 0;
+      for (char *p = *q; ok && *p && nv < 2;) {
+        while (g_ascii_isspace(*p) || (nv == 1 && *p == '-')) p++;
+        char *end = NULL;
+        errno = 0;
+        const gint64 x = g_ascii_strtoll(p, &end, 10);
+        if (end == p) break; /* not a number: SimGrid's own message says so */
+        if (errno == ERANGE || x > G_MAXINT || x < G_MININT) {
+          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cluster %s: radical %s: number out of "
+                      "range", pl->path, id ? id : "(no id)", shown);
+          ok = FALSE;
+        }
+        v[nv++] = x;
+        p = end;
+      }
+      hosts += nv == 2 ? (v[1] >= v[0] ? v[1] - v[0] + 1 : 0) : nv;
+      if (ok && hosts > CFG_MAX_GPUS) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cluster %s: radical %s: more than %d hosts "
+                    "(the most ranks dlsim runs)", pl->path, id ? id : "(no id)", shown,
+                    CFG_MAX_GPUS);
         ok = FALSE;
       }
-      p = end != p ? end : p + 1;
-      while (*p == '-' || *p == ',' || g_ascii_isspace(*p)) p++;
     }
+    g_strfreev(parts);
+    g_free(shown);
     g_free(id);
     g_free(rad);
     g_free(tag);

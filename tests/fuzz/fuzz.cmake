@@ -4,7 +4,8 @@
 #  - with -DDLSIM_FUZZ=ON (clang): linked with libFuzzer, to fuzz.
 set(DL_FUZZ_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 set(DL_FUZZ_SEEDS_workload ${CMAKE_SOURCE_DIR}/workloads ${CMAKE_SOURCE_DIR}/tests/real)
-set(DL_FUZZ_SEEDS_platform ${CMAKE_SOURCE_DIR}/platforms ${CMAKE_SOURCE_DIR}/tests/smpi/star8.xml)
+set(DL_FUZZ_SEEDS_platform ${CMAKE_SOURCE_DIR}/platforms ${CMAKE_SOURCE_DIR}/tests/smpi/star8.xml
+    ${DL_FUZZ_DIR}/seeds/platform)
 set(DL_FUZZ_SEEDS_kdb ${CMAKE_SOURCE_DIR}/kernels/db)
 set(DL_FUZZ_SEEDS_sweep ${CMAKE_SOURCE_DIR}/analysis/studies
     ${CMAKE_SOURCE_DIR}/tests/e2e/data/sweep-small.json
