@@ -190,7 +190,8 @@ et_file *et_read_bytes(const char *path, const char *data, gsize len, GError **e
   f->n_nodes = (int)nodes->len;
   f->nodes = (et_node *)(void *)g_array_free(nodes, FALSE);
   /* ids are unique; data dependencies name nodes of the file; control dependencies that do not
-   * are dropped (Chakra's PyTorch converter removes parents it does not keep) */
+   * are dropped: Chakra's PyTorch converter records each operator's caller as one, then removes
+   * the nodes no data dependency reaches, callers included */
   GHashTable *ids = g_hash_table_new(g_int64_hash, g_int64_equal);
   for (int i = 0; ok && i < f->n_nodes; i++) {
     et_node *x = &f->nodes[i];
