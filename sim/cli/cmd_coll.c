@@ -15,7 +15,8 @@
 
 /* The algorithms of the table, per operation, for --help. */
 static char *algo_help(void) {
-  GString *s = g_string_new("Algorithms (--coll; default: what NCCL would pick, see coll.h):\n");
+  GString *s = g_string_new("Algorithms (--coll pins one; default: for each size what NCCL would "
+                             "pick, see coll.h):\n");
   for (int op = 0; op < COLL_OP_COUNT; op++) {
     int n;
     const coll_algo_info *const *l = coll_list((coll_op)op, &n);
@@ -150,7 +151,7 @@ int cmd_coll(int argc, char **argv) {
     g_string_free(names, TRUE);
     goto bad;
   }
-  char *smpi_cfg = coll_smpi_cfg(op, name);
+  char *smpi_cfg = algo ? coll_smpi_cfg(op, name) : NULL;
   if (smpi_cfg) g_ptr_array_add(extra, smpi_cfg); /* extra owns it */
   if (pl) {
     launch_network_cfg(pl, simgrid_cfg, extra);
@@ -167,9 +168,11 @@ int cmd_coll(int argc, char **argv) {
   g_snprintf(max_a, sizeof max_a, "%.0f", max_b);
   g_snprintf(iters_a, sizeof iters_a, "%d", iters);
   g_snprintf(rpn_a, sizeof rpn_a, "%d", rpn);
-  const char *pargv[20] = {"coll", "--op", op_name, "--coll", name, "--min-bytes", min_a,
-                           "--max-bytes", max_a, "--iters", iters_a, "--ranks-per-node", rpn_a};
-  int k = 13;
+  /* --coll pins one algorithm; else the benchmark chooses for each size, as NCCL does per call */
+  const char *pargv[20] = {"coll", "--op", op_name, "--min-bytes", min_a, "--max-bytes", max_a,
+                           "--iters", iters_a, "--ranks-per-node", rpn_a};
+  int k = 11;
+  if (algo) pargv[k++] = "--coll", pargv[k++] = name;
   /* the benchmark writes its rows in a directory of dlsim's; the driver writes --out, so that
    * a file it cannot write is said as run --out says it */
   if (json) {

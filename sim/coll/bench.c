@@ -87,9 +87,10 @@ static long check_once(const coll_algo *a, coll_op op, float *send, float *recv,
   return wrong;
 }
 
-static cJSON *row_json(size_t bytes, double t_s, double algbw, double busbw) {
+static cJSON *row_json(size_t bytes, const char *algo, double t_s, double algbw, double busbw) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "size_bytes", (double)bytes);
+  cJSON_AddStringToObject(o, "coll", algo);
   cJSON_AddNumberToObject(o, "count", (double)(bytes / COLL_ELEM_BYTES));
   cJSON_AddNumberToObject(o, "time_us", t_s * 1e6);
   cJSON_AddNumberToObject(o, "algbw_GBps", algbw);
@@ -165,6 +166,7 @@ int coll_bench_main(int argc, char **argv) {
     goto out;
   }
   if (o.nccl) topo.nccl = &env;
+  /* pinned by --coll, or chosen for each size as NCCL chooses per call (coll_default_env) */
   const char *algo = o.algo ? o.algo : coll_default_env(op, max_b, P, topo.n_nodes, topo.nccl);
   a = coll_find(op, algo);
   if (!a) {
@@ -184,7 +186,8 @@ int coll_bench_main(int argc, char **argv) {
   cJSON *rows = cJSON_CreateArray();
   if (r == 0) {
     printf("# dlsim coll: %s, algorithm %s, %d ranks, %d per node, %d timed + %d warm-up calls\n",
-           coll_op_name(op), o.algo ? o.algo : a->name, P, topo.ranks_per_node, o.iters, o.warmup);
+           coll_op_name(op), o.algo ? o.algo : "per size", P, topo.ranks_per_node, o.iters,
+           o.warmup);
     nccl_call nc;
     nccl_plan(&nc, topo.nccl, op, a->name, max_b, P, topo.n_nodes);
     if (nc.proto >= 0)
@@ -200,10 +203,19 @@ int coll_bench_main(int argc, char **argv) {
   const int root = op == COLL_BROADCAST ? 0 : -1;
   double last_time_s = 0, busbw_sum = 0;
   int n_rows = 0;
+  const coll_algo *shown = NULL; /* the per-size algorithm last said */
   long wrong_total = 0;
   for (double sz = min_b; sz <= max_b && status == 0; sz *= 2) {
     size_t bytes = coll_round_bytes(op, (size_t)sz, P);
     if (bytes == 0) continue;
+    if (!o.algo) { /* each size its own algorithm, said where it changes */
+      const coll_algo *b = coll_find(op, coll_default_env(op, (double)bytes, P, topo.n_nodes,
+                                                          topo.nccl));
+      if (b && b != shown) {
+        if (r == 0) printf("# algorithm %s from %zu B\n", b->name, bytes);
+        a = shown = b;
+      }
+    }
     int rc = MPI_SUCCESS;
     long all = -1; /* wrong elements over the ranks, -1 unchecked */
     if (o.check) {
@@ -240,7 +252,7 @@ int coll_bench_main(int argc, char **argv) {
              busbw, wrong);
       busbw_sum += busbw;
       n_rows++;
-      cJSON_AddItemToArray(rows, row_json(bytes, t, algbw, busbw));
+      cJSON_AddItemToArray(rows, row_json(bytes, a->name, t, algbw, busbw));
     }
     last_time_s = t;
   }
@@ -258,7 +270,7 @@ int coll_bench_main(int argc, char **argv) {
   if (r == 0 && status == 0 && o.json) {
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "op", coll_op_name(op));
-    cJSON_AddStringToObject(doc, "coll", o.algo ? o.algo : a->name);
+    cJSON_AddStringToObject(doc, "coll", o.algo ? o.algo : "per size");
     cJSON_AddNumberToObject(doc, "ranks", P);
     cJSON_AddNumberToObject(doc, "ranks_per_node", topo.ranks_per_node);
     cJSON_AddNumberToObject(doc, "iters", o.iters);
