@@ -195,10 +195,9 @@ int cmd_coll(int argc, char **argv) {
     goto out;
   }
   if (json) {
-    gchar *text = NULL;
     gsize len = 0;
-    if (!g_file_get_contents(child_json, &text, &len, &err) ||
-        !dl_write_file_atomic(json, text, len, &err)) {
+    char *text = dl_read_file(child_json, &len, &err);
+    if (!text || !dl_write_file_atomic(json, text, len, &err)) {
       g_free(text);
       cli_error(err->message);
       status = 1;

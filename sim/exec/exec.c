@@ -382,10 +382,10 @@ static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
 }
 
 /* The real executor refuses --grid auto, --precision fp16/bf16 on the CPU (whose kernels
- * compute in fp32), --autocast, --cp, --recompute full with domain splits or experts, --sequence-parallel with ZeRO
- * or FSDP, ZeRO or
- * FSDP with weights tied across pipeline stages, and layers without a real implementation; splits it cannot
- * make are refused by real_shard_plan (real_shard.h) when the ranks start. */
+ * compute in fp32), --autocast, --cp, --recompute full with domain splits or experts,
+ * --sequence-parallel with ZeRO or FSDP, ZeRO or FSDP with weights tied across pipeline stages,
+ * and layers without a real implementation; splits it cannot make are refused by
+ * real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
   if (c->simgrid_cfg) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: --mode real runs no SimGrid; "
@@ -414,14 +414,14 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
                 "fp32, or --device cuda", gpu_precision_name(c->precision));
     return FALSE;
   }
-  if (c->recompute) /* their forward collectives would run again as backward ones */
-    for (int i = 0; i < x->model->n_layers; i++)
-      if (c->domain_conv || x->model->layers[i].kind == WL_MOE) {
-        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --recompute full with %s is not "
-                    "run for real yet; leave out --recompute", c->domain_conv ? "--domain conv"
-                    : "a mixture of experts");
-        return FALSE;
-      }
+  gboolean moe = FALSE;
+  for (int i = 0; i < x->model->n_layers; i++) moe |= x->model->layers[i].kind == WL_MOE;
+  if (c->recompute && (c->domain_conv || moe)) { /* forward collectives would run in backward */
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --recompute full with %s is not run "
+                "for real yet; leave out --recompute", c->domain_conv ? "--domain conv"
+                : "a mixture of experts");
+    return FALSE;
+  }
   if (c->sequence_parallel && (c->zero || c->fsdp != CFG_FSDP_NONE)) {
     char opt[32];
     cfg_sharding_option(c, opt, sizeof opt);

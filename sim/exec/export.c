@@ -222,13 +222,11 @@ gboolean exec_export_dir_free(const char *dir, const char *prefix, GError **err)
       groups = TRUE;
       continue;
     }
-    if (!g_str_has_suffix(name, ".et")) continue;
-    /* <prefix>.<rank>.et */
-    const char *dot = strrchr(name, '.');
-    const char *r = dot;
-    while (r > name && r[-1] != '.') r--;
-    const gboolean mine = r > name && (size_t)(r - 1 - name) == strlen(prefix) &&
-                          strncmp(name, prefix, strlen(prefix)) == 0;
+    int rank;
+    char *of = plan_trace_name_prefix(name, &rank);
+    if (!of) continue; /* not a rank trace: a run reading the directory skips it too */
+    const gboolean mine = strcmp(of, prefix) == 0;
+    g_free(of);
     if (mine) ours = TRUE;
     else {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--out %s: holds the traces of another run (%s); "

@@ -639,7 +639,6 @@ static double same_shape_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel 
 static double lookup_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
                        kdb_origin *origin);
 
-
 double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
                     kdb_origin *origin) {
   memo_key key;

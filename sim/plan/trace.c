@@ -40,8 +40,7 @@ void plan_trace_free(plan_trace *t) {
   g_free(t);
 }
 
-/* "<prefix>.<rank>.et": the prefix (newly allocated) and the rank, or NULL. */
-static char *split_name(const char *name, int *rank) {
+char *plan_trace_name_prefix(const char *name, int *rank) {
   if (!g_str_has_suffix(name, ".et")) return NULL;
   char *stem = g_strndup(name, strlen(name) - 3);
   char *dot = strrchr(stem, '.');
@@ -71,7 +70,7 @@ static gboolean find_files(plan_trace *t, char **prefix, GError **err) {
   int max = -1;
   for (const char *name; ok && (name = g_dir_read_name(d));) {
     int r;
-    char *p = split_name(name, &r);
+    char *p = plan_trace_name_prefix(name, &r);
     if (!p) continue;
     if (!*prefix) *prefix = g_strdup(p);
     if (strcmp(p, *prefix) != 0) {
@@ -670,14 +669,28 @@ static char *where(const matcher *m, int r, int k) {
                          n->name);
 }
 
-static int64_t *pair_key(int src, int dst, int tag) {
-  int64_t *key = g_new(int64_t, 1);
-  *key = ((int64_t)src * CFG_MAX_GPUS + dst) * 32768 + tag;
-  return key;
+/* The messages from src to dst with `tag` (tags are below 32768, ranks below CFG_MAX_GPUS). */
+static int64_t pair_key(int src, int dst, int tag) {
+  return ((int64_t)src * CFG_MAX_GPUS + dst) * 32768 + tag;
+}
+
+/* An op of a rank as a queue entry (never NULL: rank 0's op 0 too), and back. Entries order as
+ * their (rank, op). */
+static gpointer op_ref(int r, int k) { return (gpointer)(intptr_t)((((int64_t)r << 32) | k) + 1); }
+static void op_of_ref(gconstpointer ref, int *r, int *k) {
+  const int64_t v = (int64_t)(intptr_t)ref - 1;
+  *r = (int)(v >> 32);
+  *k = (int)(v & 0xffffffff);
 }
 
 static int cur(const matcher *m, int r, int s) {
   return m->by_stream[r * PLAN_N_STREAMS + s][m->next[r * PLAN_N_STREAMS + s]];
+}
+
+/* The op rank r is held at: its comm stream's, else its compute stream's; -1 when done. */
+static int held_at(const matcher *m, int r) {
+  const int k = cur(m, r, PLAN_STREAM_COMM);
+  return k >= 0 ? k : cur(m, r, PLAN_STREAM_COMPUTE);
 }
 
 static void complete(matcher *m, int r, int k) {
@@ -685,8 +698,6 @@ static void complete(matcher *m, int r, int k) {
   if (op->record_event >= 0) m->event[r][op->record_event] = TRUE;
   m->next[r * PLAN_N_STREAMS + op->stream]++;
 }
-
-static const char *coll_word(coll_op c) { return coll_op_name(c); }
 
 /* Every member of communicator c is in op waiting[]: same collective, same sizes? Then done. */
 static gboolean finish_coll(matcher *m, int c) {
@@ -700,8 +711,8 @@ static gboolean finish_coll(matcher *m, int c) {
     if (b->coll != a->coll || (!b->peer_send_bytes && b->bytes != a->bytes)) {
       char *w = where(m, r0, k0);
       gboolean f = mismatch(m, r, k, "collective %d of its communicator is %s of %.0f bytes, "
-                            "but %s is %s of %.0f bytes", m->round[c] + 1, coll_word(b->coll),
-                            b->bytes, w, coll_word(a->coll), a->bytes);
+                            "but %s is %s of %.0f bytes", m->round[c] + 1, coll_op_name(b->coll),
+                            b->bytes, w, coll_op_name(a->coll), a->bytes);
       g_free(w);
       return f;
     }
@@ -738,26 +749,24 @@ static int step(matcher *m, int r, int s) {
     return 1;
   }
   if (op->kind == PLAN_SEND) {
-    int64_t *key = pair_key(r, op->peer, op->tag);
-    GQueue *q = g_hash_table_lookup(m->sent, key);
-    if (!q) g_hash_table_insert(m->sent, key, q = g_queue_new());
-    else g_free(key);
-    g_queue_push_tail(q, (gpointer)(intptr_t)(((int64_t)r << 32) | (int64_t)k));
+    const int64_t key = pair_key(r, op->peer, op->tag);
+    GQueue *q = g_hash_table_lookup(m->sent, &key);
+    if (!q) g_hash_table_insert(m->sent, g_memdup2(&key, sizeof key), q = g_queue_new());
+    g_queue_push_tail(q, op_ref(r, k));
     complete(m, r, k);
     return 1;
   }
   if (op->kind == PLAN_RECV) {
-    int64_t key = ((int64_t)op->peer * CFG_MAX_GPUS + r) * 32768 + op->tag;
+    const int64_t key = pair_key(op->peer, r, op->tag);
     GQueue *q = g_hash_table_lookup(m->sent, &key);
     if (!q || g_queue_is_empty(q)) return 0;
-    const int64_t ref = (int64_t)(intptr_t)g_queue_pop_head(q);
-    const int sr = (int)(ref >> 32), sk = (int)(ref & 0xffffffff);
+    int sr, sk;
+    op_of_ref(g_queue_pop_head(q), &sr, &sk);
     const double sb = m->plans[sr]->ops[sk].bytes;
     if (sb != op->bytes) {
       char *w = where(m, sr, sk);
-      gboolean f = mismatch(m, r, k, "receives %.0f bytes, but %s sends %.0f", op->bytes, w, sb);
+      mismatch(m, r, k, "receives %.0f bytes, but %s sends %.0f", op->bytes, w, sb);
       g_free(w);
-      (void)f;
       return -1;
     }
     complete(m, r, k);
@@ -772,18 +781,13 @@ static int step(matcher *m, int r, int s) {
 
 /* Why rank r cannot go on (its comm stream's op, or the op its compute stream waits in). */
 static gboolean explain(matcher *m, int r) {
-  int k = cur(m, r, PLAN_STREAM_COMM);
-  if (k < 0) k = cur(m, r, PLAN_STREAM_COMPUTE);
+  const int k = held_at(m, r);
   const plan_op *op = &m->plans[r]->ops[k];
-  const int P = m->t->P;
   if (op->kind == PLAN_RECV) {
-    const int s = op->peer;
-    const gboolean done = cur(m, s, 0) < 0 && cur(m, s, 1) < 0;
-    if (done)
+    const int s = op->peer, sk = held_at(m, s);
+    if (sk < 0)
       return mismatch(m, r, k, "receives from rank %d (tag %d), which never sends it (%s ends "
                       "first)", s, op->tag, m->t->files[s]->path);
-    int sk = cur(m, s, PLAN_STREAM_COMM);
-    if (sk < 0) sk = cur(m, s, PLAN_STREAM_COMPUTE);
     char *w = where(m, s, sk);
     gboolean f = mismatch(m, r, k, "waits forever: receives from rank %d (tag %d), which waits "
                           "itself at %s", s, op->tag, w);
@@ -795,19 +799,17 @@ static gboolean explain(matcher *m, int r) {
     for (int i = 0; i < n; i++) {
       const int o = m->t->comms.members[c][i];
       if (m->arrived[o] >= 0) continue;
-      if (cur(m, o, 0) < 0 && cur(m, o, 1) < 0)
+      const int at = held_at(m, o);
+      if (at < 0)
         return mismatch(m, r, k, "collective %d of its communicator, which rank %d never joins "
                         "(%s ends first)", m->round[c] + 1, o, m->t->files[o]->path);
-      int ok_ = cur(m, o, PLAN_STREAM_COMM);
-      if (ok_ < 0) ok_ = cur(m, o, PLAN_STREAM_COMPUTE);
-      char *w = where(m, o, ok_);
+      char *w = where(m, o, at);
       gboolean f = mismatch(m, r, k, "waits forever: collective %d of its communicator, which "
                             "rank %d does not reach (it waits at %s)", m->round[c] + 1, o, w);
       g_free(w);
       return f;
     }
   }
-  (void)P;
   return mismatch(m, r, k, "waits forever for an op of its own that cannot start");
 }
 
@@ -841,20 +843,20 @@ static gboolean match_ranks(const plan_trace *t, plan_rank **plans, int **order,
         }
   }
   for (int r = 0; ok && r < P; r++)
-    if (cur(&m, r, 0) >= 0 || cur(&m, r, 1) >= 0) ok = explain(&m, r);
+    if (held_at(&m, r) >= 0) ok = explain(&m, r);
   if (ok) { /* a message nobody received */
     GHashTableIter it;
     gpointer key, val;
-    int64_t first = -1;
+    gpointer first = NULL;
     g_hash_table_iter_init(&it, m.sent);
     while (g_hash_table_iter_next(&it, &key, &val)) {
       GQueue *q = val;
-      if (g_queue_is_empty(q)) continue;
-      const int64_t ref = (int64_t)(intptr_t)g_queue_peek_head(q);
-      if (first < 0 || ref < first) first = ref; /* the lowest rank and op: deterministic */
+      gpointer ref = g_queue_peek_head(q); /* the lowest rank and op: deterministic */
+      if (ref && (!first || (intptr_t)ref < (intptr_t)first)) first = ref;
     }
-    if (first >= 0) {
-      const int r = (int)(first >> 32), k = (int)(first & 0xffffffff);
+    if (first) {
+      int r, k;
+      op_of_ref(first, &r, &k);
       const plan_op *op = &plans[r]->ops[k];
       ok = mismatch(&m, r, k, "sends %.0f bytes to rank %d (tag %d), which never receives them",
                     op->bytes, op->peer, op->tag);

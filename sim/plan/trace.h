@@ -71,5 +71,8 @@ int plan_trace_comm_type(coll_op op);
 
 /* The file name of rank `rank`'s trace under a prefix: "<prefix>.<rank>.et" (g_free). */
 char *plan_trace_file_name(const char *prefix, int rank);
+/* The other way: "<prefix>.<rank>.et" gives the prefix (newly allocated) and the rank; any other
+ * name gives NULL. */
+char *plan_trace_name_prefix(const char *name, int *rank);
 
 #endif

@@ -345,28 +345,31 @@ static gboolean check_radicals(plat *pl, const char *file, GError **err) {
     }
     g_match_info_free(a);
     /* "a-b,c,...": every number an int, and no more hosts than dlsim has ranks for (SimGrid
-     * would make them all: 40 million hosts take minutes and gigabytes before any check) */
+     * would make them all: 40 million hosts take minutes and gigabytes before any check). A
+     * part that does not start with a number is left to SimGrid's own message. */
     gint64 hosts = 0;
     char **parts = rad ? g_strsplit(rad, ",", -1) : NULL;
     char *shown = rad ? g_strescape(rad, NULL) : NULL; /* the file's bytes, printable */
     for (char **q = parts; ok && q && *q; q++) {
-      gint64 v[2] = {0, 0};
-      int nv = 0;
-      for (char *p = *q; ok && *p && nv < 2;) {
-        while (g_ascii_isspace(*p) || (nv == 1 && *p == '-')) p++;
+      char **ends = g_strsplit(g_strstrip(*q), "-", 2);
+      gint64 v[2];
+      int n = 0;
+      for (; ends[n] && ok; n++) { /* each as SimGrid's std::stoi reads it: leading digits */
         char *end = NULL;
         errno = 0;
-        const gint64 x = g_ascii_strtoll(p, &end, 10);
-        if (end == p) break; /* not a number: SimGrid's own message says so */
-        if (errno == ERANGE || x > G_MAXINT || x < G_MININT) {
+        v[n] = g_ascii_strtoll(ends[n], &end, 10);
+        if (end == ends[n]) {
+          n = -1;
+          break;
+        }
+        if (errno == ERANGE || v[n] > G_MAXINT || v[n] < G_MININT) {
           g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cluster %s: radical %s: number out of "
                       "range", pl->path, id ? id : "(no id)", shown);
           ok = FALSE;
         }
-        v[nv++] = x;
-        p = end;
       }
-      hosts += nv == 2 ? (v[1] >= v[0] ? v[1] - v[0] + 1 : 0) : nv;
+      g_strfreev(ends);
+      if (n > 0) hosts += n == 2 ? MAX(0, v[1] - v[0] + 1) : 1;
       if (ok && hosts > CFG_MAX_GPUS) {
         g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cluster %s: radical %s: more than %d hosts "
                     "(the most ranks dlsim runs)", pl->path, id ? id : "(no id)", shown,

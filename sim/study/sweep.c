@@ -487,7 +487,6 @@ const char *sweep_csv_header(void) {
   return header;
 }
 
-
 static const cJSON *json_at(const cJSON *root, const char *path) {
   char **parts = g_strsplit(path, ".", -1);
   const cJSON *v = root;

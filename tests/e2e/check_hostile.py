@@ -98,6 +98,8 @@ def main():
                            ("coll-order-swap", "is allgather of 1000 bytes, but "),
                            ("coll-type-mismatch", "is allgather of 1000 bytes, but "),
                            ("send-no-recv", "which never sends it"),
+                           ("send-unreceived", "t.0.et: node 0 's': sends 1000 bytes to rank 1 "
+                            "(tag 3), which never receives them"),
                            ("recv-never-sent", "which never sends it"),
                            ("coll-one-rank-only", "which rank 1 never joins"),
                            ("p2p-crossed-deadlock", "waits forever: receives from rank 1")):
