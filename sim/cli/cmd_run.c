@@ -13,6 +13,7 @@
 #include "exec/exec.h"
 #include "out/result.h"
 #include "study/gridsearch.h"
+#include "study/projection.h"
 
 static gboolean not_fitting(const res_result *r, const wl_model *m, GError **err) {
   g_set_error(err, DL_ERROR, DL_ERR_INPUT,
@@ -26,6 +27,94 @@ static gboolean not_fitting(const res_result *r, const wl_model *m, GError **err
   return FALSE;
 }
 
+/* The options of the whole-run projection, as text until checked. */
+typedef struct {
+  char *tokens, *epochs, *failures, *ckpt, *interval, *bw_node, *bw_total, *host_copy, *relaunch,
+      *idle, *board, *mem_share, *nic, *port, *host, *pue, *gpu_price, *kwh_price;
+  int warmup, samples, radix;
+} proj_text;
+
+#define PROJ_NOT_GIVEN (-1)
+
+static void proj_text_release(proj_text *t) {
+  char **s[] = {&t->tokens, &t->epochs,   &t->failures, &t->ckpt,      &t->interval,
+                &t->bw_node, &t->bw_total, &t->host_copy, &t->relaunch, &t->idle,
+                &t->board,  &t->mem_share, &t->nic,     &t->port,      &t->host,
+                &t->pue,    &t->gpu_price, &t->kwh_price};
+  for (size_t i = 0; i < G_N_ELEMENTS(s); i++) g_free(*s[i]);
+}
+
+/* Checks the projection's options into `o` (proj_opts_init'ed). */
+static gboolean proj_options(const proj_text *t, guint64 seed, proj_opts *o, GError **err) {
+  const struct {
+    const char *name, *text, *expected;
+    double lo, hi, *dst;
+  } num[] = {
+      {"--tokens", t->tokens, "a token count > 0 (15e12)", 1, 1e18, &o->tokens},
+      {"--epochs", t->epochs, "epochs > 0", 1e-9, 1e9, &o->epochs},
+      {"--ckpt-interval", t->interval, "seconds > 0, or auto", 1e-6, 1e12, &o->ckpt_interval_s},
+      {"--ckpt-bw-node", t->bw_node, "bytes/s > 0", 1, 1e15, &o->ckpt_bw_node_bps},
+      {"--ckpt-bw-total", t->bw_total, "bytes/s > 0", 1, 1e18, &o->ckpt_bw_total_bps},
+      {"--host-copy-bw", t->host_copy, "bytes/s > 0", 1, 1e15, &o->host_copy_bps},
+      {"--relaunch-s", t->relaunch, "seconds >= 0", 0, 1e9, &o->relaunch_s},
+      {"--gpu-idle-w", t->idle, "watts >= 0", 0, 1e5, &o->gpu_idle_w},
+      {"--gpu-board-w", t->board, "watts > 0", 1e-3, 1e5, &o->gpu_board_w},
+      {"--mem-power-share", t->mem_share, "a share in [0, 1]", 0, 1, &o->mem_power_share},
+      {"--nic-w", t->nic, "watts >= 0", 0, 1e5, &o->nic_w},
+      {"--switch-port-w", t->port, "watts >= 0", 0, 1e5, &o->switch_port_w},
+      {"--host-w", t->host, "watts >= 0", 0, 1e6, &o->host_w},
+      {"--pue", t->pue, "a PUE in [1, 10]", 1, 10, &o->pue},
+      {"--gpu-hour-price", t->gpu_price, "a price >= 0", 0, 1e9, &o->gpu_hour_price},
+      {"--kwh-price", t->kwh_price, "a price >= 0", 0, 1e9, &o->kwh_price},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(num); i++) {
+    if (!num[i].text) continue;
+    if (num[i].dst == &o->ckpt_interval_s && strcmp(num[i].text, "auto") == 0) continue;
+    if (!cli_number(num[i].name, num[i].text, num[i].lo, num[i].hi, num[i].expected,
+                    num[i].dst, err))
+      return FALSE;
+  }
+  if (o->tokens > 0 && o->epochs > 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--tokens and --epochs: give one budget, not both");
+    return FALSE;
+  }
+  const struct {
+    const char *name;
+    int v, lo, hi;
+    int *dst;
+  } ints[] = {{"--warmup-iters", t->warmup, 0, 1000000, &o->warmup_iters},
+              {"--mc-samples", t->samples, 1, 1000000, &o->samples},
+              {"--switch-radix", t->radix, 2, 100000, &o->switch_radix}};
+  for (size_t i = 0; i < G_N_ELEMENTS(ints); i++) {
+    if (ints[i].v == PROJ_NOT_GIVEN) continue;
+    if (ints[i].v < ints[i].lo || ints[i].v > ints[i].hi) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s %d: expected %d..%d", ints[i].name, ints[i].v,
+                  ints[i].lo, ints[i].hi);
+      return FALSE;
+    }
+    *ints[i].dst = ints[i].v;
+  }
+  if (t->ckpt && strcmp(t->ckpt, "sync") != 0 && strcmp(t->ckpt, "async") != 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--ckpt %s: expected sync or async", t->ckpt);
+    return FALSE;
+  }
+  o->ckpt_async = t->ckpt && strcmp(t->ckpt, "async") == 0;
+  if (t->failures && !proj_parse_failures(o, t->failures, err)) return FALSE;
+  o->seed = seed;
+  const gboolean budget = o->tokens > 0 || o->epochs > 0;
+  if (!budget && (t->failures || t->ckpt || t->interval || t->bw_node || t->bw_total ||
+                  t->host_copy || t->relaunch || t->idle || t->board || t->mem_share || t->nic ||
+                  t->port || t->host || t->pue || t->gpu_price || t->kwh_price ||
+                  t->warmup != PROJ_NOT_GIVEN || t->samples != PROJ_NOT_GIVEN ||
+                  t->radix != PROJ_NOT_GIVEN)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "the whole-run options (--failures, --ckpt..., power and prices) need a budget: "
+                "--tokens T or --epochs E");
+    return FALSE;
+  }
+  return TRUE;
+}
+
 int cmd_run(int argc, char **argv) {
   cfg_run parsed;
   cfg_init(&parsed);
@@ -36,12 +125,66 @@ int cmd_run(int argc, char **argv) {
   res_init(&r);
   gboolean ok = FALSE;
 
+  proj_text pt = {.warmup = PROJ_NOT_GIVEN, .samples = PROJ_NOT_GIVEN, .radix = PROJ_NOT_GIVEN};
+  proj_opts po;
+  proj_opts_init(&po);
+  proj_result pr;
+  memset(&pr, 0, sizeof pr);
+  const GOptionEntry proj_entries[] = {
+      {"tokens", 0, 0, G_OPTION_ARG_STRING, &pt.tokens,
+       "project the whole run over T tokens (a token model): wall time with failures and "
+       "checkpoints, goodput, energy, cost", "T"},
+      {"epochs", 0, 0, G_OPTION_ARG_STRING, &pt.epochs,
+       "project the whole run over E passes of the dataset", "E"},
+      {"failures", 0, 0, G_OPTION_ARG_STRING, &pt.failures,
+       "failure rates: default (Llama 3 405B's fleet, per unit), none, or KEY=HOURS,... with KEY "
+       "gpu, host-memory, nic, switch, node, software (MTBF per unit) or job; scale=F multiplies "
+       "every rate", "SPEC"},
+      {"ckpt", 0, 0, G_OPTION_ARG_STRING, &pt.ckpt,
+       "checkpoints: sync (training waits for the write; default) or async (it waits for the "
+       "copy to host memory)", "sync|async"},
+      {"ckpt-interval", 0, 0, G_OPTION_ARG_STRING, &pt.interval,
+       "work between checkpoints, s (default auto: Daly's optimum, or the asynchronous one)",
+       "S|auto"},
+      {"ckpt-bw-node", 0, 0, G_OPTION_ARG_STRING, &pt.bw_node,
+       "checkpoint storage bandwidth per node, bytes/s (write and read)", "BPS"},
+      {"ckpt-bw-total", 0, 0, G_OPTION_ARG_STRING, &pt.bw_total,
+       "the file system's total checkpoint bandwidth, bytes/s", "BPS"},
+      {"host-copy-bw", 0, 0, G_OPTION_ARG_STRING, &pt.host_copy,
+       "async checkpoints: device-to-host copy per GPU, bytes/s", "BPS"},
+      {"relaunch-s", 0, 0, G_OPTION_ARG_STRING, &pt.relaunch,
+       "a restart's relaunch before loading the checkpoint, s", "S"},
+      {"warmup-iters", 0, 0, G_OPTION_ARG_INT, &pt.warmup,
+       "iterations a restart takes to reach full speed", "N"},
+      {"mc-samples", 0, 0, G_OPTION_ARG_INT, &pt.samples,
+       "Monte Carlo timelines of the run (default 1000; seeded by --seed)", "N"},
+      {"gpu-idle-w", 0, 0, G_OPTION_ARG_STRING, &pt.idle,
+       "a GPU's idle power, W (default: its spec sheet's)", "W"},
+      {"gpu-board-w", 0, 0, G_OPTION_ARG_STRING, &pt.board,
+       "a GPU's board power at full load, W (default: its spec sheet's)", "W"},
+      {"mem-power-share", 0, 0, G_OPTION_ARG_STRING, &pt.mem_share,
+       "share of a GPU's dynamic power a kernel saturating memory bandwidth draws", "F"},
+      {"nic-w", 0, 0, G_OPTION_ARG_STRING, &pt.nic, "power per NIC, W", "W"},
+      {"switch-port-w", 0, 0, G_OPTION_ARG_STRING, &pt.port, "power per switch port, W", "W"},
+      {"switch-radix", 0, 0, G_OPTION_ARG_INT, &pt.radix,
+       "ports per switch: how many tiers the fabric needs", "K"},
+      {"host-w", 0, 0, G_OPTION_ARG_STRING, &pt.host,
+       "power per node besides GPUs and NICs, W (default: the reference system's maximum less "
+       "them)", "W"},
+      {"pue", 0, 0, G_OPTION_ARG_STRING, &pt.pue, "the data centre's power usage effectiveness",
+       "F"},
+      {"gpu-hour-price", 0, 0, G_OPTION_ARG_STRING, &pt.gpu_price,
+       "cost per GPU-hour of wall time", "PRICE"},
+      {"kwh-price", 0, 0, G_OPTION_ARG_STRING, &pt.kwh_price, "cost per kWh", "PRICE"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+
   gboolean help = FALSE;
-  if (!cfg_parse_args(&parsed, "run", NULL, NULL, &argc, &argv, &help, &e)) goto out;
+  if (!cfg_parse_args(&parsed, "run", proj_entries, NULL, &argc, &argv, &help, &e)) goto out;
   if (help) {
     ok = TRUE;
     goto out;
   }
+  if (!proj_options(&pt, (guint64)parsed.seed, &po, &e)) goto out;
   if (!dl_check_writable("--out", parsed.out, &e) ||
       !dl_check_writable("--trace", parsed.trace, &e) ||
       !dl_check_writable("--dump-weights", parsed.dump_weights, &e))
@@ -86,9 +229,13 @@ int cmd_run(int argc, char **argv) {
     if (!ok) goto out;
     ok = FALSE;
   }
+  if (!proj_run(&po, &r, c, x.model, x.gpu, plat_gpus_per_node(x.platform),
+                plat_nics_per_node(x.platform), &pr, &e))
+    goto out;
   res_print(&r, c, x.model, stdout);
+  proj_print(&pr, stdout);
   if (c->out) {
-    char *json = res_to_json(&r, c, x.model);
+    char *json = res_to_json_with(&r, c, x.model, "projection", pr.on ? proj_to_json(&pr) : NULL);
     gboolean w = dl_write_file_atomic(c->out, json, strlen(json), &e);
     g_free(json);
     if (!w) goto out;
@@ -103,6 +250,7 @@ out:;
     if (e) g_error_free(e);
   }
   res_release(&r);
+  proj_text_release(&pt);
   run_ctx_release(&x);
   cfg_release(&parsed);
   return status;

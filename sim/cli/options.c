@@ -195,12 +195,11 @@ static void set_str(char **dst, const char *src) {
   *dst = g_strdup(src);
 }
 
-/* A finite number from `text` within [lo, hi]; DL_ERR_INPUT naming `opt` otherwise. */
-static gboolean finite_number(const char *opt, const char *text, double lo, double hi,
+gboolean cli_number(const char *opt, const char *text, double lo, double hi,
                               const char *expected, double *out, GError **err) {
   char *end = NULL;
   double v = g_ascii_strtod(text, &end);
-  if (end == text || *end || !isfinite(v) || v < lo || v > hi) {
+  if (end == text || *end || !isfinite(v) || v < lo || v > hi || strpbrk(text, "xX")) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: expected %s, got '%s'", opt, expected, text);
     return FALSE;
   }
@@ -339,12 +338,12 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
 static gboolean apply_numbers(const raw_opts *r, cfg_run *c, GError **err) {
   double v;
   if (r->bucket_mb) {
-    if (!finite_number("--bucket-mb", r->bucket_mb, 1e-6, 1e9, "a size in MiB > 0", &v, err))
+    if (!cli_number("--bucket-mb", r->bucket_mb, 1e-6, 1e9, "a size in MiB > 0", &v, err))
       return FALSE;
     c->bucket_bytes = v * 1024 * 1024;
   }
   if (r->capacity_factor) {
-    if (!finite_number("--capacity-factor", r->capacity_factor, 0, 1e6,
+    if (!cli_number("--capacity-factor", r->capacity_factor, 0, 1e6,
                        "a factor >= 0 (0 = unlimited)", &v, err))
       return FALSE;
     c->capacity_factor = v;

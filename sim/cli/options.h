@@ -24,4 +24,9 @@ gboolean cfg_parse_args(cfg_run *c, const char *command, const GOptionEntry *ext
 gboolean cli_parse(GOptionContext *ctx, const char *command, int *argc, char ***argv,
                    gboolean *help, GError **err);
 
+/* A finite number from `text` within [lo, hi] (decimal or with an exponent: 15e12);
+ * DL_ERR_INPUT "OPT: expected EXPECTED, got 'TEXT'" otherwise. */
+gboolean cli_number(const char *opt, const char *text, double lo, double hi,
+                    const char *expected, double *out, GError **err);
+
 #endif

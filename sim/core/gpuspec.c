@@ -9,24 +9,38 @@
  * 1410 MHz; H100 SXM5 and H200: 132 SMs and a 1980 MHz maximum SM clock, as nvidia-smi and
  * PyTorch reported them on the H100 80GB HBM3 and the H200 that measured kernels/db/ (132 SMs
  * for the SXM5 H100 in NVIDIA's H100 whitepaper too). */
+/* Power. Board power: the datasheets' maximum (A100 SXM4 400 W; H100 SXM5 and H200 SXM up to
+ * 700 W; B200 in HGX B200 up to 1,000 W; the Blackwell GPU of GB200 NVL72 1,200 W, NVIDIA's
+ * figure for liquid-cooled Blackwell). Idle: nvidia-smi at 0 % utilisation, A100-SXM4-40GB
+ * 52-54 W (a published nvidia-smi log of such a board) and H200 80.3 W (a measured H200 idle in
+ * a public GPU energy benchmark); the H100 SXM5 shares the H200's board and is taken at 80 W;
+ * no idle figure is published for Blackwell: 80 W scaled by board power. Reference systems: DGX
+ * A100 6.5 kW, DGX H100 and DGX H200 10.2 kW, DGX B200 14.3 kW (their user guides, power
+ * specifications), 8 GPUs and 8 compute NICs each; GB200 NVL72 about 120 kW per 72 GPUs and 72
+ * NICs (NVIDIA's rack figure as reported). The projection takes the host as that maximum less
+ * the GPUs' and NICs' (study/projection.h). */
+#define PW_A100 400, 53, 6500, 8, 8
+#define PW_HOPPER 700, 80, 10200, 8, 8
+#define PW_B200 1000, 80 * 1000 / 700.0, 14300, 8, 8
+#define PW_GB200 1200, 80 * 1200 / 700.0, 120000, 72, 72
 static const gpu_spec specs[] = {
     /* NVIDIA A100 Tensor Core GPU datasheet (2020/2021): FP32 19.5 TF, TF32 156 TF, FP16/BF16
      * 312 TF; 40 GB HBM2 at 1,555 GB/s (SXM4 40GB), 80 GB HBM2e at 2,039 GB/s (SXM4 80GB). */
     {"a100-40gb", "NVIDIA A100-SXM4-40GB", {19.5e12, 156e12, 312e12, 312e12}, 1555e9, 40e9,
      "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 1555 GB/s", 80,
-     108 * 1.41},
+     108 * 1.41, PW_A100},
     {"a100-80gb", "NVIDIA A100-SXM4-80GB", {19.5e12, 156e12, 312e12, 312e12}, 2039e9, 80e9,
      "NVIDIA A100 datasheet: FP32 19.5, TF32 156, FP16/BF16 312 TFLOP/s dense; 2039 GB/s", 80,
-     108 * 1.41},
+     108 * 1.41, PW_A100},
     /* NVIDIA H100 datasheet (SXM5): FP32 67 TF, TF32 494.7 TF, FP16/BF16 989.4 TF dense;
      * 80 GB HBM3 at 3.35 TB/s. */
     {"h100-sxm", "NVIDIA H100-SXM5-80GB", {67e12, 494.7e12, 989.4e12, 989.4e12}, 3350e9, 80e9,
      "NVIDIA H100 datasheet (SXM5): FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 3.35 TB/s", 90,
-     132 * 1.98},
+     132 * 1.98, PW_HOPPER},
     /* NVIDIA H200 datasheet (SXM): same compute as H100 SXM; 141 GB HBM3e at 4.8 TB/s. */
     {"h200", "NVIDIA H200-SXM-141GB", {67e12, 494.7e12, 989.4e12, 989.4e12}, 4800e9, 141e9,
      "NVIDIA H200 datasheet: FP32 67, TF32 495, FP16/BF16 989 TFLOP/s dense; 4.8 TB/s", 90,
-     132 * 1.98},
+     132 * 1.98, PW_HOPPER},
     /* NVIDIA HGX B200 specifications (nvidia.com/data-center/hgx, 8 GPUs): FP32 600 TF, TF32
      * 18 PF and FP16/BF16 36 PF with 2:4 sparsity, i.e. per GPU 75 TF, 1.125 PF and 2.25 PF
      * dense; NVIDIA DGX B200 User Guide: 1,440 GB of HBM3e in 8 GPUs (180 GB each), 64 TB/s
@@ -36,7 +50,7 @@ static const gpu_spec specs[] = {
     {"b200", "NVIDIA B200 (HGX/DGX B200)", {75e12, 1125e12, 2250e12, 2250e12}, 8000e9, 180e9,
      "NVIDIA HGX B200 specifications (sparse figures halved): FP32 75, TF32 1125, FP16/BF16 2250 "
      "TFLOP/s dense per GPU; DGX B200 User Guide: 180 GB, 8 TB/s per GPU",
-     100, 148 * 1.98},
+     100, 148 * 1.98, PW_B200},
     /* NVIDIA GB200 NVL72 specifications (nvidia.com/data-center/gb200-nvl72, per GPU): FP32
      * 80 TF; TF32 2.5 PF and FP16/BF16 5 PF with sparsity (1.25 and 2.5 PF dense); 186 GB of
      * HBM3e at 8 TB/s. SM count and clock as for b200 (the same die; not published). */
@@ -44,7 +58,7 @@ static const gpu_spec specs[] = {
      8000e9, 186e9,
      "NVIDIA GB200 NVL72 specifications (sparse figures halved): FP32 80, TF32 1250, FP16/BF16 "
      "2500 TFLOP/s dense per GPU; 186 GB, 8 TB/s per GPU",
-     100, 148 * 1.98},
+     100, 148 * 1.98, PW_GB200},
 };
 
 static const gpu_spec *const all[] = {&specs[0], &specs[1], &specs[2], &specs[3],

@@ -32,6 +32,11 @@ typedef struct {
   int compute_capability;  /* CUDA compute capability x 10 (80 = 8.0); 0 for the CPU */
   double sm_ghz;           /* multiprocessors x boost clock in GHz (cores x clock for the CPU):
                             * what a kernel's time above its roofline scales with (kdb_derive) */
+  /* power (0 where unknown: the CPU) */
+  double board_w;          /* board power at full load, W (the spec sheet's maximum) */
+  double idle_w;           /* idle draw, W */
+  double node_w;           /* its reference system's maximum power (DGX, NVL72 rack), W */
+  int node_gpus, node_nics; /* the GPUs and compute NICs of that system */
 } gpu_spec;
 
 /* Efficiencies of the roofline estimate (documented in kernels/README.md). */

@@ -142,7 +142,7 @@ void rec_finish(rec_rank *r, double t_start) {
   const int iters = r->iters, it0 = first_steady(r), steady = iters - it0;
   /* per-iteration end = the last op of the iteration on either stream */
   double *end = g_new0(double, iters);
-  r->compute_s = r->comm_s = 0;
+  r->compute_s = r->comm_s = r->gemm_s = 0;
   memset(r->phase_s, 0, sizeof r->phase_s);
   for (int s = 0; s < PLAN_N_STREAMS; s++)
     for (guint i = 0; i < r->spans[s]->len; i++) {
@@ -152,6 +152,8 @@ void rec_finish(rec_rank *r, double t_start) {
       if (s == PLAN_STREAM_COMPUTE) {
         r->compute_s += x->end - x->start;
         r->phase_s[plan->ops[x->op].phase] += (x->end - x->start) / steady;
+        if (plan->ops[x->op].kind == PLAN_KERNEL && plan->ops[x->op].gemm_like)
+          r->gemm_s += (x->end - x->start) / steady;
       } else {
         r->comm_s += x->end - x->start;
       }
@@ -186,7 +188,13 @@ void rec_result(const rec_rank *recs, int P, const cfg_run *c, double gpu_mem_by
     const rec_rank *x = &recs[k];
     const plan_rank *p = x->plan;
     res_rank row = {x->rank, x->iteration_time_s, x->compute_s, x->comm_s, plan_memory_peak(&p->mem),
-                    p->mem.activations};
+                    p->mem.activations, 0, 0, x->gemm_s, 0};
+    for (int i = 0; i < p->n_ops; i++) /* every kernel of the plan runs once an iteration */
+      if (p->ops[i].kind == PLAN_KERNEL) {
+        row.kernel_flops += p->ops[i].flops;
+        row.kernel_mem_bytes += p->ops[i].mem_bytes;
+        if (!p->ops[i].gemm_like) row.elementwise_mem_bytes += p->ops[i].mem_bytes;
+      }
     g_array_append_val(res->rank_rows, row);
     if (plan_memory_peak(&p->mem) > plan_memory_peak(&recs[big].plan->mem)) big = k;
     res->moe_max_over_mean = MAX(res->moe_max_over_mean, p->moe_max_over_mean);

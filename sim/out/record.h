@@ -53,6 +53,7 @@ typedef struct {
                                   (the real flavour's synthetic data), left out of the time */
   /* per steady-state iteration, after rec_finish */
   double iteration_time_s, compute_s, comm_s, overlap_s, exposed_s;
+  double gemm_s;                 /* compute of its compute-bound (GEMM-like) kernels */
   double phase_s[PLAN_N_PHASES]; /* compute per phase */
 } rec_rank;
 

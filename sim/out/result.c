@@ -60,11 +60,16 @@ void res_kdb_set_source(res_kdb *dst, const res_kdb *src) {
   dst->note = g_strdup(src->note);
 }
 
-static int64_t epoch_iters(const cfg_run *c, const wl_model *m) {
+int64_t res_epoch_iterations(const cfg_run *c, const wl_model *m) {
   return (m->dataset_samples + c->batch - 1) / c->batch;
 }
 
 char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
+  return res_to_json_with(r, c, m, NULL, NULL);
+}
+
+char *res_to_json_with(const res_result *r, const cfg_run *c, const wl_model *m, const char *key,
+                       void *item) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "dlsim_version", DL_VERSION);
   cJSON_AddStringToObject(root, "mode", cfg_mode_name(c->mode));
@@ -74,8 +79,8 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   double T = r->iteration_time_s;
   cJSON_AddNumberToObject(root, "iteration_time_s", T);
   cJSON_AddNumberToObject(root, "throughput_samples_per_s", T > 0 ? c->batch / T : 0);
-  cJSON_AddNumberToObject(root, "iterations_per_epoch", (double)epoch_iters(c, m));
-  cJSON_AddNumberToObject(root, "epoch_time_s", T * (double)epoch_iters(c, m));
+  cJSON_AddNumberToObject(root, "iterations_per_epoch", (double)res_epoch_iterations(c, m));
+  cJSON_AddNumberToObject(root, "epoch_time_s", T * (double)res_epoch_iterations(c, m));
   double model_flops = (m->fwd_flops + m->bwd_flops) * (double)c->batch;
   cJSON_AddNumberToObject(root, "model_flops_per_iteration", model_flops);
   cJSON_AddNumberToObject(root, "achieved_flops_per_gpu", T > 0 ? model_flops / T / c->gpus : 0);
@@ -159,6 +164,10 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
     cJSON_AddNumberToObject(o, "comm_s", x->comm_s);
     cJSON_AddNumberToObject(o, "peak_memory_bytes", x->peak_mem_bytes);
     cJSON_AddNumberToObject(o, "activation_bytes", x->activation_bytes);
+    cJSON_AddNumberToObject(o, "kernel_flops", x->kernel_flops);
+    cJSON_AddNumberToObject(o, "kernel_mem_bytes", x->kernel_mem_bytes);
+    cJSON_AddNumberToObject(o, "gemm_kernel_s", x->gemm_kernel_s);
+    cJSON_AddNumberToObject(o, "elementwise_mem_bytes", x->elementwise_mem_bytes);
     cJSON_AddItemToArray(rk, o);
   }
   if (r->grid_search && r->grid_search->len) {
@@ -188,6 +197,7 @@ char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m) {
   cJSON_AddNumberToObject(si, "folded_channels", r->folded_channels);
   cJSON_AddNumberToObject(si, "folded_rails", r->folded_rails);
   cJSON_AddNumberToObject(si, "computed_phases", r->computed_phases);
+  if (key && item) cJSON_AddItemToObject(root, key, (cJSON *)item);
 
   char *txt = cJSON_Print(root);
   cJSON_Delete(root);
@@ -334,7 +344,14 @@ gboolean res_from_json(res_result *r, const char *text, const char *what, GError
     g_snprintf(path, sizeof path, "ranks[%d]", i++);
     res_rank k = {(int)num(&rd, x, path, "rank"), num(&rd, x, path, "iteration_time_s"),
                   num(&rd, x, path, "compute_s"), num(&rd, x, path, "comm_s"),
-                  num(&rd, x, path, "peak_memory_bytes"), num(&rd, x, path, "activation_bytes")};
+                  num(&rd, x, path, "peak_memory_bytes"), num(&rd, x, path, "activation_bytes"),
+                  0, 0, 0, 0};
+    if (cJSON_HasObjectItem(x, "kernel_flops")) { /* newer results */
+      k.kernel_flops = num(&rd, x, path, "kernel_flops");
+      k.kernel_mem_bytes = num(&rd, x, path, "kernel_mem_bytes");
+      k.gemm_kernel_s = num(&rd, x, path, "gemm_kernel_s");
+      k.elementwise_mem_bytes = num(&rd, x, path, "elementwise_mem_bytes");
+    }
     if (rd.ok) g_array_append_val(r->rank_rows, k);
   }
   g_array_set_size(r->grid_search, 0);
@@ -436,10 +453,10 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
   fprintf(out, "  iteration       %s   throughput %.1f samples/s   %.1f TFLOP/s per GPU\n", a,
           T > 0 ? c->batch / T : 0,
           T > 0 ? (m->fwd_flops + m->bwd_flops) * c->batch / T / c->gpus / 1e12 : 0);
-  human_s(a, sizeof a, T * (double)epoch_iters(c, m));
+  human_s(a, sizeof a, T * (double)res_epoch_iterations(c, m));
   if (m->dataset_samples > 0) /* a trace from elsewhere names no dataset */
     fprintf(out, "  epoch           %s (%ld iterations of %ld samples)\n", a,
-            (long)epoch_iters(c, m), c->batch);
+            (long)res_epoch_iterations(c, m), c->batch);
   double pct = T > 0 ? 100.0 / T : 0;
   fprintf(out,
           "  breakdown       compute %.1f%%  exposed comm %.1f%%  bubble %.1f%%  idle %.1f%%"

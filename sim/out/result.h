@@ -31,6 +31,10 @@ typedef struct {
   double iteration_time_s, compute_s, comm_s;
   double peak_mem_bytes;    /* params + grads + optimizer + activations of this rank */
   double activation_bytes;  /* activations stashed for backward (pipeline stash included) */
+  double kernel_flops;      /* FLOP of its kernels per iteration (the plan's) */
+  double kernel_mem_bytes;  /* bytes its kernels move to and from device memory per iteration */
+  double gemm_kernel_s;     /* time of its compute-bound (GEMM-like) kernels per iteration */
+  double elementwise_mem_bytes; /* bytes its other (bandwidth-bound) kernels move per iteration */
 } res_rank;
 
 typedef struct {
@@ -104,6 +108,13 @@ void res_release(res_result *r);
 /* The result document as text, keys in a fixed order, same input -> same bytes.
  * Newly allocated (g_free). */
 char *res_to_json(const res_result *r, const cfg_run *c, const wl_model *m);
+
+/* res_to_json with `item` (a cJSON *, taken over; NULL: none) added last under `key`. */
+char *res_to_json_with(const res_result *r, const cfg_run *c, const wl_model *m, const char *key,
+                       void *item);
+
+/* Iterations per epoch: the dataset's samples in whole batches. */
+int64_t res_epoch_iterations(const cfg_run *c, const wl_model *m);
 
 /* Reads a result document (res_to_json's form) back into `r` (res_init'ed): everything
  * res_result holds but gpu_model. `what` names the document in messages. DL_ERR_INPUT naming the

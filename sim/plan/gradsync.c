@@ -32,6 +32,11 @@ int plan_grad_bytes(const cfg_run *c) {
   return gpu_precision_bytes(c->grad_reduce >= 0 ? (gpu_precision)c->grad_reduce : c->precision);
 }
 
+int plan_optimizer_bytes(const wl_model *m, const cfg_run *c) {
+  const gboolean mixed = c->precision == GPU_FP16 || c->precision == GPU_BF16;
+  return (m->optimizer == WL_OPT_ADAM ? 8 : 4) + (mixed ? 4 : 0);
+}
+
 /* DDP buckets whole groups of layers: not where the planner all-reduces per layer (Gholami's
  * grid, whose gradients go over dp or all P layer by layer). */
 static gboolean bucketed(const cfg_run *c) {

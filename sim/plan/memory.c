@@ -63,12 +63,10 @@ void plan_memory_fill(plan_rank *p, const wl_model *m, const cfg_run *c, const p
       local_params += m->layers[t].params / role[t].split;
   }
   const double dt = gpu_precision_bytes(c->precision);
-  const gboolean adam = m->optimizer == WL_OPT_ADAM;
-  const gboolean mixed = c->precision == GPU_FP16 || c->precision == GPU_BF16;
   p->local_params = local_params;
   p->mem.params = (double)local_params * dt;
   p->mem.grads = (double)local_params * plan_grad_bytes(c);
-  p->mem.optimizer = (double)local_params * ((adam ? 8 : 4) + (mixed ? 4 : 0));
+  p->mem.optimizer = (double)local_params * plan_optimizer_bytes(m, c);
   if (p->n_chunks == 1) {
     double per_mb, keep, worst;
     stash(m, c, role, p->first_layer, p->end_layer, &per_mb, &keep, &worst);

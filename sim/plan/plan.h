@@ -263,5 +263,9 @@ plan_group plan_shard_group(const cfg_run *c);
 
 /* Bytes per element of the gradients a rank holds and exchanges (--grad-reduce-dtype). */
 int plan_grad_bytes(const cfg_run *c);
+/* Bytes of optimizer state per parameter: momentum (SGD) or two moments (Adam) in fp32, plus an
+ * fp32 master copy of the weights in mixed precision (fp16, bf16). With the weights' own bytes
+ * (gpu_precision_bytes) these are the model states a checkpoint holds. */
+int plan_optimizer_bytes(const wl_model *m, const cfg_run *c);
 
 #endif

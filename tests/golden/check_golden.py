@@ -74,7 +74,8 @@ CASES = {
                 "--batch", "8"], ["sim", "analytic"]),
 }
 
-TIME_KEYS = {"time_s", "iteration_time_s", "compute_s", "comm_s", "wall_s", "slowest_rank"}
+TIME_KEYS = {"time_s", "iteration_time_s", "compute_s", "comm_s", "wall_s", "slowest_rank",
+             "gemm_kernel_s"}
 SLOWEST_RANK_KEYS = {"breakdown_s", "compute_by_phase_s", "throughput_samples_per_s",
                      "epoch_time_s", "achieved_flops_per_gpu", "loss", "collectives",
                      "comm_bytes_per_gpu", "kernel_db"}
