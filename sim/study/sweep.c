@@ -51,6 +51,14 @@ static const sweep_option options[] = {
     {"sequence_parallel", "--sequence-parallel", SWEEP_BOOL},
     {"cp", "--cp", SWEEP_INT}, {"cp_style", "--cp-style", SWEEP_STR},
     {"seq_len", "--seq-len", SWEEP_INT},
+    /* the whole run (study/projection.h) */
+    {"tokens", "--tokens", SWEEP_NUM}, {"epochs", "--epochs", SWEEP_NUM},
+    {"failures", "--failures", SWEEP_STR}, {"ckpt", "--ckpt", SWEEP_STR},
+    {"ckpt_interval", "--ckpt-interval", SWEEP_NUM}, {"ckpt_bw_node", "--ckpt-bw-node", SWEEP_NUM},
+    {"ckpt_bw_total", "--ckpt-bw-total", SWEEP_NUM}, {"host_copy_bw", "--host-copy-bw", SWEEP_NUM},
+    {"relaunch_s", "--relaunch-s", SWEEP_NUM}, {"warmup_iters", "--warmup-iters", SWEEP_INT},
+    {"mc_samples", "--mc-samples", SWEEP_INT}, {"pue", "--pue", SWEEP_NUM},
+    {"gpu_hour_price", "--gpu-hour-price", SWEEP_NUM}, {"kwh_price", "--kwh-price", SWEEP_NUM},
 };
 #define N_OPTS G_N_ELEMENTS(options)
 enum { OPT_GPUS = 3, OPT_BATCH = 4, OPT_BATCH_PER_GPU = 5 };
