@@ -59,7 +59,8 @@ static gboolean refuse_layout(const cfg_run *c, GError **err) {
 /* The user's run options without the search's own: the base of every layout's command. */
 static char *base_args(int argc, char **argv) {
   static const char *const own[] = {"--top", "--verify", "--out", "-o", "--min-cp-tokens",
-                                    "--jobs", "-j"};
+                                    "--jobs", "-j", "--objective", "--gpu-hour-price",
+                                    "--kwh-price"};
   static const char *const flags[] = {"--allow-cross-node-tp"};
   GString *s = g_string_new("");
   for (int i = 1; i < argc; i++) {
@@ -103,8 +104,12 @@ static void print_table(const search_result *r, const search_opts *o, const run_
     if (r->dropped[d]) printf("%s%ld for %s", sep++ ? ", " : "", r->dropped[d], search_drop_name(d));
   printf(") in %.1f s\n", r->wall_s);
   const gboolean tokens = x->model->vocab > 0;
-  printf("  %4s  %-62s %10s %10s %11s %6s %8s %8s %7s\n", "rank", "layout", "iter_s", "sim_s",
-         tokens ? "tok/s/GPU" : "smp/s/GPU", "MFU", "mem_GB", "exp_comm", "bubble");
+  if (o->objective != SEARCH_BY_TIME)
+    printf("  ranked by %s per iteration (the same batch for every layout)\n",
+           search_objective_name(o->objective));
+  printf("  %4s  %-62s %10s %10s %11s %6s %8s %8s %7s %9s\n", "rank", "layout", "iter_s", "sim_s",
+         tokens ? "tok/s/GPU" : "smp/s/GPU", "MFU", "mem_GB", "exp_comm", "bubble",
+         o->objective == SEARCH_BY_COST ? "cost/iter" : "kJ/iter");
   const guint n = MIN(r->layouts->len, (guint)o->top);
   for (guint i = 0; i < n; i++) {
     const search_layout *l = &g_array_index(r->layouts, search_layout, i);
@@ -115,9 +120,12 @@ static void print_table(const search_result *r, const search_opts *o, const run_
     if (l->sim_rank && l->sim_rank != l->analytic_rank)
       g_snprintf(moved, sizeof moved, "  (closed form: #%d)", l->analytic_rank);
     const double T = l->analytic_s;
-    printf("  %4u  %-62s %10.4g %10s %11.4g %5.1f%% %8.2f %7.1f%% %6.1f%%%s\n", i + 1, a, T, sim,
-           l->tokens_per_s_per_gpu, 100 * l->mfu, l->peak_bytes / 1e9,
-           T > 0 ? 100 * l->exposed_comm_s / T : 0, T > 0 ? 100 * l->bubble_s / T : 0, moved);
+    const double v = o->objective == SEARCH_BY_COST ? search_objective_value(o, l, TRUE)
+                                                    : (isnan(l->sim_energy_j) ? l->energy_j
+                                                                              : l->sim_energy_j) / 1e3;
+    printf("  %4u  %-62s %10.4g %10s %11.4g %5.1f%% %8.2f %7.1f%% %6.1f%% %9.4g%s\n", i + 1, a, T,
+           sim, l->tokens_per_s_per_gpu, 100 * l->mfu, l->peak_bytes / 1e9,
+           T > 0 ? 100 * l->exposed_comm_s / T : 0, T > 0 ? 100 * l->bubble_s / T : 0, v, moved);
     g_free(a);
   }
   if (r->reordered)
@@ -128,7 +136,8 @@ static void print_table(const search_result *r, const search_opts *o, const run_
   g_free(best);
 }
 
-static char *result_json(const search_result *r, const run_ctx *x, const char *base) {
+static char *result_json(const search_result *r, const search_opts *so, const run_ctx *x,
+                         const char *base) {
   const cfg_run *c = &x->cfg;
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "dlsim_version", DL_VERSION);
@@ -143,6 +152,7 @@ static char *result_json(const search_result *r, const run_ctx *x, const char *b
   for (int d = 0; d < SEARCH_N_DROPS; d++)
     cJSON_AddNumberToObject(dr, search_drop_name(d), (double)r->dropped[d]);
   cJSON_AddBoolToObject(root, "reordered", r->reordered);
+  cJSON_AddStringToObject(root, "objective", search_objective_name(so->objective));
   cJSON *ls = cJSON_AddArrayToObject(root, "layouts");
   for (guint i = 0; i < r->layouts->len; i++) {
     const search_layout *l = &g_array_index(r->layouts, search_layout, i);
@@ -161,6 +171,11 @@ static char *result_json(const search_result *r, const run_ctx *x, const char *b
     cJSON_AddNumberToObject(o, "bubble_s", l->bubble_s);
     cJSON_AddNumberToObject(o, "mfu", l->mfu);
     cJSON_AddNumberToObject(o, "tokens_per_s_per_gpu", l->tokens_per_s_per_gpu);
+    cJSON_AddNumberToObject(o, "analytic_energy_per_iteration_j", l->energy_j);
+    if (isnan(l->sim_energy_j)) cJSON_AddNullToObject(o, "sim_energy_per_iteration_j");
+    else cJSON_AddNumberToObject(o, "sim_energy_per_iteration_j", l->sim_energy_j);
+    if (so->objective == SEARCH_BY_COST)
+      cJSON_AddNumberToObject(o, "cost_per_iteration", search_objective_value(so, l, TRUE));
     cJSON_AddItemToArray(ls, o);
   }
   char *s = cJSON_Print(root);
@@ -173,7 +188,7 @@ static char *result_json(const search_result *r, const run_ctx *x, const char *b
 static char *result_csv(const search_result *r) {
   GString *s = g_string_new("rank,layout,analytic_iteration_s,sim_iteration_s,analytic_rank,"
                             "memory_peak_bytes,exposed_comm_s,bubble_s,mfu,"
-                            "tokens_per_s_per_gpu\n");
+                            "tokens_per_s_per_gpu,energy_per_iteration_j\n");
   for (guint i = 0; i < r->layouts->len; i++) {
     const search_layout *l = &g_array_index(r->layouts, search_layout, i);
     char *a = search_layout_args(&l->cfg);
@@ -182,17 +197,19 @@ static char *result_csv(const search_result *r) {
     g_free(a);
     char sim[32] = "";
     if (!isnan(l->sim_s)) g_snprintf(sim, sizeof sim, "%.17g", l->sim_s);
-    g_string_append_printf(s, ",%.17g,%s,%d,%.17g,%.17g,%.17g,%.17g,%.17g\n", l->analytic_s, sim,
-                           l->analytic_rank, l->peak_bytes, l->exposed_comm_s, l->bubble_s,
-                           l->mfu, l->tokens_per_s_per_gpu);
+    g_string_append_printf(s, ",%.17g,%s,%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", l->analytic_s,
+                           sim, l->analytic_rank, l->peak_bytes, l->exposed_comm_s, l->bubble_s,
+                           l->mfu, l->tokens_per_s_per_gpu,
+                           isnan(l->sim_energy_j) ? l->energy_j : l->sim_energy_j);
   }
   return g_string_free(s, FALSE);
 }
 
 /* Writes PREFIX.json, .csv and .svg, each whole or not at all. */
 static gboolean write_outputs(char *const files[N_OUTPUTS], const search_result *r,
-                              const run_ctx *x, const char *base, GError **err) {
-  char *texts[N_OUTPUTS] = {result_json(r, x, base), result_csv(r), NULL};
+                              const search_opts *o, const run_ctx *x, const char *base,
+                              GError **err) {
+  char *texts[N_OUTPUTS] = {result_json(r, o, x, base), result_csv(r), NULL};
   char *title = g_strdup_printf("%s on %d GPUs of %s", x->model->name, x->cfg.gpus,
                                 x->cfg.platform);
   GString *svg = search_svg(r, title);
@@ -220,7 +237,16 @@ int cmd_search(int argc, char **argv) {
   gboolean cross = FALSE;
   char *prefix = NULL, *files[N_OUTPUTS] = {NULL, NULL, NULL};
   int jobs = (int)g_get_num_processors();
+  char *objective = NULL, *gpu_price = NULL, *kwh_price = NULL;
   const GOptionEntry own[] = {
+      {"objective", 0, 0, G_OPTION_ARG_STRING, &objective,
+       "rank by time (default: the iteration), energy (an iteration's joules: the same batch for "
+       "every layout, so per token; power as `dlsim run --tokens` models it) or cost "
+       "(--gpu-hour-price and --kwh-price)", "time|energy|cost"},
+      {"gpu-hour-price", 0, 0, G_OPTION_ARG_STRING, &gpu_price,
+       "with --objective cost: price of a GPU-hour", "PRICE"},
+      {"kwh-price", 0, 0, G_OPTION_ARG_STRING, &kwh_price,
+       "with --objective cost: price of a kWh", "PRICE"},
       {"top", 0, 0, G_OPTION_ARG_INT, &top, "layouts in the table (default 10)", "K"},
       {"verify", 0, 0, G_OPTION_ARG_INT, &verify,
        "simulate the K best layouts of the closed form and rank them by the simulated time "
@@ -266,6 +292,29 @@ int cmd_search(int argc, char **argv) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--out: an empty prefix");
     goto out;
   }
+  search_opts o = {top, verify, cross, min_cp, jobs, SEARCH_BY_TIME, -1, -1};
+  if (objective) {
+    int k = -1;
+    for (int i = 0; i <= SEARCH_BY_COST; i++)
+      if (strcmp(objective, search_objective_name((search_objective)i)) == 0) k = i;
+    if (k < 0) {
+      g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--objective %s: expected time, energy or cost",
+                  objective);
+      goto out;
+    }
+    o.objective = (search_objective)k;
+  }
+  if ((gpu_price && !cli_number("--gpu-hour-price", gpu_price, 0, 1e9, "a price >= 0",
+                                &o.gpu_hour_price, &e)) ||
+      (kwh_price && !cli_number("--kwh-price", kwh_price, 0, 1e9, "a price >= 0", &o.kwh_price,
+                                &e)))
+    goto out;
+  if ((o.objective == SEARCH_BY_COST) != (gpu_price || kwh_price)) {
+    g_set_error(&e, DL_ERROR, DL_ERR_INPUT, o.objective == SEARCH_BY_COST
+                    ? "--objective cost: give --gpu-hour-price, --kwh-price or both"
+                    : "--gpu-hour-price and --kwh-price go with --objective cost");
+    goto out;
+  }
   if (!refuse_layout(&parsed, &e)) goto out;
   for (int i = 0; i < N_OUTPUTS && prefix; i++) {
     files[i] = g_strconcat(prefix, out_ext[i], NULL);
@@ -282,6 +331,12 @@ int cmd_search(int argc, char **argv) {
     goto out;
   }
   if (x.note) fprintf(stderr, "dlsim: note: %s\n", x.note);
+  if ((o.objective == SEARCH_BY_ENERGY || (o.objective == SEARCH_BY_COST && kwh_price)) &&
+      x.gpu->board_w <= 0) {
+    g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--objective %s: %s has no power figures",
+                search_objective_name(o.objective), x.gpu->name);
+    goto out;
+  }
   if (prefix) {
     const char *in_names[] = {"--workload", "--platform", "--kernels"};
     const char *ins[] = {x.model->path, x.platform ? plat_path(x.platform) : NULL,
@@ -290,10 +345,9 @@ int cmd_search(int argc, char **argv) {
     if (!dl_check_outputs(out_names, (const char *const *)files, N_OUTPUTS, in_names, ins, 3, &e))
       goto out;
   }
-  search_opts o = {top, verify, cross, min_cp, jobs};
   if (!search_run(&x, &o, &r, &e)) goto out;
   print_table(&r, &o, &x, base);
-  if (prefix && !write_outputs(files, &r, &x, base, &e)) goto out;
+  if (prefix && !write_outputs(files, &r, &o, &x, base, &e)) goto out;
   ok = TRUE;
 
 out:;
@@ -308,6 +362,9 @@ out:;
   cfg_release(&parsed);
   g_free(base);
   g_free(prefix);
+  g_free(objective);
+  g_free(gpu_price);
+  g_free(kwh_price);
   for (int i = 0; i < N_OUTPUTS; i++) g_free(files[i]);
   return status;
 }

@@ -365,6 +365,27 @@ static void energy(proj_result *p, const proj_opts *o, const res_result *r, cons
   p->opts.host_w = host_w, p->opts.pue = pue;
 }
 
+/* The job's nodes and NICs. */
+static void job_units(const cfg_run *c, int gpus_per_node, int nics_per_node, int *G,
+                      double *nodes, double *nics) {
+  *G = gpus_per_node > 0 ? gpus_per_node : 1;
+  *nodes = ceil((double)c->gpus / *G);
+  *nics = *nodes * (nics_per_node > 0 ? nics_per_node : *G);
+}
+
+double proj_iteration_energy_j(const res_result *r, const cfg_run *c, const gpu_spec *g,
+                               int gpus_per_node, int nics_per_node) {
+  proj_opts o;
+  proj_opts_init(&o);
+  proj_result p;
+  memset(&p, 0, sizeof p);
+  int G;
+  double nodes, nics;
+  job_units(c, gpus_per_node, nics_per_node, &G, &nodes, &nics);
+  energy(&p, &o, r, c, g, nodes, nics, G);
+  return p.energy ? p.iteration_j : 0;
+}
+
 gboolean proj_run(const proj_opts *o, const res_result *r, const cfg_run *c, const wl_model *m,
                   const gpu_spec *g, int gpus_per_node, int nics_per_node, proj_result *p,
                   GError **err) {
@@ -395,9 +416,9 @@ gboolean proj_run(const proj_opts *o, const res_result *r, const cfg_run *c, con
   p->useful_s = p->iterations * T;
 
   /* the units the job uses, and its MTBF */
-  const int G = gpus_per_node > 0 ? gpus_per_node : 1;
-  const double nodes = ceil((double)c->gpus / G);
-  const double nics = nodes * (nics_per_node > 0 ? nics_per_node : G);
+  int G;
+  double nodes, nics;
+  job_units(c, gpus_per_node, nics_per_node, &G, &nodes, &nics);
   p->units[PROJ_GPU] = c->gpus, p->units[PROJ_SOFTWARE] = c->gpus;
   p->units[PROJ_NIC] = nics;
   p->units[PROJ_HOST_MEMORY] = p->units[PROJ_SWITCH] = p->units[PROJ_NODE] = nodes;

@@ -185,6 +185,11 @@ gboolean proj_run(const proj_opts *o, const res_result *r, const cfg_run *c, con
                   const gpu_spec *g, int gpus_per_node, int nics_per_node, proj_result *out,
                   GError **err);
 
+/* The energy of one iteration of result `r` (J, facility included) under the default power
+ * figures; 0 where the GPU has none (the CPU). What `dlsim search --objective energy` ranks by. */
+double proj_iteration_energy_j(const res_result *r, const cfg_run *c, const gpu_spec *g,
+                               int gpus_per_node, int nics_per_node);
+
 /* The pieces, for tests. Times in seconds; M the job's MTBF. */
 /* Daly's expected time of `work_s` in segments of tau of work plus a checkpoint delta each. */
 double proj_daly_wall_s(double work_s, double tau, double delta, double restart_s, double M);

@@ -12,6 +12,7 @@
 #include "exec/analytic/analytic.h"
 #include "exec/exec.h"
 #include "plan/plan.h"
+#include "study/projection.h"
 
 const char *search_drop_name(search_drop d) {
   static const char *const names[] = {"divisibility", "batch", "memory"};
@@ -184,6 +185,28 @@ static eval_status over_memory(const run_ctx *x, double peak, search_drop *why, 
   return EVAL_DROPPED;
 }
 
+/* An iteration's energy on the run's platform (study/projection.h). */
+static double layout_energy_j(const run_ctx *x, const res_result *r, const cfg_run *c) {
+  return proj_iteration_energy_j(r, c, x->gpu, x->platform ? plat_gpus_per_node(x->platform) : 0,
+                                 x->platform ? plat_nics_per_node(x->platform) : 0);
+}
+
+static const char *const objective_names[] = {"time", "energy", "cost"};
+
+const char *search_objective_name(search_objective o) { return objective_names[o]; }
+
+double search_objective_value(const search_opts *o, const search_layout *l, gboolean sim) {
+  const double T = sim && !isnan(l->sim_s) ? l->sim_s : l->analytic_s;
+  const double E = sim && !isnan(l->sim_energy_j) ? l->sim_energy_j : l->energy_j;
+  switch (o->objective) {
+  case SEARCH_BY_ENERGY: return E;
+  case SEARCH_BY_COST:
+    return (o->gpu_hour_price > 0 ? l->cfg.gpus * T / 3600 * o->gpu_hour_price : 0) +
+           (o->kwh_price > 0 ? E / 3.6e6 * o->kwh_price : 0);
+  default: return T;
+  }
+}
+
 static eval_status evaluate(const run_ctx *x, cfg_run *c, search_layout *out, search_drop *why,
                             char **msg, GError **err) {
   GError *e = NULL;
@@ -232,6 +255,8 @@ static eval_status evaluate(const run_ctx *x, cfg_run *c, search_layout *out, se
   out->mfu = T > 0 && peak > 0 ? flops / T / c->gpus / peak : 0;
   const double tokens = m->vocab > 0 ? (double)m->input.h * m->input.w : 1;
   out->tokens_per_s_per_gpu = T > 0 ? (double)c->batch * tokens / T / c->gpus : 0;
+  out->energy_j = layout_energy_j(x, &r, c);
+  out->sim_energy_j = NAN;
   res_release(&r);
   return EVAL_OK;
 }
@@ -264,8 +289,8 @@ typedef struct {
 /* Counts outcome `u` of layout `c` (resolved again here when it was evaluated elsewhere) into r:
  * kept (a variant only when it is faster than `parent`, the layout as it runs by default; NULL:
  * no parent), or dropped. FALSE with err set when the evaluation failed. */
-static gboolean take(const outcome *u, cfg_run c, const search_layout *parent, search_result *r,
-                     GError **err) {
+static gboolean take(const search_opts *o, const outcome *u, cfg_run c,
+                     const search_layout *parent, search_result *r, GError **err) {
   if (u->status == EVAL_FAILED) {
     g_set_error(err, DL_ERROR, DL_ERR_IO, "%s", u->msg ? u->msg : "a layout failed");
     return FALSE;
@@ -279,7 +304,8 @@ static gboolean take(const outcome *u, cfg_run c, const search_layout *parent, s
   search_layout l = u->l;
   if (!cfg_resolve(&c, c.batch, NULL)) return TRUE; /* resolved once already: cannot happen */
   l.cfg = c;
-  if (!parent || l.analytic_s < parent->analytic_s) g_array_append_val(r->layouts, l);
+  if (!parent || search_objective_value(o, &l, FALSE) < search_objective_value(o, parent, FALSE))
+    g_array_append_val(r->layouts, l);
   return TRUE;
 }
 
@@ -291,11 +317,11 @@ static void evaluate_into(const run_ctx *x, cfg_run c, outcome *u) {
   g_clear_error(&e);
 }
 
-static gboolean try_layout(const run_ctx *x, cfg_run c, const search_layout *parent,
-                           search_result *r, GError **err) {
+static gboolean try_layout(const run_ctx *x, const search_opts *o, cfg_run c,
+                           const search_layout *parent, search_result *r, GError **err) {
   outcome u;
   evaluate_into(x, c, &u);
-  const gboolean ok = take(&u, c, parent, r, err);
+  const gboolean ok = take(o, &u, c, parent, r, err);
   g_free(u.msg);
   return ok;
 }
@@ -305,7 +331,7 @@ static gboolean try_layout(const run_ctx *x, cfg_run c, const search_layout *par
 /* One outcome as a worker sends it: the header, then msg_len bytes of message. */
 typedef struct {
   gint32 index, status, why, msg_len;
-  double analytic_s, peak_bytes, exposed_comm_s, bubble_s, mfu, tokens_per_s_per_gpu;
+  double analytic_s, peak_bytes, exposed_comm_s, bubble_s, mfu, tokens_per_s_per_gpu, energy_j;
 } wire_outcome;
 
 #define WIRE_MSG_MAX 2000
@@ -340,7 +366,8 @@ static void worker(const run_ctx *x, const GArray *space, int w, int jobs, int f
       evaluate_into(&own, g_array_index(space, cfg_run, i), &u);
     }
     wire_outcome h = {(gint32)i, u.status, u.why, 0, u.l.analytic_s, u.l.peak_bytes,
-                      u.l.exposed_comm_s, u.l.bubble_s, u.l.mfu, u.l.tokens_per_s_per_gpu};
+                      u.l.exposed_comm_s, u.l.bubble_s, u.l.mfu, u.l.tokens_per_s_per_gpu,
+                      u.l.energy_j};
     const size_t len = u.msg ? MIN(strlen(u.msg), WIRE_MSG_MAX) : 0;
     h.msg_len = (gint32)len;
     char *buf = g_malloc(sizeof h + len + 1);
@@ -427,7 +454,8 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
       u->status = h.status, u->why = h.why;
       u->l = (search_layout){.analytic_s = h.analytic_s, .sim_s = NAN, .peak_bytes = h.peak_bytes,
                              .exposed_comm_s = h.exposed_comm_s, .bubble_s = h.bubble_s,
-                             .mfu = h.mfu, .tokens_per_s_per_gpu = h.tokens_per_s_per_gpu};
+                             .mfu = h.mfu, .tokens_per_s_per_gpu = h.tokens_per_s_per_gpu,
+                             .energy_j = h.energy_j, .sim_energy_j = NAN};
       if (h.msg_len) {
         u->msg = g_malloc0((size_t)h.msg_len + 1);
         if (!move_full(fds[k], u->msg, (size_t)h.msg_len, FALSE)) ok = FALSE;
@@ -455,9 +483,12 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
   return ok;
 }
 
-/* Closed-form order; ties by memory, then by the options (so the order is the same every run). */
-static int by_analytic(gconstpointer pa, gconstpointer pb) {
+/* Closed-form order of the objective; ties by time, by memory, then by the options (so the order
+ * is the same every run). */
+static int by_analytic(gconstpointer pa, gconstpointer pb, gpointer opts) {
   const search_layout *a = pa, *b = pb;
+  const double va = search_objective_value(opts, a, FALSE), vb = search_objective_value(opts, b, FALSE);
+  if (va != vb) return va < vb ? -1 : 1;
   if (a->analytic_s != b->analytic_s) return a->analytic_s < b->analytic_s ? -1 : 1;
   if (a->peak_bytes != b->peak_bytes) return a->peak_bytes < b->peak_bytes ? -1 : 1;
   char *x = search_layout_args(&a->cfg), *y = search_layout_args(&b->cfg);
@@ -467,12 +498,13 @@ static int by_analytic(gconstpointer pa, gconstpointer pb) {
   return v;
 }
 
-/* Verified layouts first, by simulated time; then the others in closed-form order. */
-static int by_final(gconstpointer pa, gconstpointer pb) {
+/* Verified layouts first, by the simulated objective; then the others in closed-form order. */
+static int by_final(gconstpointer pa, gconstpointer pb, gpointer opts) {
   const search_layout *a = pa, *b = pb;
   const gboolean va = !isnan(a->sim_s), vb = !isnan(b->sim_s);
   if (va != vb) return va ? -1 : 1;
-  if (va && a->sim_s != b->sim_s) return a->sim_s < b->sim_s ? -1 : 1;
+  const double xa = search_objective_value(opts, a, TRUE), xb = search_objective_value(opts, b, TRUE);
+  if (va && xa != xb) return xa < xb ? -1 : 1;
   return a->analytic_rank - b->analytic_rank;
 }
 
@@ -494,14 +526,14 @@ static gboolean refine(const run_ctx *x, const search_opts *o, search_result *r,
       cfg_run g = *c;
       g.schedule = CFG_SCHED_GPIPE;
       r->enumerated++;
-      ok = try_layout(x, g, parent, r, err);
+      ok = try_layout(x, o, g, parent, r, err);
     }
     const gboolean buckets = c->dp * c->cp > 1 && c->zero < 3 && c->fsdp == CFG_FSDP_NONE;
     for (size_t b = 0; b < G_N_ELEMENTS(refine_bucket_mib) && buckets && ok; b++) {
       cfg_run g = *c;
       g.bucket_bytes = refine_bucket_mib[b] * 1024 * 1024;
       r->enumerated++;
-      ok = try_layout(x, g, parent, r, err);
+      ok = try_layout(x, o, g, parent, r, err);
     }
   }
   g_array_free(best, TRUE);
@@ -518,14 +550,14 @@ gboolean search_run(const run_ctx *x, const search_opts *o, search_result *r, GE
   outcome *all = g_new0(outcome, space->len + 1);
   gboolean ok = evaluate_all(x, o, space, all, err);
   for (guint i = 0; i < space->len && ok; i++) /* in the space's order: the same every run */
-    ok = take(&all[i], g_array_index(space, cfg_run, i), NULL, r, err);
+    ok = take(o, &all[i], g_array_index(space, cfg_run, i), NULL, r, err);
   for (guint i = 0; i < space->len; i++) g_free(all[i].msg);
   g_free(all);
   g_array_free(space, TRUE);
   if (ok) {
-    g_array_sort(r->layouts, by_analytic);
+    g_array_sort_with_data(r->layouts, by_analytic, (gpointer)o);
     ok = refine(x, o, r, err);
-    g_array_sort(r->layouts, by_analytic);
+    g_array_sort_with_data(r->layouts, by_analytic, (gpointer)o);
   }
   if (ok && r->layouts->len == 0) {
     GString *why = g_string_new("");
@@ -553,11 +585,14 @@ gboolean search_run(const run_ctx *x, const search_opts *o, search_result *r, GE
     g_free(a);
     exec_expect_simulated_s(l->analytic_s * t.iters);
     ok = exec_for(CFG_MODE_SIM)->run(x, &t, &tr, err);
-    if (ok) l->sim_s = tr.iteration_time_s;
+    if (ok) {
+      l->sim_s = tr.iteration_time_s;
+      l->sim_energy_j = layout_energy_j(x, &tr, &t);
+    }
     res_release(&tr);
   }
   if (ok && nv) {
-    g_array_sort(r->layouts, by_final);
+    g_array_sort_with_data(r->layouts, by_final, (gpointer)o);
     for (guint i = 0; i < r->layouts->len; i++) {
       search_layout *l = &g_array_index(r->layouts, search_layout, i);
       if (!isnan(l->sim_s)) {

@@ -39,6 +39,13 @@ typedef enum {
 
 const char *search_drop_name(search_drop d);
 
+/* What the layouts are ranked by (--objective): the iteration time; the energy of an iteration
+ * (the same batch for every layout: energy per token); or its cost, GPU-hours and energy at the
+ * given prices. */
+typedef enum { SEARCH_BY_TIME, SEARCH_BY_ENERGY, SEARCH_BY_COST } search_objective;
+
+const char *search_objective_name(search_objective o);
+
 typedef struct {
   cfg_run cfg;            /* the layout (the base's strings borrowed) */
   double analytic_s;      /* closed-form iteration time */
@@ -47,6 +54,8 @@ typedef struct {
   double exposed_comm_s, bubble_s;
   double mfu;             /* model FLOPs (no recomputation) / time / GPUs / the GPU's peak */
   double tokens_per_s_per_gpu; /* samples × tokens per sample (1 for non-token models) */
+  double energy_j;        /* closed-form energy of an iteration, J (study/projection.h) */
+  double sim_energy_j;    /* simulated, NAN unless verified */
   int analytic_rank, sim_rank; /* 1-based ranks in each order (sim_rank 0: not verified) */
 } search_layout;
 
@@ -56,7 +65,13 @@ typedef struct {
   gboolean cross_node_tp; /* --allow-cross-node-tp */
   long min_cp_tokens;     /* --min-cp-tokens */
   int jobs;               /* processes evaluating layouts at once (1: this one) */
+  search_objective objective;
+  double gpu_hour_price, kwh_price; /* SEARCH_BY_COST (at least one >= 0; < 0: none) */
 } search_opts;
+
+/* The objective's value of layout `l`, simulated (`sim`, where verified) or in closed form:
+ * seconds, joules or cost per iteration. */
+double search_objective_value(const search_opts *o, const search_layout *l, gboolean sim);
 
 typedef struct {
   GArray *layouts;        /* search_layout, ranked: simulated time where verified, then closed form */

@@ -11,6 +11,9 @@
 5. The picture is an SVG document with a dot per layout and the best one marked.
 6. Bad inputs: a layout option, --verify above --top, a trace, an --out over the workload file:
    one line, exit 2, nothing written.
+7. --objective energy ranks by an iteration's energy, each layout's equal to `dlsim run
+   --tokens` of its command (the projection's energy per iteration); --objective cost by
+   GPU-hours and energy at the prices given.
 Usage: check_search.py DLSIM
 """
 import json
@@ -104,8 +107,38 @@ def main(dlsim):
             check("SVG: a dot per layout and the best marked", len(dots) == len(lay) + 1)
         except ET.ParseError as e:
             check("SVG parses", False, str(e))
+        # 7. other objectives
+        en = os.path.join(d, "en")
+        re_, _ = search(dlsim, en, "--objective", "energy", "--top", "5", "--jobs", "2")
+        check("--objective energy runs", re_ is not None and re_["objective"] == "energy")
+        if re_ is not None:
+            el = re_["layouts"]
+            e = [l["analytic_energy_per_iteration_j"] for l in el]
+            check("--objective energy: ranked by energy per iteration",
+                  all(e[i] <= e[i + 1] for i in range(len(e) - 1)) and e[0] > 0)
+            check("--objective energy: the same layouts as by time",
+                  sorted(l["command"] for l in el) == sorted(l["command"] for l in lay))
+            for l in el[:1] + el[-1:]:
+                res = run_command(dlsim, l["command"] + " --tokens 1e9", os.path.join(d, "e.json"))
+                got = res["projection"]["energy_per_iteration_j"]["total"]
+                check("a layout's energy is `dlsim run --tokens`'s",
+                      abs(got / l["analytic_energy_per_iteration_j"] - 1) < 1e-12,
+                      f"{l['analytic_energy_per_iteration_j']} vs {got}")
+        co = os.path.join(d, "co")
+        rc, _ = search(dlsim, co, "--objective", "cost", "--gpu-hour-price", "2", "--top", "5")
+        if rc is not None:
+            cost = [l["cost_per_iteration"] for l in rc["layouts"]]
+            want = [16 * l["analytic_iteration_s"] / 3600 * 2 for l in rc["layouts"]]
+            check("--objective cost: GPU-hours at the price, ranked",
+                  all(abs(a - b) < 1e-12 * b for a, b in zip(cost, want)) and
+                  all(cost[i] <= cost[i + 1] for i in range(len(cost) - 1)))
+        else:
+            check("--objective cost runs", False)
         # 6. refusals, nothing written
         c = os.path.join(d, "c")
+        refused(dlsim, ["search", *BASE, "--objective", "speed", "--out", c], "--objective")
+        refused(dlsim, ["search", *BASE, "--objective", "cost", "--out", c], "--objective cost")
+        refused(dlsim, ["search", *BASE, "--kwh-price", "0.1", "--out", c], "--kwh-price")
         refused(dlsim, ["search", *BASE, "--tp", "2", "--out", c], "--tp")
         refused(dlsim, ["search", *BASE, "--zero", "1", "--out", c], "--zero")
         refused(dlsim, ["search", *BASE, "--top", "2", "--verify", "3", "--out", c], "--verify")
