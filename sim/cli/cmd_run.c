@@ -1,5 +1,6 @@
 /* cmd_run.c — `dlsim run`: parse options, load the workload and platform, run one executor,
  * print the summary and write the result JSON. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,7 +35,7 @@ typedef struct {
   int warmup, samples, radix;
 } proj_text;
 
-#define PROJ_NOT_GIVEN (-1)
+#define PROJ_NOT_GIVEN INT_MIN
 
 static void proj_text_release(proj_text *t) {
   char **s[] = {&t->tokens, &t->epochs,   &t->failures, &t->ckpt,      &t->interval,
@@ -169,8 +170,8 @@ int cmd_run(int argc, char **argv) {
       {"switch-radix", 0, 0, G_OPTION_ARG_INT, &pt.radix,
        "ports per switch: how many tiers the fabric needs", "K"},
       {"host-w", 0, 0, G_OPTION_ARG_STRING, &pt.host,
-       "power per node besides GPUs and NICs, W (default: the reference system's maximum less "
-       "them)", "W"},
+       "power per node besides GPUs and NICs, W (default: what the reference system's rating "
+       "leaves beside them, at the share a measured DGX H100 draws)", "W"},
       {"pue", 0, 0, G_OPTION_ARG_STRING, &pt.pue, "the data centre's power usage effectiveness",
        "F"},
       {"gpu-hour-price", 0, 0, G_OPTION_ARG_STRING, &pt.gpu_price,
@@ -208,7 +209,7 @@ int cmd_run(int argc, char **argv) {
     if (!dl_check_outputs(out_names, outs, 3, in_names, ins, 4, &e)) goto out;
   }
   const exec_ops *ex = exec_for(c->mode);
-  if (!ex->check(&x, c, &e)) goto out;
+  if (!ex->check(&x, c, &e) || !proj_check(&po, x.model, x.gpu, &e)) goto out;
   /* The closed form runs first in every mode: it checks the configuration against the planner
    * and the platform, gives the memory figures, and for --grid auto picks the grid. */
   if (!(c->grid_auto ? gridsearch_analytic(&x, c, &r, &e) : analytic_run(&x, c, &r, &e))) goto out;
@@ -218,6 +219,14 @@ int cmd_run(int argc, char **argv) {
   }
   /* --grid auto in simulation: the closed form ranks every grid, the best few are simulated */
   if (c->mode == CFG_MODE_SIM && c->grid_auto && !gridsearch_simulate(&x, c, &r, &e)) goto out;
+  if (c->mode != CFG_MODE_ANALYTIC && po.tokens + po.epochs > 0) {
+    /* what the projection refuses, refused before the executor runs (one timeline suffices) */
+    proj_opts quick = po;
+    quick.samples = 1;
+    if (!proj_run(&quick, &r, c, x.model, x.gpu, plat_gpus_per_node(x.platform),
+                  plat_nics_per_node(x.platform), &pr, &e))
+      goto out;
+  }
   if (c->mode != CFG_MODE_ANALYTIC) {
     exec_expect_simulated_s(c->grid_auto ? 0 : r.iteration_time_s * c->iters);
     /* the executor's measurements replace the closed form's; memory stays the planner's */

@@ -154,6 +154,7 @@ void cfg_release(cfg_run *c) {
   g_free(c->routing);
   g_free(c->routing_weights);
   g_strfreev(c->simgrid_cfg);
+  g_free(c->slow_gpus);
   memset(c, 0, sizeof *c);
 }
 
@@ -430,6 +431,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddBoolToObject(cf, "ignore_memory", c->ignore_memory);
   cJSON_AddBoolToObject(cf, "message_level", c->message_level);
   cJSON_AddBoolToObject(cf, "no_folding", c->no_folding);
+  if (c->slow_gpus) cJSON_AddStringToObject(cf, "slow_gpus", c->slow_gpus); /* only when given */
   cJSON *sg = cJSON_AddArrayToObject(cf, "simgrid_cfg");
   for (int i = 0; c->simgrid_cfg && c->simgrid_cfg[i]; i++)
     cJSON_AddItemToArray(sg, cJSON_CreateString(c->simgrid_cfg[i]));
@@ -646,6 +648,10 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
     }
     if (!c->n_pp_balance) g_clear_pointer(&c->pp_balance, g_free);
   }
+  if (cJSON_HasObjectItem(o, "slow_gpus") && (s = echo_str(&r, "slow_gpus"))) {
+    g_free(c->slow_gpus);
+    c->slow_gpus = *s ? g_strdup(s) : NULL;
+  }
   if ((s = echo_str(&r, "routing"))) {
     g_free(c->routing);
     c->routing = strcmp(s, "uniform") ? g_strdup(s) : NULL;
@@ -738,6 +744,91 @@ gboolean cfg_simgrid_items_ok(char **items, char **why) {
     }
   }
   return TRUE;
+}
+
+/* One item of --slow-gpus: *random TRUE for random:FRACTION:F (*a the fraction), else R:F (*a
+ * the rank); FALSE when malformed. */
+static gboolean slow_item(const char *item, gboolean *random, double *a, double *f) {
+  gchar **p = g_strsplit(item, ":", -1);
+  const guint n = g_strv_length(p);
+  *random = n == 3 && strcmp(p[0], "random") == 0;
+  gboolean ok = n == 2 || *random;
+  char *end = NULL;
+  if (ok) {
+    const char *x = p[*random ? 1 : 0], *y = p[*random ? 2 : 1];
+    *a = g_ascii_strtod(x, &end);
+    ok = end != x && !*end && isfinite(*a) && !strpbrk(x, "xX");
+    if (ok && !*random) /* a rank: decimal digits */
+      for (const char *d = x; *d && ok; d++) ok = g_ascii_isdigit(*d);
+    *f = ok ? g_ascii_strtod(y, &end) : 0;
+    ok = ok && end != y && !*end && isfinite(*f) && !strpbrk(y, "xX") && *f >= 0.01 &&
+         *f <= 100 && (*random ? *a > 0 && *a <= 1 : *a >= 0 && *a < CFG_MAX_GPUS);
+  }
+  g_strfreev(p);
+  return ok;
+}
+
+gboolean cfg_slow_parse(cfg_run *c, const char *text, GError **err) {
+  gchar **items = g_strsplit(text, ",", -1);
+  gboolean ok = items[0] != NULL;
+  for (int i = 0; items[i] && ok; i++) {
+    gboolean random;
+    double a, f;
+    ok = slow_item(items[i], &random, &a, &f);
+  }
+  g_strfreev(items);
+  if (!ok) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--slow-gpus %s: expected R:F,... (rank R's kernels F times as long) or "
+                "random:FRACTION:F, with 0.01 <= F <= 100 and 0 < FRACTION <= 1", text);
+    return FALSE;
+  }
+  g_free(c->slow_gpus);
+  c->slow_gpus = g_strdup(text);
+  return TRUE;
+}
+
+double *cfg_slow_factors(const cfg_run *c, gboolean *ok, GError **err) {
+  *ok = TRUE;
+  if (!c->slow_gpus) return NULL;
+  const int P = c->gpus;
+  double *f = g_new(double, P);
+  for (int r = 0; r < P; r++) f[r] = 1;
+  gchar **items = g_strsplit(c->slow_gpus, ",", -1);
+  int *order = g_new(int, P);
+  for (int i = 0; items[i] && *ok; i++) {
+    gboolean random;
+    double a, x;
+    if (!slow_item(items[i], &random, &a, &x)) continue; /* checked by cfg_slow_parse */
+    if (!random) {
+      if ((int)a >= P) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--slow-gpus %s: rank %d is not below --gpus %d",
+                    c->slow_gpus, (int)a, P);
+        *ok = FALSE;
+      } else {
+        f[(int)a] *= x;
+      }
+      continue;
+    }
+    /* the first round(a·P) ranks of a shuffle seeded by --seed and the item's place */
+    guint64 st = ((guint64)c->seed << 20) ^ (guint64)i;
+    for (int r = 0; r < P; r++) order[r] = r;
+    for (int r = P - 1; r > 0; r--) {
+      st += 0x9e3779b97f4a7c15ULL;
+      guint64 z = st;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+      z ^= z >> 31;
+      const int j = (int)(z % (guint64)(r + 1)), t = order[r];
+      order[r] = order[j], order[j] = t;
+    }
+    const int k = (int)lround(a * P);
+    for (int r = 0; r < k; r++) f[order[r]] *= x;
+  }
+  g_free(order);
+  g_strfreev(items);
+  if (!*ok) g_clear_pointer(&f, g_free);
+  return f;
 }
 
 gboolean cfg_routing_parse(cfg_run *c, const char *text, GError **err) {

@@ -178,6 +178,8 @@ typedef struct {
                              simulate every channel of a collective (exec.c sim_fold_channels) */
   char **simgrid_cfg;     /* --simgrid-cfg KEY:VALUE items for SimGrid (sim), NULL-terminated,
                              or NULL */
+  char *slow_gpus;        /* --slow-gpus: stragglers, "R:F,..." or "random:FRACTION:F" (NULL:
+                             none; cfg_slow_factors) */
   gboolean reproducible;  /* write host-dependent figures (simulation.wall_s) as 0 */
 } cfg_run;
 
@@ -216,6 +218,16 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err);
 /* TRUE when every item of `items` (NULL-terminated, may be NULL) reads KEY:VALUE with a key
  * and a value; else FALSE with *why a newly allocated message naming --simgrid-cfg. */
 gboolean cfg_simgrid_items_ok(char **items, char **why);
+
+/* Parses --slow-gpus: comma-separated items, each "R:F" (rank R runs its kernels F times as
+ * long, 0.01 <= F <= 100) or "random:FRACTION:F" (round(FRACTION x P) ranks, drawn by --seed,
+ * F times as long; 0 < FRACTION <= 1). DL_ERR_INPUT naming --slow-gpus on failure. */
+gboolean cfg_slow_parse(cfg_run *c, const char *text, GError **err);
+
+/* The kernel-time factor of each of the c->gpus ranks under c->slow_gpus (a rank named twice
+ * takes the product), newly allocated; NULL when there is none. DL_ERR_INPUT naming --slow-gpus
+ * (and *ok FALSE) when a rank is not below c->gpus. */
+double *cfg_slow_factors(const cfg_run *c, gboolean *ok, GError **err);
 
 /* Parses --routing: "uniform", "zipf:S" or "file:F" (a JSON list of expert weights, read now).
  * DL_ERR_INPUT naming --routing on failure. */

@@ -17,8 +17,8 @@
  * no idle figure is published for Blackwell: 80 W scaled by board power. Reference systems: DGX
  * A100 6.5 kW, DGX H100 and DGX H200 10.2 kW, DGX B200 14.3 kW (their user guides, power
  * specifications), 8 GPUs and 8 compute NICs each; GB200 NVL72 about 120 kW per 72 GPUs and 72
- * NICs (NVIDIA's rack figure as reported). The projection takes the host as that maximum less
- * the GPUs' and NICs' (study/projection.h). */
+ * NICs (NVIDIA's rack figure as reported). The projection takes the host as what that rating
+ * leaves beside the GPUs and NICs, at the share a measured DGX H100 draws (study/projection.h). */
 #define PW_A100 400, 53, 6500, 8, 8
 #define PW_HOPPER 700, 80, 10200, 8, 8
 #define PW_B200 1000, 80 * 1000 / 700.0, 14300, 8, 8

@@ -117,7 +117,9 @@ static gboolean open_kernels(run_ctx *x, GError **err) {
                          x->cfg.l2_reuse && kdb_l2(x->db, &l2b, &l2c, &l2w)};
   x->layer_t = ktime_layer_times(&x->kt, &x->cfg);
   describe_kernels(x);
-  return TRUE;
+  gboolean ok;
+  x->slow = cfg_slow_factors(&x->cfg, &ok, err);
+  return ok;
 }
 
 /* Everything after the configuration is settled. */
@@ -298,6 +300,7 @@ gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, const char *gpu_model,
 
 void run_ctx_release(run_ctx *x) {
   g_free(x->layer_t);
+  g_free(x->slow);
   kdb_free(x->db);
   plat_free(x->platform);
   wl_free(x->model);

@@ -25,6 +25,7 @@ typedef struct {
   double gpu_mem_bytes;  /* device memory per GPU: the host property, else the spec sheet's */
   kdb *db;               /* the kernel database, NULL for the roofline alone (owned) */
   ktime_source kt;          /* kernel durations (borrows model, gpu, db) */
+  double *slow;          /* each rank's kernel-time factor (--slow-gpus; owned), NULL: all 1 */
   double *layer_t;       /* per-layer forward + backward time of one micro-batch, what pipeline
                             stages are balanced with (owned, model->n_layers entries) */
   res_kdb kernels;       /* where the kernel times come from, for the result (counts 0) */
@@ -68,5 +69,10 @@ plan_rank *run_ctx_plan(const run_ctx *x, const cfg_run *c, const double *layer_
 /* The rank whose op list rank `rank`'s is, peers shifted (plan_representative): `rank` itself
  * for a trace, whose ranks' lists are all their own. */
 int run_ctx_representative(const run_ctx *x, const cfg_run *c, int rank);
+
+/* Rank `rank`'s kernel-time factor: its --slow-gpus slowdown, 1 for the others. */
+static inline double run_ctx_slow(const run_ctx *x, int rank) {
+  return x->slow ? x->slow[rank] : 1.0;
+}
 
 #endif

@@ -187,6 +187,7 @@ static int sim_fold_channels(const run_ctx *x, const cfg_run *c) {
  * parallelism filling the node, on a rail-optimised cluster whose rails share no link. */
 static int sim_fold_rails(const run_ctx *x, const cfg_run *c) {
   if (c->mode != CFG_MODE_SIM || c->no_folding || x->trace || !x->platform || c->dp < 2 ||
+      x->slow ||
       c->cp > 1 || c->tp != plat_gpus_per_node(x->platform) || !plat_rails_apart(x->platform))
     return 1;
   return c->tp;
@@ -387,6 +388,11 @@ static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
  * and layers without a real implementation; splits it cannot make are refused by
  * real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
+  if (c->slow_gpus) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--slow-gpus %s: --mode real runs the GPUs it has; "
+                "use --mode sim or --mode analytic", c->slow_gpus);
+    return FALSE;
+  }
   if (c->simgrid_cfg) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: --mode real runs no SimGrid; "
                 "use --mode sim", c->simgrid_cfg[0]);

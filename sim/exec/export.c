@@ -75,9 +75,9 @@ static void put_meta(et_file *f, const run_ctx *x, const plan_rank *p, int rank)
 }
 
 /* The node of kernel op `op`. */
-static void put_kernel(et_file *f, et_node *n, const run_ctx *x, const plan_op *op) {
+static void put_kernel(et_file *f, et_node *n, const run_ctx *x, const plan_op *op, int rank) {
   kdb_origin o;
-  const double d = ktime_kernel_s(&x->kt, op, &o);
+  const double d = ktime_kernel_s(&x->kt, op, &o) * run_ctx_slow(x, rank);
   n->duration_us = (uint64_t)llround(d * 1e6);
   et_attr_bool(f, n, "is_cpu_op", FALSE);
   et_attr_int(f, n, "num_ops", (int64_t)llround(MIN(op->flops, 9e18)));
@@ -155,7 +155,7 @@ static et_file *rank_trace(const run_ctx *x, const char *path, int rank, comm_ta
     if (op->wait_event >= 0 && op->wait_event < p->n_events && recorder[op->wait_event] >= 0)
       et_add_dep(n, TRUE, (uint64_t)recorder[op->wait_event]);
     if (op->kind == PLAN_KERNEL) {
-      put_kernel(f, n, x, op);
+      put_kernel(f, n, x, op, rank);
     } else if (op->kind == PLAN_COLL) {
       ok = put_coll(f, n, x, p, op, rank, ct, members, err);
     } else {

@@ -100,12 +100,20 @@ static double segment_s(double L, double R, double M) {
   return M * exp(R / M) * expm1(L / M);
 }
 
+/* The segments of `work_s` in pieces of `tau`: *n of them, the last *last long (0 < *last <=
+ * tau); a remainder below 1e-9 of a piece is rounding, not a segment. The closed form and the
+ * Monte Carlo both cut the work here. */
+static void segments(double work_s, double tau, double *n, double *last) {
+  *n = ceil(work_s / tau - 1e-9);
+  if (*n < 1) *n = 1;
+  *last = work_s - (*n - 1) * tau;
+}
+
 double proj_daly_wall_s(double work_s, double tau, double delta, double restart_s, double M) {
   if (work_s <= 0) return 0;
-  const double n = floor(work_s / tau), rest = work_s - n * tau;
-  double w = n * segment_s(tau + delta, restart_s, M);
-  if (rest > 1e-12 * work_s) w += segment_s(rest + delta, restart_s, M);
-  return w;
+  double n, last;
+  segments(work_s, tau, &n, &last);
+  return (n - 1) * segment_s(tau + delta, restart_s, M) + segment_s(last + delta, restart_s, M);
 }
 
 double proj_daly_interval_s(double delta, double M) {
@@ -199,9 +207,10 @@ static void restart(rng *r, double R, double M, timeline *t) {
 
 /* One synchronous timeline: segments of tau of work and a checkpoint of delta, as Daly's. */
 static void run_sync(rng *r, double U, double tau, double delta, double R, double M, timeline *t) {
-  double done = 0;
-  while (done < U) {
-    const double w = MIN(tau, U - done), L = w + delta;
+  double n, last;
+  segments(U, tau, &n, &last);
+  for (double k = 0; k < n; k++) {
+    const double w = k + 1 < n ? tau : last, L = w + delta;
     for (;;) {
       const double f = next_failure(r, M);
       if (f >= L) {
@@ -212,33 +221,37 @@ static void run_sync(rng *r, double U, double tau, double delta, double R, doubl
       t->lost += MIN(f, w), t->ckpt += MAX(0, f - w);
       restart(r, R, M, t);
     }
-    done += w;
   }
 }
 
-/* One asynchronous timeline: tau of work, a stall of copy_s, the write done write_s later (tau ≥
- * write_s, so one write at a time); a failure goes back to the last checkpoint written. The run
- * ends when its last checkpoint is written. */
+/* One asynchronous timeline: tau of work, a stall of copy_s, the write done write_s later; one
+ * write at a time (a copy waits for the write before it: tau >= write_s makes that rare, the
+ * last short segment aside); a failure goes back to the last checkpoint written. The run ends
+ * when its last checkpoint is written. */
 static void run_async(rng *r, double U, double tau, double copy_s, double write_s, double R,
                       double M, timeline *t) {
-  double safe = 0, p = 0;          /* work written, work done */
-  double pend = -1, pend_at = 0;   /* work of the checkpoint being written, and when it will be */
+  double nseg, last;
+  segments(U, tau, &nseg, &last);
+  double safe = 0, p = 0;          /* segments written, segments done */
+  double pend = -1, pend_at = 0;   /* the segments of the checkpoint being written, and when */
   double now = 0, f = now + next_failure(r, M);
   for (;;) {
-    double w, end;
-    if (p < U) { /* work, then the copy */
-      w = MIN(tau, U - p);
-      end = now + w + copy_s;
+    double w, end, busy;           /* work, when the step ends, and its work-and-copy part */
+    if (p < nseg) { /* work, then (after the write before it) the copy */
+      w = p + 1 < nseg ? tau : last;
+      end = MAX(now + w, pend >= 0 ? pend_at : 0) + copy_s;
+      busy = w;
     } else { /* everything done: wait for the last write */
-      w = 0;
+      w = busy = 0;
       end = pend >= 0 ? pend_at : now;
       if (pend < 0 || end <= now) break;
     }
     if (f < end) { /* interrupted: back to what was written by then */
       if (pend >= 0 && pend_at <= f) safe = pend;
       const double ran = f - now;
-      t->lost += (p - safe) + MIN(ran, w);
-      t->ckpt += w > 0 ? MAX(0, MIN(ran - w, copy_s)) : ran; /* the copy, or the last write */
+      for (double k = safe; k < p; k++) t->lost += k + 1 < nseg ? tau : last;
+      t->lost += MIN(ran, busy);
+      t->ckpt += MAX(0, ran - busy); /* the copy, or the wait for a write */
       t->wall += ran, t->interruptions++;
       restart(r, R, M, t);
       now = t->wall;
@@ -247,11 +260,11 @@ static void run_async(rng *r, double U, double tau, double copy_s, double write_
       continue;
     }
     t->wall += end - now;
-    t->ckpt += w > 0 ? copy_s : end - now;
+    t->ckpt += end - now - busy;
     now = end;
     if (pend >= 0 && pend_at <= now) safe = pend, pend = -1;
-    if (w > 0) p += w, pend = p, pend_at = now + write_s;
-    if (p >= U && pend < 0) break;
+    if (w > 0) p += 1, pend = p, pend_at = now + write_s;
+    if (p >= nseg && pend < 0) break;
   }
   t->wall = now;
 }
@@ -274,7 +287,6 @@ void proj_monte_carlo(double work_s, double tau, gboolean async, double stall_s,
   rng_seed(&r, seed);
   double *walls = g_new(double, samples), *ints = g_new(double, samples);
   timeline sum = {0};
-  double sq = 0;
   for (int s = 0; s < samples; s++) {
     timeline t = {0};
     if (async)
@@ -282,7 +294,6 @@ void proj_monte_carlo(double work_s, double tau, gboolean async, double stall_s,
     else
       run_sync(&r, work_s, tau, stall_s, restart_s, M, &t);
     walls[s] = t.wall, ints[s] = t.interruptions;
-    sq += t.wall * t.wall;
     sum.wall += t.wall, sum.interruptions += t.interruptions, sum.lost += t.lost;
     sum.ckpt += t.ckpt, sum.restarting += t.restarting;
   }
@@ -290,7 +301,9 @@ void proj_monte_carlo(double work_s, double tau, gboolean async, double stall_s,
   qsort(ints, (size_t)samples, sizeof *ints, cmp_double);
   out->samples = samples;
   out->wall_s = sum.wall / samples;
-  out->wall_sd_s = samples > 1 ? sqrt(MAX(0, (sq - sum.wall * out->wall_s) / (samples - 1))) : 0;
+  double var = 0; /* two passes: the timelines can all be alike */
+  for (int k = 0; k < samples; k++) var += (walls[k] - out->wall_s) * (walls[k] - out->wall_s);
+  out->wall_sd_s = samples > 1 ? sqrt(var / (samples - 1)) : 0;
   out->wall_p5_s = quantile(walls, samples, 0.05);
   out->wall_p50_s = quantile(walls, samples, 0.50);
   out->wall_p95_s = quantile(walls, samples, 0.95);
@@ -347,10 +360,10 @@ static void energy(proj_result *p, const proj_opts *o, const res_result *r, cons
    * node here */
   double host_w = o->host_w;
   if (host_w < 0) {
-    const double h100_rest = PROJ_DGX_H100_RATED_W - 8 * PROJ_H100_BOARD_W - 8 * nic_w;
-    const double h100_host = PROJ_DGX_H100_MEASURED_W - 8 * PROJ_H100_BOARD_W - 8 * nic_w;
+    const double h100_rest = PROJ_DGX_H100_RATED_W - 8 * PROJ_H100_BOARD_W - 8 * PROJ_NIC_W;
+    const double h100_host = PROJ_DGX_H100_MEASURED_W - 8 * PROJ_H100_BOARD_W - 8 * PROJ_NIC_W;
     host_w = g->node_gpus > 0 ? MAX(0, g->node_w - g->node_gpus * g->board_w -
-                                           g->node_nics * nic_w) *
+                                           g->node_nics * PROJ_NIC_W) *
                                     (h100_host / h100_rest) / g->node_gpus * G
                               : 0;
   }
@@ -386,6 +399,25 @@ double proj_iteration_energy_j(const res_result *r, const cfg_run *c, const gpu_
   return p.energy ? p.iteration_j : 0;
 }
 
+gboolean proj_check(const proj_opts *o, const wl_model *m, const gpu_spec *g, GError **err) {
+  if (o->tokens > 0 && m->seq_len <= 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--tokens: %s reads no token sequences; give the budget with --epochs", m->name);
+    return FALSE;
+  }
+  if (o->epochs > 0 && m->dataset_samples <= 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--epochs: %s names no dataset; give the budget with --tokens", m->name);
+    return FALSE;
+  }
+  if (o->kwh_price >= 0 && (!g || g->board_w <= 0) && o->gpu_board_w < 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--kwh-price: %s has no power figures; give "
+                "--gpu-board-w", g ? g->name : "the device");
+    return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean proj_run(const proj_opts *o, const res_result *r, const cfg_run *c, const wl_model *m,
                   const gpu_spec *g, int gpus_per_node, int nics_per_node, proj_result *p,
                   GError **err) {
@@ -395,21 +427,17 @@ gboolean proj_run(const proj_opts *o, const res_result *r, const cfg_run *c, con
   p->on = TRUE;
   const double T = r->iteration_time_s;
   p->iteration_s = T;
+  if (!(T > 0) || !isfinite(T)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--tokens/--epochs: the iteration takes %g s: "
+                "nothing to project", T);
+    return FALSE;
+  }
+  if (!proj_check(o, m, g, err)) return FALSE;
   if (o->tokens > 0) {
-    if (m->seq_len <= 0) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                  "--tokens: %s reads no token sequences; give the budget with --epochs", m->name);
-      return FALSE;
-    }
     const double per_it = (double)c->batch * (double)m->seq_len;
     p->iterations = ceil(o->tokens / per_it);
     p->tokens = p->iterations * per_it;
   } else {
-    if (m->dataset_samples <= 0) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                  "--epochs: %s names no dataset; give the budget with --tokens", m->name);
-      return FALSE;
-    }
     p->iterations = ceil(o->epochs * (double)res_epoch_iterations(c, m));
     p->tokens = m->seq_len > 0 ? p->iterations * (double)c->batch * (double)m->seq_len : 0;
   }
@@ -453,35 +481,52 @@ gboolean proj_run(const proj_opts *o, const res_result *r, const cfg_run *c, con
     tau = p->useful_s;
   }
   const double stall = (ckpts || o->failures) ? p->ckpt_stall_s : 0;
-  if (!o->failures && !ckpts) { /* the iterations and nothing else */
-    p->wall_s_closed_form = p->useful_s;
-    p->closed_form = "iterations x iteration time";
-  } else if (o->ckpt_async) {
-    p->wall_s_closed_form =
-        proj_async_wall_s(p->useful_s, tau, stall, p->ckpt_write_s, p->restart_s, M);
-    p->closed_form = "first order, asynchronous checkpoints";
-  } else {
-    p->wall_s_closed_form = proj_daly_wall_s(p->useful_s, tau, stall, p->restart_s, M);
-    p->closed_form = "Daly 2006";
+  if (p->useful_s > 1e15) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "%s: %.3g s of training is more than a projection can hold (1e15 s)",
+                o->tokens > 0 ? "--tokens" : "--epochs", p->useful_s);
+    return FALSE;
   }
-  if (!isfinite(p->wall_s_closed_form) || p->wall_s_closed_form > 1e15) {
+  /* Daly's expectation, with an asynchronous write taken as a stall: exact for synchronous
+   * checkpoints, a bound for asynchronous ones; it decides whether the run can finish */
+  const double daly = proj_daly_wall_s(p->useful_s, tau, stall + (o->ckpt_async ? p->ckpt_write_s
+                                                                                : 0),
+                                       p->restart_s, M);
+  if (!isfinite(daly) || daly > 1e15) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--failures: the job is interrupted every %.3g s on average, too often to finish "
                 "with checkpoints of %.3g s and restarts of %.3g s",
                 M, p->ckpt_stall_s, p->restart_s);
     return FALSE;
   }
+  const double first = o->ckpt_async ? proj_async_wall_s(p->useful_s, tau, stall, p->ckpt_write_s,
+                                                         p->restart_s, M)
+                                     : INFINITY;
+  if (!o->failures && !ckpts) { /* the iterations and nothing else */
+    p->wall_s_closed_form = p->useful_s;
+    p->closed_form = "iterations x iteration time";
+  } else if (!o->ckpt_async) {
+    p->wall_s_closed_form = daly;
+    p->closed_form = "Daly 2006";
+  } else if (isfinite(first)) {
+    p->wall_s_closed_form = first;
+    p->closed_form = "first order, asynchronous checkpoints";
+  } else { /* failures too frequent for the first order */
+    p->wall_s_closed_form = daly;
+    p->closed_form = "Daly 2006 with the write as a stall (a bound)";
+  }
   /* The Monte Carlo: its draws grow with the segments and the failures, held to about 5·10⁷ */
-  const double events = p->useful_s / tau + (isfinite(M) ? p->wall_s_closed_form / M : 0) + 1;
+  const double events = p->useful_s / tau + (isfinite(M) ? daly / M : 0) + 1;
   int samples = o->samples;
-  if (events * samples > 5e7) samples = MAX(10, (int)(5e7 / events));
+  if (events * samples > 5e7) samples = MIN(samples, MAX(10, (int)(5e7 / events)));
   if (!o->failures && !ckpts) { /* nothing random: one timeline is every timeline */
     p->samples = 1;
     p->wall_s = p->wall_p5_s = p->wall_p50_s = p->wall_p95_s = p->useful_s;
   } else if (events * samples > 5e8) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
-                "--ckpt-interval: %.0f checkpoints and interruptions per timeline are too many to "
-                "sample; choose a longer interval", events);
+                "%s: %.3g checkpoints and interruptions per timeline are too many to sample; %s",
+                o->ckpt_interval_s > 0 ? "--ckpt-interval" : o->tokens > 0 ? "--tokens" : "--epochs",
+                events, o->ckpt_interval_s > 0 ? "choose a longer interval" : "project less");
     return FALSE;
   } else {
     proj_monte_carlo(p->useful_s, tau, o->ckpt_async, stall, p->ckpt_write_s, p->restart_s, M,

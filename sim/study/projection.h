@@ -122,7 +122,7 @@ typedef struct {
   double ckpt_bw_total_bps;    /* the file system's, bytes/s */
   double host_copy_bps;        /* asynchronous: device-to-host copy per GPU, bytes/s */
   double relaunch_s;           /* restart: the job's relaunch before the load */
-  int warmup_iters;            /* restart: iterations before full speed (counted as lost) */
+  int warmup_iters;            /* restart: iterations before full speed (part of the restart) */
   int samples;                 /* Monte Carlo timelines */
   guint64 seed;
   /* energy (a figure < 0: the default) */
@@ -176,6 +176,11 @@ typedef struct {
   gboolean costed;
   proj_opts opts;              /* the inputs, resolved */
 } proj_result;
+
+/* What `o` asks of model `m` on GPU `g` that the projection cannot give: --tokens on a model
+ * without sequences, --epochs on one without a dataset, --kwh-price on a device without power
+ * figures. DL_ERR_INPUT naming the option. */
+gboolean proj_check(const proj_opts *o, const wl_model *m, const gpu_spec *g, GError **err);
 
 /* The projection of result `r` of configuration `c` (model `m`, GPU `g`, `nics_per_node` NICs
  * and `gpus_per_node` GPUs per node) under `o`. DL_ERR_INPUT when the budget does not apply

@@ -190,8 +190,9 @@ static double be_host_time(void *be, const plan_op *op, int iter) {
 }
 
 static double be_kernel_time(void *be, const plan_op *op, int iter, kdb_origin *origin) {
-  (void)be, (void)iter;
-  return ktime_kernel_s(&shared.ctx.kt, op, origin);
+  (void)iter;
+  const smpi_rank *g = be;
+  return ktime_kernel_s(&shared.ctx.kt, op, origin) * run_ctx_slow(&shared.ctx, g->rank);
 }
 
 /* A batch of kernels: one execution on the rank's host, nothing else computing there, after the
