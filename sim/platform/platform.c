@@ -390,9 +390,73 @@ static gboolean check_radicals(plat *pl, const char *file, GError **err) {
   return ok;
 }
 
+/* What dlsim does not model, refused in every mode before SimGrid reads the file: hosts and links
+ * whose speed, bandwidth, latency or state change over time (the *_file attributes of
+ * SimGrid's profiles, and <trace>/<trace_connect> elements), and Vivaldi zones (latencies from
+ * coordinates, no links to carry bandwidth). The closed form would take them as static links
+ * and the simulation would fail inside SimGrid; one line names the element and the file. */
+static gboolean check_static(plat *pl, const char *file, GError **err) {
+  char *text = NULL;
+  gsize len = 0;
+  if (!g_file_get_contents(file, &text, &len, NULL)) return TRUE; /* the loader says why */
+  if (!strstr(text, "_file") && !strstr(text, "<trace") && !g_strstr_len(text, -1, "ivaldi")) {
+    g_free(text); /* nothing of the kind: the common case, without a parse */
+    return TRUE;
+  }
+  GRegex *el = g_regex_new("<(\\w+)\\b[^>]*>", G_REGEX_DOTALL | G_REGEX_RAW, 0, NULL);
+  GRegex *at = g_regex_new("\\b(\\w+)\\s*=\\s*(\"([^\"]*)\"|'([^']*)')", G_REGEX_RAW, 0, NULL);
+  GMatchInfo *m = NULL;
+  gboolean ok = TRUE;
+  g_regex_match(el, text, 0, &m);
+  for (; ok && g_match_info_matches(m); g_match_info_next(m, NULL)) {
+    char *tag = g_match_info_fetch(m, 0), *name = g_match_info_fetch(m, 1), *id = NULL;
+    char *what = NULL;
+    if (strcmp(name, "trace") == 0 || strcmp(name, "trace_connect") == 0)
+      what = g_strdup_printf("a time-varying profile (<%s>)", name);
+    GMatchInfo *a = NULL;
+    g_regex_match(at, tag, 0, &a);
+    for (; g_match_info_matches(a); g_match_info_next(a, NULL)) {
+      char *k = g_match_info_fetch(a, 1), *v = g_match_info_fetch(a, 3);
+      if (!*v) {
+        g_free(v);
+        v = g_match_info_fetch(a, 4);
+      }
+      if (strcmp(k, "id") == 0 && !id) {
+        id = g_strescape(v, NULL);
+      } else if (!what && g_str_has_suffix(k, "_file") &&
+                 (g_str_has_prefix(k, "speed") || g_str_has_prefix(k, "state") ||
+                  g_str_has_prefix(k, "bandwidth") || g_str_has_prefix(k, "latency") ||
+                  g_str_has_prefix(k, "availability"))) {
+        what = g_strdup_printf("%s (a time-varying profile)", k);
+      } else if (!what && strcmp(k, "routing") == 0 && g_ascii_strcasecmp(v, "Vivaldi") == 0) {
+        what = g_strdup("routing Vivaldi (latencies from coordinates, no links)");
+      }
+      g_free(k);
+      g_free(v);
+    }
+    g_match_info_free(a);
+    if (what) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                  "%s: <%s%s%s%s>: %s: dlsim models hosts and links that do not change, joined by "
+                  "links; remove it", pl->path, name, id ? " id=\"" : "", id ? id : "",
+                  id ? "\"" : "", what);
+      ok = FALSE;
+    }
+    g_free(what);
+    g_free(id);
+    g_free(name);
+    g_free(tag);
+  }
+  g_match_info_free(m);
+  g_regex_unref(el);
+  g_regex_unref(at);
+  g_free(text);
+  return ok;
+}
+
 /* Loads `file` (shown as pl->path in messages) through dlsim-sgplat. */
 static gboolean load_file(plat *pl, const char *file, const char *const *cfg, GError **err) {
-  if (!check_radicals(pl, file, err)) return FALSE;
+  if (!check_radicals(pl, file, err) || !check_static(pl, file, err)) return FALSE;
   char *exe = sgplat_path();
   GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
   g_ptr_array_add(argv, exe);
