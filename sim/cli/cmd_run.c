@@ -68,8 +68,10 @@ static gboolean proj_options(const proj_text *t, guint64 seed, proj_opts *o, GEr
       {"--gpu-hour-price", t->gpu_price, "a price >= 0", 0, 1e9, &o->gpu_hour_price},
       {"--kwh-price", t->kwh_price, "a price >= 0", 0, 1e9, &o->kwh_price},
   };
+  int given = (t->failures != NULL) + (t->ckpt != NULL); /* whole-run options beyond the budget */
   for (size_t i = 0; i < G_N_ELEMENTS(num); i++) {
     if (!num[i].text) continue;
+    given += num[i].dst != &o->tokens && num[i].dst != &o->epochs;
     if (num[i].dst == &o->ckpt_interval_s && strcmp(num[i].text, "auto") == 0) continue;
     if (!cli_number(num[i].name, num[i].text, num[i].lo, num[i].hi, num[i].expected,
                     num[i].dst, err))
@@ -88,6 +90,7 @@ static gboolean proj_options(const proj_text *t, guint64 seed, proj_opts *o, GEr
               {"--switch-radix", t->radix, 2, 100000, &o->switch_radix}};
   for (size_t i = 0; i < G_N_ELEMENTS(ints); i++) {
     if (ints[i].v == PROJ_NOT_GIVEN) continue;
+    given++;
     if (ints[i].v < ints[i].lo || ints[i].v > ints[i].hi) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s %d: expected %d..%d", ints[i].name, ints[i].v,
                   ints[i].lo, ints[i].hi);
@@ -102,12 +105,7 @@ static gboolean proj_options(const proj_text *t, guint64 seed, proj_opts *o, GEr
   o->ckpt_async = t->ckpt && strcmp(t->ckpt, "async") == 0;
   if (t->failures && !proj_parse_failures(o, t->failures, err)) return FALSE;
   o->seed = seed;
-  const gboolean budget = o->tokens > 0 || o->epochs > 0;
-  if (!budget && (t->failures || t->ckpt || t->interval || t->bw_node || t->bw_total ||
-                  t->host_copy || t->relaunch || t->idle || t->board || t->mem_share || t->nic ||
-                  t->port || t->host || t->pue || t->gpu_price || t->kwh_price ||
-                  t->warmup != PROJ_NOT_GIVEN || t->samples != PROJ_NOT_GIVEN ||
-                  t->radix != PROJ_NOT_GIVEN)) {
+  if (given && !(o->tokens > 0 || o->epochs > 0)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "the whole-run options (--failures, --ckpt..., power and prices) need a budget: "
                 "--tokens T or --epochs E");

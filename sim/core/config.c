@@ -431,7 +431,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddBoolToObject(cf, "ignore_memory", c->ignore_memory);
   cJSON_AddBoolToObject(cf, "message_level", c->message_level);
   cJSON_AddBoolToObject(cf, "no_folding", c->no_folding);
-  if (c->slow_gpus) cJSON_AddStringToObject(cf, "slow_gpus", c->slow_gpus); /* only when given */
+  cJSON_AddStringToObject(cf, "slow_gpus", c->slow_gpus ? c->slow_gpus : "none");
   cJSON *sg = cJSON_AddArrayToObject(cf, "simgrid_cfg");
   for (int i = 0; c->simgrid_cfg && c->simgrid_cfg[i]; i++)
     cJSON_AddItemToArray(sg, cJSON_CreateString(c->simgrid_cfg[i]));
@@ -648,9 +648,9 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
     }
     if (!c->n_pp_balance) g_clear_pointer(&c->pp_balance, g_free);
   }
-  if (cJSON_HasObjectItem(o, "slow_gpus") && (s = echo_str(&r, "slow_gpus"))) {
+  if (cJSON_HasObjectItem(o, "slow_gpus") && (s = echo_str(&r, "slow_gpus"))) { /* newer */
     g_free(c->slow_gpus);
-    c->slow_gpus = *s ? g_strdup(s) : NULL;
+    c->slow_gpus = strcmp(s, "none") ? g_strdup(s) : NULL;
   }
   if ((s = echo_str(&r, "routing"))) {
     g_free(c->routing);
@@ -769,6 +769,10 @@ static gboolean slow_item(const char *item, gboolean *random, double *a, double 
 }
 
 gboolean cfg_slow_parse(cfg_run *c, const char *text, GError **err) {
+  if (strcmp(text, "none") == 0) { /* as the configuration echo spells no stragglers */
+    g_clear_pointer(&c->slow_gpus, g_free);
+    return TRUE;
+  }
   gchar **items = g_strsplit(text, ",", -1);
   gboolean ok = items[0] != NULL;
   for (int i = 0; items[i] && ok; i++) {

@@ -219,7 +219,7 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err);
  * and a value; else FALSE with *why a newly allocated message naming --simgrid-cfg. */
 gboolean cfg_simgrid_items_ok(char **items, char **why);
 
-/* Parses --slow-gpus: comma-separated items, each "R:F" (rank R runs its kernels F times as
+/* Parses --slow-gpus: "none", or comma-separated items, each "R:F" (rank R runs its kernels F times as
  * long, 0.01 <= F <= 100) or "random:FRACTION:F" (round(FRACTION x P) ranks, drawn by --seed,
  * F times as long; 0 < FRACTION <= 1). DL_ERR_INPUT naming --slow-gpus on failure. */
 gboolean cfg_slow_parse(cfg_run *c, const char *text, GError **err);

@@ -316,12 +316,19 @@ static gboolean read_netcfg(plat *pl, GError **err) {
   return TRUE;
 }
 
-/* Every <cluster radical="..."> of `file` holds indices SimGrid can read (it stops with "stoi"
+/* Every <cluster radical="..."> of the platform text holds indices SimGrid can read (it stops with "stoi"
  * on one past an int): FALSE with a line naming the cluster otherwise. */
-static gboolean check_radicals(plat *pl, const char *file, GError **err) {
-  char *text = NULL;
-  gsize len = 0;
-  if (!g_file_get_contents(file, &text, &len, NULL)) return TRUE; /* the loader says why */
+/* The value of attribute match `a` (either quote), newly allocated. */
+static char *attr_value(const GMatchInfo *a) {
+  char *v = g_match_info_fetch(a, 3);
+  if (!*v) {
+    g_free(v);
+    v = g_match_info_fetch(a, 4);
+  }
+  return v;
+}
+
+static gboolean check_radicals(plat *pl, const char *text, GError **err) {
   GRegex *cl = g_regex_new("<cluster\\b[^>]*>", G_REGEX_DOTALL | G_REGEX_RAW, 0, NULL);
   GRegex *at =
       g_regex_new("\\b(id|radical)\\s*=\\s*(\"([^\"]*)\"|'([^']*)')", G_REGEX_RAW, 0, NULL);
@@ -333,11 +340,7 @@ static gboolean check_radicals(plat *pl, const char *file, GError **err) {
     GMatchInfo *a = NULL;
     g_regex_match(at, tag, 0, &a);
     for (; g_match_info_matches(a); g_match_info_next(a, NULL)) {
-      char *k = g_match_info_fetch(a, 1), *v = g_match_info_fetch(a, 3);
-      if (!*v) {
-        g_free(v);
-        v = g_match_info_fetch(a, 4);
-      }
+      char *k = g_match_info_fetch(a, 1), *v = attr_value(a);
       if (strcmp(k, "id") == 0 && !id) id = v;
       else if (strcmp(k, "radical") == 0 && !rad) rad = v;
       else g_free(v);
@@ -386,7 +389,6 @@ static gboolean check_radicals(plat *pl, const char *file, GError **err) {
   g_match_info_free(m);
   g_regex_unref(cl);
   g_regex_unref(at);
-  g_free(text);
   return ok;
 }
 
@@ -395,14 +397,9 @@ static gboolean check_radicals(plat *pl, const char *file, GError **err) {
  * SimGrid's profiles, and <trace>/<trace_connect> elements), and Vivaldi zones (latencies from
  * coordinates, no links to carry bandwidth). The closed form would take them as static links
  * and the simulation would fail inside SimGrid; one line names the element and the file. */
-static gboolean check_static(plat *pl, const char *file, GError **err) {
-  char *text = NULL;
-  gsize len = 0;
-  if (!g_file_get_contents(file, &text, &len, NULL)) return TRUE; /* the loader says why */
-  if (!strstr(text, "_file") && !strstr(text, "<trace") && !g_strstr_len(text, -1, "ivaldi")) {
-    g_free(text); /* nothing of the kind: the common case, without a parse */
-    return TRUE;
-  }
+static gboolean check_static(plat *pl, const char *text, GError **err) {
+  if (!strstr(text, "_file") && !strstr(text, "<trace") && !strstr(text, "ivaldi"))
+    return TRUE; /* nothing of the kind: the common case, without a parse */
   GRegex *el = g_regex_new("<(\\w+)\\b[^>]*>", G_REGEX_DOTALL | G_REGEX_RAW, 0, NULL);
   GRegex *at = g_regex_new("\\b(\\w+)\\s*=\\s*(\"([^\"]*)\"|'([^']*)')", G_REGEX_RAW, 0, NULL);
   GMatchInfo *m = NULL;
@@ -416,11 +413,7 @@ static gboolean check_static(plat *pl, const char *file, GError **err) {
     GMatchInfo *a = NULL;
     g_regex_match(at, tag, 0, &a);
     for (; g_match_info_matches(a); g_match_info_next(a, NULL)) {
-      char *k = g_match_info_fetch(a, 1), *v = g_match_info_fetch(a, 3);
-      if (!*v) {
-        g_free(v);
-        v = g_match_info_fetch(a, 4);
-      }
+      char *k = g_match_info_fetch(a, 1), *v = attr_value(a);
       if (strcmp(k, "id") == 0 && !id) {
         id = g_strescape(v, NULL);
       } else if (!what && g_str_has_suffix(k, "_file") &&
@@ -450,13 +443,17 @@ static gboolean check_static(plat *pl, const char *file, GError **err) {
   g_match_info_free(m);
   g_regex_unref(el);
   g_regex_unref(at);
-  g_free(text);
   return ok;
 }
 
 /* Loads `file` (shown as pl->path in messages) through dlsim-sgplat. */
 static gboolean load_file(plat *pl, const char *file, const char *const *cfg, GError **err) {
-  if (!check_radicals(pl, file, err) || !check_static(pl, file, err)) return FALSE;
+  char *text = NULL; /* what SimGrid would take without a word, checked on the file's text */
+  if (g_file_get_contents(file, &text, NULL, NULL)) { /* unreadable: the loader says why */
+    const gboolean ok = check_radicals(pl, text, err) && check_static(pl, text, err);
+    g_free(text);
+    if (!ok) return FALSE;
+  }
   char *exe = sgplat_path();
   GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
   g_ptr_array_add(argv, exe);

@@ -450,7 +450,6 @@ gboolean proj_run(const proj_opts *o, const res_result *r, const cfg_run *c, con
   p->units[PROJ_GPU] = c->gpus, p->units[PROJ_SOFTWARE] = c->gpus;
   p->units[PROJ_NIC] = nics;
   p->units[PROJ_HOST_MEMORY] = p->units[PROJ_SWITCH] = p->units[PROJ_NODE] = nodes;
-  p->failures = o->failures;
   double rate_per_h = 0;
   if (o->job_mtbf_h > 0)
     rate_per_h = 1 / o->job_mtbf_h;
@@ -460,7 +459,6 @@ gboolean proj_run(const proj_opts *o, const res_result *r, const cfg_run *c, con
   p->job_mtbf_s = M;
 
   /* checkpoints */
-  p->ckpt_async = o->ckpt_async;
   p->ckpt_bytes = (double)m->params *
                   (gpu_precision_bytes(c->precision) + plan_optimizer_bytes(m, c));
   p->ckpt_write_s = MAX(p->ckpt_bytes / (nodes * o->ckpt_bw_node_bps),
@@ -577,7 +575,7 @@ void *proj_to_json(const proj_result *p) {
   cJSON_AddNumberToObject(o, "ckpt_interval_iterations", p->ckpt_interval_iterations);
 
   cJSON *f = cJSON_AddObjectToObject(o, "failures");
-  cJSON_AddBoolToObject(f, "on", p->failures);
+  cJSON_AddBoolToObject(f, "on", p->opts.failures);
   if (isfinite(p->job_mtbf_s)) cJSON_AddNumberToObject(f, "job_mtbf_s", p->job_mtbf_s);
   cJSON *u = cJSON_AddObjectToObject(f, "units");
   cJSON *mt = cJSON_AddObjectToObject(f, "mtbf_per_unit_h");
@@ -588,14 +586,14 @@ void *proj_to_json(const proj_result *p) {
   if (p->opts.job_mtbf_h > 0) cJSON_AddNumberToObject(f, "job_mtbf_given_h", p->opts.job_mtbf_h);
 
   cJSON *k = cJSON_AddObjectToObject(o, "checkpoint");
-  cJSON_AddStringToObject(k, "kind", p->ckpt_async ? "async" : "sync");
+  cJSON_AddStringToObject(k, "kind", p->opts.ckpt_async ? "async" : "sync");
   cJSON_AddNumberToObject(k, "bytes", p->ckpt_bytes);
   cJSON_AddNumberToObject(k, "write_s", p->ckpt_write_s);
   cJSON_AddNumberToObject(k, "stall_s", p->ckpt_stall_s);
   cJSON_AddNumberToObject(k, "restart_s", p->restart_s);
   cJSON_AddNumberToObject(k, "bw_node_bps", p->opts.ckpt_bw_node_bps);
   cJSON_AddNumberToObject(k, "bw_total_bps", p->opts.ckpt_bw_total_bps);
-  if (p->ckpt_async) cJSON_AddNumberToObject(k, "host_copy_bps", p->opts.host_copy_bps);
+  if (p->opts.ckpt_async) cJSON_AddNumberToObject(k, "host_copy_bps", p->opts.host_copy_bps);
   cJSON_AddNumberToObject(k, "relaunch_s", p->opts.relaunch_s);
   cJSON_AddNumberToObject(k, "warmup_iterations", p->opts.warmup_iters);
 
@@ -658,7 +656,7 @@ void proj_print(const proj_result *p, FILE *out) {
   fprintf(out, ": useful %s, wall %s (90 %% of runs %s-%s), goodput %.1f%%\n", a, b, c, d,
           100 * p->goodput);
   human(a, sizeof a, p->wall_s_closed_form);
-  if (p->failures) {
+  if (p->opts.failures) {
     human(b, sizeof b, p->job_mtbf_s);
     human(c, sizeof c, p->lost_work_s);
     fprintf(out, "  failures        job MTBF %s, %.1f interruptions, %s of work lost; closed form "
@@ -667,7 +665,7 @@ void proj_print(const proj_result *p, FILE *out) {
   if (p->ckpt_interval_s > 0) {
     human(b, sizeof b, p->ckpt_interval_s);
     fprintf(out, "  checkpoints     %.1f GB %s every %s (%.0f iterations): stall %.1f s, write "
-                 "%.1f s, restart %.1f s\n", p->ckpt_bytes / 1e9, p->ckpt_async ? "async" : "sync",
+                 "%.1f s, restart %.1f s\n", p->ckpt_bytes / 1e9, p->opts.ckpt_async ? "async" : "sync",
             b, p->ckpt_interval_iterations, p->ckpt_stall_s, p->ckpt_write_s, p->restart_s);
   }
   if (p->energy) {

@@ -149,14 +149,12 @@ typedef struct {
   gboolean on;                 /* a budget was given */
   /* budget */
   double iterations, tokens, useful_s, iteration_s;
-  /* failures */
-  gboolean failures;
+  /* failures (on or off: opts.failures) */
   double units[PROJ_N_UNITS];  /* units of each kind the job uses */
   double job_mtbf_s;           /* INFINITY without failures */
   /* checkpoints */
   double ckpt_bytes, ckpt_write_s, ckpt_stall_s, restart_s;
   double ckpt_interval_s, ckpt_interval_iterations; /* 0: none */
-  gboolean ckpt_async;
   /* expectation */
   double wall_s_closed_form;
   const char *closed_form;     /* which formula */
