@@ -188,7 +188,7 @@ int cmd_coll(int argc, char **argv) {
   if (nccl_s) pargv[k++] = "--nccl", pargv[k++] = nccl_s;
   pargv[k] = NULL;
   if (real ? !launch_mpirun(gpus, pargv, out, &err)
-           : !launch_smpi(plat_path(pl), gpus, hosts, pargv, (const char *const *)extra->pdata, out,
+           : !launch_smpi(plat_file(pl), gpus, hosts, pargv, (const char *const *)extra->pdata, out,
                           NULL, &err)) {
     cli_error(err->message);
     status = 1;

@@ -239,6 +239,9 @@ int cmd_run(int argc, char **argv) {
   if (!proj_run(&po, &r, c, x.model, x.gpu, plat_gpus_per_node(x.platform),
                 plat_nics_per_node(x.platform), &pr, &e))
     goto out;
+  if (x.degraded)
+    res_set_degraded(&r, (const char *const *)x.degraded->pdata,
+                     (const double *)x.degraded_f->data, (int)x.degraded_f->len);
   res_print(&r, c, x.model, stdout);
   proj_print(&pr, stdout);
   if (c->out) {

@@ -15,7 +15,7 @@
  * user can give, so that "not given" and "given as 0 or -1" differ. */
 typedef struct {
   char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
-      *coll, *kernels, *gpu, *out, *trace, *pp_balance, *dump_weights, *routing, *bucket_mb, *slow_gpus,
+      *coll, *kernels, *gpu, *out, *trace, *pp_balance, *dump_weights, *routing, *bucket_mb, *slow_gpus, *degrade,
       *capacity_factor, *nccl_proto, *device, *fsdp, *grad_reduce, *recompute_mode, *cp_style;
   gint64 seed, batch, seq_len;
   int gpus;
@@ -34,7 +34,7 @@ static void raw_release(raw_opts *r) {
                 &r->kernels,    &r->gpu,         &r->out,        &r->trace,    &r->pp_balance,
                 &r->dump_weights, &r->routing, &r->bucket_mb,  &r->capacity_factor, &r->nccl_proto,
                 &r->device, &r->fsdp, &r->grad_reduce, &r->recompute_mode, &r->cp_style,
-                &r->slow_gpus};
+                &r->slow_gpus, &r->degrade};
   for (size_t i = 0; i < G_N_ELEMENTS(s); i++) g_free(*s[i]);
   g_strfreev(r->simgrid_cfg);
 }
@@ -164,6 +164,10 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *
       {"slow-gpus", 0, 0, G_OPTION_ARG_STRING, &r->slow_gpus,
        "stragglers: R:F,... (rank R's kernels take F times as long) or random:FRACTION:F (that "
        "share of the ranks, drawn by --seed); sim and analytic", "SPEC"},
+      {"degrade", 0, 0, G_OPTION_ARG_STRING, &r->degrade,
+       "degraded links: LINK:F,... (the platform's <link id=LINK> at F times its bandwidth) or "
+       "nics:FRACTION:F (that share of the NIC links of a platform written by dlsim platform, "
+       "drawn by --seed); sim and analytic", "SPEC"},
       {"simgrid-cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &r->simgrid_cfg,
        "sim: a SimGrid setting over the platform file's (repeatable; SimGrid's --cfg=KEY:VALUE; "
        "refused by --mode analytic and real, which run no SimGrid)", "KEY:VALUE"},
@@ -315,6 +319,7 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
   if (r->grid && !cfg_grid_parse(c, r->grid, err)) return FALSE;
   if (r->routing && !cfg_routing_parse(c, r->routing, err)) return FALSE;
   if (r->slow_gpus && !cfg_slow_parse(c, r->slow_gpus, err)) return FALSE;
+  if (r->degrade && !cfg_degrade_parse(c, r->degrade, err)) return FALSE;
   if (r->nccl_proto && !cfg_nccl_proto_option(r->nccl_proto, &c->nccl_proto, err)) return FALSE;
   if (r->grid_layers) {
     if (strcmp(r->grid_layers, "fc") == 0) c->grid_fc_only = TRUE;

@@ -155,6 +155,7 @@ void cfg_release(cfg_run *c) {
   g_free(c->routing_weights);
   g_strfreev(c->simgrid_cfg);
   g_free(c->slow_gpus);
+  g_free(c->degrade);
   memset(c, 0, sizeof *c);
 }
 
@@ -432,6 +433,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddBoolToObject(cf, "message_level", c->message_level);
   cJSON_AddBoolToObject(cf, "no_folding", c->no_folding);
   cJSON_AddStringToObject(cf, "slow_gpus", c->slow_gpus ? c->slow_gpus : "none");
+  cJSON_AddStringToObject(cf, "degrade", c->degrade ? c->degrade : "none");
   cJSON *sg = cJSON_AddArrayToObject(cf, "simgrid_cfg");
   for (int i = 0; c->simgrid_cfg && c->simgrid_cfg[i]; i++)
     cJSON_AddItemToArray(sg, cJSON_CreateString(c->simgrid_cfg[i]));
@@ -652,6 +654,12 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
     g_free(c->slow_gpus);
     c->slow_gpus = strcmp(s, "none") ? g_strdup(s) : NULL;
   }
+  if (r.ok && cJSON_HasObjectItem(o, "degrade") && (s = echo_str(&r, "degrade")) && /* newer */
+      !cfg_degrade_parse(c, s, NULL)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: config.degrade: expected LINK:F,..., "
+                "nics:FRACTION:F or none, got '%s'", what, s);
+    r.ok = FALSE;
+  }
   if ((s = echo_str(&r, "routing"))) {
     g_free(c->routing);
     c->routing = strcmp(s, "uniform") ? g_strdup(s) : NULL;
@@ -815,17 +823,7 @@ double *cfg_slow_factors(const cfg_run *c, gboolean *ok, GError **err) {
       continue;
     }
     /* the first round(a·P) ranks of a shuffle seeded by --seed and the item's place */
-    guint64 st = ((guint64)c->seed << 20) ^ (guint64)i;
-    for (int r = 0; r < P; r++) order[r] = r;
-    for (int r = P - 1; r > 0; r--) {
-      st += 0x9e3779b97f4a7c15ULL;
-      guint64 z = st;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-      z ^= z >> 31;
-      const int j = (int)(z % (guint64)(r + 1)), t = order[r];
-      order[r] = order[j], order[j] = t;
-    }
+    cfg_shuffle(c->seed, (guint64)i, order, P);
     const int k = (int)lround(a * P);
     for (int r = 0; r < k; r++) f[order[r]] *= x;
   }
@@ -833,6 +831,80 @@ double *cfg_slow_factors(const cfg_run *c, gboolean *ok, GError **err) {
   g_strfreev(items);
   if (!*ok) g_clear_pointer(&f, g_free);
   return f;
+}
+
+void cfg_shuffle(unsigned seed, guint64 salt, int *order, int n) {
+  guint64 st = ((guint64)seed << 20) ^ salt;
+  for (int r = 0; r < n; r++) order[r] = r;
+  for (int r = n - 1; r > 0; r--) {
+    st += 0x9e3779b97f4a7c15ULL;
+    guint64 z = st;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    const int j = (int)(z % (guint64)(r + 1)), t = order[r];
+    order[r] = order[j], order[j] = t;
+  }
+}
+
+/* One item of --degrade (see cfg_degrade_item); FALSE when malformed. */
+static gboolean degrade_item(const char *item, char **link, gboolean *nics, double *fraction,
+                             double *f) {
+  const char *colon = strrchr(item, ':');
+  *link = NULL;
+  *nics = g_str_has_prefix(item, "nics:");
+  if (!colon || colon == item) return FALSE;
+  char *end = NULL;
+  *f = g_ascii_strtod(colon + 1, &end);
+  if (end == colon + 1 || *end || !isfinite(*f) || strpbrk(colon + 1, "xX") || *f < 0.001 ||
+      *f > 1000)
+    return FALSE;
+  if (*nics) {
+    const char *x = item + 5;
+    if (colon != strchr(x, ':')) return FALSE; /* nics:FRACTION:F, nothing more */
+    *fraction = g_ascii_strtod(x, &end);
+    return end == colon && isfinite(*fraction) && !strpbrk(x, "xX") && *fraction > 0 &&
+           *fraction <= 1;
+  }
+  *link = g_strndup(item, (gsize)(colon - item));
+  return TRUE;
+}
+
+gboolean cfg_degrade_parse(cfg_run *c, const char *text, GError **err) {
+  if (strcmp(text, "none") == 0) {
+    g_clear_pointer(&c->degrade, g_free);
+    return TRUE;
+  }
+  gchar **items = g_strsplit(text, ",", -1);
+  gboolean ok = items[0] != NULL;
+  for (int i = 0; items[i] && ok; i++) {
+    char *link;
+    gboolean nics;
+    double a, f;
+    ok = degrade_item(items[i], &link, &nics, &a, &f);
+    g_free(link);
+  }
+  g_strfreev(items);
+  if (!ok) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT,
+                "--degrade %s: expected LINK:F,... (the platform's link LINK at F times its "
+                "bandwidth) or nics:FRACTION:F, with 0.001 <= F <= 1000 and 0 < FRACTION <= 1",
+                text);
+    return FALSE;
+  }
+  g_free(c->degrade);
+  c->degrade = g_strdup(text);
+  return TRUE;
+}
+
+gboolean cfg_degrade_item(const cfg_run *c, int i, char **link, gboolean *nics, double *fraction,
+                          double *f) {
+  if (!c->degrade) return FALSE;
+  gchar **items = g_strsplit(c->degrade, ",", -1);
+  const gboolean ok = i < (int)g_strv_length(items) && degrade_item(items[i], link, nics,
+                                                                   fraction, f);
+  g_strfreev(items);
+  return ok;
 }
 
 gboolean cfg_routing_parse(cfg_run *c, const char *text, GError **err) {

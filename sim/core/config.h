@@ -180,6 +180,8 @@ typedef struct {
                              or NULL */
   char *slow_gpus;        /* --slow-gpus: stragglers, "R:F,..." or "random:FRACTION:F" (NULL:
                              none; cfg_slow_factors) */
+  char *degrade;          /* --degrade: degraded links, "LINK:F,..." or "nics:FRACTION:F" (NULL:
+                             none; cfg_degrade_items) */
   gboolean reproducible;  /* write host-dependent figures (simulation.wall_s) as 0 */
 } cfg_run;
 
@@ -228,6 +230,23 @@ gboolean cfg_slow_parse(cfg_run *c, const char *text, GError **err);
  * takes the product), newly allocated; NULL when there is none. DL_ERR_INPUT naming --slow-gpus
  * (and *ok FALSE) when a rank is not below c->gpus. */
 double *cfg_slow_factors(const cfg_run *c, gboolean *ok, GError **err);
+
+/* A shuffle of 0..n-1 into order[], drawn from --seed `seed` and `salt` (SplitMix64, then
+ * Fisher-Yates): the same arguments give the same order on every machine. */
+void cfg_shuffle(unsigned seed, guint64 salt, int *order, int n);
+
+/* Parses --degrade: "none", or comma-separated items, each "LINK:F" (the platform's link LINK at
+ * F times its bandwidth) or "nics:FRACTION:F" (round(FRACTION x the NIC links), at least one,
+ * drawn by --seed), with 0.001 <= F <= 1000 and 0 < FRACTION <= 1. DL_ERR_INPUT naming --degrade
+ * on failure. Which links the names and fractions are is settled against the platform
+ * (run_ctx). */
+gboolean cfg_degrade_parse(cfg_run *c, const char *text, GError **err);
+
+/* Item i of c->degrade (0 <= i < its count): *nics TRUE for a fraction of the NICs (*fraction
+ * set, *link NULL), else *link the link's name (newly allocated); *f the factor. FALSE past the
+ * last item. */
+gboolean cfg_degrade_item(const cfg_run *c, int i, char **link, gboolean *nics, double *fraction,
+                          double *f);
 
 /* Parses --routing: "uniform", "zipf:S" or "file:F" (a JSON list of expert weights, read now).
  * DL_ERR_INPUT naming --routing on failure. */

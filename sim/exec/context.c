@@ -2,6 +2,7 @@
 #include "exec/context.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/dl_common.h"
@@ -122,6 +123,72 @@ static gboolean open_kernels(run_ctx *x, GError **err) {
   return ok;
 }
 
+/* --degrade: the links its items name or draw, each once (a link named twice takes the product
+ * of its factors), into x->degraded; the platform becomes the copy with those links scaled. */
+static gboolean degrade_platform(run_ctx *x, GError **err) {
+  const cfg_run *c = &x->cfg;
+  if (!c->degrade) return TRUE;
+  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+  GArray *factors = g_array_new(FALSE, FALSE, sizeof(double));
+  GHashTable *at = g_hash_table_new(g_str_hash, g_str_equal); /* name -> index + 1 */
+  gboolean ok = TRUE;
+  char *link;
+  gboolean nics;
+  double fraction = 0, f;
+  for (int i = 0; ok && cfg_degrade_item(c, i, &link, &nics, &fraction, &f); i++) {
+    GPtrArray *pick = g_ptr_array_new_with_free_func(g_free);
+    if (!nics) {
+      g_ptr_array_add(pick, link);
+    } else {
+      GPtrArray *all = plat_nic_links(x->platform);
+      if (!all || !all->len) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--degrade nics:%g:%g: %s is not a cluster "
+                    "written by dlsim platform with NICs, whose NIC links are known; name its "
+                    "links instead (LINK:F)", fraction, f, plat_path(x->platform));
+        ok = FALSE;
+      } else {
+        /* the first round(FRACTION x NICs), at least one, of a shuffle by --seed and the item */
+        const int n = (int)all->len, k = MAX(1, (int)lround(fraction * n));
+        int *order = g_new(int, n);
+        cfg_shuffle(c->seed, G_GUINT64_CONSTANT(0x6e6963) ^ ((guint64)i << 32), order, n);
+        for (int j = 0; j < k; j++) g_ptr_array_add(pick, g_strdup(all->pdata[order[j]]));
+        g_free(order);
+      }
+      if (all) g_ptr_array_free(all, TRUE);
+    }
+    for (guint j = 0; ok && j < pick->len; j++) {
+      const int idx = GPOINTER_TO_INT(g_hash_table_lookup(at, pick->pdata[j]));
+      if (idx) {
+        g_array_index(factors, double, idx - 1) *= f;
+        continue;
+      }
+      g_ptr_array_add(names, g_strdup(pick->pdata[j]));
+      g_array_append_val(factors, f);
+      g_hash_table_insert(at, names->pdata[names->len - 1], GINT_TO_POINTER(names->len));
+    }
+    g_ptr_array_free(pick, TRUE);
+  }
+  g_hash_table_destroy(at);
+  plat *cp = NULL;
+  if (ok) {
+    g_ptr_array_add(names, NULL);
+    cp = plat_degrade(x->platform, (const char *const *)x->cfg.simgrid_cfg,
+                      (const char *const *)names->pdata, (const double *)factors->data,
+                      (int)factors->len, err);
+    g_ptr_array_remove_index(names, names->len - 1);
+  }
+  if (cp) {
+    plat_free(x->platform);
+    x->platform = cp;
+    x->degraded = names;
+    x->degraded_f = factors;
+    return TRUE;
+  }
+  g_ptr_array_free(names, TRUE);
+  g_array_free(factors, TRUE);
+  return FALSE;
+}
+
 /* Everything after the configuration is settled. */
 static gboolean open_rest(run_ctx *x, GError **err) {
   grow_preset(x);
@@ -140,8 +207,9 @@ static gboolean open_rest(run_ctx *x, GError **err) {
     }
     x->cfg.fsdp_shard = s;
   }
+  /* NCCL tunes for the NICs as built: a degraded link does not change its choices */
   run_ctx_nccl_env(x->platform, x->gpu, x->cfg.nccl_proto, &x->nccl);
-  return open_kernels(x, err);
+  return degrade_platform(x, err) && open_kernels(x, err);
 }
 
 void run_ctx_nccl_env(const plat *pl, const gpu_spec *gpu, int proto, nccl_env *out) {
@@ -301,6 +369,8 @@ gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, const char *gpu_model,
 void run_ctx_release(run_ctx *x) {
   g_free(x->layer_t);
   g_free(x->slow);
+  if (x->degraded) g_ptr_array_free(x->degraded, TRUE);
+  if (x->degraded_f) g_array_free(x->degraded_f, TRUE);
   kdb_free(x->db);
   plat_free(x->platform);
   wl_free(x->model);

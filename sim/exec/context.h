@@ -26,6 +26,8 @@ typedef struct {
   kdb *db;               /* the kernel database, NULL for the roofline alone (owned) */
   ktime_source kt;          /* kernel durations (borrows model, gpu, db) */
   double *slow;          /* each rank's kernel-time factor (--slow-gpus; owned), NULL: all 1 */
+  GPtrArray *degraded;   /* --degrade: the links scaled in platform (names, owned), NULL: none */
+  GArray *degraded_f;    /* their bandwidth factors (double, owned) */
   double *layer_t;       /* per-layer forward + backward time of one micro-batch, what pipeline
                             stages are balanced with (owned, model->n_layers entries) */
   res_kdb kernels;       /* where the kernel times come from, for the result (counts 0) */
@@ -41,7 +43,8 @@ typedef struct {
  * count, layout options are refused), resolves the
  * configuration against it (cfg_resolve, cfg_resolve_style), loads the platform (a named preset
  * asked for more GPUs than it has grows to them, with x->note saying so), finds the GPU and the
- * kernel database. Takes `c` over (cfg_init'ed again on return). DL_ERR_INPUT naming the option
+ * kernel database; with --degrade the platform is the copy whose links it names or draws are
+ * scaled (plat_degrade; x->degraded lists them). Takes `c` over (cfg_init'ed again on return). DL_ERR_INPUT naming the option
  * or file on failure; release with run_ctx_release either way. */
 gboolean run_ctx_open(run_ctx *x, cfg_run *c, GError **err);
 

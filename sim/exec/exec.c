@@ -294,7 +294,7 @@ static gboolean start_smpi(const run_ctx *x, const cfg_run *c, const char *platf
   g_ptr_array_add(extra, NULL);
   sim_progress pg = {g_get_monotonic_time(), isatty(2), FALSE, -1};
   const dl_child_watch watch = {EXEC_PROGRESS, progress_line, &pg};
-  gboolean ok = launch_smpi(platform ? platform : plat_path(x->platform), c->gpus, hosts, argv,
+  gboolean ok = launch_smpi(platform ? platform : plat_file(x->platform), c->gpus, hosts, argv,
                             (const char *const *)extra->pdata, NULL, &watch, err);
   if (pg.drawn) fprintf(stderr, "\r\033[K");
   g_ptr_array_free(extra, TRUE);
@@ -388,6 +388,11 @@ static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
  * and layers without a real implementation; splits it cannot make are refused by
  * real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
+  if (c->degrade) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--degrade %s: --mode real runs on the links it has; "
+                "use --mode sim or --mode analytic", c->degrade);
+    return FALSE;
+  }
   if (c->slow_gpus) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--slow-gpus %s: --mode real runs the GPUs it has; "
                 "use --mode sim or --mode analytic", c->slow_gpus);

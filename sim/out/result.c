@@ -24,8 +24,22 @@ void res_release(res_result *r) {
   if (r->rank_rows) g_array_free(r->rank_rows, TRUE);
   if (r->grid_search) g_array_free(r->grid_search, TRUE);
   if (r->loss) g_array_free(r->loss, TRUE);
+  if (r->degraded_links) g_ptr_array_free(r->degraded_links, TRUE);
+  if (r->degraded_factors) g_array_free(r->degraded_factors, TRUE);
   res_kdb_release(&r->kdb);
   memset(r, 0, sizeof *r);
+}
+
+void res_set_degraded(res_result *r, const char *const *names, const double *factors, int n) {
+  if (r->degraded_links) g_ptr_array_free(r->degraded_links, TRUE);
+  if (r->degraded_factors) g_array_free(r->degraded_factors, TRUE);
+  r->degraded_links = NULL;
+  r->degraded_factors = NULL;
+  if (n <= 0) return;
+  r->degraded_links = g_ptr_array_new_with_free_func(g_free);
+  r->degraded_factors = g_array_new(FALSE, FALSE, sizeof(double));
+  for (int i = 0; i < n; i++) g_ptr_array_add(r->degraded_links, g_strdup(names[i]));
+  g_array_append_vals(r->degraded_factors, factors, (guint)n);
 }
 
 void res_kdb_release(res_kdb *k) {
@@ -197,6 +211,15 @@ char *res_to_json_with(const res_result *r, const cfg_run *c, const wl_model *m,
   cJSON_AddNumberToObject(si, "folded_channels", r->folded_channels);
   cJSON_AddNumberToObject(si, "folded_rails", r->folded_rails);
   cJSON_AddNumberToObject(si, "computed_phases", r->computed_phases);
+  if (r->degraded_links) { /* --degrade: the links drawn or named, and their factors */
+    cJSON *dl = cJSON_AddArrayToObject(si, "degraded_links");
+    for (guint i = 0; i < r->degraded_links->len; i++) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "link", r->degraded_links->pdata[i]);
+      cJSON_AddNumberToObject(o, "bandwidth_factor", g_array_index(r->degraded_factors, double, i));
+      cJSON_AddItemToArray(dl, o);
+    }
+  }
   if (key && item) cJSON_AddItemToObject(root, key, (cJSON *)item);
 
   char *txt = cJSON_Print(root);
@@ -505,6 +528,14 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
   }
   fputc('\n', out);
   if (r->kdb.note) fprintf(out, "                  note: %s\n", r->kdb.note);
+  if (r->degraded_links) {
+    fprintf(out, "  degraded links  %u at part of their bandwidth:", r->degraded_links->len);
+    for (guint i = 0; i < r->degraded_links->len && i < 8; i++)
+      fprintf(out, " %s x%g", (const char *)r->degraded_links->pdata[i],
+              g_array_index(r->degraded_factors, double, i));
+    fprintf(out, "%s (every rank %s)\n", r->degraded_links->len > 8 ? " ..." : "",
+            c->mode == CFG_MODE_SIM ? "simulated" : "evaluated, nothing folded");
+  }
   if (r->folded_rails > 1)
     fprintf(out, "  folded          data-parallel groups of GPU 0 simulated, standing for the "
             "node's %d rails (--no-folding runs every group)\n", r->folded_rails);

@@ -100,7 +100,13 @@ typedef struct {
   GArray *grid_search;       /* res_grid_row, owned; empty unless --grid auto */
   GArray *loss;              /* double: mean training loss per iteration (--mode real), owned;
                                 empty for the other modes */
+  GPtrArray *degraded_links; /* --degrade: the links run at part of their bandwidth (names,
+                                owned; NULL: none), and their factors (double, owned) */
+  GArray *degraded_factors;
 } res_result;
+
+/* Sets the degraded links of `r` (copies of names[0..n-1] and factors[0..n-1]). */
+void res_set_degraded(res_result *r, const char *const *names, const double *factors, int n);
 
 void res_init(res_result *r);
 void res_release(res_result *r);

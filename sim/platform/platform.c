@@ -33,7 +33,11 @@ typedef struct {
 } plat_route_rec;
 
 struct plat {
-  char *path;            /* file it came from */
+  char *path;            /* file it came from (its name in messages) */
+  char *file;            /* the file SimGrid loaded: path, or a degraded copy in tmpdir */
+  char *tmpdir;          /* plat_degrade's directory (owned: dl_tmpdir_remove removes and frees
+                            it in plat_free), or NULL */
+  int nics;              /* plat_nics_per_node */
   GArray *hosts;         /* plat_host, document order */
   GArray *links;         /* plat_link, SimGrid's order (by name) */
   GStringChunk *strings; /* names and property values */
@@ -507,12 +511,14 @@ static gboolean load_file(plat *pl, const char *file, const char *const *cfg, GE
   }
   read_generator_comment(pl, file);
   check_structure(pl);
+  pl->nics = pl->structured && pl->s_nics > 0 ? pl->s_nics : plat_gpus_per_node(pl);
   return read_netcfg(pl, err);
 }
 
 static plat *plat_new(const char *path) {
   plat *pl = g_new0(plat, 1);
   pl->path = g_strdup(path);
+  pl->file = g_strdup(path);
   pl->hosts = g_array_new(FALSE, TRUE, sizeof(plat_host));
   pl->links = g_array_new(FALSE, TRUE, sizeof(plat_link));
   pl->strings = g_string_chunk_new(4096);
@@ -620,6 +626,8 @@ void plat_free(plat *pl) {
   if (!pl) return;
   if (pl->sg.pid > 0) dl_child_talk_close(&pl->sg, NULL, NULL);
   g_free(pl->path);
+  g_free(pl->file);
+  if (pl->tmpdir) dl_tmpdir_remove(pl->tmpdir); /* frees it */
   g_hash_table_destroy(pl->config);
   plat_factor_clear(&pl->bw_factor);
   plat_factor_clear(&pl->lat_factor);
@@ -633,6 +641,8 @@ void plat_free(plat *pl) {
 /* ---- queries --------------------------------------------------------------------------------- */
 
 const char *plat_path(const plat *pl) { return pl->path; }
+
+const char *plat_file(const plat *pl) { return pl->file; }
 
 int plat_n_hosts(const plat *pl) { return (int)pl->hosts->len; }
 
@@ -654,9 +664,7 @@ const plat_link *plat_link_at(const plat *pl, int i) {
   return &g_array_index(pl->links, plat_link, i);
 }
 
-int plat_nics_per_node(const plat *pl) {
-  return pl->structured && pl->s_nics > 0 ? pl->s_nics : plat_gpus_per_node(pl);
-}
+int plat_nics_per_node(const plat *pl) { return pl->nics; }
 
 int plat_gpus_per_node(const plat *pl) {
   GHashTable *count = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -987,4 +995,55 @@ gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_
   g_hash_table_destroy(idx);
   g_array_free(loads, TRUE);
   return ok;
+}
+
+/* ---- degraded copies --------------------------------------------------------------------------- */
+
+plat *plat_degrade(const plat *pl, const char *const *cfg, const char *const *names,
+                   const double *factors, int n, GError **err) {
+  char *xml = NULL;
+  gsize len = 0;
+  if (!g_file_get_contents(pl->file, &xml, &len, NULL)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--degrade: %s: cannot read the platform again",
+                pl->path);
+    return NULL;
+  }
+  char *scaled = plat_xml_scale_links(pl->path, xml, names, factors, n, err);
+  g_free(xml);
+  if (!scaled) return NULL;
+  char *dir = dl_tmpdir_new("platform", err);
+  plat *cp = NULL;
+  if (dir) {
+    char *file = g_build_filename(dir, "platform.xml", NULL);
+    if (dl_write_file_atomic(file, scaled, strlen(scaled), err)) {
+      cp = plat_new(pl->path);
+      g_free(cp->file);
+      cp->file = file;
+      file = NULL;
+      cp->tmpdir = dir;
+      dir = NULL;
+      if (!load_file(cp, cp->file, cfg, err)) g_clear_pointer(&cp, plat_free);
+    }
+    g_free(file);
+    if (dir) dl_tmpdir_remove(dir);
+  }
+  g_free(scaled);
+  if (cp) {
+    /* its links are no longer alike: routed pair by pair, never folded by classes or rails;
+     * the comment's NICs per node still hold */
+    cp->structured = FALSE;
+    cp->nics = pl->nics;
+  }
+  return cp;
+}
+
+GPtrArray *plat_nic_links(const plat *pl) {
+  if (!pl->structured || pl->s_nics <= 0) return NULL;
+  GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+  const int per = pl->s_gpn / pl->s_nics;
+  for (int node = 0; node < pl->s_nodes; node++)
+    for (int k = 0; k < pl->s_nics; k++)
+      g_ptr_array_add(out, per == 1 ? g_strdup_printf("n%dg%d_nic", node, k)
+                                    : g_strdup_printf("n%d_nic%d", node, k));
+  return out;
 }

@@ -189,8 +189,11 @@ const char *plat_config(const plat *pl, const char *key);
 const plat_factor *plat_bw_factor(const plat *pl);
 const plat_factor *plat_lat_factor(const plat *pl);
 
-/* Path the platform was loaded from (borrowed). */
+/* Path the platform was loaded from (borrowed): its name in messages. */
 const char *plat_path(const plat *pl);
+/* The file SimGrid loaded, the one smpirun must read (borrowed): plat_path, or the degraded
+ * copy of plat_degrade. */
+const char *plat_file(const plat *pl);
 
 /* Hosts in document order, which is rank order under smpirun without a hostfile. */
 int plat_n_hosts(const plat *pl);
@@ -277,5 +280,30 @@ gboolean plat_rails_apart(const plat *pl);
 /* On a generated cluster (see plat_route): the route class of hosts a and b, two pairs of one
  * class having the same route figures; FALSE on any other platform. */
 gboolean plat_route_class(const plat *pl, int a, int b, gint64 *key);
+
+/* ---- degraded links (--degrade) --------------------------------------------------------------- */
+
+/* The text of platform file `xml` (named `path` in messages) with the bandwidth of each link
+ * names[i] (a <link id=...> element of the file, both directions of a SPLITDUPLEX one) multiplied
+ * by factors[i]; names are distinct. Newly allocated, or NULL with DL_ERR_INPUT naming --degrade
+ * and the link when the file has no such element, more than one, or a bandwidth that is not one
+ * figure. Nothing else of the text changes. */
+char *plat_xml_scale_links(const char *path, const char *xml, const char *const *names,
+                           const double *factors, int n, GError **err);
+
+/* A copy of `pl` whose links names[0..n-1] have factors[i] times their bandwidth, loaded by
+ * SimGrid from a file in a temporary directory that lives as long as the copy (plat_file names
+ * it; plat_path stays pl's), with the settings `cfg` as plat_load_cfg. The copy's links are not
+ * alike, so it is routed pair by pair and never folded by route classes or rails
+ * (plat_route_class, plat_fold_xml, plat_rails_apart and plat_node_links_private answer as for
+ * a file written by hand); its NICs per node are pl's. NULL with DL_ERR_INPUT as
+ * plat_xml_scale_links, DL_ERR_IO when the copy cannot be written. */
+plat *plat_degrade(const plat *pl, const char *const *cfg, const char *const *names,
+                   const double *factors, int n, GError **err);
+
+/* On a cluster written by `dlsim platform` with NICs (not a star): the names of its NIC links,
+ * node by node (n<node>g<gpu>_nic with a NIC per GPU, n<node>_nic<k> with fewer), newly
+ * allocated; NULL on any other platform. */
+GPtrArray *plat_nic_links(const plat *pl);
 
 #endif

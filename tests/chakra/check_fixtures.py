@@ -17,6 +17,9 @@ hand-computed iteration times, in closed form (1e-9) and in simulation (0.1 %):
     message's tag, 27904, is one a trace may use (0..32767) and the receive is posted at the
     start of the iteration, before the all-reduce's messages arrive: the collectives' own tags
     lie above every trace tag, so neither message is taken for the other.
+    With --degrade n0g0_link:0.5 (rank 0's link, both directions, at 12.5 GB/s) every message
+    crosses it: 50 + 2 (2 + 400) + (2 + 80) + 100 = 1036 us; with --degrade n1g3_link:0.5 (a
+    link no route of the two ranks crosses) it stays 596 us.
   MoE layer, 2 ranks (expert parallel): router 50 us, all-to-all dispatch of 4 MB (pairwise,
     (P-1)(alpha + n/P/beta) = 82 us), experts 300 us, all-to-all combine 82 us, head 50 us:
     564 us; its communicator comes from comm_groups.json.
@@ -153,25 +156,33 @@ def run(*args):
     return subprocess.run([DLSIM, *args], capture_output=True, text=True)
 
 
+def timed(what, d, mode, want, out, *extra):
+    """Runs trace directory d on the star platform in `mode` and checks the iteration time
+    against `want` (s); returns the result and the process, or None when it did not run."""
+    # times by hand are alpha-beta: no NCCL protocol model
+    p = run("run", "--workload", "chakra:" + d, "--platform", "star", "--mode", mode,
+            "--iters", "2", "--reproducible", "--nccl-proto", "off", *extra, "--out", out)
+    if p.returncode != 0:
+        check("%s runs" % what, False, p.stderr.strip())
+        return None, p
+    r = json.load(open(out))
+    got = r["iteration_time_s"]
+    rel = abs(got - want) / want
+    check("%s: iteration %.3f us, by hand %.3f us" % (what, got * 1e6, want * 1e6),
+          rel <= TOL[mode], "relative %.2g (tolerance %g)" % (rel, TOL[mode]))
+    return r, p
+
+
 def fixtures(root):
     for name, (write, want) in FIXTURES.items():
         d = os.path.join(root, name)
         os.makedirs(d, exist_ok=True)
         write(d)
         for mode in ("analytic", "sim"):
-            out = os.path.join(root, "%s.%s.json" % (name, mode))
-            # times by hand are alpha-beta: no NCCL protocol model
-            p = run("run", "--workload", "chakra:" + d, "--platform", "star", "--mode", mode,
-                    "--iters", "2", "--reproducible", "--nccl-proto", "off", "--out", out)
-            if p.returncode != 0:
-                check("%s.%s runs" % (name, mode), False, p.stderr.strip())
+            r, _ = timed("%s.%s" % (name, mode), d, mode, want,
+                         os.path.join(root, "%s.%s.json" % (name, mode)))
+            if r is None:
                 continue
-            r = json.load(open(out))
-            got = r["iteration_time_s"]
-            rel = abs(got - want) / want
-            check("%s.%s: iteration %.3f us, by hand %.3f us" % (name, mode, got * 1e6,
-                                                               want * 1e6),
-                  rel <= TOL[mode], "relative %.2g (tolerance %g)" % (rel, TOL[mode]))
             check("%s.%s: %d kernels a rank, each at its recorded time" % (
                   name, mode, r["kernel_db"]["recorded"]),
                   r["kernel_db"]["recorded"] > 0 and r["kernel_db"]["estimated"] == 0)
@@ -183,6 +194,21 @@ def fixtures(root):
     check("comm_groups.json takes precedence over METADATA groups",
           p.returncode == 2 and "rank 1 is not a member" in p.stderr, p.stderr.strip())
     os.unlink(os.path.join(d, "comm_groups.json"))
+
+
+def degraded(root):
+    """--degrade changes the routes that cross the link, and only those."""
+    d = os.path.join(root, "coll-then-p2p")
+    for spec, want in (("n0g0_link:0.5", 1036e-6), ("n1g3_link:0.5", 596e-6)):
+        for mode in ("analytic", "sim"):
+            r, p = timed("--degrade %s, %s" % (spec, mode), d, mode, want,
+                         os.path.join(root, "degraded.%s.json" % mode), "--degrade", spec)
+            if r is None:
+                continue
+            check("--degrade %s, %s: the result names the link" % (spec, mode),
+                  r["simulation"].get("degraded_links") ==
+                  [{"link": spec.split(":")[0], "bandwidth_factor": 0.5}] and
+                  r["config"]["degrade"] == spec and "degraded links  1" in p.stdout)
 
 
 def exported(root):
@@ -282,6 +308,7 @@ def main():
     keep = sys.argv[sys.argv.index("--write") + 1] if "--write" in sys.argv else None
     with tempfile.TemporaryDirectory() as root:
         fixtures(root)
+        degraded(root)
         exported(root)
         refused(root)
         if keep:

@@ -464,6 +464,59 @@ static void test_fold(void) {
   dl_tmpdir_remove(dir);
 }
 
+/* --degrade: the copy's routes through the scaled link (both directions) have its new bandwidth as
+ * their bottleneck where it is the narrowest, every other route and every latency is the
+ * original's; the text rewrite touches only the named <link>'s bandwidth, in either quote. */
+static void test_degrade(void) {
+  GError *err = NULL;
+  plat *pl = plat_load("thetagpu", &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
+  const char *names[] = {"n0g3_nic", NULL};
+  const double f[] = {0.5};
+  plat *cp = plat_degrade(pl, NULL, names, f, 1, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cp);
+  CU_ASSERT_STRING_EQUAL(plat_path(cp), plat_path(pl));
+  CU_ASSERT_STRING_NOT_EQUAL(plat_file(cp), plat_file(pl));
+  CU_ASSERT_EQUAL(plat_nics_per_node(cp), plat_nics_per_node(pl));
+  gint64 key;
+  CU_ASSERT_FALSE(plat_route_class(cp, 0, 9, &key)); /* routed pair by pair */
+  double nic = 0;
+  for (int i = 0; i < plat_n_links(cp); i++)
+    if (strcmp(plat_link_at(pl, i)->name, "n0g3_nic_UP") == 0) nic = plat_link_at(pl, i)->bps;
+  CU_ASSERT_FATAL(nic > 0);
+  int crossing = 0, bad = 0;
+  for (int a = 0; a < 24; a++) /* nodes 0 to 2 */
+    for (int b = 0; b < 24; b++) {
+      plat_route_info x, y;
+      CU_ASSERT_FATAL(plat_route(pl, a, b, &x, &err) && plat_route(cp, a, b, &y, &err));
+      gboolean cross = FALSE;
+      for (int i = 0; i < y.n_links; i++)
+        cross |= g_str_has_prefix(plat_link_at(cp, y.links[i])->name, "n0g3_nic_");
+      crossing += cross;
+      const double want = cross ? MIN(x.bottleneck_bps, 0.5 * nic) : x.bottleneck_bps;
+      bad += y.bottleneck_bps != want || y.latency_s != x.latency_s || y.n_links != x.n_links;
+    }
+  CU_ASSERT_EQUAL(crossing, 2 * 16); /* GPU 3 of node 0 to and from the 16 GPUs of nodes 1, 2 */
+  CU_ASSERT_EQUAL(bad, 0);
+  plat_free(cp);
+  /* the text */
+  const char *xml = "<link id='a' bandwidth='10GBps' latency='1us'/>\n"
+                    "<link xid=\"b\" id=\"b\" latency=\"1us\" bandwidth=\"8Gbps\"/><link id=\"c\" "
+                    "bandwidth=\"5GBps\"/>";
+  const char *ab[] = {"a", "b"};
+  const double fa[] = {0.5, 2};
+  char *t = plat_xml_scale_links("p.xml", xml, ab, fa, 2, &err);
+  CU_ASSERT_STRING_EQUAL(t, "<link id='a' bandwidth='5000000000Bps' latency='1us'/>\n"
+                            "<link xid=\"b\" id=\"b\" latency=\"1us\" bandwidth=\"2000000000Bps\"/>"
+                            "<link id=\"c\" bandwidth=\"5GBps\"/>");
+  g_free(t);
+  const char *d[] = {"d"};
+  CU_ASSERT_PTR_NULL(plat_xml_scale_links("p.xml", xml, d, fa, 1, &err));
+  CU_ASSERT(err && strstr(err->message, "--degrade d: p.xml has no <link id=\"d\">"));
+  g_clear_error(&err);
+  plat_free(pl);
+}
+
 static const dl_cu_test gen_tests[] = {
     DL_CU_TEST(test_generated_hosts), DL_CU_TEST(test_star), DL_CU_TEST(test_generator_errors),
     DL_CU_END};
@@ -472,7 +525,8 @@ static const dl_cu_test route_tests[] = {DL_CU_TEST(test_thetagpu_routes),
                                          DL_CU_TEST(test_fattree_oversubscribed),
                                          DL_CU_TEST(test_three_tier),
                                          DL_CU_TEST(test_node_links_private),
-                                         DL_CU_TEST(test_fold), DL_CU_END};
+                                         DL_CU_TEST(test_fold), DL_CU_TEST(test_degrade),
+                                         DL_CU_END};
 static const dl_cu_test reader_tests[] = {DL_CU_TEST(test_reader_errors), DL_CU_END};
 
 const dl_cu_suite dl_cu_suites[] = {
