@@ -52,13 +52,14 @@ int cmd_export(int argc, char **argv) {
   }
   /* what only a run uses would be silently dropped here */
   if (parsed.trace || parsed.dump_weights || parsed.simgrid_cfg || parsed.message_level ||
-      parsed.degrade) {
+      parsed.degrade || parsed.samples) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "export: %s belongs to a run, not to its op lists; "
                 "leave it out",
                 parsed.trace          ? "--trace"
                 : parsed.dump_weights ? "--dump-weights"
                 : parsed.simgrid_cfg  ? "--simgrid-cfg"
                 : parsed.degrade      ? "--degrade"
+                : parsed.samples      ? "--samples"
                                       : "--message-level");
     goto out;
   }

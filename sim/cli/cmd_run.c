@@ -114,6 +114,28 @@ static gboolean proj_options(const proj_text *t, guint64 seed, proj_opts *o, GEr
   return TRUE;
 }
 
+/* --samples N: the run again N times, draw k of every kernel's time each (run_ctx.sample), in
+ * the run's mode; the iteration times into r->samples_s. A line on stderr every tenth. */
+static gboolean run_samples(run_ctx *x, const cfg_run *c, const exec_ops *ex, res_result *r,
+                            GError **err) {
+  double *t = g_new(double, c->samples);
+  gboolean ok = TRUE;
+  for (int k = 1; k <= c->samples && ok; k++) {
+    res_result m;
+    res_init(&m);
+    x->sample = k;
+    ok = c->mode == CFG_MODE_ANALYTIC ? analytic_run(x, c, &m, err) : ex->run(x, c, &m, err);
+    t[k - 1] = m.iteration_time_s;
+    res_release(&m);
+    if (ok && (k * 10 / c->samples != (k - 1) * 10 / c->samples || k == c->samples))
+      fprintf(stderr, "dlsim: kernel-time draw %d of %d\n", k, c->samples);
+  }
+  x->sample = 0;
+  if (ok) res_set_samples(r, t, c->samples);
+  g_free(t);
+  return ok;
+}
+
 int cmd_run(int argc, char **argv) {
   cfg_run parsed;
   cfg_init(&parsed);
@@ -236,6 +258,7 @@ int cmd_run(int argc, char **argv) {
     if (!ok) goto out;
     ok = FALSE;
   }
+  if (c->samples > 0 && !run_samples(&x, c, ex, &r, &e)) goto out;
   if (!proj_run(&po, &r, c, x.model, x.gpu, plat_gpus_per_node(x.platform),
                 plat_nics_per_node(x.platform), &pr, &e))
     goto out;

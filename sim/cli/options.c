@@ -164,6 +164,9 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *
       {"slow-gpus", 0, 0, G_OPTION_ARG_STRING, &r->slow_gpus,
        "stragglers: R:F,... (rank R's kernels take F times as long) or random:FRACTION:F (that "
        "share of the ranks, drawn by --seed); sim and analytic", "SPEC"},
+      {"samples", 0, 0, G_OPTION_ARG_INT, &c->samples,
+       "sim and analytic: also run N draws of every kernel's time from the spread of its measured "
+       "repeats (seeded by --seed) and give the iteration time's percentiles", "N"},
       {"degrade", 0, 0, G_OPTION_ARG_STRING, &r->degrade,
        "degraded links: LINK:F,... (the platform's <link id=LINK> at F times its bandwidth) or "
        "nics:FRACTION:F (that share of the NIC links of a platform written by dlsim platform, "
@@ -320,6 +323,16 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
   if (r->routing && !cfg_routing_parse(c, r->routing, err)) return FALSE;
   if (r->slow_gpus && !cfg_slow_parse(c, r->slow_gpus, err)) return FALSE;
   if (r->degrade && !cfg_degrade_parse(c, r->degrade, err)) return FALSE;
+  if (c->samples < 0 || c->samples > CFG_MAX_SAMPLES) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--samples: expected 0..%d, got %d", CFG_MAX_SAMPLES,
+                c->samples);
+    return FALSE;
+  }
+  if (c->samples && c->grid_auto) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--samples %d: --grid auto compares grids at the "
+                "median kernel times; draw the times for one grid (--grid PrxPc)", c->samples);
+    return FALSE;
+  }
   if (r->nccl_proto && !cfg_nccl_proto_option(r->nccl_proto, &c->nccl_proto, err)) return FALSE;
   if (r->grid_layers) {
     if (strcmp(r->grid_layers, "fc") == 0) c->grid_fc_only = TRUE;

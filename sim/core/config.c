@@ -434,6 +434,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddBoolToObject(cf, "no_folding", c->no_folding);
   cJSON_AddStringToObject(cf, "slow_gpus", c->slow_gpus ? c->slow_gpus : "none");
   cJSON_AddStringToObject(cf, "degrade", c->degrade ? c->degrade : "none");
+  cJSON_AddNumberToObject(cf, "samples", c->samples);
   cJSON *sg = cJSON_AddArrayToObject(cf, "simgrid_cfg");
   for (int i = 0; c->simgrid_cfg && c->simgrid_cfg[i]; i++)
     cJSON_AddItemToArray(sg, cJSON_CreateString(c->simgrid_cfg[i]));
@@ -654,6 +655,8 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
     g_free(c->slow_gpus);
     c->slow_gpus = strcmp(s, "none") ? g_strdup(s) : NULL;
   }
+  if (cJSON_HasObjectItem(o, "samples")) /* newer */
+    c->samples = (int)echo_int(&r, "samples", 0, CFG_MAX_SAMPLES);
   if (r.ok && cJSON_HasObjectItem(o, "degrade") && (s = echo_str(&r, "degrade")) && /* newer */
       !cfg_degrade_parse(c, s, NULL)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: config.degrade: expected LINK:F,..., "

@@ -79,6 +79,8 @@ typedef enum {
 #define CFG_MAX_GPUS (1 << 20)
 #define CFG_MAX_BATCH (INT64_C(1) << 40)
 #define CFG_MAX_STEPS (1 << 16)
+/* --samples: at most this many draws of kernel times */
+#define CFG_MAX_SAMPLES 10000
 
 /* NCCL's protocols, which --nccl-proto pins (coll/nccl.h models them): LL (8-byte lines, 4 bytes
  * of data and a flag), LL128 (128-byte lines, 120 of data), Simple (large chunks). */
@@ -180,6 +182,8 @@ typedef struct {
                              or NULL */
   char *slow_gpus;        /* --slow-gpus: stragglers, "R:F,..." or "random:FRACTION:F" (NULL:
                              none; cfg_slow_factors) */
+  int samples;            /* --samples: draws of kernel times from their measured spread (0:
+                             none; at most CFG_MAX_SAMPLES) */
   char *degrade;          /* --degrade: degraded links, "LINK:F,..." or "nics:FRACTION:F" (NULL:
                              none; cfg_degrade_items) */
   gboolean reproducible;  /* write host-dependent figures (simulation.wall_s) as 0 */

@@ -231,6 +231,35 @@ void run_ctx_nccl_env(const plat *pl, const gpu_spec *gpu, int proto, nccl_env *
   out->nvlink = out->intra_bps > out->nic_bps;
 }
 
+double run_ctx_draw(unsigned seed, int sample, int rank, int op, int iter, double cv) {
+  if (sample <= 0 || !(cv > 0)) return 1;
+  guint64 h = (guint64)seed * 0x9e3779b97f4a7c15ULL;
+  const guint64 keys[] = {(guint64)sample, (guint64)rank, (guint64)op, (guint64)iter};
+  for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
+    h ^= keys[i] + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    guint64 z = h + 0x9e3779b97f4a7c15ULL; /* SplitMix64's finaliser */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    h = z ^ (z >> 31);
+  }
+  guint64 z = h + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  const double u1 = ((double)(h >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
+  const double u2 = (double)(z >> 11) / 9007199254740992.0;         /* [0, 1) */
+  const double n = sqrt(-2.0 * log(u1)) * cos(2.0 * G_PI * u2);
+  return exp(sqrt(log1p(cv * cv)) * n);
+}
+
+double run_ctx_kernel_s(const run_ctx *x, const plan_op *op, int op_index, int rank, int iter,
+                        kdb_origin *origin) {
+  double t = ktime_kernel_s(&x->kt, op, origin) * run_ctx_slow(x, rank);
+  if (x->sample > 0)
+    t *= run_ctx_draw(x->cfg.seed, x->sample, rank, op_index, iter, ktime_kernel_cv(&x->kt, op));
+  return t;
+}
+
 /* ---- a Chakra trace as the workload ------------------------------------------------------------ */
 
 #define CHAKRA_PREFIX "chakra:"

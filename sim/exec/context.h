@@ -26,6 +26,8 @@ typedef struct {
   kdb *db;               /* the kernel database, NULL for the roofline alone (owned) */
   ktime_source kt;          /* kernel durations (borrows model, gpu, db) */
   double *slow;          /* each rank's kernel-time factor (--slow-gpus; owned), NULL: all 1 */
+  int sample;            /* --samples: the draw of kernel times this run makes (0: the
+                            medians, as without --samples; run_ctx_kernel_s) */
   GPtrArray *degraded;   /* --degrade: the links scaled in platform (names, owned), NULL: none */
   GArray *degraded_f;    /* their bandwidth factors (double, owned) */
   double *layer_t;       /* per-layer forward + backward time of one micro-batch, what pipeline
@@ -77,5 +79,18 @@ int run_ctx_representative(const run_ctx *x, const cfg_run *c, int rank);
 static inline double run_ctx_slow(const run_ctx *x, int rank) {
   return x->slow ? x->slow[rank] : 1.0;
 }
+
+/* Draw `sample` (> 0) of a kernel whose measured repeats spread by `cv` (standard deviation over
+ * median), for op `op` of rank `rank` in iteration `iter` under seed `seed`: a lognormal factor
+ * with median 1 and that coefficient of variation (sigma = sqrt(ln(1 + cv^2))), from a hash of
+ * the five keys (SplitMix64, Box-Muller), so every executor and every evaluation order draws the
+ * same. 1 for sample 0 or no spread. */
+double run_ctx_draw(unsigned seed, int sample, int rank, int op, int iter, double cv);
+
+/* Kernel op `op` (index `op_index` in its rank's plan) of rank `rank` in iteration `iter`: its
+ * time from the database (ktime_kernel_s, *origin), times the rank's --slow-gpus factor, times
+ * draw x->sample of its measured spread (run_ctx_draw). */
+double run_ctx_kernel_s(const run_ctx *x, const plan_op *op, int op_index, int rank, int iter,
+                        kdb_origin *origin);
 
 #endif

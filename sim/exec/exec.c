@@ -35,6 +35,7 @@ static gboolean request_write(const char *path, const run_ctx *x, const cfg_run 
   cJSON_AddBoolToObject(root, "node_links_private", private);
   cJSON_AddNumberToObject(root, "fold_channels", fold);
   cJSON_AddNumberToObject(root, "fold_rails", rails);
+  cJSON_AddNumberToObject(root, "kernel_sample", x->sample);
   if (trace) cJSON_AddStringToObject(root, "trace", trace);
   else cJSON_AddNullToObject(root, "trace");
   if (weights) cJSON_AddStringToObject(root, "dump_weights", weights);
@@ -119,7 +120,15 @@ gboolean exec_request_read(const char *path, cfg_run *c, exec_request *req, GErr
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: fold_rails: expected an integer 1..1024", path);
     ok = FALSE;
   }
+  const cJSON *smp = root ? cJSON_GetObjectItemCaseSensitive(root, "kernel_sample") : NULL;
+  if (ok && (!cJSON_IsNumber(smp) || smp->valuedouble < 0 || smp->valuedouble > CFG_MAX_SAMPLES ||
+             smp->valuedouble != (int)smp->valuedouble)) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: kernel_sample: expected an integer 0..%d", path,
+                CFG_MAX_SAMPLES);
+    ok = FALSE;
+  }
   if (ok) {
+    req->kernel_sample = (int)smp->valuedouble;
     req->fold_rails = (int)rails->valuedouble;
     req->fold_channels = (int)fold->valuedouble;
     req->node_links_private = cJSON_IsTrue(priv);
@@ -187,7 +196,7 @@ static int sim_fold_channels(const run_ctx *x, const cfg_run *c) {
  * parallelism filling the node, on a rail-optimised cluster whose rails share no link. */
 static int sim_fold_rails(const run_ctx *x, const cfg_run *c) {
   if (c->mode != CFG_MODE_SIM || c->no_folding || x->trace || !x->platform || c->dp < 2 ||
-      x->slow ||
+      x->slow || x->sample > 0 ||
       c->cp > 1 || c->tp != plat_gpus_per_node(x->platform) || !plat_rails_apart(x->platform))
     return 1;
   return c->tp;
@@ -388,6 +397,11 @@ static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
  * and layers without a real implementation; splits it cannot make are refused by
  * real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
+  if (c->samples) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--samples %d: --mode real measures its own times; "
+                "use --mode sim or --mode analytic", c->samples);
+    return FALSE;
+  }
   if (c->degrade) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--degrade %s: --mode real runs on the links it has; "
                 "use --mode sim or --mode analytic", c->degrade);

@@ -9,9 +9,10 @@
  * The driver and a rank-side executor exchange two documents in a temporary directory: the
  * request, {"config": <the resolved configuration, cfg_to_json>, "trace": path|null,
  * "dump_weights": path|null, "gpu": {"model": name, "mem_bytes": n}, "nccl": string,
- * "node_links_private": bool, "fold_channels": n, "fold_rails": n} (the GPU, NCCL's view of the machine,
+ * "node_links_private": bool, "fold_channels": n, "fold_rails": n, "kernel_sample": k} (the GPU, NCCL's view of the machine,
  * nccl_env_to_string, and plat_node_links_private, as the driver found them on the platform:
- * the rank-side executors do not load it; the channels and rails a simulation folds, 1 for none), and the
+ * the rank-side executors do not load it; the channels and rails a simulation folds, 1 for none;
+ * the draw of kernel times, run_ctx.sample), and the
  * result, which is the result document itself (res_to_json, read back with res_from_json). An
  * executor that ends "successfully" without a result (smpirun exits 0 when SimGrid finds the
  * ranks deadlocked) is an internal error.
@@ -66,6 +67,7 @@ typedef struct {
                            runs on is then plat_fold_xml's copy */
   int fold_rails;       /* rails a data-parallel group over GPU 0 of its nodes may stand for
                            (the platform's GPUs per node, its rails sharing no link); 1: none */
+  int kernel_sample;    /* --samples: the draw of kernel times to run (run_ctx.sample; 0: medians) */
 } exec_request;
 
 /* Reads the request at `path` into `c` (cfg_init'ed; resolved as the driver resolved it) and

@@ -43,6 +43,7 @@ typedef struct {
 typedef struct {
   double t;
   kdb_origin origin;
+  double cv; /* relative spread of the repeats (stddev / median) */
 } memo_val;
 
 static guint memo_hash(gconstpointer p) {
@@ -606,8 +607,14 @@ const kdb_entry *kdb_find(const kdb *db, const char *key) {
  * scaled by the roofline's (its FLOP and bytes at the two sizes, plus the launch), so a larger
  * batch is never slower per sample than the largest measured, and a smaller one keeps the
  * launch. -1 when the shape was measured at no batch size. */
+/* An entry's relative spread: the standard deviation of its repeats over their median. */
+static double entry_cv(const kdb_entry *e) {
+  return e->median_s > 0 && e->stddev_s > 0 && isfinite(e->stddev_s) ? e->stddev_s / e->median_s
+                                                                      : 0;
+}
+
 static double same_shape_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k,
-                           gpu_precision prec, const char *key) {
+                           gpu_precision prec, const char *key, double *cv) {
   int64_t n = 0;
   char *sk = shape_key(key, &n);
   GArray *grp = sk ? g_hash_table_lookup(db->by_shape, sk) : NULL;
@@ -627,23 +634,32 @@ static double same_shape_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel 
   if (lo && hi && nhi > nlo) {
     double rlo = (double)nlo / lo->median_s, rhi = (double)nhi / hi->median_s;
     double f = (log((double)n) - log((double)nlo)) / (log((double)nhi) - log((double)nlo));
+    *cv = entry_cv(lo) + f * (entry_cv(hi) - entry_cv(lo));
     return (double)n / (rlo + f * (rhi - rlo));
   }
   const kdb_entry *e = lo ? lo : hi;
   if (!e) return -1;
+  *cv = entry_cv(e);
   if (!gpu) gpu = gpu_find("cpu");
   return e->median_s * gpu_roofline_s(gpu, prec, k->gemm_like, k->flops, k->bytes) /
          gpu_roofline_s(gpu, prec, k->gemm_like, e->flops, e->bytes);
 }
 
 static double lookup_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
-                       kdb_origin *origin);
+                       kdb_origin *origin, double *cv);
 
 double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
                     kdb_origin *origin) {
+  return kdb_kernel_spread_s(db, gpu, k, prec, origin, NULL);
+}
+
+double kdb_kernel_spread_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k,
+                           gpu_precision prec, kdb_origin *origin, double *cv) {
   memo_key key;
   const size_t n = strlen(k->kname);
-  if (!db || n >= sizeof key.kname) return lookup_s(db, gpu, k, prec, origin);
+  double cv_ = 0;
+  if (!cv) cv = &cv_;
+  if (!db || n >= sizeof key.kname) return lookup_s(db, gpu, k, prec, origin, cv);
   memset(&key, 0, sizeof key);
   memcpy(key.kname, k->kname, n);
   key.layer = k->layer, key.gpu = gpu, key.samples = k->samples, key.params = k->params;
@@ -657,26 +673,29 @@ double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu
   if (v) got = *v;
   G_UNLOCK(memo);
   if (!v) {
-    got.t = lookup_s(db, gpu, k, prec, &got.origin);
+    got.t = lookup_s(db, gpu, k, prec, &got.origin, &got.cv);
     G_LOCK(memo);
     g_hash_table_replace(w->memo, g_memdup2(&key, sizeof key), g_memdup2(&got, sizeof got));
     G_UNLOCK(memo);
   }
   if (origin) *origin = got.origin;
+  *cv = got.cv;
   return got.t;
 }
 
 static double lookup_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
-                       kdb_origin *origin) {
+                       kdb_origin *origin, double *cv) {
   kdb_origin o = KDB_ESTIMATED;
   double t = -1;
+  *cv = 0;
   if (db) {
     char *key = kdb_key(k, prec);
     const kdb_entry *e = kdb_find(db, key);
     if (e) {
       o = e->derived ? KDB_DERIVED : KDB_MEASURED;
       t = e->median_s;
-    } else if ((t = same_shape_s(db, gpu, k, prec, key)) >= 0) {
+      *cv = entry_cv(e);
+    } else if ((t = same_shape_s(db, gpu, k, prec, key, cv)) >= 0) {
       o = KDB_INTERPOLATED;
     }
     g_free(key);
@@ -701,9 +720,11 @@ static double lookup_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, 
           double rlo = slo / lo->median_s, rhi = shi / hi->median_s;
           double f = (log(x) - log(slo)) / (log(shi) - log(slo));
           rate = rlo + f * (rhi - rlo);
+          *cv = entry_cv(lo) + f * (entry_cv(hi) - entry_cv(lo));
         } else {
           const kdb_entry *e = lo ? lo : hi; /* clamp outside the measured range */
           rate = (lo ? slo : shi) / e->median_s;
+          *cv = entry_cv(e);
         }
         o = KDB_INTERPOLATED;
         t = x / rate;

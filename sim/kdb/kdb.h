@@ -133,6 +133,11 @@ const kdb_entry *kdb_find(const kdb *db, const char *key);
  * be NULL) says how the time was obtained. */
 double kdb_kernel_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k, gpu_precision prec,
                     kdb_origin *origin);
+/* The same, and in *cv (may be NULL) the relative spread of the kernel's repeats: the standard
+ * deviation over the median of the entry that answered (stddev_s / median_s), between two
+ * entries weighted as their rates are, 0 for a roofline estimate. */
+double kdb_kernel_spread_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel *k,
+                           gpu_precision prec, kdb_origin *origin, double *cv);
 
 /* The framework's host side, when the database carries it ("host", measured with the kernels:
  * tests/validation/torch_micro.py): the host time to launch one kernel op, by kernel ("conv2d.fwd")

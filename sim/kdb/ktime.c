@@ -35,6 +35,18 @@ double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *orig
   return t;
 }
 
+double ktime_kernel_cv(const ktime_source *k, const plan_op *op) {
+  if (op->kdb_key || op->fixed_s >= 0) { /* an op read from an execution trace */
+    const kdb_entry *e = op->kdb_key ? kdb_find(k->db, op->kdb_key) : NULL;
+    if (e) return e->median_s > 0 && e->stddev_s > 0 ? e->stddev_s / e->median_s : 0;
+    if (op->fixed_s >= 0) return 0;
+  }
+  kdb_kernel d = ktime_describe(k->model, op);
+  double cv = 0;
+  kdb_kernel_spread_s(k->db, k->gpu, &d, k->precision, NULL, &cv);
+  return cv;
+}
+
 double ktime_host_s(const ktime_source *k, const plan_op *op) {
   if (!k->host || !kdb_has_host(k->db) || op->kind != PLAN_KERNEL) return 0;
   /* autocast's casts are launched inside the layer's own dispatch, which the table measured */

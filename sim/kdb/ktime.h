@@ -35,6 +35,10 @@ kdb_kernel ktime_describe(const wl_model *m, const plan_op *op);
  * warm_bytes x (1/cold - 1/warm) less, and never less than reading them warm. */
 double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *origin);
 
+/* The relative spread of kernel op `op`'s measured repeats (kdb_kernel_spread_s; a trace op's
+ * database entry's, 0 for a recorded time or a roofline estimate). */
+double ktime_kernel_cv(const ktime_source *k, const plan_op *op);
+
 /* Host time to launch kernel op `op`, seconds: the database's host table (kdb_host_s) when
  * k->host, else 0. An optimizer step's parameter tensors are the model's (a weight per layer with
  * parameters, and a bias where the layer has one or is a normalisation) in the share of the

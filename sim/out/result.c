@@ -26,6 +26,7 @@ void res_release(res_result *r) {
   if (r->loss) g_array_free(r->loss, TRUE);
   if (r->degraded_links) g_ptr_array_free(r->degraded_links, TRUE);
   if (r->degraded_factors) g_array_free(r->degraded_factors, TRUE);
+  if (r->samples_s) g_array_free(r->samples_s, TRUE);
   res_kdb_release(&r->kdb);
   memset(r, 0, sizeof *r);
 }
@@ -40,6 +41,45 @@ void res_set_degraded(res_result *r, const char *const *names, const double *fac
   r->degraded_factors = g_array_new(FALSE, FALSE, sizeof(double));
   for (int i = 0; i < n; i++) g_ptr_array_add(r->degraded_links, g_strdup(names[i]));
   g_array_append_vals(r->degraded_factors, factors, (guint)n);
+}
+
+void res_set_samples(res_result *r, const double *t, int n) {
+  if (r->samples_s) g_array_free(r->samples_s, TRUE);
+  r->samples_s = NULL;
+  if (n <= 0) return;
+  r->samples_s = g_array_sized_new(FALSE, FALSE, sizeof(double), (guint)n);
+  g_array_append_vals(r->samples_s, t, (guint)n);
+}
+
+static int dbl_cmp(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double res_percentile(const double *t, int n, double p) {
+  double *s = g_memdup2(t, sizeof *t * (gsize)n);
+  qsort(s, (size_t)n, sizeof *s, dbl_cmp);
+  const double h = (n - 1) * p / 100.0;
+  const int i = (int)floor(h);
+  const double v = i + 1 < n ? s[i] + (h - i) * (s[i + 1] - s[i]) : s[n - 1];
+  g_free(s);
+  return v;
+}
+
+/* The draws' figures: their count and percentiles, as the result holds them. */
+static void samples_json(cJSON *root, const GArray *a) {
+  const double *t = (const double *)a->data;
+  const int n = (int)a->len;
+  double sum = 0;
+  for (int i = 0; i < n; i++) sum += t[i];
+  cJSON *o = cJSON_AddObjectToObject(root, "iteration_time_samples_s");
+  cJSON_AddNumberToObject(o, "samples", n);
+  cJSON_AddNumberToObject(o, "min", res_percentile(t, n, 0));
+  cJSON_AddNumberToObject(o, "p5", res_percentile(t, n, 5));
+  cJSON_AddNumberToObject(o, "p50", res_percentile(t, n, 50));
+  cJSON_AddNumberToObject(o, "p95", res_percentile(t, n, 95));
+  cJSON_AddNumberToObject(o, "max", res_percentile(t, n, 100));
+  cJSON_AddNumberToObject(o, "mean", sum / n);
 }
 
 void res_kdb_release(res_kdb *k) {
@@ -92,6 +132,7 @@ char *res_to_json_with(const res_result *r, const cfg_run *c, const wl_model *m,
 
   double T = r->iteration_time_s;
   cJSON_AddNumberToObject(root, "iteration_time_s", T);
+  if (r->samples_s) samples_json(root, r->samples_s);
   cJSON_AddNumberToObject(root, "throughput_samples_per_s", T > 0 ? c->batch / T : 0);
   cJSON_AddNumberToObject(root, "iterations_per_epoch", (double)res_epoch_iterations(c, m));
   cJSON_AddNumberToObject(root, "epoch_time_s", T * (double)res_epoch_iterations(c, m));
@@ -476,6 +517,16 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
   fprintf(out, "  iteration       %s   throughput %.1f samples/s   %.1f TFLOP/s per GPU\n", a,
           T > 0 ? c->batch / T : 0,
           T > 0 ? (m->fwd_flops + m->bwd_flops) * c->batch / T / c->gpus / 1e12 : 0);
+  if (r->samples_s) {
+    const double *t = (const double *)r->samples_s->data;
+    const int n = (int)r->samples_s->len;
+    char lo[32], mid[32], hi[32];
+    human_s(lo, sizeof lo, res_percentile(t, n, 5));
+    human_s(mid, sizeof mid, res_percentile(t, n, 50));
+    human_s(hi, sizeof hi, res_percentile(t, n, 95));
+    fprintf(out, "  kernel spread   %s median of %d draws (90 %% of them %s to %s)\n", mid, n, lo,
+            hi);
+  }
   human_s(a, sizeof a, T * (double)res_epoch_iterations(c, m));
   if (m->dataset_samples > 0) /* a trace from elsewhere names no dataset */
     fprintf(out, "  epoch           %s (%ld iterations of %ld samples)\n", a,

@@ -103,7 +103,15 @@ typedef struct {
   GPtrArray *degraded_links; /* --degrade: the links run at part of their bandwidth (names,
                                 owned; NULL: none), and their factors (double, owned) */
   GArray *degraded_factors;
+  GArray *samples_s;         /* --samples: the iteration time of each draw of kernel times (double,
+                                owned; NULL: none) */
 } res_result;
+
+/* Sets the iteration times of `r`'s draws (a copy of t[0..n-1]). */
+void res_set_samples(res_result *r, const double *t, int n);
+/* The p-th percentile (0..100) of t[0..n-1] (n >= 1; sorted or not): linear between the order
+ * statistics, x[(n - 1) p / 100] (Hyndman and Fan's type 7, numpy's default). */
+double res_percentile(const double *t, int n, double p);
 
 /* Sets the degraded links of `r` (copies of names[0..n-1] and factors[0..n-1]). */
 void res_set_degraded(res_result *r, const char *const *names, const double *factors, int n);

@@ -52,7 +52,7 @@ typedef struct {
   int next[PLAN_N_STREAMS];  /* index of the next op of each stream */
   double free_at[PLAN_N_STREAMS];
   double host_t;            /* when the host has launched the compute ops so far (ktime_host_s) */
-  double slow;              /* its kernel-time factor (--slow-gpus) */
+  const run_ctx *ctx;       /* the run (its kernel times: run_ctx_kernel_s) */
   double *event_t;          /* NAN until recorded */
   rec_rank *rec;            /* what the rank did (one iteration) */
 } rank_run;
@@ -148,7 +148,7 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         kdb_origin o;
         rr->host_t += ktime_host_s(ks, op); /* as exec/stream.c: not before the host launched it */
         if (rr->host_t > start) start = rr->host_t;
-        end = start + ktime_kernel_s(ks, op, &o) * rr->slow;
+        end = start + run_ctx_kernel_s(rr->ctx, op, i, rr->rank, 0, &o);
         rec_kernel(rr->rec, i, 0, start, end, o);
       } else if (op->kind == PLAN_COLL) {
         int slot;
@@ -241,7 +241,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
     rec_init(&recs[k], ranks[k], p, 1);
     rr[k].plan = p;
     rr[k].rank = ranks[k];
-    rr[k].slow = run_ctx_slow(x, ranks[k]);
+    rr[k].ctx = x;
     rr[k].rec = &recs[k];
     rr[k].registered = -1;
     rr[k].event_t = g_new(double, p->n_events + 1);
@@ -350,6 +350,7 @@ static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval)
       }
     }
   g_free(k0);
+  same = same && x->sample == 0; /* drawn kernel times differ from rank to rank */
   for (int r = 0; r < P && same && x->slow; r++) /* stragglers: a replica stands for its kind */
     same = x->slow[r] == x->slow[plan_representative(x->model, c, r)];
   if (!same) return f;

@@ -190,9 +190,8 @@ static double be_host_time(void *be, const plan_op *op, int iter) {
 }
 
 static double be_kernel_time(void *be, const plan_op *op, int iter, kdb_origin *origin) {
-  (void)iter;
   const smpi_rank *g = be;
-  return ktime_kernel_s(&shared.ctx.kt, op, origin) * run_ctx_slow(&shared.ctx, g->rank);
+  return run_ctx_kernel_s(&shared.ctx, op, (int)(op - g->plan->ops), g->rank, iter, origin);
 }
 
 /* A batch of kernels: one execution on the rank's host, nothing else computing there, after the
@@ -394,6 +393,7 @@ static void open_shared(const char *request_path) {
     cfg_release(&c);
     return;
   }
+  shared.ctx.sample = shared.req.kernel_sample;
   shared.sent = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   shared.seq = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   shared.node_of = g_new0(int, shared.ctx.cfg.gpus);
