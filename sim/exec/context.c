@@ -127,7 +127,7 @@ static gboolean open_kernels(run_ctx *x, GError **err) {
  * of its factors), into x->degraded; the platform becomes the copy with those links scaled. */
 static gboolean degrade_platform(run_ctx *x, GError **err) {
   const cfg_run *c = &x->cfg;
-  if (!c->degrade) return TRUE;
+  if (!c->degrade || c->mode == CFG_MODE_REAL) return TRUE; /* the real executor refuses it */
   GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
   GArray *factors = g_array_new(FALSE, FALSE, sizeof(double));
   GHashTable *at = g_hash_table_new(g_str_hash, g_str_equal); /* name -> index + 1 */

@@ -37,3 +37,15 @@ def refused(dlsim, args, needle, path=None):
     check(f"refused, naming {needle}: exit 2 and one line", p.returncode == 2 and
           len(lines) == 1 and needle in lines[0] and (path is None or path in lines[0]),
           p.stderr.strip())
+
+
+def refused_outside_runs(dlsim, workdir, option):
+    """`option` (a list: the flag and its value) belongs to simulated runs: `dlsim run --mode
+    real` and `dlsim export` refuse it, naming the flag, and write nothing."""
+    never = os.path.join(workdir, "never")
+    refused(dlsim, ["run", "--mode", "real", "--workload", "mlp-small", "--gpus", "2",
+                    "--batch", "8", *option, "--out", never + ".json"], option[0])
+    refused(dlsim, ["export", "--format", "chakra", "--workload", "mlp-small", "--platform",
+                    "star", "--gpus", "2", *option, "--out", never], option[0])
+    check(f"{option[0]}: nothing written", not os.path.exists(never) and
+          not os.path.exists(never + ".json"))
