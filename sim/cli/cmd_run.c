@@ -14,6 +14,7 @@
 #include "exec/exec.h"
 #include "out/result.h"
 #include "study/gridsearch.h"
+#include "study/interval.h"
 #include "study/projection.h"
 
 static gboolean not_fitting(const res_result *r, const wl_model *m, GError **err) {
@@ -259,6 +260,7 @@ int cmd_run(int argc, char **argv) {
     ok = FALSE;
   }
   if (c->samples > 0 && !run_samples(&x, c, ex, &r, &e)) goto out;
+  interval_set(&r, x.db);
   if (!proj_run(&po, &r, c, x.model, x.gpu, plat_gpus_per_node(x.platform),
                 plat_nics_per_node(x.platform), &pr, &e))
     goto out;

@@ -1,4 +1,5 @@
 /* cmd_validate.c — `dlsim validate`: the options of the validation study (study/validate.h). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -7,10 +8,51 @@
 #include "core/dl_common.h"
 #include "kdb/kdb.h"
 #include "platform/platform.h"
+#include "study/interval.h"
 #include "study/validate.h"
+
+/* --intervals: the validation cases of database `name`, each against the 90 % interval the
+ * others give it (study/interval.h), and the leave-one-out coverage. */
+static gboolean print_intervals(const char *name, GError **err) {
+  kdb *db = kdb_load(name, err);
+  if (!db) return FALSE;
+  const double *real, *pred;
+  const char *vname = NULL;
+  const int n = kdb_validation(db, &real, &pred, &vname);
+  if (n < 2) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--kernels %s: no validation cases beside it "
+                "(validation/%s.json next to its db/ folder)", name, kdb_name(db));
+    kdb_free(db);
+    return FALSE;
+  }
+  double *e = g_new(double, n), *lo = g_new(double, n), *hi = g_new(double, n);
+  for (int i = 0; i < n; i++) e[i] = log(real[i] / pred[i]);
+  const int covered = interval_loo(e, n, lo, hi);
+  printf("validation cases of %s: %d (error = (predicted - real) / real; each case's interval: "
+         "its prediction times the 5th to 95th percentile of the others' real / predicted)\n",
+         vname, n);
+  printf("%-40s %11s %15s %9s %25s %8s\n", "case", "real (ms)", "predicted (ms)", "error",
+         "90 % interval (ms)", "covered");
+  for (int i = 0; i < n; i++) {
+    char iv[64];
+    g_snprintf(iv, sizeof iv, "%.2f to %.2f", pred[i] * exp(lo[i]) * 1e3,
+               pred[i] * exp(hi[i]) * 1e3);
+    printf("%-40s %11.2f %15.2f %+8.1f%% %25s %8s\n", kdb_validation_case(db, i), real[i] * 1e3,
+           pred[i] * 1e3, 100 * (pred[i] / real[i] - 1), iv,
+           e[i] >= lo[i] && e[i] <= hi[i] ? "yes" : "no");
+  }
+  printf("leave-one-out coverage: %d of %d (%.0f %%) for a stated 90 %%\n", covered, n,
+         100.0 * covered / n);
+  g_free(e);
+  g_free(lo);
+  g_free(hi);
+  kdb_free(db);
+  return TRUE;
+}
 
 int cmd_validate(int argc, char **argv) {
   val_opts o = {FALSE, FALSE, FALSE, 3, 5, NULL, NULL, NULL, NULL};
+  gboolean intervals = FALSE;
   GError *err = NULL;
   int status = 2;
   GOptionEntry entries[] = {
@@ -31,6 +73,10 @@ int cmd_validate(int argc, char **argv) {
       {"reference", 0, 0, G_OPTION_ARG_STRING, &o.reference,
        "Flavour taken as measured: real (default), or analytic to try the pipeline", "MODE"},
       {"list", 0, 0, G_OPTION_ARG_NONE, &o.list, "Print the configurations and exit", NULL},
+      {"intervals", 0, 0, G_OPTION_ARG_NONE, &intervals,
+       "Run nothing: print the validation cases of --kernels (real GPU iterations and their "
+       "predictions), each against the 90 % interval the others give it, and the leave-one-out "
+       "coverage of the prediction intervals", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL},
   };
   GOptionContext *ctx =
@@ -51,6 +97,15 @@ int cmd_validate(int argc, char **argv) {
   }
   if (argc > 1) {
     g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "validate: unexpected argument '%s'", argv[1]);
+    goto out;
+  }
+  if (intervals) {
+    if (!o.kernels) {
+      g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "--intervals: name the kernel database "
+                  "(--kernels NAME, e.g. h100-sxm-pytorch)");
+      goto out;
+    }
+    if (print_intervals(o.kernels, &err)) status = 0;
     goto out;
   }
   if (!o.reference) o.reference = g_strdup("real");

@@ -29,6 +29,10 @@ struct kdb {
   /* kdb_kernel_s's answers by kernel (memo_key -> memo_val, owned), dropped when an entry is
    * added: a search asks for the same kernels across thousands of layouts */
   GHashTable *memo;
+  /* the validation cases (kdb_validation): real and predicted seconds, NULL when none (owned) */
+  GArray *val_real, *val_pred;
+  GPtrArray *val_case; /* their names */
+  char *val_name;
 };
 
 /* A kdb_kernel and its precision and GPU as plain bytes (zeroed padding), for the memo. */
@@ -90,6 +94,10 @@ static void entry_clear(kdb_entry *e) {
 
 void kdb_free(kdb *db) {
   if (!db) return;
+  if (db->val_real) g_array_free(db->val_real, TRUE);
+  if (db->val_pred) g_array_free(db->val_pred, TRUE);
+  if (db->val_case) g_ptr_array_free(db->val_case, TRUE);
+  g_free(db->val_name);
   for (guint i = 0; i < db->entries->len; i++)
     entry_clear(&g_array_index(db->entries, kdb_entry, i));
   g_array_free(db->entries, TRUE);
@@ -455,15 +463,93 @@ kdb *kdb_load(const char *name_or_path, GError **err) {
   return kdb_load_option("--kernels", name_or_path, err);
 }
 
+/* The validation cases beside database file `path` (DIR/db/NAME.json: DIR/validation/NAME.json),
+ * if that file exists, into db. FALSE with DL_ERR_INPUT naming the file and JSON path when it is
+ * malformed. */
+static gboolean load_validation(kdb *db, const char *path, GError **err) {
+  char *dir = g_path_get_dirname(path), *up = g_path_get_dirname(dir);
+  char *base = g_path_get_basename(path);
+  char *vpath = g_build_filename(up, "validation", base, NULL);
+  char *stem = g_strndup(base, strlen(base) - (g_str_has_suffix(base, ".json") ? 5 : 0));
+  gboolean ok = TRUE;
+  if (g_file_test(vpath, G_FILE_TEST_IS_REGULAR)) {
+    gsize len = 0;
+    char *txt = dl_read_file(vpath, &len, err);
+    cJSON *root = txt ? dl_json_parse(vpath, txt, len, err) : NULL;
+    ok = root != NULL;
+    const cJSON *f = root ? cJSON_GetObjectItemCaseSensitive(root, "format") : NULL;
+    const cJSON *k = root ? cJSON_GetObjectItemCaseSensitive(root, "kernels") : NULL;
+    const cJSON *cases = root ? cJSON_GetObjectItemCaseSensitive(root, "cases") : NULL;
+    if (ok && (!cJSON_IsString(f) || strcmp(f->valuestring, "dlsim-validation-1") != 0)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: format: expected \"dlsim-validation-1\"",
+                  vpath);
+      ok = FALSE;
+    } else if (ok && (!cJSON_IsString(k) || strcmp(k->valuestring, stem) != 0)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: kernels: expected \"%s\", the database "
+                  "beside it", vpath, stem);
+      ok = FALSE;
+    } else if (ok && (!cJSON_IsArray(cases) || cJSON_GetArraySize(cases) < 2)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cases: expected a list of at least two",
+                  vpath);
+      ok = FALSE;
+    }
+    if (ok) {
+      db->val_real = g_array_new(FALSE, FALSE, sizeof(double));
+      db->val_pred = g_array_new(FALSE, FALSE, sizeof(double));
+      db->val_case = g_ptr_array_new_with_free_func(g_free);
+      db->val_name = g_strdup(stem);
+    }
+    for (int i = 0; ok && i < cJSON_GetArraySize(cases); i++) {
+      const cJSON *c = cJSON_GetArrayItem(cases, i);
+      const cJSON *nm = cJSON_GetObjectItemCaseSensitive(c, "case");
+      g_ptr_array_add(db->val_case, g_strdup(cJSON_IsString(nm) ? nm->valuestring : ""));
+      static const char *const keys[] = {"real_s", "predicted_s"};
+      for (int j = 0; j < 2 && ok; j++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, keys[j]);
+        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !(v->valuedouble < KDB_MAX_S)) {
+          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cases[%d].%s: expected a positive "
+                      "number of seconds", vpath, i, keys[j]);
+          ok = FALSE;
+        } else {
+          g_array_append_val(j ? db->val_pred : db->val_real, v->valuedouble);
+        }
+      }
+    }
+    cJSON_Delete(root);
+    g_free(txt);
+  }
+  g_free(stem);
+  g_free(vpath);
+  g_free(base);
+  g_free(up);
+  g_free(dir);
+  return ok;
+}
+
 kdb *kdb_load_option(const char *option, const char *name_or_path, GError **err) {
   char *path = dl_resolve(option, "kernels/db", name_or_path, ".json", err);
   if (!path) return NULL;
   gsize len = 0;
   char *txt = dl_read_file(path, &len, err);
   kdb *db = txt ? kdb_load_text(path, txt, len, err) : NULL;
+  if (db && !load_validation(db, path, err)) g_clear_pointer(&db, kdb_free);
   g_free(txt);
   g_free(path);
   return db;
+}
+
+int kdb_validation(const kdb *db, const double **real_s, const double **predicted_s,
+                   const char **name) {
+  if (!db || !db->val_real) return 0;
+  *real_s = (const double *)db->val_real->data;
+  *predicted_s = (const double *)db->val_pred->data;
+  if (name) *name = db->val_name;
+  return (int)db->val_real->len;
+}
+
+const char *kdb_validation_case(const kdb *db, int i) {
+  return db && db->val_case && i >= 0 && i < (int)db->val_case->len ? db->val_case->pdata[i]
+                                                                      : "";
 }
 
 kdb *kdb_load_text(const char *path, const char *txt, gsize len, GError **err) {

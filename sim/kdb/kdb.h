@@ -88,6 +88,18 @@ typedef struct {
 kdb *kdb_load(const char *name_or_path, GError **err);
 /* The same, naming `option` (e.g. "--from") in its messages instead of --kernels. */
 kdb *kdb_load_option(const char *option, const char *name_or_path, GError **err);
+/* A database file DIR/db/NAME.json may have validation cases beside it, DIR/validation/NAME.json
+ * ({"format": "dlsim-validation-1", "kernels": "NAME", "cases": [{"case", "real_s",
+ * "predicted_s"}, ...], ...}: real training iterations and dlsim's prediction of each with this
+ * database, tests/validation/predict_gpu.py --cases); kdb_load reads them with it, and refuses
+ * a malformed one (DL_ERR_INPUT naming the file and JSON path). kdb_validation gives their
+ * count (0: none; a database loaded from text, built or derived has none), the real and
+ * predicted seconds (borrowed) and NAME. */
+int kdb_validation(const kdb *db, const double **real_s, const double **predicted_s,
+                   const char **name);
+/* The name of validation case i ("gpt-1.7b batch 4 bf16"; "" when it has none; borrowed). */
+const char *kdb_validation_case(const kdb *db, int i);
+
 /* The same for the `len` bytes of `text` (NUL-terminated at text[len]) read from `path`. */
 kdb *kdb_load_text(const char *path, const char *text, gsize len, GError **err);
 

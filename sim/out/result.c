@@ -27,6 +27,7 @@ void res_release(res_result *r) {
   if (r->degraded_links) g_ptr_array_free(r->degraded_links, TRUE);
   if (r->degraded_factors) g_array_free(r->degraded_factors, TRUE);
   if (r->samples_s) g_array_free(r->samples_s, TRUE);
+  g_free(r->interval_source);
   res_kdb_release(&r->kdb);
   memset(r, 0, sizeof *r);
 }
@@ -133,6 +134,18 @@ char *res_to_json_with(const res_result *r, const cfg_run *c, const wl_model *m,
   double T = r->iteration_time_s;
   cJSON_AddNumberToObject(root, "iteration_time_s", T);
   if (r->samples_s) samples_json(root, r->samples_s);
+  if (r->interval_cases > 0) {
+    cJSON *o = cJSON_AddObjectToObject(root, "iteration_time_interval_s");
+    cJSON_AddNumberToObject(o, "coverage", 0.9);
+    cJSON_AddNumberToObject(o, "p5", r->interval_p5_s);
+    cJSON_AddNumberToObject(o, "p50", r->interval_p50_s);
+    cJSON_AddNumberToObject(o, "p95", r->interval_p95_s);
+    cJSON_AddNumberToObject(o, "kernel_draws", r->samples_s ? (int)r->samples_s->len : 0);
+    cJSON_AddStringToObject(o, "validation", r->interval_source ? r->interval_source : "");
+    cJSON_AddNumberToObject(o, "validation_cases", r->interval_cases);
+    cJSON_AddNumberToObject(o, "leave_one_out_coverage",
+                            (double)r->interval_loo_covered / r->interval_cases);
+  }
   cJSON_AddNumberToObject(root, "throughput_samples_per_s", T > 0 ? c->batch / T : 0);
   cJSON_AddNumberToObject(root, "iterations_per_epoch", (double)res_epoch_iterations(c, m));
   cJSON_AddNumberToObject(root, "epoch_time_s", T * (double)res_epoch_iterations(c, m));
@@ -485,7 +498,7 @@ static void human_s(char *buf, size_t n, double s) {
 }
 
 void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *out) {
-  char a[32], b[32];
+  char a[128], b[32];
   char *grid = cfg_grid_string(c);
   if (c->grid_auto) {
     g_free(grid);
@@ -513,6 +526,13 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
     }
   }
   human_s(a, sizeof a, r->iteration_time_s);
+  if (r->interval_cases > 0) {
+    char lo[32], hi[32];
+    human_s(lo, sizeof lo, r->interval_p5_s);
+    human_s(hi, sizeof hi, r->interval_p95_s);
+    const size_t n = strlen(a);
+    g_snprintf(a + n, sizeof a - n, " (90 %% interval %s to %s)", lo, hi);
+  }
   double T = r->iteration_time_s;
   fprintf(out, "  iteration       %s   throughput %.1f samples/s   %.1f TFLOP/s per GPU\n", a,
           T > 0 ? c->batch / T : 0,
@@ -527,6 +547,10 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
     fprintf(out, "  kernel spread   %s median of %d draws (90 %% of them %s to %s)\n", mid, n, lo,
             hi);
   }
+  if (r->interval_cases > 0)
+    fprintf(out, "  interval        %s the model's error on %d validation cases of %s "
+            "(leave-one-out coverage %d of %d)\n", r->samples_s ? "the draws times" : "times",
+            r->interval_cases, r->interval_source, r->interval_loo_covered, r->interval_cases);
   human_s(a, sizeof a, T * (double)res_epoch_iterations(c, m));
   if (m->dataset_samples > 0) /* a trace from elsewhere names no dataset */
     fprintf(out, "  epoch           %s (%ld iterations of %ld samples)\n", a,

@@ -103,6 +103,12 @@ typedef struct {
   GPtrArray *degraded_links; /* --degrade: the links run at part of their bandwidth (names,
                                 owned; NULL: none), and their factors (double, owned) */
   GArray *degraded_factors;
+  /* the prediction interval (study/interval.h): its 5th, 50th and 95th percentiles, the
+   * validation cases it took the model's error from (0: no interval), how many of them its
+   * leave-one-out check covered, and the database they belong to (owned) */
+  double interval_p5_s, interval_p50_s, interval_p95_s;
+  int interval_cases, interval_loo_covered;
+  char *interval_source;
   GArray *samples_s;         /* --samples: the iteration time of each draw of kernel times (double,
                                 owned; NULL: none) */
 } res_result;

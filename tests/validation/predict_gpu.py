@@ -6,10 +6,14 @@ table: one prediction per kernel database given (dlsim's own CUDA kernels, measu
 --db-out), each a simulated run (`dlsim run --mode sim`) on a one-GPU platform of the database's
 GPU.
 
-  tests/validation/predict_gpu.py OUTDIR/iter.json --db dlsim=kernels/db/h200.json \\
-      --db pytorch=kernels/db/h200-pytorch.json [--dlsim build/dlsim] [--out TABLE.md]
+  tests/validation/predict_gpu.py OUTDIR/iter.json [MORE.json ...] \\
+      --db dlsim=kernels/db/h200.json --db pytorch=kernels/db/h200-pytorch.json \\
+      [--dlsim build/dlsim] [--out TABLE.md] [--cases kernels/validation/h200-pytorch.json]
 
-error = (predicted - real) / real, real = the median of the timed iterations.
+error = (predicted - real) / real, real = the median of the timed iterations. --cases writes,
+for the last --db, every case's real and predicted time: the validation cases that dlsim's
+prediction intervals take the model's error from (kernels/validation/NAME.json beside the
+database kernels/db/NAME.json).
 """
 import argparse
 import json
@@ -30,14 +34,18 @@ def run(cmd):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("iter", help="iter.json from run_gpu.sh (a list of torch_iter.py results)")
+    ap.add_argument("iter", nargs="+",
+                    help="iter.json from run_gpu.sh (a list of torch_iter.py results)")
     ap.add_argument("--db", action="append", required=True, metavar="LABEL=FILE",
                     help="a kernel database to predict with (repeatable)")
     ap.add_argument("--dlsim", default=os.path.join(ROOT, "build", "dlsim"))
     ap.add_argument("--out", help="also write the table here")
+    ap.add_argument("--cases", help="write the last database's validation cases here (JSON)")
     a = ap.parse_args(argv)
-    with open(a.iter) as f:
-        runs = [r for r in json.load(f) if r.get("iteration_s")]
+    runs = []
+    for path in a.iter:
+        with open(path) as f:
+            runs += [r for r in json.load(f) if r.get("iteration_s")]
     dbs = []
     for d in a.db:
         label, _, path = d.partition("=")
@@ -48,7 +56,29 @@ def main(argv=None):
         dbs.append((label, path, prov.get("spec_key") or prov.get("device")))
     with tempfile.TemporaryDirectory(prefix="dlsim-predict-") as tmp:
         rows = predict(a.dlsim, runs, dbs, tmp)
+    if a.cases:
+        write_cases(a.cases, a.iter, dbs[-1], runs, rows)
     return table(runs, dbs, rows, a.out)
+
+
+def write_cases(path, sources, db, runs, rows):
+    """The validation cases of database `db` (label, path, GPU): each real run's median and its
+    prediction, with what measured them."""
+    label, dbpath, gpu = db
+    prov = runs[0]["provenance"] if runs else {}
+    doc = {"format": "dlsim-validation-1",
+           "kernels": os.path.splitext(os.path.basename(dbpath))[0],
+           "measured": f"PyTorch {prov.get('torch', '?')} on one {prov.get('gpu', gpu)}: median "
+                       "of the timed training iterations (tests/validation/torch_iter.py)",
+           "predicted": "dlsim run --mode sim on a one-GPU platform with this database "
+                        "(tests/validation/predict_gpu.py)",
+           "sources": [os.path.relpath(os.path.abspath(s), ROOT) for s in sources],
+           "cases": [{"case": f"{w['workload']} batch {w['batch']} {w['precision']}",
+                      "real_s": w["real_s"], "predicted_s": w["pred"][label]["s"]}
+                     for w in rows]}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
 
 
 def simulate(dlsim, workload, batch, precision, db, gpu, tmp, plats, autocast=False):
