@@ -315,6 +315,16 @@ static gboolean find_nonfinite(const cJSON *o, GString *path) {
   return FALSE;
 }
 
+gboolean dl_json_read_optional(const char *path, cJSON **root, GError **err) {
+  *root = NULL;
+  if (!g_file_test(path, G_FILE_TEST_EXISTS)) return TRUE;
+  gsize len = 0;
+  char *text = dl_read_file(path, &len, err);
+  *root = text ? dl_json_parse(path, text, len, err) : NULL;
+  g_free(text);
+  return *root != NULL;
+}
+
 cJSON *dl_json_parse(const char *path, const char *text, gsize len, GError **err) {
   const char *end = NULL;
   cJSON *root = memchr(text, '\0', len) ? NULL

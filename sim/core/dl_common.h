@@ -76,6 +76,10 @@ char *dl_one_line(const char *msg);
 struct cJSON;
 struct cJSON *dl_json_parse(const char *path, const char *text, gsize len, GError **err);
 
+/* The JSON document in file `path` when the file exists (dl_read_file, then dl_json_parse):
+ * TRUE with *root NULL when there is no such file, FALSE with the reader's or parser's error. */
+gboolean dl_json_read_optional(const char *path, struct cJSON **root, GError **err);
+
 /* Parses a size with an optional unit suffix: B, KB, MB, GB, TB (10^3) or KiB, MiB, GiB (2^10).
  * Returns FALSE (no error set) when the text is not a size. */
 gboolean dl_parse_bytes(const char *text, double *bytes);

@@ -471,12 +471,9 @@ static gboolean load_validation(kdb *db, const char *path, GError **err) {
   char *base = g_path_get_basename(path);
   char *vpath = g_build_filename(up, "validation", base, NULL);
   char *stem = g_strndup(base, strlen(base) - (g_str_has_suffix(base, ".json") ? 5 : 0));
-  gboolean ok = TRUE;
-  if (g_file_test(vpath, G_FILE_TEST_IS_REGULAR)) {
-    gsize len = 0;
-    char *txt = dl_read_file(vpath, &len, err);
-    cJSON *root = txt ? dl_json_parse(vpath, txt, len, err) : NULL;
-    ok = root != NULL;
+  cJSON *root = NULL;
+  gboolean ok = dl_json_read_optional(vpath, &root, err);
+  if (root) {
     const cJSON *f = root ? cJSON_GetObjectItemCaseSensitive(root, "format") : NULL;
     const cJSON *k = root ? cJSON_GetObjectItemCaseSensitive(root, "kernels") : NULL;
     const cJSON *cases = root ? cJSON_GetObjectItemCaseSensitive(root, "cases") : NULL;
@@ -516,7 +513,6 @@ static gboolean load_validation(kdb *db, const char *path, GError **err) {
       }
     }
     cJSON_Delete(root);
-    g_free(txt);
   }
   g_free(stem);
   g_free(vpath);

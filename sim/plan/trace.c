@@ -182,13 +182,10 @@ static gboolean metadata_groups(plan_trace *t, const et_file *f, const et_node *
 static gboolean read_comm_groups(plan_trace *t, GError **err) {
   t->comm_id = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   char *path = g_build_filename(t->dir, "comm_groups.json", NULL);
-  gboolean ok = TRUE;
-  if (g_file_test(path, G_FILE_TEST_EXISTS)) {
-    gsize len = 0;
-    char *text = dl_read_file(path, &len, err);
-    cJSON *root = text ? dl_json_parse(path, text, len, err) : NULL;
-    ok = root != NULL;
-    if (ok && !cJSON_IsObject(root)) {
+  cJSON *root = NULL;
+  gboolean ok = dl_json_read_optional(path, &root, err);
+  if (root) {
+    if (!cJSON_IsObject(root)) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: expected an object {\"<id>\": [ranks...]}",
                   path);
       ok = FALSE;
@@ -209,7 +206,6 @@ static gboolean read_comm_groups(plan_trace *t, GError **err) {
       }
     }
     cJSON_Delete(root);
-    g_free(text);
   }
   g_free(path);
   for (int r = 0; ok && r < t->P; r++)
