@@ -9,13 +9,14 @@
 
 #include "cli/cmds.h"
 #include "core/dl_common.h"
+#include "platform/platform.h"
 
 /* What GOption fills, before it is checked and moved into the configuration. Numbers that must
  * be finite are read as text; integers that have no default of their own start at a value no
  * user can give, so that "not given" and "given as 0 or -1" differ. */
 typedef struct {
   char *mode, *precision, *schedule, *tp_style, *grid, *grid_layers, *domain, *platform, *workload,
-      *coll, *kernels, *gpu, *out, *trace, *pp_balance, *dump_weights, *routing, *bucket_mb, *slow_gpus, *degrade,
+      *coll, *kernels, *gpu, *out, *trace, *pp_balance, *dump_weights, *routing, *bucket_mb, *slow_gpus, *degrade, *net_jitter,
       *capacity_factor, *nccl_proto, *device, *fsdp, *grad_reduce, *recompute_mode, *cp_style;
   gint64 seed, batch, seq_len;
   int gpus;
@@ -34,7 +35,7 @@ static void raw_release(raw_opts *r) {
                 &r->kernels,    &r->gpu,         &r->out,        &r->trace,    &r->pp_balance,
                 &r->dump_weights, &r->routing, &r->bucket_mb,  &r->capacity_factor, &r->nccl_proto,
                 &r->device, &r->fsdp, &r->grad_reduce, &r->recompute_mode, &r->cp_style,
-                &r->slow_gpus, &r->degrade};
+                &r->slow_gpus, &r->degrade, &r->net_jitter};
   for (size_t i = 0; i < G_N_ELEMENTS(s); i++) g_free(*s[i]);
   g_strfreev(r->simgrid_cfg);
 }
@@ -167,6 +168,9 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *
       {"samples", 0, 0, G_OPTION_ARG_INT, &c->samples,
        "sim and analytic: also run N draws of every kernel's time from the spread of its measured "
        "repeats (seeded by --seed) and give the iteration time's percentiles", "N"},
+      {"net-jitter", 0, 0, G_OPTION_ARG_STRING, &r->net_jitter,
+       "with --samples: in each draw, every message and collective call waits first a delay drawn "
+       "per rank from an exponential distribution of this mean (e.g. 5us)", "TIME"},
       {"degrade", 0, 0, G_OPTION_ARG_STRING, &r->degrade,
        "degraded links: LINK:F,... (the platform's <link id=LINK> at F times its bandwidth) or "
        "nics:FRACTION:F (that share of the NIC links of a platform written by dlsim platform, "
@@ -326,6 +330,17 @@ static gboolean apply_names(const raw_opts *r, cfg_run *c, GError **err) {
   if (c->samples < 0 || c->samples > CFG_MAX_SAMPLES) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--samples: expected 0..%d, got %d", CFG_MAX_SAMPLES,
                 c->samples);
+    return FALSE;
+  }
+  if (r->net_jitter && (!plat_parse_time(r->net_jitter, &c->net_jitter_s) ||
+                        !(c->net_jitter_s >= 0 && c->net_jitter_s <= 1))) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--net-jitter: expected a time from 0 to 1 s (e.g. "
+                "5us), got '%s'", r->net_jitter);
+    return FALSE;
+  }
+  if (c->net_jitter_s > 0 && !c->samples) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--net-jitter %s: the jitter is drawn in the "
+                "--samples draws; add --samples N", r->net_jitter);
     return FALSE;
   }
   if (c->samples && c->grid_auto) {

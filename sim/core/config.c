@@ -435,6 +435,7 @@ cJSON *cfg_to_json(const cfg_run *c) {
   cJSON_AddStringToObject(cf, "slow_gpus", c->slow_gpus ? c->slow_gpus : "none");
   cJSON_AddStringToObject(cf, "degrade", c->degrade ? c->degrade : "none");
   cJSON_AddNumberToObject(cf, "samples", c->samples);
+  cJSON_AddNumberToObject(cf, "net_jitter_s", c->net_jitter_s);
   cJSON *sg = cJSON_AddArrayToObject(cf, "simgrid_cfg");
   for (int i = 0; c->simgrid_cfg && c->simgrid_cfg[i]; i++)
     cJSON_AddItemToArray(sg, cJSON_CreateString(c->simgrid_cfg[i]));
@@ -657,6 +658,15 @@ gboolean cfg_from_json(cfg_run *c, const cJSON *o, const char *what, GError **er
   }
   if (cJSON_HasObjectItem(o, "samples")) /* newer */
     c->samples = (int)echo_int(&r, "samples", 0, CFG_MAX_SAMPLES);
+  if (cJSON_HasObjectItem(o, "net_jitter_s") &&
+      (v = echo_item(&r, "net_jitter_s", is_num, "a number of seconds"))) {
+    c->net_jitter_s = v->valuedouble;
+    if (!(c->net_jitter_s >= 0 && c->net_jitter_s <= 1)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: config.net_jitter_s: expected 0..1 s",
+                  what);
+      r.ok = FALSE;
+    }
+  }
   if (r.ok && cJSON_HasObjectItem(o, "degrade") && (s = echo_str(&r, "degrade")) && /* newer */
       !cfg_degrade_parse(c, s, NULL)) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: config.degrade: expected LINK:F,..., "

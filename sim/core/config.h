@@ -184,6 +184,8 @@ typedef struct {
                              none; cfg_slow_factors) */
   int samples;            /* --samples: draws of kernel times from their measured spread (0:
                              none; at most CFG_MAX_SAMPLES) */
+  double net_jitter_s;    /* --net-jitter: mean delay of each message and collective call in
+                             --samples draws, s (0: none; run_ctx_comm_delay) */
   char *degrade;          /* --degrade: degraded links, "LINK:F,..." or "nics:FRACTION:F" (NULL:
                              none; cfg_degrade_items) */
   gboolean reproducible;  /* write host-dependent figures (simulation.wall_s) as 0 */

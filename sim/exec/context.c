@@ -231,25 +231,38 @@ void run_ctx_nccl_env(const plat *pl, const gpu_spec *gpu, int proto, nccl_env *
   out->nvlink = out->intra_bps > out->nic_bps;
 }
 
+/* Two uniforms, u1 in (0, 1] and u2 in [0, 1), from a hash of the keys (SplitMix64's
+ * finaliser over each in turn): the same keys, the same numbers on every machine. */
+static void draw_uniforms(unsigned seed, guint64 salt, int sample, int rank, int op, int iter,
+                          double *u1, double *u2) {
+  guint64 h = (guint64)seed * 0x9e3779b97f4a7c15ULL ^ salt;
+  const guint64 keys[] = {(guint64)sample, (guint64)rank, (guint64)op, (guint64)iter, 0};
+  guint64 z = 0;
+  for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
+    if (i + 1 == G_N_ELEMENTS(keys)) z = h; /* the last round gives the second number */
+    h ^= keys[i] + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    guint64 y = h + 0x9e3779b97f4a7c15ULL;
+    y = (y ^ (y >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    y = (y ^ (y >> 27)) * 0x94d049bb133111ebULL;
+    h = y ^ (y >> 31);
+  }
+  *u1 = ((double)(z >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
+  *u2 = (double)(h >> 11) / 9007199254740992.0;         /* [0, 1) */
+}
+
 double run_ctx_draw(unsigned seed, int sample, int rank, int op, int iter, double cv) {
   if (sample <= 0 || !(cv > 0)) return 1;
-  guint64 h = (guint64)seed * 0x9e3779b97f4a7c15ULL;
-  const guint64 keys[] = {(guint64)sample, (guint64)rank, (guint64)op, (guint64)iter};
-  for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
-    h ^= keys[i] + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    guint64 z = h + 0x9e3779b97f4a7c15ULL; /* SplitMix64's finaliser */
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    h = z ^ (z >> 31);
-  }
-  guint64 z = h + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  const double u1 = ((double)(h >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
-  const double u2 = (double)(z >> 11) / 9007199254740992.0;         /* [0, 1) */
+  double u1, u2;
+  draw_uniforms(seed, 0, sample, rank, op, iter, &u1, &u2);
   const double n = sqrt(-2.0 * log(u1)) * cos(2.0 * G_PI * u2);
   return exp(sqrt(log1p(cv * cv)) * n);
+}
+
+double run_ctx_comm_delay(const run_ctx *x, int rank, int op, int iter) {
+  if (x->sample <= 0 || !(x->cfg.net_jitter_s > 0)) return 0;
+  double u1, u2;
+  draw_uniforms(x->cfg.seed, G_GUINT64_CONSTANT(0x6e6574), x->sample, rank, op, iter, &u1, &u2);
+  return -x->cfg.net_jitter_s * log(u1);
 }
 
 double run_ctx_kernel_s(const run_ctx *x, const plan_op *op, int op_index, int rank, int iter,

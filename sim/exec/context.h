@@ -87,6 +87,12 @@ static inline double run_ctx_slow(const run_ctx *x, int rank) {
  * same. 1 for sample 0 or no spread. */
 double run_ctx_draw(unsigned seed, int sample, int rank, int op, int iter, double cv);
 
+/* --net-jitter: in draw x->sample (> 0), how long rank `rank` is held before it posts send op
+ * `op` or enters collective op `op` of iteration `iter`: exponentially distributed with mean
+ * x->cfg.net_jitter_s, drawn from a hash of the keys as run_ctx_draw (other numbers than the
+ * kernels'); 0 for sample 0 or no jitter. */
+double run_ctx_comm_delay(const run_ctx *x, int rank, int op, int iter);
+
 /* Kernel op `op` (index `op_index` in its rank's plan) of rank `rank` in iteration `iter`: its
  * time from the database (ktime_kernel_s, *origin), times the rank's --slow-gpus factor, times
  * draw x->sample of its measured spread (run_ctx_draw). */

@@ -86,6 +86,7 @@ void exec_stream_comm(const exec_stream *s) {
                 plan_group_name(op->group), plan_purpose_name(op->purpose), plan_op_peer(p, op),
                 op->tag, op->bytes, op->wait_event);
       if (op->wait_event >= 0) o->ev_wait(s->be, it, op->wait_event);
+      if (o->comm_delay && op->kind != PLAN_RECV) o->comm_delay(s->be, op, i, it);
       double t0 = o->now(s->be);
       if (op->kind == PLAN_SEND) {
         o->send(s->be, op, it);

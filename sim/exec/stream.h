@@ -45,6 +45,10 @@ typedef struct {
   /* runs collective op `op`; returns its algorithm's name (static or interned) and the bytes
    * this rank sent */
   const char *(*coll)(void *be, const plan_op *op, int iter, double *wire_bytes);
+  /* optional (NULL: none): holds the communication stream before send or collective op `op`
+   * (index `op_index` in the plan) of `iter` for the run's network jitter
+   * (run_ctx_comm_delay); the hold is neither communication nor its wait */
+  void (*comm_delay)(void *be, const plan_op *op, int op_index, int iter);
   void (*ev_wait)(void *be, int iter, int ev);    /* blocks until event `ev` of `iter` is set */
   void (*ev_record)(void *be, int iter, int ev);  /* sets it (ev >= 0) */
 } exec_stream_ops;

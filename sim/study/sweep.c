@@ -60,7 +60,7 @@ static const sweep_option options[] = {
     {"mc_samples", "--mc-samples", SWEEP_INT}, {"pue", "--pue", SWEEP_NUM},
     {"gpu_hour_price", "--gpu-hour-price", SWEEP_NUM}, {"kwh_price", "--kwh-price", SWEEP_NUM},
     {"slow_gpus", "--slow-gpus", SWEEP_STR}, {"degrade", "--degrade", SWEEP_STR},
-    {"samples", "--samples", SWEEP_INT},
+    {"samples", "--samples", SWEEP_INT}, {"net_jitter", "--net-jitter", SWEEP_STR},
 };
 #define N_OPTS G_N_ELEMENTS(options)
 enum { OPT_GPUS = 3, OPT_BATCH = 4, OPT_BATCH_PER_GPU = 5 };

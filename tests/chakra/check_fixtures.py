@@ -17,6 +17,14 @@ hand-computed iteration times, in closed form (1e-9) and in simulation (0.1 %):
     message's tag, 27904, is one a trace may use (0..32767) and the receive is posted at the
     start of the iteration, before the all-reduce's messages arrive: the collectives' own tags
     lie above every trace tag, so neither message is taken for the other.
+    With --samples 400 --net-jitter J (J = 100 us), every rank waits an exponential delay of
+    mean J before each send and collective: the all-reduce starts when the later of the two
+    ranks' delays is over (mean J (1 + 1/2), variance J^2 (1 + 1/4)) and the message leaves
+    after rank 0's own delay (mean J, variance J^2): the mean draw is 596 + 2.5 J = 846 us within
+    four standard errors (1.5 J / sqrt(400)). The simulation's steady iteration follows the
+    one before it, whose delays it partly absorbs (a rank that finished late reaches the next
+    all-reduce late, and the other waits less there): its mean over 40 draws lies above 596 us
+    and at most 2 % above the closed form's isolated iteration.
     With --degrade n0g0_link:0.5 (rank 0's link, both directions, at 12.5 GB/s) every message
     crosses it: 50 + 2 (2 + 400) + (2 + 80) + 100 = 1036 us; with --degrade n1g3_link:0.5 (a
     link no route of the two ranks crosses) it stays 596 us.
@@ -211,6 +219,29 @@ def degraded(root):
                   r["config"]["degrade"] == spec and "degraded links  1" in p.stdout)
 
 
+def jittered(root):
+    """--net-jitter: the hand-computed mean of the draws."""
+    d = os.path.join(root, "coll-then-p2p")
+    J, n = 100e-6, 400
+    means = {}
+    for mode in ("analytic", "sim"):
+        out = os.path.join(root, "jitter.%s.json" % mode)
+        p = run("run", "--workload", "chakra:" + d, "--platform", "star", "--mode", mode,
+                "--iters", "2", "--reproducible", "--nccl-proto", "off", "--samples",
+                str(n if mode == "analytic" else 40), "--net-jitter", "100us", "--out", out)
+        if p.returncode != 0:
+            check("--net-jitter, %s runs" % mode, False, p.stderr.strip())
+            return
+        means[mode] = json.load(open(out))["iteration_time_samples_s"]
+    got, se = means["analytic"]["mean"], 1.5 * J / n ** 0.5
+    check("--net-jitter 100us: mean draw %.2f us, by hand %.2f us" % (got * 1e6,
+          (596e-6 + 2.5 * J) * 1e6), abs(got - 596e-6 - 2.5 * J) < 4 * se,
+          "standard error %.2f us" % (se * 1e6))
+    sim = means["sim"]["mean"]
+    check("--net-jitter: the simulation's steady mean %.2f us between 596 us and the closed "
+          "form's" % (sim * 1e6), 596e-6 < sim <= got * 1.02)
+
+
 def exported(root):
     """dlsim's own traces, read by the independent decoder."""
     d = os.path.join(root, "export")
@@ -309,6 +340,7 @@ def main():
     with tempfile.TemporaryDirectory() as root:
         fixtures(root)
         degraded(root)
+        jittered(root)
         exported(root)
         refused(root)
         if keep:

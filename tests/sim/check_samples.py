@@ -10,6 +10,9 @@ collectives wait for the slowest rank's draws, which moves it up); the simulatio
 is within 2 % of the closed form's. The same seed gives byte-identical results, another seed
 other draws. Bad counts, --grid auto, --mode real and export are refused with one line and exit
 status 2.
+
+--net-jitter 0 changes nothing, and without --samples it is refused (its hand-computed case is in
+tests/chakra/check_fixtures.py).
 Usage: check_samples.py DLSIM
 """
 import json
@@ -61,7 +64,23 @@ def main(dlsim):
         x, y = sm["iteration_time_samples_s"]["p50"], an["iteration_time_samples_s"]["p50"]
         check("simulation's median draw within 2 % of the closed form's", abs(x / y - 1) < 0.02,
               f"{x} vs {y} s")
+        # network jitter
+        star = json.load(open(os.path.join(SRC, "kernels", "db", "a100-40gb.json")))
+        for e in star["entries"]:
+            e["stddev_s"] = 0
+        flat_a100 = os.path.join(d, "flat-a100.json")
+        json.dump(star, open(flat_a100, "w"))
+        dp = ["--workload", "mlp-small", "--platform", "star", "--gpus", "4", "--batch", "64",
+              "--bucket-mb", "1000", "--iters", "2", "--reproducible", "--kernels", flat_a100]
+        base = run(dlsim, d, "--mode", "analytic", *dp)["iteration_time_s"]
+        zero = run(dlsim, d, "--mode", "analytic", *dp, "--samples", "3", "--net-jitter", "0")
+        check("--net-jitter 0: every draw is the run", zero["iteration_time_samples_s"]["p5"] ==
+              zero["iteration_time_samples_s"]["p95"] == base)
         never = os.path.join(d, "never.json")
+        for bad in (["--net-jitter", "5us"], ["--samples", "2", "--net-jitter", "2s"],
+                    ["--samples", "2", "--net-jitter", "x"]):
+            refused(dlsim, ["run", "--mode", "analytic", *dp, *bad, "--out", never],
+                    "--net-jitter")
         for n in ("-1", "10001", "x"):
             refused(dlsim, ["run", "--mode", "analytic", *BASE, "--samples", n, "--out", never],
                     "--samples")

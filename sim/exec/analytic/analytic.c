@@ -124,6 +124,10 @@ static int next_op(const rank_run *r, int stream) {
 }
 
 /* Runs every op that can run now on rank `rr`; returns how many ran. */
+/* The iteration whose draws (--samples) the closed form's one iteration takes: the first steady
+ * one of an executor running c->iters (rec_steady), so that with --iters 2 both draw alike. */
+static int draw_iter(const cfg_run *c) { return c->iters > 1 ? 1 : 0; }
+
 static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group_cache *gc,
                    p2p_state *ps, const plat *pl, GError **err) {
   int ran = 0;
@@ -141,6 +145,8 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         if (isnan(t)) break;
         if (t > start) start = t;
       }
+      if (op->kind == PLAN_SEND || op->kind == PLAN_COLL) /* --net-jitter, as exec/stream.c */
+        start += run_ctx_comm_delay(rr->ctx, rr->rank, i, draw_iter(c));
       double end = start;
       const double arrived = start; /* when this rank reached the op */
       const int peer = plan_op_peer(rr->plan, op);
@@ -148,7 +154,7 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         kdb_origin o;
         rr->host_t += ktime_host_s(ks, op); /* as exec/stream.c: not before the host launched it */
         if (rr->host_t > start) start = rr->host_t;
-        end = start + run_ctx_kernel_s(rr->ctx, op, i, rr->rank, 0, &o);
+        end = start + run_ctx_kernel_s(rr->ctx, op, i, rr->rank, draw_iter(c), &o);
         rec_kernel(rr->rec, i, 0, start, end, o);
       } else if (op->kind == PLAN_COLL) {
         int slot;

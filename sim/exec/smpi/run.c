@@ -363,11 +363,21 @@ static void be_ev_record(void *be, int iter, int ev) {
     }
 }
 
+/* --net-jitter: the rank's communication stream holds the delay as time it has not spent yet
+ * (ready_at), slept off before its next MPI call. */
+static void be_comm_delay(void *be, const plan_op *op, int op_index, int iter) {
+  (void)op;
+  smpi_rank *g = be;
+  const double d = run_ctx_comm_delay(&shared.ctx, g->rank, op_index, iter);
+  if (d > 0)
+    g->ready_at[PLAN_STREAM_COMM] = MAX(simgrid_get_clock(), g->ready_at[PLAN_STREAM_COMM]) + d;
+}
+
 static const exec_stream_ops smpi_stream = {
     .now = be_now, .kernel = be_kernel, .kernel_time = be_kernel_time, .run_for = be_run_for,
     .host_time = be_host_time, .recv_post = be_recv_post, .recv_wait = be_recv_wait,
     .send = be_send, .sends_wait = be_sends_wait, .coll = be_coll, .ev_wait = be_ev_wait,
-    .ev_record = be_ev_record,
+    .ev_record = be_ev_record, .comm_delay = be_comm_delay,
 };
 
 /* The compute stream: an actor beside the rank on the same host. */
