@@ -62,7 +62,7 @@ def main():
                 print(f"{model:12s} {g:6d} {scen:12s} {b['iteration_time_s']:10.4f} "
                       f"{r['iteration_time_s']:10.4f} {got[-1]:8.2f}% {exp[-1]:7.3f}%")
             col = colors[si % len(colors)]
-            ax.plot(xs, got, "o-", color=col, label=f"{scen}: simulated")
+            ax.plot(xs, got, "o-", color=col, label=f"{scen}: dlsim")
             ax.plot(xs, exp, "x--", color=col, alpha=0.7, label=f"{scen}: naive")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("GPUs")
