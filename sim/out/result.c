@@ -134,17 +134,20 @@ char *res_to_json_with(const res_result *r, const cfg_run *c, const wl_model *m,
   double T = r->iteration_time_s;
   cJSON_AddNumberToObject(root, "iteration_time_s", T);
   if (r->samples_s) samples_json(root, r->samples_s);
-  if (r->interval_cases > 0) {
+  if (r->interval) {
     cJSON *o = cJSON_AddObjectToObject(root, "iteration_time_interval_s");
     cJSON_AddNumberToObject(o, "coverage", 0.9);
     cJSON_AddNumberToObject(o, "p5", r->interval_p5_s);
     cJSON_AddNumberToObject(o, "p50", r->interval_p50_s);
     cJSON_AddNumberToObject(o, "p95", r->interval_p95_s);
     cJSON_AddNumberToObject(o, "kernel_draws", r->samples_s ? (int)r->samples_s->len : 0);
-    cJSON_AddStringToObject(o, "validation", r->interval_source ? r->interval_source : "");
+    if (r->interval_source) cJSON_AddStringToObject(o, "validation", r->interval_source);
+    else cJSON_AddNullToObject(o, "validation");
     cJSON_AddNumberToObject(o, "validation_cases", r->interval_cases);
-    cJSON_AddNumberToObject(o, "leave_one_out_coverage",
-                            (double)r->interval_loo_covered / r->interval_cases);
+    if (r->interval_cases > 0)
+      cJSON_AddNumberToObject(o, "leave_one_out_coverage",
+                              (double)r->interval_loo_covered / r->interval_cases);
+    else cJSON_AddNullToObject(o, "leave_one_out_coverage");
   }
   cJSON_AddNumberToObject(root, "throughput_samples_per_s", T > 0 ? c->batch / T : 0);
   cJSON_AddNumberToObject(root, "iterations_per_epoch", (double)res_epoch_iterations(c, m));
@@ -526,7 +529,7 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
     }
   }
   human_s(a, sizeof a, r->iteration_time_s);
-  if (r->interval_cases > 0) {
+  if (r->interval) {
     char lo[32], hi[32];
     human_s(lo, sizeof lo, r->interval_p5_s);
     human_s(hi, sizeof hi, r->interval_p95_s);
@@ -547,10 +550,13 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
     fprintf(out, "  kernel spread   %s median of %d draws (90 %% of them %s to %s)\n", mid, n, lo,
             hi);
   }
-  if (r->interval_cases > 0)
+  if (r->interval && r->interval_cases > 0)
     fprintf(out, "  interval        %s the model's error on %d validation cases of %s "
             "(leave-one-out coverage %d of %d)\n", r->samples_s ? "the draws times" : "times",
             r->interval_cases, r->interval_source, r->interval_loo_covered, r->interval_cases);
+  else if (r->interval)
+    fprintf(out, "  interval        the kernel draws alone: the kernel database has no validation "
+            "cases, so the model's own error is not in it\n");
   human_s(a, sizeof a, T * (double)res_epoch_iterations(c, m));
   if (m->dataset_samples > 0) /* a trace from elsewhere names no dataset */
     fprintf(out, "  epoch           %s (%ld iterations of %ld samples)\n", a,
@@ -608,8 +614,11 @@ void res_print(const res_result *r, const cfg_run *c, const wl_model *m, FILE *o
     for (guint i = 0; i < r->degraded_links->len && i < 8; i++)
       fprintf(out, " %s x%g", (const char *)r->degraded_links->pdata[i],
               g_array_index(r->degraded_factors, double, i));
-    fprintf(out, "%s (every rank %s)\n", r->degraded_links->len > 8 ? " ..." : "",
-            c->mode == CFG_MODE_SIM ? "simulated" : "evaluated, nothing folded");
+    /* folding declines where the degraded links make ranks or channels unlike: say so */
+    const gboolean sim = c->mode == CFG_MODE_SIM;
+    const gboolean none = sim ? r->folded_channels == 1 && r->folded_rails == 1 : r->folded == 1;
+    fprintf(out, "%s%s\n", r->degraded_links->len > 8 ? " ..." : "",
+            !none ? "" : sim ? " (every channel and rail simulated)" : " (every rank evaluated)");
   }
   if (r->folded_rails > 1)
     fprintf(out, "  folded          data-parallel groups of GPU 0 simulated, standing for the "

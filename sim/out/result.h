@@ -103,9 +103,11 @@ typedef struct {
   GPtrArray *degraded_links; /* --degrade: the links run at part of their bandwidth (names,
                                 owned; NULL: none), and their factors (double, owned) */
   GArray *degraded_factors;
-  /* the prediction interval (study/interval.h): its 5th, 50th and 95th percentiles, the
-   * validation cases it took the model's error from (0: no interval), how many of them its
-   * leave-one-out check covered, and the database they belong to (owned) */
+  /* the prediction interval (study/interval.h), when `interval`: its 5th, 50th and 95th
+   * percentiles, the validation cases it took the model's error from (0: the kernel draws
+   * alone), how many of them its leave-one-out check covered, and the database they belong to
+   * (owned) */
+  gboolean interval;
   double interval_p5_s, interval_p50_s, interval_p95_s;
   int interval_cases, interval_loo_covered;
   char *interval_source;

@@ -864,7 +864,7 @@ char *plat_fold_xml(const plat *pl, GError **err) {
     return NULL;
   char *xml = NULL;
   GError *e = NULL;
-  if (!g_file_get_contents(pl->path, &xml, NULL, &e)) { /* loaded from text: nothing to fold */
+  if (!g_file_get_contents(pl->file, &xml, NULL, &e)) { /* loaded from text: nothing to fold */
     g_error_free(e);
     return NULL;
   }
@@ -1029,9 +1029,11 @@ plat *plat_degrade(const plat *pl, const char *const *cfg, const char *const *na
   }
   g_free(scaled);
   if (cp) {
-    /* its links are no longer alike: routed pair by pair, never folded by classes or rails;
-     * the comment's NICs per node still hold */
-    cp->structured = FALSE;
+    /* load_file checked that the GPUs' and nodes' links of the copy are still alike (every NIC
+     * scaled alike keeps a cluster's classes); a scaled leaf or spine link, which that check
+     * does not compare, makes the copy routed pair by pair. The comment's NICs per node hold. */
+    for (int i = 0; i < n && cp->structured; i++)
+      cp->structured = names[i][0] == 'n' && g_ascii_isdigit(names[i][1]);
     cp->nics = pl->nics;
   }
   return cp;

@@ -293,10 +293,12 @@ char *plat_xml_scale_links(const char *path, const char *xml, const char *const 
 
 /* A copy of `pl` whose links names[0..n-1] have factors[i] times their bandwidth, loaded by
  * SimGrid from a file in a temporary directory that lives as long as the copy (plat_file names
- * it; plat_path stays pl's), with the settings `cfg` as plat_load_cfg. The copy's links are not
- * alike, so it is routed pair by pair and never folded by route classes or rails
- * (plat_route_class, plat_fold_xml, plat_rails_apart and plat_node_links_private answer as for
- * a file written by hand); its NICs per node are pl's. NULL with DL_ERR_INPUT as
+ * it; plat_path stays pl's), with the settings `cfg` as plat_load_cfg. Where the scaled links
+ * leave a generated cluster's GPU and node links alike (every NIC at the same factor) the copy
+ * keeps its route classes and folding; otherwise (some NICs, any leaf or spine link) it is
+ * routed pair by pair and never folded by route classes or rails (plat_route_class,
+ * plat_fold_xml, plat_rails_apart and plat_node_links_private answer as for a file written by
+ * hand). Its NICs per node are pl's. NULL with DL_ERR_INPUT as
  * plat_xml_scale_links, DL_ERR_IO when the copy cannot be written. */
 plat *plat_degrade(const plat *pl, const char *const *cfg, const char *const *names,
                    const double *factors, int n, GError **err);

@@ -23,8 +23,19 @@ void interval_set(res_result *r, const kdb *db) {
   const double *real, *pred;
   const char *name = NULL;
   const int n = kdb_validation(db, &real, &pred, &name);
+  r->interval = FALSE;
   r->interval_cases = 0;
-  if (n < 2 || !(r->iteration_time_s > 0)) return;
+  if (!(r->iteration_time_s > 0)) return;
+  if (n < 2) { /* no model error known: the draws' spread alone, where there are draws */
+    if (!r->samples_s) return;
+    const double *t = (const double *)r->samples_s->data;
+    const int m = (int)r->samples_s->len;
+    r->interval = TRUE;
+    r->interval_p5_s = res_percentile(t, m, 5);
+    r->interval_p50_s = res_percentile(t, m, 50);
+    r->interval_p95_s = res_percentile(t, m, 95);
+    return;
+  }
   double *e = g_new(double, n);
   for (int i = 0; i < n; i++) e[i] = log(real[i] / pred[i]);
   const int draws = r->samples_s ? (int)r->samples_s->len : 1;
@@ -35,6 +46,7 @@ void interval_set(res_result *r, const kdb *db) {
   r->interval_p5_s = res_percentile(x, draws * n, 5);
   r->interval_p50_s = res_percentile(x, draws * n, 50);
   r->interval_p95_s = res_percentile(x, draws * n, 95);
+  r->interval = TRUE;
   r->interval_cases = n;
   r->interval_loo_covered = interval_loo(e, n, NULL, NULL);
   g_free(r->interval_source);

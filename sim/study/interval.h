@@ -29,7 +29,8 @@
 int interval_loo(const double *e, int n, double *lo, double *hi);
 
 /* Sets r's interval from its iteration time or its draws (r->samples_s) and database `db`'s
- * validation cases; leaves r->interval_cases 0 (no interval) when `db` has none. */
+ * validation cases. Without cases, the draws' own 5th to 95th percentile where there are draws
+ * (r->interval_cases 0: the model's error unknown), else no interval (r->interval FALSE). */
 void interval_set(res_result *r, const kdb *db);
 
 #endif

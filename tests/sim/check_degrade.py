@@ -8,7 +8,9 @@ rail slows, so the iteration grows in both modes, and the simulation stays withi
 closed form, as it does without the degraded NIC. The NIC is drawn by --seed: the same seed, the
 same link. A degraded platform's replicas are not alike: the closed form evaluates every rank
 (folded 1) where it folded them before, and both modes give the same time with and without
---no-folding. A link named twice takes the product of its factors. Bad specs, a link the file
+--no-folding. Every NIC at half speed keeps the cluster's links alike: both modes still fold
+(replicas in closed form, channels in simulation) and give what they give unfolded. A link named
+twice takes the product of its factors. Bad specs, a link the file
 does not have, NICs of a platform dlsim did not write, --mode real and export are refused with
 one line and exit status 2.
 Usage: check_degrade.py DLSIM
@@ -52,6 +54,14 @@ def main(dlsim):
         every = run(dlsim, d, "--mode", "analytic", *BASE, *NIC, "--no-folding")
         check("degraded: --no-folding gives the same time",
               every["iteration_time_s"] == slow["analytic"]["iteration_time_s"])
+        for m, key in (("analytic", "folded"), ("sim", "folded_channels")):
+            allnic = run(dlsim, d, "--mode", m, *BASE, "--degrade", "nics:1:0.5")
+            unf = run(dlsim, d, "--mode", m, *BASE, "--degrade", "nics:1:0.5", "--no-folding")
+            check(f"{m}: every NIC at half speed: still folded, as unfolded",
+                  allnic["simulation"][key] > 1 and unf["simulation"][key] == 1 and
+                  abs(allnic["iteration_time_s"] / unf["iteration_time_s"] - 1) < 1e-9 and
+                  allnic["iteration_time_s"] > base[m]["iteration_time_s"],
+                  f"{allnic['iteration_time_s']} vs {unf['iteration_time_s']} s")
         link = links[0]["link"]
         twice = run(dlsim, d, "--mode", "analytic", *BASE, "--degrade",
                     f"{link}:0.5,{link}:0.5")

@@ -9,7 +9,8 @@
   each case's real / predicted, computed here from the file; with --samples, of every draw
   times every case's ratio. Its leave-one-out coverage is the share of cases whose ratio lies
   within the others' 5th to 95th percentile, as `dlsim validate --intervals` prints.
-- A database without cases (dlsim's own H100 kernels) gives no interval; a malformed cases file
+- A database without cases (dlsim's own H100 kernels) gives no interval, or with --samples the
+  draws' own percentiles, saying the model's error is not in them; a malformed cases file
   is refused with one line naming it and the JSON path, exit status 2.
 Usage: check_intervals.py DLSIM
 """
@@ -83,6 +84,12 @@ def main(dlsim):
               ivs["p95"] >= draws["min"] * min(ratio) and ivs["p5"] < ivs["p50"] < ivs["p95"])
         r = run(dlsim, d, "--mode", "analytic", *BASE, "--kernels", "h100-sxm")
         check("a database without cases: no interval", "iteration_time_interval_s" not in r)
+        r = run(dlsim, d, "--mode", "analytic", *BASE, "--kernels", "h100-sxm", "--samples", "5")
+        iv, dr = r["iteration_time_interval_s"], r["iteration_time_samples_s"]
+        check("without cases, with draws: the draws' percentiles, no model error",
+              iv["validation_cases"] == 0 and iv["validation"] is None and
+              iv["leave_one_out_coverage"] is None and iv["p5"] == dr["p5"] and
+              iv["p95"] == dr["p95"], str(iv))
         # a malformed cases file beside a database
         os.makedirs(os.path.join(d, "db"))
         os.makedirs(os.path.join(d, "validation"))

@@ -30,14 +30,22 @@ static void test_leave_one_out(void) {
   CU_ASSERT_DOUBLE_EQUAL(hi[4], 0.085, 1e-15);
 }
 
-/* Without a database's cases there is no interval; a result without draws takes its iteration
- * time times each exp(e_i) (checked end to end by tests/sim/check_intervals.py). */
+/* Without a database's cases there is no interval, or with draws the draws' own percentiles; a
+ * result with cases takes its iteration time times each exp(e_i) (checked end to end by
+ * tests/sim/check_intervals.py). */
 static void test_no_cases(void) {
   res_result r;
   res_init(&r);
   r.iteration_time_s = 1;
   interval_set(&r, NULL);
-  CU_ASSERT_EQUAL(r.interval_cases, 0);
+  CU_ASSERT_FALSE(r.interval);
+  /* with draws and no cases: the draws' percentiles alone */
+  const double t[] = {1, 2, 3, 4, 5};
+  res_set_samples(&r, t, 5);
+  interval_set(&r, NULL);
+  CU_ASSERT(r.interval && r.interval_cases == 0);
+  CU_ASSERT_DOUBLE_EQUAL(r.interval_p5_s, 1.2, 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(r.interval_p95_s, 4.8, 1e-15);
   res_release(&r);
 }
 
