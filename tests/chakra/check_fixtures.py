@@ -28,6 +28,12 @@ hand-computed iteration times, in closed form (1e-9) and in simulation (0.1 %):
     With --degrade n0g0_link:0.5 (rank 0's link, both directions, at 12.5 GB/s) every message
     crosses it: 50 + 2 (2 + 400) + (2 + 80) + 100 = 1036 us; with --degrade n1g3_link:0.5 (a
     link no route of the two ranks crosses) it stays 596 us.
+  Two messages of one pair on one tag (0, as ASTRA-sim's custom collectives use for every
+    message), 2 ranks: 50 us of compute and an all-reduce of 10 MB (404 us) line the ranks up;
+    rank 0 then sends 4 MB (2 + 160 us: at 616 us), computes 300 us and sends 1 MB (at 754 + 42 =
+    796 us); rank 1 receives the 4 MB one first, as MPI matches a pair's messages of one tag in
+    sending order, computes 100 us (to 716), receives the 1 MB one at 796 and computes 100 us:
+    896 us (taking the later message first would give 996 us).
   MoE layer, 2 ranks (expert parallel): router 50 us, all-to-all dispatch of 4 MB (pairwise,
     (P-1)(alpha + n/P/beta) = 82 us), experts 300 us, all-to-all combine 82 us, head 50 us:
     564 us; its communicator comes from comm_groups.json.
@@ -36,7 +42,7 @@ Also: a dlsim export decodes with the same independent reader (schema version, f
 dependencies, comm groups), and traces dlsim cannot map are refused with exit 2 and a one-line
 message naming the node.
 
-Usage: check_fixtures.py DLSIM [--write DIR]   (--write keeps the four fixtures in DIR)
+Usage: check_fixtures.py DLSIM [--write DIR]   (--write keeps the fixtures in DIR)
 """
 import json
 import os
@@ -124,6 +130,25 @@ def write_coll_then_p2p(d):
     ])
 
 
+def write_reused_tags(d):
+    MB = 1_000_000
+    et.write(os.path.join(d, "tags.0.et"), [
+        comp(0, "before", 50),
+        coll(1, "allreduce", et.ALL_REDUCE, 10 * MB, data=[0]),
+        p2p(2, "send big", True, 0, 1, 0, 4 * MB, ctrl=[1]),
+        comp(3, "between", 300, ctrl=[0], data=[1]),
+        p2p(4, "send small", True, 0, 1, 0, MB, ctrl=[2], data=[3]),
+    ])
+    et.write(os.path.join(d, "tags.1.et"), [
+        comp(0, "before", 50),
+        coll(1, "allreduce", et.ALL_REDUCE, 10 * MB, data=[0]),
+        p2p(2, "recv big", False, 0, 1, 0, 4 * MB, ctrl=[1]),
+        comp(3, "after big", 100, ctrl=[0], data=[2]),
+        p2p(4, "recv small", False, 0, 1, 0, MB, ctrl=[2]),
+        comp(5, "after small", 100, ctrl=[3], data=[4]),
+    ])
+
+
 def write_moe(d):
     for r in range(2):
         et.write(os.path.join(d, "moe.%d.et" % r), [
@@ -156,6 +181,7 @@ def write_moe_pytorch(d):
 
 FIXTURES = {"dp-mlp": (write_dp, 1058e-6), "pipeline": (write_pipeline, 984e-6),
             "coll-then-p2p": (write_coll_then_p2p, 596e-6),
+            "reused-tags": (write_reused_tags, 896e-6),
             "moe": (write_moe, 564e-6), "moe-pytorch-groups": (write_moe_pytorch, 564e-6)}
 TOL = {"analytic": 1e-9, "sim": 1e-3}
 
