@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <glib/gstdio.h>
+
 #include <cjson/cJSON.h>
 
 #include "cli/cmds.h"
@@ -235,7 +237,7 @@ int cmd_search(int argc, char **argv) {
   int top = DEFAULT_TOP, verify = 0;
   gint64 min_cp = SEARCH_MIN_CP_TOKENS;
   gboolean cross = FALSE;
-  char *prefix = NULL, *files[N_OUTPUTS] = {NULL, NULL, NULL};
+  char *prefix = NULL, *files[N_OUTPUTS] = {NULL, NULL, NULL}, *journal = NULL;
   int jobs = (int)g_get_num_processors();
   char *objective = NULL, *gpu_price = NULL, *kwh_price = NULL;
   const GOptionEntry own[] = {
@@ -292,7 +294,7 @@ int cmd_search(int argc, char **argv) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--out: an empty prefix");
     goto out;
   }
-  search_opts o = {top, verify, cross, min_cp, jobs, SEARCH_BY_TIME, -1, -1};
+  search_opts o = {top, verify, cross, min_cp, jobs, SEARCH_BY_TIME, -1, -1, NULL};
   if (objective) {
     int k = -1;
     for (int i = 0; i <= SEARCH_BY_COST; i++)
@@ -320,6 +322,12 @@ int cmd_search(int argc, char **argv) {
     files[i] = g_strconcat(prefix, out_ext[i], NULL);
     if (!dl_check_writable("--out", files[i], &e)) goto out;
   }
+  /* with --out, the layouts evaluated so far, so that an interrupted search resumes */
+  if (prefix) {
+    journal = g_strconcat(prefix, ".journal", NULL);
+    if (!dl_check_writable("--out", journal, &e)) goto out;
+    o.journal = journal;
+  }
   parsed.mode = CFG_MODE_ANALYTIC;
   /* the context is opened with a layout that resolves for any batch (one replica, one
    * micro-batch); the layouts replace it */
@@ -341,13 +349,14 @@ int cmd_search(int argc, char **argv) {
     const char *in_names[] = {"--workload", "--platform", "--kernels"};
     const char *ins[] = {x.model->path, x.platform ? plat_path(x.platform) : NULL,
                          x.db ? kdb_path(x.db) : NULL};
-    const char *out_names[N_OUTPUTS] = {"--out", "--out", "--out"};
-    if (!dl_check_outputs(out_names, (const char *const *)files, N_OUTPUTS, in_names, ins, 3, &e))
-      goto out;
+    const char *out_names[N_OUTPUTS + 1] = {"--out", "--out", "--out", "--out"};
+    const char *outs[N_OUTPUTS + 1] = {files[0], files[1], files[2], journal};
+    if (!dl_check_outputs(out_names, outs, N_OUTPUTS + 1, in_names, ins, 3, &e)) goto out;
   }
   if (!search_run(&x, &o, &r, &e)) goto out;
   print_table(&r, &o, &x, base);
   if (prefix && !write_outputs(files, &r, &o, &x, base, &e)) goto out;
+  if (journal) g_unlink(journal); /* the outputs hold it all now */
   ok = TRUE;
 
 out:;
@@ -366,5 +375,6 @@ out:;
   g_free(gpu_price);
   g_free(kwh_price);
   for (int i = 0; i < N_OUTPUTS; i++) g_free(files[i]);
+  g_free(journal);
   return status;
 }

@@ -1,7 +1,9 @@
 /* search.c — `dlsim search` (see search.h). */
 #include "study/search.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -348,15 +350,18 @@ static gboolean move_full(int fd, void *p, size_t n, gboolean writing) {
   return TRUE;
 }
 
-/* Worker w of `jobs`: layouts w, w + jobs, ... of `space`, each outcome written to fd. The
- * platform's routes are asked of a loader process over a pipe: the worker opens its own. */
-static void worker(const run_ctx *x, const GArray *space, int w, int jobs, int fd) {
+/* Worker w of `jobs`: layouts todo[w], todo[w + jobs], ... of `space`, each outcome written to
+ * fd. The platform's routes are asked of a loader process over a pipe: the worker opens its
+ * own. */
+static void worker(const run_ctx *x, const GArray *space, const guint *todo, guint n_todo, int w,
+                   int jobs, int fd) {
   run_ctx own = *x;
   GError *e = NULL;
   own.platform = x->platform ? plat_load_cfg(x->cfg.platform,
                                              (const char *const *)x->cfg.simgrid_cfg, &e)
                              : NULL;
-  for (guint i = (guint)w; i < space->len; i += (guint)jobs) {
+  for (guint t = (guint)w; t < n_todo; t += (guint)jobs) {
+    const guint i = todo[t];
     outcome u;
     if (x->platform && !own.platform) {
       memset(&u, 0, sizeof u);
@@ -383,18 +388,168 @@ static void worker(const run_ctx *x, const GArray *space, int w, int jobs, int f
 }
 
 
+/* ---- the journal ------------------------------------------------------------------------------ */
+
+/* The fingerprint of a search: FNV-1a over its inputs' text. */
+static guint64 fingerprint(const run_ctx *x, const search_opts *o, const GArray *space) {
+  guint64 h = 0xcbf29ce484222325ULL;
+  GString *t = g_string_new(DL_VERSION);
+  cJSON *cf = cfg_to_json(&x->cfg);
+  char *cs = cJSON_PrintUnformatted(cf);
+  g_string_append_printf(t, "\n%s\n%s\n%d\n", cs, x->db ? kdb_name(x->db) : "roofline",
+                         (int)o->objective);
+  cJSON_free(cs);
+  cJSON_Delete(cf);
+  for (guint i = 0; i < space->len; i++) {
+    char *a = search_layout_args(&g_array_index(space, cfg_run, i));
+    g_string_append_printf(t, "%s\n", a);
+    g_free(a);
+  }
+  for (gsize i = 0; i < t->len; i++) h = (h ^ (guchar)t->str[i]) * 0x100000001b3ULL;
+  g_string_free(t, TRUE);
+  return h;
+}
+
+/* One outcome as a journal line (newline-terminated; the message without tabs or newlines). */
+static char *journal_line(guint i, const outcome *u) {
+  char *msg = g_strdup(u->msg ? u->msg : "");
+  for (char *c = msg; *c; c++)
+    if (*c == '\t' || *c == '\n' || *c == '\r') *c = ' ';
+  const search_layout *l = &u->l;
+  char *line = g_strdup_printf("%u\t%d\t%d\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%s\n",
+                               i, (int)u->status, (int)u->why, l->analytic_s, l->peak_bytes,
+                               l->exposed_comm_s, l->bubble_s, l->mfu, l->tokens_per_s_per_gpu,
+                               l->energy_j, msg);
+  g_free(msg);
+  return line;
+}
+
+/* Reads journal `path` of the search whose header is `head` into out[] (done[i] set for each
+ * layout it holds); returns how many. 0 when there is none, or it belongs to another search. */
+static long journal_read(const char *path, const char *head, guint n, outcome *out,
+                         gboolean *done) {
+  char *text = NULL;
+  if (!g_file_get_contents(path, &text, NULL, NULL)) return 0;
+  long got = 0;
+  char *nl = strchr(text, '\n');
+  if (nl && (size_t)(nl - text) == strlen(head) && strncmp(text, head, strlen(head)) == 0) {
+    for (char *line = nl + 1, *end; (end = strchr(line, '\n')) != NULL; line = end + 1) {
+      *end = '\0';
+      gchar **f = g_strsplit(line, "\t", 11);
+      double v[7];
+      char *e = NULL;
+      gboolean ok = g_strv_length(f) == 11;
+      const gint64 idx = ok ? g_ascii_strtoll(f[0], &e, 10) : -1;
+      ok = ok && e && !*e && idx >= 0 && idx < (gint64)n && !done[idx];
+      const gint64 st = ok ? g_ascii_strtoll(f[1], &e, 10) : -1;
+      ok = ok && !*e && (st == EVAL_OK || st == EVAL_DROPPED);
+      const gint64 why = ok ? g_ascii_strtoll(f[2], &e, 10) : -1;
+      ok = ok && !*e && why >= 0 && why < SEARCH_N_DROPS;
+      for (int k = 0; k < 7 && ok; k++) {
+        v[k] = g_ascii_strtod(f[3 + k], &e);
+        ok = e != f[3 + k] && !*e;
+      }
+      if (ok) {
+        outcome *u = &out[idx];
+        memset(u, 0, sizeof *u);
+        u->status = (eval_status)st, u->why = (search_drop)why;
+        u->l = (search_layout){.analytic_s = v[0], .sim_s = NAN, .peak_bytes = v[1],
+                               .exposed_comm_s = v[2], .bubble_s = v[3], .mfu = v[4],
+                               .tokens_per_s_per_gpu = v[5], .energy_j = v[6],
+                               .sim_energy_j = NAN};
+        u->msg = *f[10] ? g_strdup(f[10]) : NULL;
+        done[idx] = TRUE;
+        got++;
+      }
+      g_strfreev(f);
+    }
+  }
+  g_free(text);
+  return got;
+}
+
+/* Appends one whole line to the journal (fd -1: none); FALSE with err set on a failed write. */
+static gboolean journal_add(int fd, guint i, const outcome *u, GError **err) {
+  if (fd < 0) return TRUE;
+  char *line = journal_line(i, u);
+  const size_t len = strlen(line);
+  const ssize_t k = write(fd, line, len);
+  g_free(line);
+  if (k != (ssize_t)len) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "search: writing its journal: %s",
+                k < 0 ? g_strerror(errno) : "a short write");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Opens o->journal for the search of `space`: the outcomes it holds into out[] and done[] (the
+ * count into *resumed), the file rewritten when it held another search's; *fd the file to append
+ * to (-1 without a journal). FALSE with DL_ERR_IO when it cannot be opened or written. */
+static gboolean journal_open(const run_ctx *x, const search_opts *o, const GArray *space,
+                             outcome *out, gboolean *done, long *resumed, int *fd,
+                             GError **err) {
+  *fd = -1;
+  *resumed = 0;
+  if (!o->journal) return TRUE;
+  char *head = g_strdup_printf("dlsim-search-journal 1 %016" G_GINT64_MODIFIER "x %u",
+                               fingerprint(x, o, space), space->len);
+  *resumed = journal_read(o->journal, head, space->len, out, done);
+  gboolean ok = TRUE;
+  if (*resumed) {
+    fprintf(stderr, "dlsim: search: resuming: %ld of %u layouts already evaluated (%s)\n",
+            *resumed, space->len, o->journal);
+    /* a torn last line is evaluated again; what follows it must start on a line of its own */
+    *fd = open(o->journal, O_WRONLY | O_APPEND);
+    char *text = NULL;
+    gsize len = 0;
+    if (*fd >= 0 && g_file_get_contents(o->journal, &text, &len, NULL) && len &&
+        text[len - 1] != '\n')
+      ok = write(*fd, "\n", 1) == 1;
+    g_free(text);
+  } else {
+    char *first = g_strconcat(head, "\n", NULL);
+    ok = dl_write_file_atomic(o->journal, first, strlen(first), err);
+    g_free(first);
+    if (ok) *fd = open(o->journal, O_WRONLY | O_APPEND);
+  }
+  g_free(head);
+  if (ok && *fd < 0) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: cannot open the search's journal: %s",
+                o->journal, g_strerror(errno));
+    ok = FALSE;
+  } else if (!ok && err && !*err) {
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: cannot write the search's journal", o->journal);
+  }
+  return ok;
+}
+
 /* Every layout of `space` evaluated into out[i], by o->jobs processes. FALSE with err set when a
  * worker could not be started or stopped short. */
 static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArray *space,
                              outcome *out, GError **err) {
-  const int jobs = (int)MIN((guint)MAX(1, o->jobs), MAX(1u, space->len));
+  gboolean *have = g_new0(gboolean, space->len + 1);
   long done = 0;
+  int jfd = -1;
+  if (!journal_open(x, o, space, out, have, &done, &jfd, err)) {
+    g_free(have);
+    return FALSE;
+  }
+  guint *todo = g_new(guint, space->len + 1), n_todo = 0;
+  for (guint i = 0; i < space->len; i++)
+    if (!have[i]) todo[n_todo++] = i;
+  g_free(have);
+  const int jobs = (int)MIN((guint)MAX(1, o->jobs), MAX(1u, n_todo));
   if (jobs == 1) {
-    for (guint i = 0; i < space->len; i++) {
-      evaluate_into(x, g_array_index(space, cfg_run, i), &out[i]);
+    gboolean ok = TRUE;
+    for (guint t = 0; t < n_todo && ok; t++) {
+      evaluate_into(x, g_array_index(space, cfg_run, todo[t]), &out[todo[t]]);
+      ok = out[todo[t]].status == EVAL_FAILED || journal_add(jfd, todo[t], &out[todo[t]], err);
       progress(++done, space->len);
     }
-    return TRUE;
+    if (jfd >= 0) close(jfd);
+    g_free(todo);
+    return ok;
   }
   fflush(stdout);
   fflush(stderr);
@@ -419,7 +574,7 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
     if (pid == 0) {
       close(p[0]);
       for (int k = 0; k < started; k++) close(fds[k]);
-      worker(x, space, started, jobs, p[1]);
+      worker(x, space, todo, n_todo, started, jobs, p[1]);
       close(p[1]);
       _exit(0);
     }
@@ -460,6 +615,7 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
         u->msg = g_malloc0((size_t)h.msg_len + 1);
         if (!move_full(fds[k], u->msg, (size_t)h.msg_len, FALSE)) ok = FALSE;
       }
+      if (ok && u->status != EVAL_FAILED) ok = journal_add(jfd, (guint)h.index, u, err);
       progress(++done, space->len);
     }
   }
@@ -473,6 +629,8 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
   g_free(pf);
   g_free(fds);
   g_free(pids);
+  g_free(todo);
+  if (jfd >= 0) close(jfd);
   if (ok && done != (long)space->len) ok = FALSE;
   for (guint i = 0; !ok && !*err && i < space->len; i++) /* a worker's own reason first */
     if (out[i].status == EVAL_FAILED && out[i].msg)

@@ -67,6 +67,9 @@ typedef struct {
   int jobs;               /* processes evaluating layouts at once (1: this one) */
   search_objective objective;
   double gpu_hour_price, kwh_price; /* SEARCH_BY_COST (at least one >= 0; < 0: none) */
+  const char *journal;    /* where each layout's closed-form outcome is appended as it is
+                             evaluated, so that the same search run again after an interruption
+                             evaluates only the rest (NULL: none; search_run) */
 } search_opts;
 
 /* The objective's value of layout `l`, simulated (`sim`, where verified) or in closed form:
@@ -101,5 +104,14 @@ GString *search_svg(const search_result *r, const char *title);
 
 /* The `dlsim run` options of layout `l` beyond the base's (--tp 8 --pp 4 ...), g_free it. */
 char *search_layout_args(const cfg_run *l);
+
+/* The journal (o->journal) is text: a header line "dlsim-search-journal 1 FINGERPRINT N", the
+ * fingerprint a hash of dlsim's version, the run's configuration, the kernel database and every
+ * layout of the space (N of them), then one line per evaluated layout, written whole with one
+ * write(): its index, outcome, figures (%.17g: read back exactly) and message. search_run reads a
+ * journal whose header matches and evaluates only the layouts it lacks, so a resumed search's
+ * outputs are byte-identical to an uninterrupted one's; a journal of another search, or a torn
+ * last line, is ignored (the journal starts over, or the line is evaluated again). The caller
+ * removes the journal once the outputs are written. */
 
 #endif
