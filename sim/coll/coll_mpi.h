@@ -43,6 +43,14 @@ const coll_algo *coll_find(coll_op op, const char *name);
 int coll_alltoallv_pairwise(const void *sendbuf, const double *send_bytes, void *recvbuf,
                             const double *recv_bytes, MPI_Comm comm);
 
+/* MPI_Sendrecv of `sbytes` bytes from sbuf to `dst` and `rbytes` bytes into rbuf from `src`, of
+ * any size: a message over COLL_MSG_MAX bytes (MPI counts are int) goes as pieces of at most
+ * that many, all posted at once on one tag, which MPI matches in order; on one route they share
+ * its bandwidth and end together, as the whole message would. */
+#define COLL_MSG_MAX ((size_t)1 << 30)
+int coll_sendrecv_bytes(const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes,
+                        int src, int tag, MPI_Comm comm);
+
 /* The flavour's choice of data: `want_real` is --check's request for real data; returns whether
  * the buffers hold real data (SMPI: as asked, payload-free otherwise; real flavour: always). */
 int coll_buf_real(int want_real);

@@ -2,11 +2,37 @@
  * combine under skewed routing) and nccl-tests' sendrecv. At step s a rank sends its block for
  * r+s while it receives the block of r-s. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <glib.h>
 
 #include "coll/coll_mpi.h"
 
 #define TAG_PAIR (COLL_TAG_BASE + 0x30)
+
+int coll_sendrecv_bytes(const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes,
+                        int src, int tag, MPI_Comm comm) {
+  if (sbytes <= COLL_MSG_MAX && rbytes <= COLL_MSG_MAX)
+    return MPI_Sendrecv(sbuf, (int)sbytes, MPI_BYTE, dst, tag, rbuf, (int)rbytes, MPI_BYTE, src,
+                        tag, comm, MPI_STATUS_IGNORE);
+  const size_t ns = (sbytes + COLL_MSG_MAX - 1) / COLL_MSG_MAX,
+               nr = (rbytes + COLL_MSG_MAX - 1) / COLL_MSG_MAX;
+  MPI_Request *q = malloc(sizeof *q * (ns + nr));
+  if (!q) return MPI_ERR_NO_MEM;
+  int m = 0, rc = MPI_SUCCESS;
+  for (size_t i = 0; i < nr && rc == MPI_SUCCESS; i++) {
+    const size_t off = i * COLL_MSG_MAX, len = MIN(COLL_MSG_MAX, rbytes - off);
+    rc = MPI_Irecv((char *)rbuf + off, (int)len, MPI_BYTE, src, tag, comm, &q[m++]);
+  }
+  for (size_t i = 0; i < ns && rc == MPI_SUCCESS; i++) {
+    const size_t off = i * COLL_MSG_MAX, len = MIN(COLL_MSG_MAX, sbytes - off);
+    rc = MPI_Isend((const char *)sbuf + off, (int)len, MPI_BYTE, dst, tag, comm, &q[m++]);
+  }
+  if (rc == MPI_SUCCESS) rc = MPI_Waitall(m, q, MPI_STATUSES_IGNORE);
+  free(q);
+  return rc;
+}
 
 int coll_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
                            const coll_topo *topo, MPI_Op op) {
@@ -20,8 +46,8 @@ int coll_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t bytes, MPI
   coll_copy(d + (size_t)r * b, s + (size_t)r * b, b);
   for (int k = 1; k < P; k++) {
     int to = (r + k) % P, from = (r - k + P) % P;
-    int rc = MPI_Sendrecv(s + (size_t)to * b, (int)b, MPI_BYTE, to, TAG_PAIR, d + (size_t)from * b,
-                          (int)b, MPI_BYTE, from, TAG_PAIR, comm, MPI_STATUS_IGNORE);
+    int rc = coll_sendrecv_bytes(s + (size_t)to * b, b, to, d + (size_t)from * b, b, from,
+                                 TAG_PAIR, comm);
     if (rc != MPI_SUCCESS) return rc;
   }
   return MPI_SUCCESS;
@@ -37,8 +63,8 @@ int coll_sendrecv_pairwise(const void *sendbuf, void *recvbuf, size_t bytes, MPI
     coll_copy(recvbuf, sendbuf, bytes);
     return MPI_SUCCESS;
   }
-  return MPI_Sendrecv(sendbuf, (int)bytes, MPI_BYTE, (r + 1) % P, TAG_PAIR, recvbuf, (int)bytes,
-                      MPI_BYTE, (r - 1 + P) % P, TAG_PAIR, comm, MPI_STATUS_IGNORE);
+  return coll_sendrecv_bytes(sendbuf, bytes, (r + 1) % P, recvbuf, bytes, (r - 1 + P) % P,
+                             TAG_PAIR, comm);
 }
 
 int coll_alltoallv_pairwise(const void *sendbuf, const double *send_bytes, void *recvbuf,
@@ -51,9 +77,8 @@ int coll_alltoallv_pairwise(const void *sendbuf, const double *send_bytes, void 
     size_t soff = 0, roff = 0;
     for (int j = 0; j < dst; j++) soff += (size_t)send_bytes[j];
     for (int j = 0; j < src; j++) roff += (size_t)recv_bytes[j];
-    rc = MPI_Sendrecv((const char *)sendbuf + soff, (int)send_bytes[dst], MPI_BYTE, dst, 7,
-                      (char *)recvbuf + roff, (int)recv_bytes[src], MPI_BYTE, src, 7, comm,
-                      MPI_STATUS_IGNORE);
+    rc = coll_sendrecv_bytes((const char *)sendbuf + soff, (size_t)send_bytes[dst], dst,
+                             (char *)recvbuf + roff, (size_t)recv_bytes[src], src, 7, comm);
   }
   return rc;
 }
