@@ -121,11 +121,14 @@ static gboolean run_samples(run_ctx *x, const cfg_run *c, const exec_ops *ex, re
                             GError **err) {
   double *t = g_new(double, c->samples);
   gboolean ok = TRUE;
+  /* the timeline and weights the user asked for are the run's, not a draw's */
+  cfg_run d = *c;
+  d.trace = NULL, d.dump_weights = NULL;
   for (int k = 1; k <= c->samples && ok; k++) {
     res_result m;
     res_init(&m);
     x->sample = k;
-    ok = c->mode == CFG_MODE_ANALYTIC ? analytic_run(x, c, &m, err) : ex->run(x, c, &m, err);
+    ok = c->mode == CFG_MODE_ANALYTIC ? analytic_run(x, &d, &m, err) : ex->run(x, &d, &m, err);
     t[k - 1] = m.iteration_time_s;
     res_release(&m);
     if (ok && (k * 10 / c->samples != (k - 1) * 10 / c->samples || k == c->samples))

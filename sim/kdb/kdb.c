@@ -264,6 +264,8 @@ char *kdb_to_json(const kdb *db) {
 /* Bounds of what an entry may say: no kernel call runs for hours or moves exabytes; beyond them
  * a file is wrong, and sums of such times would overflow. */
 #define KDB_MAX_S 1e4
+/* validation cases beside a database: at most this many (an interval takes each draw times each) */
+#define KDB_MAX_CASES 1000
 #define KDB_MAX_FLOPS 1e24
 #define KDB_MAX_BYTES 1e18
 #define KDB_MAX_REPEATS 1e9
@@ -485,9 +487,10 @@ static gboolean load_validation(kdb *db, const char *path, GError **err) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: kernels: expected \"%s\", the database "
                   "beside it", vpath, stem);
       ok = FALSE;
-    } else if (ok && (!cJSON_IsArray(cases) || cJSON_GetArraySize(cases) < 2)) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cases: expected a list of at least two",
-                  vpath);
+    } else if (ok && (!cJSON_IsArray(cases) || cJSON_GetArraySize(cases) < 2 ||
+                      cJSON_GetArraySize(cases) > KDB_MAX_CASES)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cases: expected a list of 2 to %d", vpath,
+                  KDB_MAX_CASES);
       ok = FALSE;
     }
     if (ok) {

@@ -1040,7 +1040,11 @@ plat *plat_degrade(const plat *pl, const char *const *cfg, const char *const *na
 }
 
 GPtrArray *plat_nic_links(const plat *pl) {
-  if (!pl->structured || pl->s_nics <= 0) return NULL;
+  /* the generator's comment names them (a cluster of several pods too, which is routed pair by
+   * pair); hosts as it writes them */
+  if (pl->s_nodes <= 0 || pl->s_gpn <= 0 || pl->s_nics <= 0 ||
+      pl->hosts->len != (guint)pl->s_nodes * (guint)pl->s_gpn)
+    return NULL;
   GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
   const int per = pl->s_gpn / pl->s_nics;
   for (int node = 0; node < pl->s_nodes; node++)

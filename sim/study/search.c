@@ -400,6 +400,17 @@ static guint64 fingerprint(const run_ctx *x, const search_opts *o, const GArray 
                          (int)o->objective);
   cJSON_free(cs);
   cJSON_Delete(cf);
+  /* the input files' contents: a journal of files since changed is another search's */
+  const char *files[] = {x->model ? x->model->path : NULL,
+                         x->platform ? plat_file(x->platform) : NULL,
+                         x->db ? kdb_path(x->db) : NULL};
+  for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+    char *data = NULL;
+    gsize len = 0;
+    if (files[i] && g_file_get_contents(files[i], &data, &len, NULL))
+      g_string_append_len(t, data, (gssize)len);
+    g_free(data);
+  }
   for (guint i = 0; i < space->len; i++) {
     char *a = search_layout_args(&g_array_index(space, cfg_run, i));
     g_string_append_printf(t, "%s\n", a);
@@ -499,14 +510,15 @@ static gboolean journal_open(const run_ctx *x, const search_opts *o, const GArra
   if (*resumed) {
     fprintf(stderr, "dlsim: search: resuming: %ld of %u layouts already evaluated (%s)\n",
             *resumed, space->len, o->journal);
-    /* a torn last line is evaluated again; what follows it must start on a line of its own */
-    *fd = open(o->journal, O_WRONLY | O_APPEND);
+    /* a torn last line is cut off (its layout is evaluated again) before appending */
     char *text = NULL;
     gsize len = 0;
-    if (*fd >= 0 && g_file_get_contents(o->journal, &text, &len, NULL) && len &&
-        text[len - 1] != '\n')
-      ok = write(*fd, "\n", 1) == 1;
+    ok = g_file_get_contents(o->journal, &text, &len, NULL);
+    const char *nl = ok ? g_strrstr_len(text, (gssize)len, "\n") : NULL;
+    const gsize keep = nl ? (gsize)(nl - text) + 1 : 0;
     g_free(text);
+    *fd = ok ? open(o->journal, O_WRONLY | O_APPEND) : -1;
+    if (*fd >= 0 && keep < len && ftruncate(*fd, (off_t)keep) != 0) ok = FALSE;
   } else {
     char *first = g_strconcat(head, "\n", NULL);
     ok = dl_write_file_atomic(o->journal, first, strlen(first), err);
@@ -520,6 +532,10 @@ static gboolean journal_open(const run_ctx *x, const search_opts *o, const GArra
     ok = FALSE;
   } else if (!ok && err && !*err) {
     g_set_error(err, DL_ERROR, DL_ERR_IO, "%s: cannot write the search's journal", o->journal);
+  }
+  if (!ok && *fd >= 0) {
+    close(*fd);
+    *fd = -1;
   }
   return ok;
 }

@@ -41,11 +41,16 @@ def refused(dlsim, args, needle, path=None):
 
 def refused_outside_runs(dlsim, workdir, option):
     """`option` (a list: the flag and its value) belongs to simulated runs: `dlsim run --mode
-    real` and `dlsim export` refuse it, naming the flag, and write nothing."""
+    real`, `dlsim export`, `dlsim search` and `dlsim kbench` refuse it, naming the flag, and
+    write nothing."""
     never = os.path.join(workdir, "never")
     refused(dlsim, ["run", "--mode", "real", "--workload", "mlp-small", "--gpus", "2",
                     "--batch", "8", *option, "--out", never + ".json"], option[0])
     refused(dlsim, ["export", "--format", "chakra", "--workload", "mlp-small", "--platform",
                     "star", "--gpus", "2", *option, "--out", never], option[0])
+    refused(dlsim, ["search", "--workload", "mlp-small", "--platform", "star", "--gpus", "2",
+                    *option, "--out", never], option[0])
+    refused(dlsim, ["kbench", "--workload", "mlp-small", *option, "--out", never + ".json"],
+            option[0])
     check(f"{option[0]}: nothing written", not os.path.exists(never) and
           not os.path.exists(never + ".json"))
