@@ -51,15 +51,16 @@ int cmd_export(int argc, char **argv) {
     goto out;
   }
   /* what only a run uses would be silently dropped here */
+  /* stragglers stay: the exported kernel durations carry them */
+  const char *whatif = cfg_whatif_option(&parsed, FALSE);
   if (parsed.trace || parsed.dump_weights || parsed.simgrid_cfg || parsed.message_level ||
-      parsed.degrade || parsed.samples) {
+      whatif) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "export: %s belongs to a run, not to its op lists; "
                 "leave it out",
                 parsed.trace          ? "--trace"
                 : parsed.dump_weights ? "--dump-weights"
                 : parsed.simgrid_cfg  ? "--simgrid-cfg"
-                : parsed.degrade      ? "--degrade"
-                : parsed.samples      ? "--samples"
+                : whatif              ? whatif
                                       : "--message-level");
     goto out;
   }

@@ -89,8 +89,7 @@ static gboolean parse_opts(kb_opts *o, cfg_run *c, int *argc, char ***argv, gboo
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   gboolean ok = cfg_parse_args(c, "kbench", entries, KB_SUMMARY, argc, argv, help, err);
   /* what-ifs of a run: the kernels measured are the layout's, whatever they would be */
-  const char *whatif = !ok ? NULL : c->degrade ? "--degrade" : c->slow_gpus ? "--slow-gpus"
-                       : c->samples ? "--samples" : c->net_jitter_s > 0 ? "--net-jitter" : NULL;
+  const char *whatif = ok ? cfg_whatif_option(c, TRUE) : NULL;
   if (whatif) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "kbench: %s belongs to a run, not to the kernels it "
                 "measures; leave it out", whatif);

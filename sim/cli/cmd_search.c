@@ -56,8 +56,7 @@ static gboolean refuse_layout(const cfg_run *c, GError **err) {
       return FALSE;
     }
   /* what-ifs of one run: the search ranks layouts on the cluster as built, at median times */
-  const char *whatif = c->degrade ? "--degrade" : c->samples ? "--samples"
-                       : c->net_jitter_s > 0 ? "--net-jitter" : NULL;
+  const char *whatif = cfg_whatif_option(c, FALSE); /* stragglers: every worker has them */
   if (whatif) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "search: %s: the search ranks layouts on the "
                 "cluster as built at the kernels' median times; run the layout it chooses with "

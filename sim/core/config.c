@@ -850,11 +850,7 @@ void cfg_shuffle(unsigned seed, guint64 salt, int *order, int n) {
   guint64 st = ((guint64)seed << 20) ^ salt;
   for (int r = 0; r < n; r++) order[r] = r;
   for (int r = n - 1; r > 0; r--) {
-    st += 0x9e3779b97f4a7c15ULL;
-    guint64 z = st;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
+    const guint64 z = cfg_splitmix64(&st);
     const int j = (int)(z % (guint64)(r + 1)), t = order[r];
     order[r] = order[j], order[j] = t;
   }
@@ -918,6 +914,14 @@ gboolean cfg_degrade_item(const cfg_run *c, int i, char **link, gboolean *nics, 
                                                                    fraction, f);
   g_strfreev(items);
   return ok;
+}
+
+const char *cfg_whatif_option(const cfg_run *c, gboolean stragglers) {
+  return c->degrade               ? "--degrade"
+         : stragglers && c->slow_gpus ? "--slow-gpus"
+         : c->samples             ? "--samples"
+         : c->net_jitter_s > 0    ? "--net-jitter"
+                                  : NULL;
 }
 
 gboolean cfg_routing_parse(cfg_run *c, const char *text, GError **err) {

@@ -237,6 +237,15 @@ gboolean cfg_slow_parse(cfg_run *c, const char *text, GError **err);
  * (and *ok FALSE) when a rank is not below c->gpus. */
 double *cfg_slow_factors(const cfg_run *c, gboolean *ok, GError **err);
 
+/* SplitMix64 (Steele, Lea & Flood 2014): advances *state by the golden gamma and returns its
+ * finalised value; the seeded draws of configurations, projections and samples come from it. */
+static inline guint64 cfg_splitmix64(guint64 *state) {
+  guint64 z = (*state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 /* A shuffle of 0..n-1 into order[], drawn from --seed `seed` and `salt` (SplitMix64, then
  * Fisher-Yates): the same arguments give the same order on every machine. */
 void cfg_shuffle(unsigned seed, guint64 salt, int *order, int n);
@@ -253,6 +262,11 @@ gboolean cfg_degrade_parse(cfg_run *c, const char *text, GError **err);
  * last item. */
 gboolean cfg_degrade_item(const cfg_run *c, int i, char **link, gboolean *nics, double *fraction,
                           double *f);
+
+/* The first what-if of one simulated run that `c` asks for, as its option ("--degrade",
+ * "--samples", "--net-jitter", and with `stragglers` "--slow-gpus"), or NULL: what a real run,
+ * a search at median times, an export of op lists or kbench cannot take. */
+const char *cfg_whatif_option(const cfg_run *c, gboolean stragglers);
 
 /* Parses --routing: "uniform", "zipf:S" or "file:F" (a JSON list of expert weights, read now).
  * DL_ERR_INPUT naming --routing on failure. */

@@ -241,10 +241,7 @@ static void draw_uniforms(unsigned seed, guint64 salt, int sample, int rank, int
   for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
     if (i + 1 == G_N_ELEMENTS(keys)) z = h; /* the last round gives the second number */
     h ^= keys[i] + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    guint64 y = h + 0x9e3779b97f4a7c15ULL;
-    y = (y ^ (y >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    y = (y ^ (y >> 27)) * 0x94d049bb133111ebULL;
-    h = y ^ (y >> 31);
+    h = cfg_splitmix64(&h);
   }
   *u1 = ((double)(z >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
   *u2 = (double)(h >> 11) / 9007199254740992.0;         /* [0, 1) */

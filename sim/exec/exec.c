@@ -397,19 +397,10 @@ static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
  * and layers without a real implementation; splits it cannot make are refused by
  * real_shard_plan (real_shard.h) when the ranks start. */
 static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err) {
-  if (c->samples) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--samples %d: --mode real measures its own times; "
-                "use --mode sim or --mode analytic", c->samples);
-    return FALSE;
-  }
-  if (c->degrade) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--degrade %s: --mode real runs on the links it has; "
-                "use --mode sim or --mode analytic", c->degrade);
-    return FALSE;
-  }
-  if (c->slow_gpus) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--slow-gpus %s: --mode real runs the GPUs it has; "
-                "use --mode sim or --mode analytic", c->slow_gpus);
+  const char *whatif = cfg_whatif_option(c, TRUE);
+  if (whatif) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: --mode real runs the GPUs and links it has and "
+                "measures its own times; use --mode sim or --mode analytic", whatif);
     return FALSE;
   }
   if (c->simgrid_cfg) {

@@ -162,12 +162,7 @@ typedef struct {
 static guint64 rotl(guint64 x, int k) { return (x << k) | (x >> (64 - k)); }
 
 static void rng_seed(rng *r, guint64 seed) {
-  for (int i = 0; i < 4; i++) {
-    guint64 z = (seed += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    r->s[i] = z ^ (z >> 31);
-  }
+  for (int i = 0; i < 4; i++) r->s[i] = cfg_splitmix64(&seed);
 }
 
 static guint64 rng_next(rng *r) {
