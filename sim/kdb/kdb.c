@@ -264,8 +264,6 @@ char *kdb_to_json(const kdb *db) {
 /* Bounds of what an entry may say: no kernel call runs for hours or moves exabytes; beyond them
  * a file is wrong, and sums of such times would overflow. */
 #define KDB_MAX_S 1e4
-/* validation cases beside a database: at most this many (an interval takes each draw times each) */
-#define KDB_MAX_CASES 1000
 #define KDB_MAX_FLOPS 1e24
 #define KDB_MAX_BYTES 1e18
 #define KDB_MAX_REPEATS 1e9
@@ -464,6 +462,9 @@ const char *kdb_host_str(const kdb *db, const char *field) {
 kdb *kdb_load(const char *name_or_path, GError **err) {
   return kdb_load_option("--kernels", name_or_path, err);
 }
+
+/* validation cases beside a database: at most this many (an interval takes each draw times each) */
+#define KDB_MAX_CASES 1000
 
 /* The validation cases beside database file `path` (DIR/db/NAME.json: DIR/validation/NAME.json),
  * if that file exists, into db. FALSE with DL_ERR_INPUT naming the file and JSON path when it is
