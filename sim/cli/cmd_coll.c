@@ -47,7 +47,7 @@ int cmd_coll(int argc, char **argv) {
        "allreduce|allgather|reducescatter|broadcast|alltoall|sendrecv", "OP"},
       {"coll", 0, 0, G_OPTION_ARG_STRING, &algo, "algorithm (see below), or smpi:<name>", "ALGO"},
       {"min-bytes", 0, 0, G_OPTION_ARG_STRING, &min_s, "smallest size (default 8B)", "SIZE"},
-      {"max-bytes", 0, 0, G_OPTION_ARG_STRING, &max_s, "largest size (default 128MB)", "SIZE"},
+      {"max-bytes", 0, 0, G_OPTION_ARG_STRING, &max_s, "largest size (default 128MB, at most 16GiB)", "SIZE"},
       {"iters", 0, 0, G_OPTION_ARG_INT, &iters, "timed calls per size (default 5)", "K"},
       {"out", 'o', 0, G_OPTION_ARG_FILENAME, &json, "write the rows as JSON to FILE", "FILE"},
       {"json", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &json, "the same as --out",
@@ -106,8 +106,8 @@ int cmd_coll(int argc, char **argv) {
     msg = g_strdup_printf("--min-bytes: expected a size such as 8, 1KB or 4MiB, got '%s'", min_s);
     goto bad;
   }
-  if ((max_s && !dl_parse_bytes(max_s, &max_b)) || max_b < min_b || max_b > 2e9) {
-    msg = g_strdup_printf("--max-bytes: expected a size between --min-bytes and 2GB, got '%s'",
+  if ((max_s && !dl_parse_bytes(max_s, &max_b)) || max_b < min_b || max_b > COLL_MAX_BYTES) {
+    msg = g_strdup_printf("--max-bytes: expected a size between --min-bytes and 16GiB, got '%s'",
                           max_s ? max_s : "");
     goto bad;
   }
@@ -149,6 +149,21 @@ int cmd_coll(int argc, char **argv) {
     msg = g_strdup_printf("--coll: expected one of %s (smpi as smpi:<name>) for %s, got '%s'",
                           names->str, op_name, name);
     g_string_free(names, TRUE);
+    goto bad;
+  }
+  if (strncmp(name, "smpi", 4) == 0 && max_b > coll_smpi_max_bytes(op, gpus)) {
+    msg = g_strdup_printf("--max-bytes: SMPI's own %s (--coll %s) counts in int: at most %.0f B on "
+                          "%d ranks, got '%s'", op_name, name, coll_smpi_max_bytes(op, gpus), gpus,
+                          max_s ? max_s : "");
+    goto bad;
+  }
+  /* real data (--check, --mode real): every rank holds its send and receive buffers and a
+   * scratch buffer of the size, all on this machine */
+  const double held = 3.0 * max_b * gpus, phys = dl_phys_mem_bytes();
+  if ((check || real) && phys > 0 && held > phys) {
+    msg = g_strdup_printf("--max-bytes: %s holds real data, about %.1f GB on %d ranks, more than "
+                          "this machine's %.1f GB", real ? "--mode real" : "--check", held / 1e9,
+                          gpus, phys / 1e9);
     goto bad;
   }
   char *smpi_cfg = algo ? coll_smpi_cfg(op, name) : NULL;

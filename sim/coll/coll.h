@@ -269,6 +269,16 @@ int coll_family_known(const char *family);
  * has the formulas). */
 double coll_wire_bytes(coll_op op, const char *algo, double bytes, int P, const coll_topo *topo);
 
+/* The largest size `dlsim coll` sweeps to, bytes: 16 GiB, where nccl-tests users' sweeps end.
+ * Every algorithm of the table sends messages of any size (coll_mpi.h), but "smpi"; the
+ * payload-free buffers of a simulation are mapped whole, and a machine refuses to map one region
+ * much larger than its memory. */
+#define COLL_MAX_BYTES (16.0 * 1024 * 1024 * 1024)
+
+/* The largest `bytes` (convention above) that SMPI's own algorithm for `op` ("smpi") takes over
+ * P ranks: MPI's collectives count in int (elements of the whole buffer, of a block, or bytes). */
+double coll_smpi_max_bytes(coll_op op, int P);
+
 /* nccl-tests bus-bandwidth factor (busbw = algbw · factor): allreduce 2(P-1)/P; allgather,
  * reducescatter, alltoall (P-1)/P; broadcast, sendrecv 1 (nccl-tests doc/PERFORMANCE.md). */
 double coll_busbw_factor(coll_op op, int P);

@@ -43,13 +43,25 @@ const coll_algo *coll_find(coll_op op, const char *name);
 int coll_alltoallv_pairwise(const void *sendbuf, const double *send_bytes, void *recvbuf,
                             const double *recv_bytes, MPI_Comm comm);
 
-/* MPI_Sendrecv of `sbytes` bytes from sbuf to `dst` and `rbytes` bytes into rbuf from `src`, of
- * any size: a message over COLL_MSG_MAX bytes (MPI counts are int) goes as pieces of at most
- * that many, all posted at once on one tag, which MPI matches in order; on one route they share
- * its bandwidth and end together, as the whole message would. */
+/* Messages of any size (msg.c): MPI counts are int, so a message over COLL_MSG_MAX bytes goes as
+ * pieces of at most that many, all posted at once on one tag, which MPI matches in order; on one
+ * route they share its bandwidth and end together, as the whole message would. Sender and
+ * receiver must name the same size. */
 #define COLL_MSG_MAX ((size_t)1 << 30)
+/* Pieces of a message of `bytes` (an empty message is one). */
+static inline size_t coll_msg_pieces(size_t bytes) {
+  return bytes ? (bytes + COLL_MSG_MAX - 1) / COLL_MSG_MAX : 1;
+}
+/* Posts the pieces, appending their requests at q[*m] (room for coll_msg_pieces(bytes)). */
+int coll_isend_bytes(const void *buf, size_t bytes, int dst, int tag, MPI_Comm comm,
+                     MPI_Request *q, int *m);
+int coll_irecv_bytes(void *buf, size_t bytes, int src, int tag, MPI_Comm comm, MPI_Request *q,
+                     int *m);
+/* MPI_Sendrecv, MPI_Send and MPI_Recv of bytes, of any size. */
 int coll_sendrecv_bytes(const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes,
                         int src, int tag, MPI_Comm comm);
+int coll_send_bytes(const void *buf, size_t bytes, int dst, int tag, MPI_Comm comm);
+int coll_recv_bytes(void *buf, size_t bytes, int src, int tag, MPI_Comm comm);
 
 /* The flavour's choice of data: `want_real` is --check's request for real data; returns whether
  * the buffers hold real data (SMPI: as asked, payload-free otherwise; real flavour: always). */
@@ -73,11 +85,8 @@ static inline void coll_copy(void *dst, const void *src, size_t bytes) {
   if (bytes && coll_buf_has_data()) memcpy(dst, src, bytes);
 }
 
-/* inout = in op inout over `n` floats, when the buffers hold data. */
-static inline int coll_reduce(const float *in, float *inout, size_t n, MPI_Op op) {
-  return n && coll_buf_has_data() ? MPI_Reduce_local(in, inout, (int)n, MPI_FLOAT, op)
-                                  : MPI_SUCCESS;
-}
+/* inout = in op inout over `n` floats (any n), when the buffers hold data. */
+int coll_reduce(const float *in, float *inout, size_t n, MPI_Op op);
 
 /* Asks the flavour to run every step as its own messages (--message-level). */
 void coll_buf_message_level(int on);

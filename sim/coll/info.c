@@ -231,6 +231,18 @@ double coll_wire_bytes(coll_op op, const char *algo, double bytes, int P, const 
   return a ? a->wire(op, bytes, P, topo) : -1;
 }
 
+double coll_smpi_max_bytes(coll_op op, int P) {
+  const double most = 2147483647.0; /* INT_MAX */
+  switch (op) {
+  case COLL_ALLREDUCE: return most * COLL_ELEM_BYTES;
+  case COLL_REDUCESCATTER: return most * COLL_ELEM_BYTES * P;
+  case COLL_ALLGATHER:
+  case COLL_ALLTOALL: return most * P;
+  case COLL_BROADCAST: return most;
+  default: return COLL_MAX_BYTES;
+  }
+}
+
 double coll_busbw_factor(coll_op op, int P) {
   if (P < 1) return 0;
   switch (op) {

@@ -1,38 +1,11 @@
 /* pairwise.c — pairwise exchanges: all-to-all (even blocks, and uneven ones for MoE dispatch and
  * combine under skewed routing) and nccl-tests' sendrecv. At step s a rank sends its block for
  * r+s while it receives the block of r-s. */
-#include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
-
-#include <glib.h>
 
 #include "coll/coll_mpi.h"
 
 #define TAG_PAIR (COLL_TAG_BASE + 0x30)
-
-int coll_sendrecv_bytes(const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes,
-                        int src, int tag, MPI_Comm comm) {
-  if (sbytes <= COLL_MSG_MAX && rbytes <= COLL_MSG_MAX)
-    return MPI_Sendrecv(sbuf, (int)sbytes, MPI_BYTE, dst, tag, rbuf, (int)rbytes, MPI_BYTE, src,
-                        tag, comm, MPI_STATUS_IGNORE);
-  const size_t ns = (sbytes + COLL_MSG_MAX - 1) / COLL_MSG_MAX,
-               nr = (rbytes + COLL_MSG_MAX - 1) / COLL_MSG_MAX;
-  MPI_Request *q = malloc(sizeof *q * (ns + nr));
-  if (!q) return MPI_ERR_NO_MEM;
-  int m = 0, rc = MPI_SUCCESS;
-  for (size_t i = 0; i < nr && rc == MPI_SUCCESS; i++) {
-    const size_t off = i * COLL_MSG_MAX, len = MIN(COLL_MSG_MAX, rbytes - off);
-    rc = MPI_Irecv((char *)rbuf + off, (int)len, MPI_BYTE, src, tag, comm, &q[m++]);
-  }
-  for (size_t i = 0; i < ns && rc == MPI_SUCCESS; i++) {
-    const size_t off = i * COLL_MSG_MAX, len = MIN(COLL_MSG_MAX, sbytes - off);
-    rc = MPI_Isend((const char *)sbuf + off, (int)len, MPI_BYTE, dst, tag, comm, &q[m++]);
-  }
-  if (rc == MPI_SUCCESS) rc = MPI_Waitall(m, q, MPI_STATUSES_IGNORE);
-  free(q);
-  return rc;
-}
 
 int coll_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Comm comm,
                            const coll_topo *topo, MPI_Op op) {

@@ -14,10 +14,10 @@
 
 #define TAG_RHD (COLL_TAG_BASE + 0x40)
 
-static int exchange(const void *sbuf, int sn, void *rbuf, int rn, int peer, MPI_Datatype type,
-                    MPI_Comm comm) {
-  return MPI_Sendrecv(sbuf, sn, type, peer, TAG_RHD, rbuf, rn, type, peer, TAG_RHD, comm,
-                      MPI_STATUS_IGNORE);
+/* sn floats to `peer` and rn from it, of any size (msg.c). */
+static int exchange(const float *sbuf, size_t sn, float *rbuf, size_t rn, int peer, MPI_Comm comm) {
+  return coll_sendrecv_bytes(sbuf, sn * sizeof(float), peer, rbuf, rn * sizeof(float), peer,
+                             TAG_RHD, comm);
 }
 
 /* Virtual rank of a real rank (-1: folded away), and back. */
@@ -45,7 +45,7 @@ static int halving(const float *src, float *acc, const size_t *vb, int p2, int v
     size_t kn = vb[khi] - vb[klo], sn = vb[shi] - vb[slo];
     const float *sb = (src ? src : acc) + vb[slo];
     float *rb = src ? acc + vb[klo] : tmp;
-    rc = exchange(sb, (int)sn, rb, (int)kn, real_of(v ^ mask, rem), MPI_FLOAT, comm);
+    rc = exchange(sb, sn, rb, kn, real_of(v ^ mask, rem), comm);
     if (rc == MPI_SUCCESS)
       rc = src ? coll_reduce(src + vb[klo], acc + vb[klo], kn, op) : coll_reduce(tmp, acc + vb[klo], kn, op);
     src = NULL;
@@ -60,8 +60,8 @@ static int doubling(float *buf, const size_t *vb, int p2, int v, int rem, MPI_Co
   int rc = MPI_SUCCESS;
   for (int mask = 1; mask < p2 && rc == MPI_SUCCESS; mask *= 2) {
     int mine = v & ~(mask - 1), theirs = (v ^ mask) & ~(mask - 1);
-    rc = exchange(buf + vb[mine], (int)(vb[mine + mask] - vb[mine]), buf + vb[theirs],
-                  (int)(vb[theirs + mask] - vb[theirs]), real_of(v ^ mask, rem), MPI_FLOAT, comm);
+    rc = exchange(buf + vb[mine], vb[mine + mask] - vb[mine], buf + vb[theirs],
+                  vb[theirs + mask] - vb[theirs], real_of(v ^ mask, rem), comm);
   }
   return rc;
 }
@@ -77,8 +77,8 @@ static int pow2_floor(int P) {
 static int fold(const float **src, float *acc, size_t n, int r, int rem, MPI_Comm comm,
                 MPI_Op op) {
   if (r >= 2 * rem) return MPI_SUCCESS;
-  if (r % 2 == 0) return MPI_Send(*src, (int)n, MPI_FLOAT, r + 1, TAG_RHD, comm);
-  int rc = MPI_Recv(acc, (int)n, MPI_FLOAT, r - 1, TAG_RHD, comm, MPI_STATUS_IGNORE);
+  if (r % 2 == 0) return coll_send_bytes(*src, n * sizeof(float), r + 1, TAG_RHD, comm);
+  int rc = coll_recv_bytes(acc, n * sizeof(float), r - 1, TAG_RHD, comm);
   if (rc == MPI_SUCCESS) rc = coll_reduce(*src, acc, n, op);
   *src = NULL;
   return rc;
@@ -104,8 +104,8 @@ int coll_allreduce_rhd(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Com
   if (rc == MPI_SUCCESS && v >= 0) rc = halving(src, acc, vb, p2, v, rem, comm, op);
   if (rc == MPI_SUCCESS && v >= 0) rc = doubling(acc, vb, p2, v, rem, comm);
   if (rc == MPI_SUCCESS && r < 2 * rem) {
-    if (r % 2) rc = MPI_Send(acc, (int)n, MPI_FLOAT, r - 1, TAG_RHD, comm);
-    else rc = MPI_Recv(acc, (int)n, MPI_FLOAT, r + 1, TAG_RHD, comm, MPI_STATUS_IGNORE);
+    if (r % 2) rc = coll_send_bytes(acc, n * sizeof(float), r - 1, TAG_RHD, comm);
+    else rc = coll_recv_bytes(acc, n * sizeof(float), r + 1, TAG_RHD, comm);
   }
   g_free(vb);
   return rc;
@@ -134,9 +134,10 @@ int coll_reducescatter_rhd(const void *sendbuf, void *recvbuf, size_t bytes, MPI
   if (rc == MPI_SUCCESS && v >= 0) rc = halving(src, acc, vb, p2, v, rem, comm, op);
   if (rc == MPI_SUCCESS) {
     if (r < 2 * rem && r % 2 == 0)
-      rc = MPI_Recv(recvbuf, (int)b, MPI_FLOAT, r + 1, TAG_RHD, comm, MPI_STATUS_IGNORE);
+      rc = coll_recv_bytes(recvbuf, b * sizeof(float), r + 1, TAG_RHD, comm);
     else {
-      if (r < 2 * rem) rc = MPI_Send(acc + (size_t)(r - 1) * b, (int)b, MPI_FLOAT, r - 1, TAG_RHD, comm);
+      if (r < 2 * rem)
+        rc = coll_send_bytes(acc + (size_t)(r - 1) * b, b * sizeof(float), r - 1, TAG_RHD, comm);
       if (rc == MPI_SUCCESS) coll_copy(recvbuf, acc + (size_t)r * b, b * sizeof(float));
     }
   }
@@ -161,7 +162,8 @@ int coll_allgather_bruck(const void *sendbuf, void *recvbuf, size_t bytes, MPI_C
   for (int dist = 1; dist < P && rc == MPI_SUCCESS; dist *= 2) {
     int cnt = dist < P - dist ? dist : P - dist;
     int to = (r - dist + P) % P, from = (r + dist) % P;
-    MPI_Request req[4];
+    /* each way a range of cnt blocks, as at most two messages */
+    MPI_Request *req = g_new(MPI_Request, 2 * (coll_msg_pieces((size_t)cnt * b) + 1));
     int nreq = 0;
     /* Receive blocks from .. from+cnt-1, send r .. r+cnt-1, each split where it wraps. */
     int firsts[2] = {from, r};
@@ -172,12 +174,13 @@ int coll_allgather_bruck(const void *sendbuf, void *recvbuf, size_t bytes, MPI_C
       for (int seg = 0; seg < 2 && rc == MPI_SUCCESS; seg++) {
         if (lens[seg] == 0) continue;
         char *p = d + (size_t)starts[seg] * b;
-        int count = (int)((size_t)lens[seg] * b);
-        rc = dir == 0 ? MPI_Irecv(p, count, MPI_BYTE, from, TAG_RHD, comm, &req[nreq++])
-                      : MPI_Isend(p, count, MPI_BYTE, to, TAG_RHD, comm, &req[nreq++]);
+        const size_t count = (size_t)lens[seg] * b;
+        rc = dir == 0 ? coll_irecv_bytes(p, count, from, TAG_RHD, comm, req, &nreq)
+                      : coll_isend_bytes(p, count, to, TAG_RHD, comm, req, &nreq);
       }
     }
     if (rc == MPI_SUCCESS) rc = MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+    g_free(req);
   }
   return rc;
 }

@@ -51,50 +51,52 @@ static void chunk(const coll_rings *R, size_t n, int j, int pos, size_t *off, si
 
 /* One step on every ring: ring j sends sn[j] floats from sb[j] to its right neighbour and
  * receives rn[j] into rb[j] from its left; under NCCL's figures the protocol's extra wire bytes
- * travel beside them (payload-free padding: they carry no data). */
-static int rings_step(const coll_rings *R, const float *const *sb, const int *sn, float *const *rb,
-                      const int *rn, MPI_Comm comm) {
+ * travel beside them (payload-free padding: they carry no data). Messages of any size (msg.c). */
+static int rings_step(const coll_rings *R, const float *const *sb, const size_t *sn,
+                      float *const *rb, const size_t *rn, MPI_Comm comm) {
   if (R->k == 1 && R->nc.proto < 0) /* one MPI call: under SMPI each call costs host time */
-    return MPI_Sendrecv(sb[0], sn[0], MPI_FLOAT, coll_ring_rank(R, 0, R->me[0] + 1), TAG_RING,
-                        rb[0], rn[0], MPI_FLOAT, coll_ring_rank(R, 0, R->me[0] - 1), TAG_RING,
-                        comm, MPI_STATUS_IGNORE);
-  MPI_Request q[4 * COLL_MAX_RINGS];
-  int right[COLL_MAX_RINGS], left[COLL_MAX_RINGS], ps[COLL_MAX_RINGS], pr[COLL_MAX_RINGS];
-  int m = 0, pad_max = 0, rc = MPI_SUCCESS;
+    return coll_sendrecv_bytes(sb[0], sn[0] * COLL_ELEM_BYTES, coll_ring_rank(R, 0, R->me[0] + 1),
+                               rb[0], rn[0] * COLL_ELEM_BYTES, coll_ring_rank(R, 0, R->me[0] - 1),
+                               TAG_RING, comm);
+  int right[COLL_MAX_RINGS], left[COLL_MAX_RINGS];
+  size_t ps[COLL_MAX_RINGS], pr[COLL_MAX_RINGS], pad_max = 0, span = 0, n_req = 0;
   for (int j = 0; j < R->kr; j++) {
     right[j] = coll_ring_rank(R, j, R->me[j] + 1);
     left[j] = coll_ring_rank(R, j, R->me[j] - 1);
     const double s = (double)sn[j] * COLL_ELEM_BYTES, r = (double)rn[j] * COLL_ELEM_BYTES;
     /* the left neighbour sends the chunk this rank receives: the same formula on both sides */
-    ps[j] = (int)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, R->rank, right[j]), s) - s + 0.5);
-    pr[j] = (int)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, left[j], R->rank), r) - r + 0.5);
+    ps[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, R->rank, right[j]), s) - s + 0.5);
+    pr[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, left[j], R->rank), r) - r + 0.5);
     pad_max = MAX(pad_max, MAX(ps[j], pr[j]));
+    span = MAX(span, MAX(sn[j] * COLL_ELEM_BYTES + ps[j], rn[j] * COLL_ELEM_BYTES + pr[j]));
+    n_req += coll_msg_pieces(sn[j] * COLL_ELEM_BYTES + ps[j]) +
+             coll_msg_pieces(rn[j] * COLL_ELEM_BYTES + pr[j]) + 2;
   }
   /* payload-free buffers: each ring's chunk and its padding as one message, which SimGrid's
    * per-message factors then see at the size the wire does; from and into scratch memory (the
    * message is longer than the chunk) */
   const int whole = pad_max > 0 && !coll_buf_has_data();
-  size_t span = 0;
-  for (int j = 0; j < R->kr && whole; j++)
-    span = MAX(span, (size_t)MAX(sn[j] * COLL_ELEM_BYTES + ps[j], rn[j] * COLL_ELEM_BYTES + pr[j]));
-  char *pad = pad_max ? coll_buf_alloc(whole ? 2 * span : (size_t)pad_max) : NULL;
+  char *pad = pad_max ? coll_buf_alloc(whole ? 2 * span : pad_max) : NULL;
+  MPI_Request *q = g_new(MPI_Request, n_req);
+  int m = 0, rc = MPI_SUCCESS;
   for (int j = 0; j < R->kr && rc == MPI_SUCCESS && whole; j++) {
-    rc = MPI_Irecv(pad + span, rn[j] * COLL_ELEM_BYTES + pr[j], MPI_BYTE, left[j], TAG_RING + j,
-                   comm, &q[m++]);
+    rc = coll_irecv_bytes(pad + span, rn[j] * COLL_ELEM_BYTES + pr[j], left[j], TAG_RING + j,
+                          comm, q, &m);
     if (rc == MPI_SUCCESS)
-      rc = MPI_Isend(pad, sn[j] * COLL_ELEM_BYTES + ps[j], MPI_BYTE, right[j], TAG_RING + j, comm,
-                     &q[m++]);
+      rc = coll_isend_bytes(pad, sn[j] * COLL_ELEM_BYTES + ps[j], right[j], TAG_RING + j, comm,
+                            q, &m);
   }
   for (int j = 0; j < R->kr && rc == MPI_SUCCESS && !whole; j++) {
-    rc = MPI_Irecv(rb[j], rn[j], MPI_FLOAT, left[j], TAG_RING + j, comm, &q[m++]);
+    rc = coll_irecv_bytes(rb[j], rn[j] * COLL_ELEM_BYTES, left[j], TAG_RING + j, comm, q, &m);
     if (rc == MPI_SUCCESS)
-      rc = MPI_Isend(sb[j], sn[j], MPI_FLOAT, right[j], TAG_RING + j, comm, &q[m++]);
+      rc = coll_isend_bytes(sb[j], sn[j] * COLL_ELEM_BYTES, right[j], TAG_RING + j, comm, q, &m);
     if (rc == MPI_SUCCESS && pr[j] > 0)
-      rc = MPI_Irecv(pad, pr[j], MPI_BYTE, left[j], TAG_PAD + j, comm, &q[m++]);
+      rc = coll_irecv_bytes(pad, pr[j], left[j], TAG_PAD + j, comm, q, &m);
     if (rc == MPI_SUCCESS && ps[j] > 0)
-      rc = MPI_Isend(pad, ps[j], MPI_BYTE, right[j], TAG_PAD + j, comm, &q[m++]);
+      rc = coll_isend_bytes(pad, ps[j], right[j], TAG_PAD + j, comm, q, &m);
   }
   if (rc == MPI_SUCCESS) rc = MPI_Waitall(m, q, MPI_STATUSES_IGNORE);
+  g_free(q);
   coll_buf_free(pad);
   /* folded: through this step of every ring once the node is through ring 0's */
   if (rc == MPI_SUCCESS && R->kr < R->k) coll_fold_sync(comm, R->rank - R->rank % R->rpn, R->rpn);
@@ -118,8 +120,7 @@ static int rs_steps(const float *src, float *acc, size_t n, const coll_rings *R,
   float *tmp = src ? NULL : coll_buf_alloc((size_t)k * stride * sizeof(float));
   const float *sb[COLL_MAX_RINGS];
   float *rb[COLL_MAX_RINGS];
-  int sn[COLL_MAX_RINGS], rn[COLL_MAX_RINGS];
-  size_t ro[COLL_MAX_RINGS];
+  size_t sn[COLL_MAX_RINGS], rn[COLL_MAX_RINGS], ro[COLL_MAX_RINGS];
   int rc = MPI_SUCCESS;
   for (int s = 0; s < g - 1 && rc == MPI_SUCCESS; s++) {
     for (int j = 0; j < k; j++) {
@@ -128,13 +129,13 @@ static int rs_steps(const float *src, float *acc, size_t n, const coll_rings *R,
       chunk(R, n, j, R->me[j] - s - 2, &ro[j], &rl);
       sb[j] = (s == 0 && src) ? src + so : acc + so;
       rb[j] = src ? acc + ro[j] : tmp + (size_t)j * stride;
-      sn[j] = (int)sl;
-      rn[j] = (int)rl;
+      sn[j] = sl;
+      rn[j] = rl;
     }
     rc = rings_step(R, sb, sn, rb, rn, comm);
     for (int j = 0; j < k && rc == MPI_SUCCESS; j++)
-      rc = src ? coll_reduce(src + ro[j], acc + ro[j], (size_t)rn[j], op)
-               : coll_reduce(rb[j], acc + ro[j], (size_t)rn[j], op);
+      rc = src ? coll_reduce(src + ro[j], acc + ro[j], rn[j], op)
+               : coll_reduce(rb[j], acc + ro[j], rn[j], op);
   }
   coll_buf_free(tmp);
   return rc;
@@ -145,7 +146,7 @@ static int rs_steps(const float *src, float *acc, size_t n, const coll_rings *R,
 static int ag_steps(float *buf, size_t n, const coll_rings *R, MPI_Comm comm) {
   const float *sb[COLL_MAX_RINGS];
   float *rb[COLL_MAX_RINGS];
-  int sn[COLL_MAX_RINGS], rn[COLL_MAX_RINGS];
+  size_t sn[COLL_MAX_RINGS], rn[COLL_MAX_RINGS];
   int rc = MPI_SUCCESS;
   for (int s = 0; s < R->g - 1 && rc == MPI_SUCCESS; s++) {
     for (int j = 0; j < R->kr; j++) {
@@ -154,8 +155,8 @@ static int ag_steps(float *buf, size_t n, const coll_rings *R, MPI_Comm comm) {
       chunk(R, n, j, R->me[j] - s - 1, &ro, &rl);
       sb[j] = buf + so;
       rb[j] = buf + ro;
-      sn[j] = (int)sl;
-      rn[j] = (int)rl;
+      sn[j] = sl;
+      rn[j] = rl;
     }
     rc = rings_step(R, sb, sn, rb, rn, comm);
   }

@@ -187,6 +187,11 @@ static char *final_target(const char *path) {
   return cur;
 }
 
+double dl_phys_mem_bytes(void) {
+  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (double)pages * (double)size : 0;
+}
+
 gboolean dl_check_writable(const char *what, const char *path, GError **err) {
   if (!path) return TRUE;
   if (!*path) {

@@ -51,6 +51,9 @@ gboolean dl_write_file_atomic(const char *path, const char *data, gsize len, GEr
  * written. NULL path: TRUE. */
 gboolean dl_check_writable(const char *what, const char *path, GError **err);
 
+/* This machine's physical memory, bytes (0 where the system does not say). */
+double dl_phys_mem_bytes(void);
+
 /* Outputs that must not land on an input or on each other: `out_names[i]` (an option such as
  * "--out") writes `outs[i]` (NULL: not given), and `in_names[j]` reads `ins[j]` (NULL: none).
  * Paths are compared as the files they would reach (symbolic links followed, the directory of a

@@ -13,8 +13,11 @@
 #    for the algorithms with non-power-of-two paths): rank r contributes r + i at element i, and
 #    every output element is compared with its exact value.
 set(DL_COLL_PLATFORM ${CMAKE_SOURCE_DIR}/tests/smpi/star8.xml)
+# (the driver's shared-malloc block: a 16 GiB buffer of 1 MiB blocks would take more memory
+# mappings than Linux allows a process)
 set(DL_COLL_CFG --cfg=smpi/simulate-computation:no --cfg=smpi/wtime:0
-    --cfg=smpi/barrier:ompi_recursivedoubling --log=root.thres:warning)
+    --cfg=smpi/barrier:ompi_recursivedoubling --cfg=smpi/shared-malloc-blocksize:1073741824
+    --log=root.thres:warning)
 
 # name P op algo bytes expected_us
 function(dl_coll_exact name P op algo bytes expect_us)
@@ -43,6 +46,20 @@ dl_coll_exact(reducescatter_ring_p8_8MB 8 reducescatter ring 8000000 770)
 dl_coll_exact(allreduce_tree_p2_2MiB 2 allreduce tree 2097152 344.5728)
 # k = 8 chunks, P = 4: 10 · (10 + 52.4288)
 dl_coll_exact(broadcast_ring_p4_4MiB 4 broadcast ring 4194304 624.288)
+
+# Past MPI's int counts: 16 GiB (n = 17179869184 B), where nccl-tests users' sweeps end; messages
+# over 1 GiB travel as 1 GiB pieces posted together, which share the route and end together.
+# 2·1·(10 + (n/2)/β) = 2 · (10 + 858993.4592) us
+dl_coll_exact(allreduce_ring_p2_16GiB 2 allreduce ring 17179869184 1718006.9184)
+# 2·7·(10 + (n/8)/β) = 14 · (10 + 214748.3648) us
+dl_coll_exact(allreduce_ring_p8_16GiB 8 allreduce ring 17179869184 3006617.1072)
+# Rabenseifner on 2 ranks: one halving and one doubling exchange of n/2 each way, as the ring
+dl_coll_exact(allreduce_rhd_p2_16GiB 2 allreduce rhd 17179869184 1718006.9184)
+# 1·(10 + (n/2)/β)
+dl_coll_exact(allgather_ring_p2_16GiB 2 allgather ring 17179869184 859003.4592)
+dl_coll_exact(reducescatter_ring_p2_16GiB 2 reducescatter ring 17179869184 859003.4592)
+# one pairwise step of n/2 each way
+dl_coll_exact(alltoall_pairwise_p2_16GiB 2 alltoall pairwise 17179869184 859003.4592)
 
 # name P op algo [extra smpirun args]
 function(dl_coll_check P op algo)

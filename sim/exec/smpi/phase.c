@@ -65,7 +65,9 @@ void *coll_buf_alloc(size_t bytes) {
   if (coll_real_data) return g_malloc(bytes);
   int k = scratch_next++ % SCRATCH_SLOTS;
   if (bytes > scratch_bytes[k]) {
-    scratch_bytes[k] = MAX(bytes, 2 * scratch_bytes[k]);
+    /* doubling, up to a gigabyte: past that exactly what is asked, as a machine refuses to map
+     * one region much larger than its memory (SimGrid's shared malloc reserves it whole) */
+    scratch_bytes[k] = bytes > COLL_MSG_MAX ? bytes : MAX(bytes, MIN(2 * scratch_bytes[k], COLL_MSG_MAX));
     scratch[k] = SMPI_SHARED_MALLOC(scratch_bytes[k]);
   }
   return scratch[k];

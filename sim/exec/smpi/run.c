@@ -106,7 +106,8 @@ static struct {
 /* A posted send, as its receiver finds it. */
 typedef struct {
   double posted_s;       /* simulated time the send was posted */
-  int slot;              /* its request among the sender's sends of the iteration */
+  int slot, n;           /* its requests among the sender's sends of the iteration: its pieces
+                            (coll_mpi.h: a message past MPI's int counts goes as several) */
 } sent_note;
 
 /* A stream blocked on an event not yet recorded. */
@@ -130,7 +131,7 @@ typedef struct smpi_rank {
   MPI_Request *sreq;     /* the iteration's sends */
   int n_sends;
   int send_iter;         /* the iteration of sreq's sends */
-  struct { int iter, slot; } *sends_over; /* sends whose receive completed, n_over of them */
+  struct { int iter, slot, n; } *sends_over; /* sends whose receive completed, n_over of them */
   int n_over;
   sg_actor_t gpu;        /* the compute stream's actor */
   int rail_fold;         /* its data-parallel group folds onto GPU 0's: 1 on GPU 0 (which
@@ -153,9 +154,8 @@ static double stream_now(const smpi_rank *g, int s) {
  * an iteration whose sends were all waited for is dropped. */
 static void reap_sends(smpi_rank *g) {
   for (int i = 0; i < g->n_over; i++) {
-    const int slot = g->sends_over[i].slot;
-    if (g->sends_over[i].iter == g->send_iter && g->sreq[slot] != MPI_REQUEST_NULL)
-      MPI_Wait(&g->sreq[slot], MPI_STATUS_IGNORE);
+    if (g->sends_over[i].iter == g->send_iter)
+      MPI_Waitall(g->sends_over[i].n, &g->sreq[g->sends_over[i].slot], MPI_STATUSES_IGNORE);
   }
   g->n_over = 0;
 }
@@ -222,14 +222,16 @@ static void be_recv_post(void *be, const plan_op *op, int iter) {
   (void)iter;
   smpi_rank *g = be;
   settle(g);
-  MPI_Irecv(g->recvbuf, (int)op->bytes, MPI_BYTE, plan_op_peer(g->plan, op), op->tag,
-            MPI_COMM_WORLD, &g->rreq[g->sp->recv_slot[op - g->plan->ops]]);
+  int m = g->sp->recv_slot[op - g->plan->ops];
+  coll_irecv_bytes(g->recvbuf, (size_t)op->bytes, plan_op_peer(g->plan, op), op->tag,
+                   MPI_COMM_WORLD, g->rreq, &m);
 }
 
 static double be_recv_wait(void *be, const plan_op *op, int iter) {
   smpi_rank *g = be;
   settle(g);
-  MPI_Wait(&g->rreq[g->sp->recv_slot[op - g->plan->ops]], MPI_STATUS_IGNORE);
+  MPI_Waitall((int)coll_msg_pieces((size_t)op->bytes), &g->rreq[g->sp->recv_slot[op - g->plan->ops]],
+              MPI_STATUSES_IGNORE);
   char key[64];
   const int peer = plan_op_peer(g->plan, op);
   sent_key(key, sizeof key, 'R', peer, g->rank, iter, op->tag);
@@ -239,6 +241,7 @@ static double be_recv_wait(void *be, const plan_op *op, int iter) {
   smpi_rank *sender = shared.rank[peer];
   if (sender && sender->n_over < sender->sp->n_send) {
     sender->sends_over[sender->n_over].iter = iter;
+    sender->sends_over[sender->n_over].n = s->n;
     sender->sends_over[sender->n_over++].slot = s->slot;
   }
   return s->posted_s;
@@ -253,10 +256,11 @@ static void be_send(void *be, const plan_op *op, int iter) {
   sent_note *v = g_new(sent_note, 1);
   v->posted_s = simgrid_get_clock();
   v->slot = g->n_sends;
+  v->n = (int)coll_msg_pieces((size_t)op->bytes);
   g->send_iter = iter;
   g_hash_table_replace(shared.sent, g_strdup(key), v);
-  MPI_Isend(g->sendbuf, (int)op->bytes, MPI_BYTE, peer, op->tag, MPI_COMM_WORLD,
-            &g->sreq[g->n_sends++]);
+  coll_isend_bytes(g->sendbuf, (size_t)op->bytes, peer, op->tag, MPI_COMM_WORLD, g->sreq,
+                   &g->n_sends);
 }
 
 static void be_sends_wait(void *be, int iter) {
@@ -426,7 +430,9 @@ static const shared_plan *plan_of_set(int rep, GError **err) {
   sp->recv_slot = g_new(int, p->n_ops + 1);
   for (int i = 0; i < p->n_ops; i++) {
     const plan_op *op = &p->ops[i];
-    sp->recv_slot[i] = op->kind == PLAN_RECV ? sp->n_recv++ : -1;
+    const int pieces = (int)coll_msg_pieces((size_t)op->bytes); /* requests of a message */
+    sp->recv_slot[i] = op->kind == PLAN_RECV ? sp->n_recv : -1;
+    if (op->kind == PLAN_RECV) sp->n_recv += pieces;
     if (op->kind == PLAN_KERNEL) continue;
     double in = 0; /* uneven all-to-all: what arrives may exceed what leaves */
     if (op->peer_recv_bytes) {
@@ -434,7 +440,7 @@ static const shared_plan *plan_of_set(int rep, GError **err) {
       for (int j = 0; j < n; j++) in += op->peer_recv_bytes[j];
     }
     sp->max_bytes = MAX(sp->max_bytes, MAX(op->bytes, in));
-    sp->n_send += op->kind == PLAN_SEND;
+    if (op->kind == PLAN_SEND) sp->n_send += pieces;
   }
   shared.plans[rep] = sp;
   return sp;
