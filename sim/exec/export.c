@@ -150,7 +150,8 @@ static et_file *rank_trace(const run_ctx *x, const char *path, int rank, comm_ta
                              plan_op_peer(p, op), op->tag);
     et_node *n = et_add_node(f, (uint64_t)i, name, types[op->kind]);
     g_free(name);
-    if (last[op->stream] >= 0) et_add_dep(n, FALSE, (uint64_t)last[op->stream]);
+    /* order in data_deps, Chakra's convention (ctrl_deps would name a parent) */
+    if (last[op->stream] >= 0) et_add_dep(n, TRUE, (uint64_t)last[op->stream]);
     last[op->stream] = i;
     if (op->wait_event >= 0 && op->wait_event < p->n_events && recorder[op->wait_event] >= 0)
       et_add_dep(n, TRUE, (uint64_t)recorder[op->wait_event]);

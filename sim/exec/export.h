@@ -14,8 +14,9 @@
  *                   all-to-all blocks as dlsim_send_bytes / dlsim_recv_bytes;
  *   send, receive   COMM_SEND_NODE / COMM_RECV_NODE: comm_src, comm_dst, comm_tag, comm_size;
  * and on every node dlsim_stream ("compute" or "comm"), dlsim_phase, dlsim_microbatch,
- * dlsim_purpose, and dlsim_bytes (exact bytes, comm_size being an integer). ctrl_deps name the
- * op before on the same stream, data_deps the op recording the event the op waits for.
+ * dlsim_purpose, and dlsim_bytes (exact bytes, comm_size being an integer). data_deps name the
+ * op before on the same stream and the op recording the event the op waits for (Chakra's
+ * convention: order in data_deps; ctrl_deps, a parent, unused).
  * GlobalMetadata: version "0.0.4" (chakra.h), dlsim_config (the run's configuration echo as
  * JSON text), dlsim_dp, _tp, _pp, _ep, _microbatches, _batch, _precision, _rank, _stage,
  * _max_stash and the rank's memory (dlsim_memory_{params,grads,optimizer,activations}_bytes).

@@ -87,7 +87,7 @@ static void node_from_pb(et_node *n, const pb_node *p) {
   for (size_t i = 0; i < p->n_attr; i++) attr_from_pb(&n->attrs[i], p->attr[i]);
 }
 
-static void node_clear(et_node *n) {
+void et_node_clear(et_node *n) {
   g_free(n->name);
   g_free(n->ctrl_deps);
   g_free(n->data_deps);
@@ -98,7 +98,7 @@ static void node_clear(et_node *n) {
 
 void et_free(et_file *f) {
   if (!f) return;
-  for (int i = 0; i < f->n_nodes; i++) node_clear(&f->nodes[i]);
+  for (int i = 0; i < f->n_nodes; i++) et_node_clear(&f->nodes[i]);
   g_free(f->nodes);
   for (int i = 0; i < f->n_meta; i++) attr_clear(&f->meta[i]);
   g_free(f->meta);

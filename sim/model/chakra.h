@@ -98,6 +98,8 @@ et_file *et_read(const char *path, GError **err);
 /* The same for the `len` bytes at `data` read from `path` (named in messages). */
 et_file *et_read_bytes(const char *path, const char *data, gsize len, GError **err);
 void et_free(et_file *f);
+/* Frees what node `n` holds (not `n`). */
+void et_node_clear(et_node *n);
 
 /* The attribute `name` of node `n` (or of the metadata, et_meta_attr), NULL if absent. */
 const et_attr *et_node_attr(const et_node *n, const char *name);

@@ -217,6 +217,7 @@ static gboolean read_comm_groups(plan_trace *t, GError **err) {
 }
 
 static plan_rank *convert(const plan_trace *t, int rank, int **order_out, GError **err);
+static gboolean device_nodes(et_file *f, GError **err);
 static gboolean match_ranks(const plan_trace *t, plan_rank **plans, int **order, GError **err);
 
 plan_trace *plan_trace_open(const char *dir, gboolean check, GError **err) {
@@ -229,7 +230,7 @@ plan_trace *plan_trace_open(const char *dir, gboolean check, GError **err) {
     for (int r = 0; ok && r < t->P; r++) {
       char *name = plan_trace_file_name(prefix, r);
       char *path = g_build_filename(dir, name, NULL);
-      ok = (t->files[r] = et_read(path, err)) != NULL;
+      ok = (t->files[r] = et_read(path, err)) != NULL && device_nodes(t->files[r], err);
       g_free(path);
       g_free(name);
     }
@@ -280,6 +281,140 @@ static double attr_num(const et_node *n, const char *name, double dflt) {
 static const char *attr_str(const et_node *n, const char *name) {
   const et_attr *a = et_node_attr(n, name);
   return a && a->kind == ET_A_STRING ? a->s : NULL;
+}
+
+/* ---- Chakra's dependency convention ----------------------------------------------------------
+ *
+ * data_deps order the nodes; ctrl_deps link a node to its parent (the operator that called or
+ * launched it) and order nothing: Chakra's feeder and ASTRA-sim read only data_deps, and Chakra's
+ * PyTorch converter writes both kinds, an operator and its kernel sometimes pointing at each
+ * other through the two. A file without any data_deps orders by its ctrl_deps (generators that
+ * wrote order there), and so do dlsim's own exports before they followed the convention (order
+ * on a stream in ctrl_deps, across streams in data_deps): a file whose metadata holds
+ * dlsim_config reads both kinds as order, its current exports having no ctrl_deps.
+ *
+ * Host operators (is_cpu_op true) are not ops: they run on the host and launch the kernels and
+ * collectives that are. A dependency on one passes to the device nodes it depends on, through
+ * any chain of host operators, of which each stream keeps the last in file order (the ops of a
+ * stream run in order: the one before it follows from it). */
+
+static gboolean is_host(const et_node *n) {
+  return n->type != ET_METADATA && attr_int(n, "is_cpu_op", 0) != 0;
+}
+
+/* The stream a device node runs on, as op_of places it without dlsim_stream. */
+static int node_stream(const et_node *n) {
+  return n->type == ET_COLL || n->type == ET_SEND || n->type == ET_RECV ? PLAN_STREAM_COMM
+                                                                       : PLAN_STREAM_COMPUTE;
+}
+
+typedef struct {
+  const et_file *f;
+  GHashTable *index;    /* id -> node index + 1 */
+  gboolean ctrl;        /* ctrl_deps order too */
+  int (*last)[PLAN_N_STREAMS]; /* per host node: the last device node per stream it follows, -1 */
+  guint8 *state;        /* per host node: 0 not yet, 1 under way, 2 done */
+} dep_walk;
+
+/* The nodes node i depends on: its dependencies' indices, by the file's convention. */
+static int dep_at(const dep_walk *w, const et_node *x, int d) {
+  const uint64_t id = d < x->n_data ? x->data_deps[d] : x->ctrl_deps[d - x->n_data];
+  return GPOINTER_TO_INT(g_hash_table_lookup(w->index, &id)) - 1;
+}
+static int dep_count(const dep_walk *w, const et_node *x) {
+  return x->n_data + (w->ctrl ? x->n_ctrl : 0);
+}
+
+/* Folds node j (a dependency) into `last`: a device node itself, a host node what it follows. */
+static void follow(dep_walk *w, int j, int *last);
+
+static void host_last(dep_walk *w, int h) {
+  if (w->state[h]) return; /* done, or a cycle among host operators: it adds nothing */
+  w->state[h] = 1;
+  for (int s = 0; s < PLAN_N_STREAMS; s++) w->last[h][s] = -1;
+  const et_node *x = &w->f->nodes[h];
+  for (int d = 0; d < dep_count(w, x); d++) {
+    const int j = dep_at(w, x, d);
+    if (j >= 0) follow(w, j, w->last[h]);
+  }
+  w->state[h] = 2;
+}
+
+static void follow(dep_walk *w, int j, int *last) {
+  const et_node *y = &w->f->nodes[j];
+  if (!is_host(y)) {
+    const int s = node_stream(y);
+    last[s] = MAX(last[s], j);
+    return;
+  }
+  host_last(w, j);
+  for (int s = 0; s < PLAN_N_STREAMS; s++) last[s] = MAX(last[s], w->last[j][s]);
+}
+
+/* Rewrites `f` by the convention: its device nodes only, each with its order in data_deps.
+ * FALSE (refused) when no kernel, memory or communication node is left. */
+static gboolean device_nodes(et_file *f, GError **err) {
+  gboolean any_data = FALSE, any_host = FALSE;
+  for (int i = 0; i < f->n_nodes; i++) {
+    any_data = any_data || f->nodes[i].n_data > 0;
+    any_host = any_host || is_host(&f->nodes[i]);
+  }
+  dep_walk w = {f, g_hash_table_new(g_int64_hash, g_int64_equal),
+                !any_data || et_meta_attr(f, "dlsim_config") != NULL, NULL, NULL};
+  for (int i = 0; i < f->n_nodes; i++)
+    g_hash_table_insert(w.index, (gpointer)&f->nodes[i].id, GINT_TO_POINTER(i + 1));
+  if (any_host) {
+    w.last = g_malloc_n((gsize)f->n_nodes, sizeof *w.last);
+    w.state = g_new0(guint8, f->n_nodes);
+  }
+  /* each device node's order: its device dependencies, and what its host ones follow */
+  uint64_t **deps = g_new0(uint64_t *, f->n_nodes + 1);
+  int *n_deps = g_new0(int, f->n_nodes + 1);
+  for (int i = 0; i < f->n_nodes; i++) {
+    const et_node *x = &f->nodes[i];
+    if (is_host(x)) continue;
+    int last[PLAN_N_STREAMS] = {-1, -1};
+    deps[i] = g_new(uint64_t, dep_count(&w, x) + PLAN_N_STREAMS);
+    for (int d = 0; d < dep_count(&w, x); d++) {
+      const int j = dep_at(&w, x, d);
+      if (j < 0) continue;
+      if (is_host(&f->nodes[j])) follow(&w, j, last);
+      else deps[i][n_deps[i]++] = f->nodes[j].id;
+    }
+    for (int s = 0; s < PLAN_N_STREAMS; s++)
+      if (last[s] >= 0 && last[s] != i) deps[i][n_deps[i]++] = f->nodes[last[s]].id;
+  }
+  int kept = 0, work = 0;
+  for (int i = 0; i < f->n_nodes; i++) {
+    et_node *x = &f->nodes[i];
+    if (is_host(x)) {
+      et_node_clear(x);
+      continue;
+    }
+    g_free(x->ctrl_deps);
+    g_free(x->data_deps);
+    x->ctrl_deps = NULL;
+    x->n_ctrl = 0;
+    x->data_deps = deps[i];
+    x->n_data = n_deps[i];
+    work += x->type != ET_METADATA;
+    f->nodes[kept++] = *x;
+  }
+  const int host = f->n_nodes - kept;
+  f->n_nodes = kept;
+  g_free(deps);
+  g_free(n_deps);
+  g_free(w.last);
+  g_free(w.state);
+  g_hash_table_destroy(w.index);
+  if (!work && host) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: no GPU kernel or communication node, only %d "
+                "host operators (is_cpu_op): dlsim simulates what the GPUs run; link the host "
+                "trace with its device trace (Chakra's trace_link) before converting it",
+                f->path, host);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 /* An enum value by its name in `names` (count n), else `dflt`. */
@@ -437,7 +572,7 @@ static gboolean op_of(conv *v, const et_node *n, plan_op *op, GPtrArray *pool) {
       g_ptr_array_add(pool, k);
       op->kdb_key = k;
     }
-    if (n->type == ET_METADATA || (n->type == ET_COMP && attr_int(n, "is_cpu_op", 0)))
+    if (n->type == ET_METADATA)
       op->fixed_s = 0;
     else if (n->type == ET_COMP && rec >= 0 && rec <= 1e6)
       op->fixed_s = rec;

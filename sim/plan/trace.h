@@ -9,9 +9,12 @@
  * without pg_name, with "", or with "0" when no group "0" is listed (PyTorch's default group)
  * spans every rank.
  *
- * A rank's nodes become its op list in a topological order of their dependencies (control and
- * data alike), file order among ready nodes (so a file written from an op list reads back as
- * that list). Each op runs on a stream: the attribute dlsim_stream ("compute" or "comm"), else
+ * A rank's nodes become its op list in a topological order of their dependencies, file order
+ * among ready nodes (so a file written from an op list reads back as that list). Dependencies
+ * follow Chakra's convention: data_deps order, ctrl_deps name a parent and order nothing (a file
+ * without data_deps, or one of dlsim's earlier exports, dlsim_config in its metadata, orders by
+ * both). Host operators (is_cpu_op true) are not ops: a dependency on one passes to the device
+ * nodes it depends on; a file of host operators only is refused. Each op runs on a stream: the attribute dlsim_stream ("compute" or "comm"), else
  * compute for compute and memory nodes and comm for communication nodes. Ops of a stream run in
  * order; an op whose dependencies include ops of the other stream waits for the last of them
  * (an event it records).
@@ -19,8 +22,7 @@
  *   COMP_NODE       a kernel: its time is the kernel database's when the node's dlsim_kernel_key
  *                   is an entry of the run's database, else the recorded duration
  *                   (dlsim_duration_s, s, else duration_micros), else, for a node with neither,
- *                   the roofline of num_ops FLOP and tensor_size bytes (ktime.h). A CPU operator
- *                   (is_cpu_op true) takes no time.
+ *                   the roofline of num_ops FLOP and tensor_size bytes (ktime.h).
  *   MEM_LOAD_NODE,  the roofline of tensor_size bytes of device memory traffic.
  *   MEM_STORE_NODE
  *   METADATA_NODE   no time (it keeps its place in the dependencies).

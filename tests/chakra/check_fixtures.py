@@ -28,12 +28,22 @@ hand-computed iteration times, in closed form (1e-9) and in simulation (0.1 %):
     With --degrade n0g0_link:0.5 (rank 0's link, both directions, at 12.5 GB/s) every message
     crosses it: 50 + 2 (2 + 400) + (2 + 80) + 100 = 1036 us; with --degrade n1g3_link:0.5 (a
     link no route of the two ranks crosses) it stays 596 us.
+  The same with a message of 3 GiB, past MPI's int counts (it travels as 1 GiB pieces, which
+    share the route and end together): 50 + 404 + (2 + 3 GiB / beta = 128851.01888) + 100 =
+    129405.01888 us.
   Two messages of one pair on one tag (0, as ASTRA-sim's custom collectives use for every
     message), 2 ranks: 50 us of compute and an all-reduce of 10 MB (404 us) line the ranks up;
     rank 0 then sends 4 MB (2 + 160 us: at 616 us), computes 300 us and sends 1 MB (at 754 + 42 =
     796 us); rank 1 receives the 4 MB one first, as MPI matches a pair's messages of one tag in
     sending order, computes 100 us (to 716), receives the 1 MB one at 796 and computes 100 us:
     896 us (taking the later message first would give 996 us).
+  Chakra's PyTorch converter's shape, 2 ranks: host operators (is_cpu_op, 999 us each) launch
+    the kernels, each kernel naming its operator as parent (ctrl_deps) and as data dependency,
+    and the first operator naming its kernel in ctrl_deps (a cycle if ctrl_deps ordered). The
+    operators are not ops: gemm 100 us; the NCCL kernel's all-reduce of 10 MB waits for it (a
+    synchronisation dependency) and takes 404 us, to 504; the elementwise kernel runs 100-150;
+    the optimizer's operator waits for the all-reduce, so its kernel (30 us) runs 504-534:
+    534 us. The host copy of the collective (c10d::allreduce_, is_cpu_op) is not a second one.
   MoE layer, 2 ranks (expert parallel): router 50 us, all-to-all dispatch of 4 MB (pairwise,
     (P-1)(alpha + n/P/beta) = 82 us), experts 300 us, all-to-all combine 82 us, head 50 us:
     564 us; its communicator comes from comm_groups.json.
@@ -63,19 +73,22 @@ def check(what, ok, detail=""):
     print("%s %s%s" % ("ok  " if ok else "FAIL", what, ": " + detail if detail else ""))
 
 
+# Chakra's convention: every dependency that orders is a data dependency; `ctrl` (the op before
+# on the stream) and `data` (the op on the other stream it waits for) both go there
 def comp(i, name, us, ctrl=(), data=()):
-    return et.node(i, name, et.COMP_NODE, ctrl, data, us, {"is_cpu_op": False})
+    return et.node(i, name, et.COMP_NODE, (), [*ctrl, *data], us, {"is_cpu_op": False})
 
 
 def coll(i, name, kind, nbytes, ctrl=(), data=(), pg=None):
     attrs = {"comm_type": kind, "comm_size": nbytes}
     if pg is not None:
         attrs["pg_name"] = pg
-    return et.node(i, name, et.COMM_COLL_NODE, ctrl, data, 0, attrs)
+    return et.node(i, name, et.COMM_COLL_NODE, (), [*ctrl, *data], 0, attrs)
 
 
 def p2p(i, name, send, src, dst, tag, nbytes, ctrl=(), data=()):
-    return et.node(i, name, et.COMM_SEND_NODE if send else et.COMM_RECV_NODE, ctrl, data, 0,
+    return et.node(i, name, et.COMM_SEND_NODE if send else et.COMM_RECV_NODE, (),
+                   [*ctrl, *data], 0,
                    {"comm_src": src, "comm_dst": dst, "comm_tag": tag, "comm_size": nbytes})
 
 
@@ -130,6 +143,22 @@ def write_coll_then_p2p(d):
     ])
 
 
+def write_big_message(d):
+    """coll-then-p2p with a message of 3 GiB: past MPI's int counts."""
+    MB, GIB = 1_000_000, 1 << 30
+    et.write(os.path.join(d, "big.0.et"), [
+        comp(0, "before", 50),
+        coll(1, "allreduce", et.ALL_REDUCE, 10 * MB, data=[0]),
+        p2p(2, "send", True, 0, 1, 5, 3 * GIB, ctrl=[1]),
+    ])
+    et.write(os.path.join(d, "big.1.et"), [
+        comp(0, "before", 50),
+        coll(1, "allreduce", et.ALL_REDUCE, 10 * MB, data=[0]),
+        p2p(2, "recv", False, 0, 1, 5, 3 * GIB, ctrl=[1]),
+        comp(3, "after", 100, data=[2]),
+    ])
+
+
 def write_reused_tags(d):
     MB = 1_000_000
     et.write(os.path.join(d, "tags.0.et"), [
@@ -147,6 +176,34 @@ def write_reused_tags(d):
         p2p(4, "recv small", False, 0, 1, 0, MB, ctrl=[2]),
         comp(5, "after small", 100, ctrl=[3], data=[4]),
     ])
+
+
+def host(i, name, us, node_type=et.COMP_NODE, ctrl=(), data=(), attrs=None):
+    """A host operator as Chakra's PyTorch converter writes it: is_cpu_op true, its parent (or,
+    in older converters, its kernel) in ctrl_deps."""
+    return et.node(i, name, node_type, ctrl, data, us, {"is_cpu_op": True, **(attrs or {})})
+
+
+def kernel(i, name, us, node_type=et.COMP_NODE, parent=(), data=(), attrs=None):
+    """A GPU kernel: its launching operator in ctrl_deps (its parent) and in data_deps."""
+    return et.node(i, name, node_type, parent, data, us, {"is_cpu_op": False, **(attrs or {})})
+
+
+def write_feeder_style(d):
+    MB = 1_000_000
+    ar = {"comm_type": et.ALL_REDUCE, "comm_size": 10 * MB}
+    for r in range(2):
+        et.write(os.path.join(d, "trace.%d.et" % r), [
+            host(1, "aten::linear", 999, ctrl=[2]),  # points at its kernel, which points back
+            kernel(2, "gemm", 100, parent=[1], data=[1]),
+            host(3, "c10d::allreduce_", 999, et.COMM_COLL_NODE, data=[1], attrs=ar),
+            kernel(4, "ncclKernel_AllReduce", 0, et.COMM_COLL_NODE, parent=[3], data=[3, 2],
+                   attrs=ar),
+            host(5, "aten::mul", 999, data=[3]),
+            kernel(6, "elementwise", 50, parent=[5], data=[5]),
+            host(7, "optimizer.step", 999, data=[5, 4]),
+            kernel(8, "adam", 30, parent=[7], data=[7]),
+        ])
 
 
 def write_moe(d):
@@ -182,6 +239,8 @@ def write_moe_pytorch(d):
 FIXTURES = {"dp-mlp": (write_dp, 1058e-6), "pipeline": (write_pipeline, 984e-6),
             "coll-then-p2p": (write_coll_then_p2p, 596e-6),
             "reused-tags": (write_reused_tags, 896e-6),
+            "big-message": (write_big_message, 129405.01888e-6),
+            "feeder-style": (write_feeder_style, 534e-6),
             "moe": (write_moe, 564e-6), "moe-pytorch-groups": (write_moe_pytorch, 564e-6)}
 TOL = {"analytic": 1e-9, "sim": 1e-3}
 
@@ -308,6 +367,30 @@ def exported(root):
                 bad.append(n["name"])
         check("rank %d: %d nodes with the schema's attribute members" % (r, len(nodes)),
               not bad, ", ".join(bad[:3]))
+    check("order in data_deps, no ctrl_deps (Chakra's convention)",
+          all(not n["ctrl_deps"] for r in range(4)
+              for n in et.read(os.path.join(d, "dlsim.%d.et" % r))[1]) and
+          any(n["data_deps"] for n in et.read(os.path.join(d, "dlsim.0.et"))[1]))
+    # the same export as dlsim wrote it before: the op before on the stream in ctrl_deps
+    old = os.path.join(root, "export-old")
+    os.makedirs(old)
+    shutil.copy(os.path.join(d, "comm_groups.json"), old)
+    for r in range(4):
+        meta, nodes = et.read(os.path.join(d, "dlsim.%d.et" % r))
+        stream = {n["id"]: n["attr"]["dlsim_stream"] for n in nodes}
+        et.write(os.path.join(old, "dlsim.%d.et" % r), [
+            et.node(n["id"], n["name"], n["type"],
+                    [x for x in n["data_deps"] if stream[x] == stream[n["id"]]],
+                    [x for x in n["data_deps"] if stream[x] != stream[n["id"]]],
+                    n["duration_micros"], n["attr"]) for n in nodes],
+            et.metadata(meta["version"], meta["attr"]))
+    times = []
+    for t in (d, old):
+        out = os.path.join(root, "export-time.json")
+        p = run("run", "--workload", "chakra:" + t, "--mode", "analytic", "--out", out)
+        times.append(json.load(open(out))["iteration_time_s"] if p.returncode == 0 else None)
+    check("an export of the earlier convention reads back alike: %s s" % times,
+          None not in times and times[0] == times[1])
     check("compute, collective, send and receive nodes all written",
           types == {et.COMP_NODE, et.COMM_COLL_NODE, et.COMM_SEND_NODE, et.COMM_RECV_NODE},
           str(sorted(types)))
@@ -333,6 +416,8 @@ def refused(root):
                         "node 0 'k': dlsim_kernel: expected a name of 1..39 printable"),
         "comm-type": ([[coll(0, "ar", 2 ** 32, 100)]] * 2, None,
                       "node 0 'ar': comm_type 4294967296 (?)"),
+        "host-only": ([[host(0, "aten::linear", 10), host(1, "aten::relu", 5, data=[0])]] * 2,
+                      None, "no GPU kernel or communication node, only 2 host operators"),
     }
     for name, (ranks, groups, want) in cases.items():
         d = os.path.join(root, "bad-" + name)
