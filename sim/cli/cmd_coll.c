@@ -136,6 +136,10 @@ int cmd_coll(int argc, char **argv) {
                             platform, gpus);
       goto bad;
     }
+    if (!plat_barrier_routes(pl, gpus, &err)) {
+      status = fail(err->message);
+      goto out;
+    }
   }
   int rpn = real ? gpus : plat_gpus_per_node(pl); /* real: the ranks share this machine */
   if (rpn > gpus) rpn = gpus;

@@ -195,7 +195,7 @@ static gboolean open_rest(run_ctx *x, GError **err) {
   if (!(x->platform = plat_load_cfg(x->cfg.platform, (const char *const *)x->cfg.simgrid_cfg,
                                     err)))
     return FALSE;
-  if (!platform_gpu(x, err)) return FALSE;
+  if (!platform_gpu(x, err) || !plat_barrier_routes(x->platform, x->cfg.gpus, err)) return FALSE;
   if (x->cfg.fsdp == CFG_FSDP_HYBRID && !x->cfg.fsdp_shard) {
     /* HYBRID_SHARD's default: shard among the data-parallel ranks of one node */
     const int G = plat_gpus_per_node(x->platform), tp = x->cfg.tp;

@@ -788,6 +788,33 @@ gboolean plat_route(const plat *pl, int src_host, int dst_host, plat_route_info 
   return TRUE;
 }
 
+gboolean plat_barrier_routes(const plat *pl, int n, GError **err) {
+  n = MIN(n, (int)pl->hosts->len);
+  if (pl->structured || n < 2) return TRUE; /* a generated cluster routes every pair */
+  int p2 = 1;
+  while (2 * p2 <= n) p2 *= 2;
+  plat_route_info r;
+  for (int a = 0; a < n; a++) {
+    /* OMPI's recursive doubling (the simulation's smpi/barrier): a rank past the largest power
+     * of two pairs with a - p2, the others with a ^ mask */
+    int peers[34], k = 0;
+    if (a >= p2) peers[k++] = a - p2;
+    else {
+      if (a + p2 < n) peers[k++] = a + p2;
+      for (int mask = 1; mask < p2; mask *= 2) peers[k++] = a ^ mask;
+    }
+    for (int i = 0; i < k; i++)
+      if (!plat_route(pl, a, peers[i], &r, NULL)) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: no route from %s to %s: the simulation's "
+                    "barrier joins rank %d with rank %d (recursive doubling over the first %d "
+                    "hosts), so every such pair needs one", pl->path, plat_host_at(pl, a)->id,
+                    plat_host_at(pl, peers[i])->id, a, peers[i], n);
+        return FALSE;
+      }
+  }
+  return TRUE;
+}
+
 gboolean plat_node_links_private(const plat *pl, GError **err) {
   const char *model = plat_config(pl, "network/model");
   if (!pl->structured || pl->s_nics <= 0 || pl->s_gpn < 2 || pl->crosstraffic ||

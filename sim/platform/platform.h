@@ -220,6 +220,13 @@ const plat_link *plat_link_at(const plat *pl, int i);
 gboolean plat_route(const plat *pl, int src_host, int dst_host, plat_route_info *out,
                     GError **err);
 
+/* Whether the first n hosts have the routes the simulation's barrier takes (OMPI's recursive
+ * doubling, launch.c's smpi/barrier, run in every simulation; the closed form checks the same so
+ * that both modes refuse alike): FALSE with DL_ERR_INPUT naming the two hosts if a pair has
+ * none (a file with partial Full routing, such as SimGrid's dogbone). A generated cluster routes
+ * every pair: TRUE at once. */
+gboolean plat_barrier_routes(const plat *pl, int n, GError **err);
+
 /* What SimGrid's max-min sharing gives n concurrent flows src[i] -> dst[i] (one step of a
  * collective, alone on the network). Equal shares: a SHARED link of bandwidth B crossed with total
  * coefficient C (1 per flow, 0.05 per flow's acknowledgements on its reverse route with
