@@ -142,6 +142,10 @@ typedef struct {
    * no such hop) */
   int chan_k;
   double chan_alpha_s, chan_intra_beta_bps, chan_inter_beta_bps;
+  /* the pairwise exchanges' steps (all-to-all): at step s (1..P-1) the flows member i -> i+s all
+   * at once, their largest latency and slowest rate (index s; NULL: not summarised, the ring's
+   * step stands for every one) */
+  double *pair_alpha_s, *pair_beta_bps;
   const struct nccl_env *nccl; /* NCCL's view of the machine (coll/nccl.h), NULL: none */
   /* SimGrid's per-message factors of the platform (plat_bw_factor, plat_lat_factor): a message
    * of s bytes sees latency × lat(s) and bandwidth × bw(s); NULL for none (borrowed) */

@@ -87,9 +87,23 @@ static double channels_s(coll_op op, double n, const coll_group *g) {
   return MAX(steps * lat, nc.proto >= 0 ? nc.lat_s : 0) + steps * xfer;
 }
 
+/* Step s of the pairwise exchanges: its route latency and rate (the ring's where not known). */
+static void pair_step(const coll_group *g, int s, double *a, double *b) {
+  *a = g->pair_alpha_s ? g->pair_alpha_s[s] : g->ring_alpha_s;
+  *b = g->pair_beta_bps ? g->pair_beta_bps[s] : g->ring_beta_bps;
+}
+
 double coll_cost_ring(coll_op op, double n, const coll_group *g) {
   if (op == COLL_ALLREDUCE || op == COLL_ALLGATHER || op == COLL_REDUCESCATTER)
     return g->P > 1 ? channels_s(op, n, g) : 0;
+  if (op == COLL_ALLTOALL && g->pair_alpha_s) { /* pairwise: step s on its own routes */
+    double t = 0, a, b;
+    for (int s = 1; s < g->P; s++) {
+      pair_step(g, s, &a, &b);
+      t += msg_s(g, a, b, n / g->P);
+    }
+    return t;
+  }
   return ring_s(op, n, g->P, g->ring_alpha_s, g->ring_beta_bps, g);
 }
 
@@ -181,8 +195,9 @@ double coll_cost_alltoallv_s(const double *send, const double *recv, int me, con
   const int P = g->P;
   double t = 0;
   for (int s = 1; s < P; s++) {
-    double out = send[(me + s) % P], in = recv[(me - s + P) % P];
-    t += msg_s(g, g->ring_alpha_s, g->ring_beta_bps, out > in ? out : in);
+    double out = send[(me + s) % P], in = recv[(me - s + P) % P], a, b;
+    pair_step(g, s, &a, &b);
+    t += msg_s(g, a, b, out > in ? out : in);
   }
   return t;
 }

@@ -32,15 +32,25 @@ static const coll_group *group_get(group_cache *gc, const plan_rank *p, const pl
   *slot = plan_op_slot(op);
   gint64 key = key3(*slot, gc->members[0], n);
   coll_group *cg = g_hash_table_lookup(gc->groups, &key);
-  if (cg) return cg;
-  cg = g_new(coll_group, 1);
-  if (!analytic_group_init(cg, gc->pl, gc->members, n, err)) {
-    g_free(cg);
-    return NULL;
+  if (!cg) {
+    cg = g_new(coll_group, 1);
+    if (!analytic_group_init(cg, gc->pl, gc->members, n, err)) {
+      g_free(cg);
+      return NULL;
+    }
+    cg->nccl = gc->nccl;
+    g_hash_table_insert(gc->groups, g_memdup2(&key, sizeof key), cg);
   }
-  cg->nccl = gc->nccl;
-  g_hash_table_insert(gc->groups, g_memdup2(&key, sizeof key), cg);
+  /* an all-to-all's steps each on their own routes: asked the first time the group runs one */
+  if ((op->coll == COLL_ALLTOALL || op->peer_send_bytes) &&
+      !analytic_group_pairwise(cg, gc->pl, gc->members, n, err))
+    return NULL;
   return cg;
+}
+
+static void group_free(gpointer p) {
+  analytic_group_clear(p);
+  g_free(p);
 }
 
 typedef struct {
@@ -232,7 +242,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
                            const gboolean *eval, const int *ranks, int n, plan_rank **plans,
                            rec_rank *recs, GError **err) {
   rank_run *rr = g_new0(rank_run, n);
-  group_cache gc = {x->platform, c, g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),
+  group_cache gc = {x->platform, c, g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, group_free),
                     g_new(int, c->gpus), eval, &x->nccl};
   p2p_state ps = {g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, msg_fifo_free),
                   g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),

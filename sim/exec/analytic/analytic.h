@@ -26,6 +26,13 @@
 gboolean analytic_group_init(coll_group *g, const plat *pl, const int *members, int n,
                              GError **err);
 
+/* Adds to g (analytic_group_init'ed on the same members) the routes of the pairwise exchanges'
+ * steps, each step's flows sharing the links at once (plat_flows): n - 1 steps of n flows, asked
+ * only for groups that run an all-to-all. analytic_group_clear frees them. */
+gboolean analytic_group_pairwise(coll_group *g, const plat *pl, const int *members, int n,
+                                 GError **err);
+void analytic_group_clear(coll_group *g);
+
 /* What the closed form refuses of configuration `c` on the run's platform: more GPUs than hosts,
  * a --coll it has no formula for. DL_ERR_INPUT naming the option. */
 gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err);

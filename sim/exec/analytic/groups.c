@@ -17,6 +17,28 @@ static gboolean step(const plat *pl, const int *src, const int *dst, int n, doub
   return TRUE;
 }
 
+gboolean analytic_group_pairwise(coll_group *g, const plat *pl, const int *members, int n,
+                                 GError **err) {
+  if (g->pair_alpha_s || n < 2) return TRUE;
+  g->pair_alpha_s = g_new0(double, n);
+  g->pair_beta_bps = g_new0(double, n);
+  int *src = g_new(int, n), *dst = g_new(int, n);
+  gboolean ok = TRUE;
+  for (int s = 1; ok && s < n; s++) {
+    for (int i = 0; i < n; i++) src[i] = members[i], dst[i] = members[(i + s) % n];
+    ok = step(pl, src, dst, n, &g->pair_alpha_s[s], &g->pair_beta_bps[s], err);
+  }
+  g_free(src);
+  g_free(dst);
+  return ok;
+}
+
+void analytic_group_clear(coll_group *g) {
+  g_free(g->pair_alpha_s);
+  g_free(g->pair_beta_bps);
+  g->pair_alpha_s = g->pair_beta_bps = NULL;
+}
+
 gboolean analytic_group_init(coll_group *g, const plat *pl, const int *members, int n,
                              GError **err) {
   memset(g, 0, sizeof *g);
