@@ -127,12 +127,25 @@ void coll_tree_flows(int P, int rpn, double tree[2], double ring[2]);
  * (s) and bottleneck bandwidth (bytes/s) of its routes — over the ring of members, inside one
  * node and between nodes (same local GPU index: one rail). The closed form summarises a group
  * of platform hosts this way (exec/analytic/groups.c). */
+#define COLL_CHAIN_WINDOWS_MAX 64
 typedef struct {
   int P;                 /* members */
   int nodes;             /* distinct nodes spanned */
   int per_node;          /* members per node (the largest count on one node) */
   double ring_alpha_s;   /* largest route latency between ring neighbours (member i -> i+1) */
   double ring_beta_bps;  /* smallest bottleneck bandwidth between ring neighbours */
+  /* the ring broadcast's chain 0 -> 1 -> ... -> P-1 of H = P-1 hops: with hops lo..hi busy at
+   * once, their largest route latency and slowest rate, index lo * H + hi (NULL: not summarised,
+   * the ring's step stands for every hop). Every window up to COLL_CHAIN_WINDOWS_MAX hops; on
+   * longer chains the first L hops, the last L and each hop alone, other windows taken as the
+   * first hops of their length. */
+  double *chain_alpha_s, *chain_beta_bps;
+  /* the logarithmic algorithms' steps (coll/rhd.c), each step's flows all at once, flow by flow:
+   * route latency and rate (NULL: not summarised, the ring's step for every one), P flows a
+   * step: rhd_*[i] the fold of the ranks past the largest power of two p2 (2i -> 2i+1,
+   * i < P - p2), rhd_*[k P + v] (k = 1 + log2 m) virtual rank v's flow to v ^ m;
+   * bruck_*[k P + r] rank r's flow to r - d at Bruck's step k (d = 2^k) */
+  double *rhd_alpha_s, *rhd_beta_bps, *bruck_alpha_s, *bruck_beta_bps;
   double intra_alpha_s;  /* route between two members of one node (0 if none) */
   double intra_beta_bps;
   double inter_alpha_s;  /* route between members of two nodes with the same local index */

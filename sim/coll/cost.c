@@ -5,8 +5,6 @@
 #include <glib.h>
 #include <math.h>
 
-#define BCAST_CHUNKS 8 /* pipelined ring broadcast: chunks of n/8 */
-
 static double clog2(int P) { return P > 1 ? ceil(log2((double)P)) : 0.0; }
 
 /* ---- wire bytes ------------------------------------------------------------------------------ */
@@ -48,8 +46,8 @@ static double msg_s(const coll_group *g, double a, double b, double s) {
   return lat + xfer;
 }
 
-/* A ring of P members: every step sends one message of n/P bytes (n/BCAST_CHUNKS for the
- * pipelined broadcast, n for sendrecv) to the next member. */
+/* A ring of P members: every step sends one message of n/P bytes (n for sendrecv) to the next
+ * member. */
 static double ring_s(coll_op op, double n, int P, double a, double b, const coll_group *g) {
   if (P <= 1) return 0;
   switch (op) {
@@ -57,7 +55,6 @@ static double ring_s(coll_op op, double n, int P, double a, double b, const coll
   case COLL_ALLGATHER:
   case COLL_REDUCESCATTER:
   case COLL_ALLTOALL: return (P - 1) * msg_s(g, a, b, n / P);
-  case COLL_BROADCAST: return (P - 1 + BCAST_CHUNKS - 1) * msg_s(g, a, b, n / BCAST_CHUNKS);
   case COLL_SENDRECV: return msg_s(g, a, b, n);
   default: return 0;
   }
@@ -87,6 +84,41 @@ static double channels_s(coll_op op, double n, const coll_group *g) {
   return MAX(steps * lat, nc.proto >= 0 ? nc.lat_s : 0) + steps * xfer;
 }
 
+/* The ring broadcast's chain (ring.c) of H = P-1 hops pipelines k chunks of
+ * COLL_PIPE_CHUNK_BYTES, the last one c_k: a member forwards a chunk once it has arrived and
+ * its chunk before has left. In stage j (0 .. k+H-2) hop h carries chunk j - h where there is
+ * one, all busy hops at once, so a stage takes what its slowest hop takes with the flows of
+ * that stage sharing the links: the busy hops are the first ones while the pipeline fills, all
+ * of them (k >= H) or k consecutive ones in between, the last ones while it drains (coll.h says
+ * which windows a long chain has summarised). On hops alike and unshared that is (k + H - 1)
+ * chunk times, the last one c_k's. */
+static double chain_s(double n, const coll_group *g) {
+  const int H = g->P - 1;
+  const double C = COLL_PIPE_CHUNK_BYTES, k = MAX(1.0, ceil(n / C));
+  if (!g->chain_alpha_s) { /* not summarised: the ring's step for every hop */
+    if (k <= 1) return H * msg_s(g, g->ring_alpha_s, g->ring_beta_bps, n);
+    return (k + H - 2) * msg_s(g, g->ring_alpha_s, g->ring_beta_bps, C) +
+           msg_s(g, g->ring_alpha_s, g->ring_beta_bps, n - (k - 1) * C);
+  }
+  const double last = n - (k - 1) * C;
+  double t = 0;
+  for (double j = 0; j <= k + H - 2; j++) {
+    /* busy hops lo .. hi: chunk j - h exists for 0 <= j - h <= k - 1 */
+    const int lo = (int)MAX(0.0, j - k + 1), hi = (int)MIN((double)H - 1, j);
+    const size_t w = H <= COLL_CHAIN_WINDOWS_MAX || lo == 0 || hi == H - 1 || lo == hi
+                         ? (size_t)lo * H + hi : (size_t)(hi - lo); /* first hi - lo + 1 hops */
+    const double a = g->chain_alpha_s[w], b = g->chain_beta_bps[w];
+    /* the stage's largest chunk: a full one unless only the last chunk is on the way */
+    t += msg_s(g, a, b, lo == hi && j - lo == k - 1 ? last : (k <= 1 ? n : C));
+    if (k > H + 1 && j == H - 1) { /* every stage until the drain is alike: all hops busy */
+      const double full = k - H - 1;
+      t += full * msg_s(g, g->chain_alpha_s[H - 1], g->chain_beta_bps[H - 1], C);
+      j += full;
+    }
+  }
+  return t;
+}
+
 /* Step s of the pairwise exchanges: its route latency and rate (the ring's where not known). */
 static void pair_step(const coll_group *g, int s, double *a, double *b) {
   *a = g->pair_alpha_s ? g->pair_alpha_s[s] : g->ring_alpha_s;
@@ -104,11 +136,60 @@ double coll_cost_ring(coll_op op, double n, const coll_group *g) {
     }
     return t;
   }
+  if (op == COLL_BROADCAST) return g->P > 1 ? chain_s(n, g) : 0;
   return ring_s(op, n, g->P, g->ring_alpha_s, g->ring_beta_bps, g);
+}
+
+/* coll/rhd.c step by step, each step on its routes with its flows sharing the links (coll.h):
+ * Rabenseifner's all-reduce folds the ranks past p2 (n bytes), halves (n m / p2 at mask m),
+ * doubles back and unfolds; the reduce-scatter folds, halves and hands the odd ranks' blocks
+ * back (n / P); Bruck's all-gather sends min(d, P - d) blocks of n / P at distance d. */
+static double rhd_steps_s(coll_op op, double n, const coll_group *g) {
+  const int P = g->P;
+  int p2 = 1;
+  while (2 * p2 <= P) p2 *= 2;
+  const int rem = P - p2;
+  double t = 0;
+  if (op == COLL_ALLGATHER) {
+    for (int d = 1, k = 0; d < P; d *= 2, k++) {
+      double step = 0;
+      for (int r = 0; r < P; r++)
+        step = MAX(step, msg_s(g, g->bruck_alpha_s[k * P + r], g->bruck_beta_bps[k * P + r],
+                               MIN(d, P - d) * (n / P)));
+      t += step;
+    }
+    return t;
+  }
+  /* the blocks of virtual ranks [a, b): the reduce-scatter's follow the real ranks' (two for a
+   * virtual rank standing for a folded pair), b - a and one more for each below rem; the
+   * all-reduce's are even */
+#define VBLOCKS(a, b) ((double)((b) - (a)) + MAX(0, MIN((b), rem) - (a)))
+  for (int m = 1, k = 1; m < p2; m *= 2, k++) {
+    double step = 0;
+    for (int v = 0; v < p2; v++) { /* v sends the half it does not keep */
+      const int lo = v / (2 * m) * (2 * m), mid = lo + m, hi = lo + 2 * m;
+      const double bytes = op == COLL_REDUCESCATTER
+                               ? (v & m ? VBLOCKS(lo, mid) : VBLOCKS(mid, hi)) * (n / P)
+                               : n * m / p2;
+      step = MAX(step, msg_s(g, g->rhd_alpha_s[k * P + v], g->rhd_beta_bps[k * P + v], bytes));
+    }
+    t += step;
+  }
+#undef VBLOCKS
+  double fold = 0, back = 0; /* the whole input to the odd neighbour; its block back */
+  for (int i = 0; i < rem; i++) {
+    fold = MAX(fold, msg_s(g, g->rhd_alpha_s[i], g->rhd_beta_bps[i], n));
+    back = MAX(back, msg_s(g, g->rhd_alpha_s[i], g->rhd_beta_bps[i], n / P));
+  }
+  if (op == COLL_ALLREDUCE) return 2 * (fold + t);
+  return fold + t + back;
 }
 
 double coll_cost_rhd(coll_op op, double n, const coll_group *g) {
   const int P = g->P;
+  if (g->rhd_alpha_s && P > 1 &&
+      (op == COLL_ALLREDUCE || op == COLL_ALLGATHER || op == COLL_REDUCESCATTER))
+    return rhd_steps_s(op, n, g);
   const double a = g->ring_alpha_s, lg = clog2(P), vol = (double)(P - 1) / P * n / g->ring_beta_bps;
   if ((g->bw_factor || g->lat_factor) &&
       (op == COLL_ALLREDUCE || op == COLL_ALLGATHER || op == COLL_REDUCESCATTER)) {

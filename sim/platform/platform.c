@@ -955,8 +955,16 @@ static gpointer side_key(const plat *pl, int host, int dst_side, int other) {
   return GINT_TO_POINTER(4 * host + 2 * dst_side + intra + 1);
 }
 
-gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_flow_info *out,
-                    GError **err) {
+/* Flow f's rate and route latency into rates[f] and lats[f] where asked (a flow from a host to
+ * itself: INFINITY and 0). */
+static void each_flow(double *rates, double *lats, int f, double rate, double lat) {
+  if (rates) rates[f] = rate;
+  if (lats) lats[f] = lat;
+}
+
+static gboolean flows(const plat *pl, const int *src, const int *dst, int n, plat_flow_info *out,
+                      double *rates, double *lats, GError **err) {
+  for (int f = 0; f < n; f++) each_flow(rates, lats, f, INFINITY, 0);
   out->rate_bps = out->intra_rate_bps = out->inter_rate_bps = INFINITY;
   out->latency_s = 0;
   if (n < 1) return TRUE;
@@ -979,6 +987,7 @@ gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_
           GPOINTER_TO_INT(g_hash_table_lookup(cnt, side_key(pl, dst[f], 1, src[f]))));
       flow_rate(pl, src[f], dst[f], route_bound(pl, &r) / share, out);
       out->latency_s = MAX(out->latency_s, r.latency_s);
+      each_flow(rates, lats, f, route_bound(pl, &r) / share, r.latency_s);
     }
     g_hash_table_destroy(cnt);
     return ok;
@@ -1016,12 +1025,24 @@ gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_
       if (pass == 1) {
         flow_rate(pl, src[f], dst[f], rate, out);
         out->latency_s = MAX(out->latency_s, lat);
+        each_flow(rates, lats, f, rate, lat);
       }
     }
   }
   g_hash_table_destroy(idx);
   g_array_free(loads, TRUE);
   return ok;
+}
+
+gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_flow_info *out,
+                    GError **err) {
+  return flows(pl, src, dst, n, out, NULL, NULL, err);
+}
+
+gboolean plat_flows_each(const plat *pl, const int *src, const int *dst, int n, double *rates,
+                         double *lats, GError **err) {
+  plat_flow_info out;
+  return flows(pl, src, dst, n, &out, rates, lats, err);
 }
 
 /* ---- degraded copies --------------------------------------------------------------------------- */

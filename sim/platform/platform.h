@@ -249,6 +249,10 @@ typedef struct {
  * NIC or an oversubscribed uplink, only the simulation shows it. FALSE as plat_route. */
 gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_flow_info *out,
                     GError **err);
+/* The same, flow by flow: rates[f] (bytes/s, before the bandwidth factor; INFINITY for a flow
+ * from a host to itself) and lats[f] (its route latency, s), each n long. */
+gboolean plat_flows_each(const plat *pl, const int *src, const int *dst, int n, double *rates,
+                         double *lats, GError **err);
 
 /* Whether, on every node, flows between GPUs of the node share no link with one another unless
  * they leave one GPU or enter one GPU, nor with a route between the node and another node's GPU

@@ -213,6 +213,13 @@ static void test_alpha_beta_collectives(void) {
                          1e-12);
   CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_ALLGATHER, "rhd", n, &g), 3 * a + 7.0 / 8 * n / b, 1e-12);
   CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_ALLGATHER, "ring", n, &g), 7 * (a + n / 8 / b), 1e-12);
+  /* the ring broadcast's chain in 512 KiB chunks (ring.c): one chunk alone crosses P - 1 hops;
+   * k chunks, the last c_k, arrive after (k + P - 3) full-chunk times and c_k's own */
+  const double C = 524288;
+  CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_BROADCAST, "ring", 65536, &g), 7 * (a + 65536 / b),
+                         1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(coll_cost_s(COLL_BROADCAST, "ring", 2.5 * C, &g),
+                         8 * (a + C / b) + (a + 0.5 * C / b), 1e-15);
   plat_free(pl);
 }
 

@@ -31,6 +31,12 @@ gboolean analytic_group_init(coll_group *g, const plat *pl, const int *members, 
  * only for groups that run an all-to-all. analytic_group_clear frees them. */
 gboolean analytic_group_pairwise(coll_group *g, const plat *pl, const int *members, int n,
                                  GError **err);
+/* The same for the ring broadcast's chain: each hop's route, its flows all at once. */
+gboolean analytic_group_chain(coll_group *g, const plat *pl, const int *members, int n,
+                              GError **err);
+/* The same for the logarithmic algorithms' steps (coll/rhd.c). */
+gboolean analytic_group_rhd(coll_group *g, const plat *pl, const int *members, int n,
+                            GError **err);
 void analytic_group_clear(coll_group *g);
 
 /* What the closed form refuses of configuration `c` on the run's platform: more GPUs than hosts,

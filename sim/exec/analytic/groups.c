@@ -33,10 +33,66 @@ gboolean analytic_group_pairwise(coll_group *g, const plat *pl, const int *membe
   return ok;
 }
 
+gboolean analytic_group_chain(coll_group *g, const plat *pl, const int *members, int n,
+                              GError **err) {
+  if (g->chain_alpha_s || n < 2) return TRUE;
+  const int H = n - 1, every = H <= COLL_CHAIN_WINDOWS_MAX;
+  g->chain_alpha_s = g_new0(double, (size_t)H * H);
+  g->chain_beta_bps = g_new0(double, (size_t)H * H);
+  gboolean ok = TRUE;
+  for (int lo = 0; ok && lo < H; lo++)
+    for (int hi = lo; ok && hi < H; hi++)
+      if (every || lo == 0 || hi == H - 1 || lo == hi)
+        ok = step(pl, members + lo, members + lo + 1, hi - lo + 1,
+                  &g->chain_alpha_s[(size_t)lo * H + hi], &g->chain_beta_bps[(size_t)lo * H + hi],
+                  err);
+  return ok;
+}
+
+gboolean analytic_group_rhd(coll_group *g, const plat *pl, const int *members, int n,
+                            GError **err) {
+  if (g->rhd_alpha_s || n < 2) return TRUE;
+  int p2 = 1, lg = 0;
+  while (2 * p2 <= n) p2 *= 2, lg++;
+  const int rem = n - p2;
+  const size_t cells = (size_t)(lg + 2) * n;
+  g->rhd_alpha_s = g_new0(double, cells);
+  g->rhd_beta_bps = g_new0(double, cells);
+  g->bruck_alpha_s = g_new0(double, cells);
+  g->bruck_beta_bps = g_new0(double, cells);
+  int *src = g_new(int, n), *dst = g_new(int, n);
+  gboolean ok = TRUE;
+  for (int i = 0; i < rem; i++) src[i] = members[2 * i], dst[i] = members[2 * i + 1];
+  if (rem) ok = plat_flows_each(pl, src, dst, rem, g->rhd_beta_bps, g->rhd_alpha_s, err);
+  for (int m = 1, k = 1; ok && m < p2; m *= 2, k++) { /* both ways: a Sendrecv */
+    for (int v = 0; v < p2; v++) {
+      const int a = v < rem ? 2 * v + 1 : v + rem, w = v ^ m, b = w < rem ? 2 * w + 1 : w + rem;
+      src[v] = members[a], dst[v] = members[b];
+    }
+    ok = plat_flows_each(pl, src, dst, p2, g->rhd_beta_bps + (size_t)k * n,
+                         g->rhd_alpha_s + (size_t)k * n, err);
+  }
+  for (int d = 1, k = 0; ok && d < n; d *= 2, k++) {
+    for (int r = 0; r < n; r++) src[r] = members[r], dst[r] = members[(r - d % n + n) % n];
+    ok = plat_flows_each(pl, src, dst, n, g->bruck_beta_bps + (size_t)k * n,
+                         g->bruck_alpha_s + (size_t)k * n, err);
+  }
+  g_free(src);
+  g_free(dst);
+  return ok;
+}
+
 void analytic_group_clear(coll_group *g) {
   g_free(g->pair_alpha_s);
   g_free(g->pair_beta_bps);
-  g->pair_alpha_s = g->pair_beta_bps = NULL;
+  g_free(g->chain_alpha_s);
+  g_free(g->chain_beta_bps);
+  g_free(g->rhd_alpha_s);
+  g_free(g->rhd_beta_bps);
+  g_free(g->bruck_alpha_s);
+  g_free(g->bruck_beta_bps);
+  g->pair_alpha_s = g->pair_beta_bps = g->chain_alpha_s = g->chain_beta_bps = NULL;
+  g->rhd_alpha_s = g->rhd_beta_bps = g->bruck_alpha_s = g->bruck_beta_bps = NULL;
 }
 
 gboolean analytic_group_init(coll_group *g, const plat *pl, const int *members, int n,
