@@ -128,6 +128,20 @@ void coll_tree_flows(int P, int rpn, double tree[2], double ring[2]);
  * node and between nodes (same local GPU index: one rail). The closed form summarises a group
  * of platform hosts this way (exec/analytic/groups.c). */
 #define COLL_CHAIN_WINDOWS_MAX 64
+/* Cells of the chain's tables for H hops, and the cell of window lo..hi: every window up to
+ * COLL_CHAIN_WINDOWS_MAX hops (lo H + hi); beyond, each hop alone (lo), the first hi + 1 hops
+ * (H + hi), the last from lo (2H + lo), and a window inside the chain as the first hops of its
+ * length. */
+static inline size_t coll_chain_cells(int H) {
+  return H <= COLL_CHAIN_WINDOWS_MAX ? (size_t)H * H : 3 * (size_t)H;
+}
+static inline size_t coll_chain_window(int H, int lo, int hi) {
+  if (H <= COLL_CHAIN_WINDOWS_MAX) return (size_t)lo * H + hi;
+  if (lo == hi) return (size_t)lo;
+  if (lo == 0) return (size_t)H + hi;
+  if (hi == H - 1) return 2 * (size_t)H + lo;
+  return (size_t)H + (hi - lo);
+}
 typedef struct {
   int P;                 /* members */
   int nodes;             /* distinct nodes spanned */
@@ -143,7 +157,8 @@ typedef struct {
   /* the logarithmic algorithms' steps (coll/rhd.c), each step's flows all at once, flow by flow:
    * route latency and rate (NULL: not summarised, the ring's step for every one), P flows a
    * step: rhd_*[i] the fold of the ranks past the largest power of two p2 (2i -> 2i+1,
-   * i < P - p2), rhd_*[k P + v] (k = 1 + log2 m) virtual rank v's flow to v ^ m;
+   * i < P - p2), rhd_*[k P + v] (k = 1 + log2 m) virtual rank v's flow to v ^ m,
+   * rhd_*[(1 + log2 p2) P + i] the way back (2i+1 -> 2i);
    * bruck_*[k P + r] rank r's flow to r - d at Bruck's step k (d = 2^k) */
   double *rhd_alpha_s, *rhd_beta_bps, *bruck_alpha_s, *bruck_beta_bps;
   double intra_alpha_s;  /* route between two members of one node (0 if none) */
@@ -293,7 +308,9 @@ double coll_wire_bytes(coll_op op, const char *algo, double bytes, int P, const 
 #define COLL_MAX_BYTES (16.0 * 1024 * 1024 * 1024)
 
 /* The largest `bytes` (convention above) that SMPI's own algorithm for `op` ("smpi") takes over
- * P ranks: MPI's collectives count in int (elements of the whole buffer, of a block, or bytes). */
+ * P ranks: MPI's collectives count in int, and SimGrid's algorithms compute totals and offsets
+ * (rank x count x extent) in int: the whole buffer's floats (all-reduce, reduce-scatter) or
+ * bytes (the others). */
 double coll_smpi_max_bytes(coll_op op, int P);
 
 /* nccl-tests bus-bandwidth factor (busbw = algbw · factor): allreduce 2(P-1)/P; allgather,

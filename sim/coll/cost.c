@@ -105,14 +105,14 @@ static double chain_s(double n, const coll_group *g) {
   for (double j = 0; j <= k + H - 2; j++) {
     /* busy hops lo .. hi: chunk j - h exists for 0 <= j - h <= k - 1 */
     const int lo = (int)MAX(0.0, j - k + 1), hi = (int)MIN((double)H - 1, j);
-    const size_t w = H <= COLL_CHAIN_WINDOWS_MAX || lo == 0 || hi == H - 1 || lo == hi
-                         ? (size_t)lo * H + hi : (size_t)(hi - lo); /* first hi - lo + 1 hops */
+    const size_t w = coll_chain_window(H, lo, hi);
     const double a = g->chain_alpha_s[w], b = g->chain_beta_bps[w];
     /* the stage's largest chunk: a full one unless only the last chunk is on the way */
     t += msg_s(g, a, b, lo == hi && j - lo == k - 1 ? last : (k <= 1 ? n : C));
     if (k > H + 1 && j == H - 1) { /* every stage until the drain is alike: all hops busy */
       const double full = k - H - 1;
-      t += full * msg_s(g, g->chain_alpha_s[H - 1], g->chain_beta_bps[H - 1], C);
+      const size_t all = coll_chain_window(H, 0, H - 1);
+      t += full * msg_s(g, g->chain_alpha_s[all], g->chain_beta_bps[all], C);
       j += full;
     }
   }
@@ -176,12 +176,16 @@ static double rhd_steps_s(coll_op op, double n, const coll_group *g) {
     t += step;
   }
 #undef VBLOCKS
-  double fold = 0, back = 0; /* the whole input to the odd neighbour; its block back */
+  /* the whole input to the odd neighbour; back the other way, the result (all-reduce) or the
+   * even rank's block (reduce-scatter) */
+  const int lg = (int)round(log2(p2)), up = (lg + 1) * P;
+  double fold = 0, back = 0;
   for (int i = 0; i < rem; i++) {
     fold = MAX(fold, msg_s(g, g->rhd_alpha_s[i], g->rhd_beta_bps[i], n));
-    back = MAX(back, msg_s(g, g->rhd_alpha_s[i], g->rhd_beta_bps[i], n / P));
+    back = MAX(back, msg_s(g, g->rhd_alpha_s[up + i], g->rhd_beta_bps[up + i],
+                           op == COLL_ALLREDUCE ? n : n / P));
   }
-  if (op == COLL_ALLREDUCE) return 2 * (fold + t);
+  if (op == COLL_ALLREDUCE) return fold + 2 * t + back;
   return fold + t + back;
 }
 

@@ -233,12 +233,13 @@ double coll_wire_bytes(coll_op op, const char *algo, double bytes, int P, const 
 
 double coll_smpi_max_bytes(coll_op op, int P) {
   const double most = 2147483647.0; /* INT_MAX */
+  (void)P;
   switch (op) {
-  case COLL_ALLREDUCE: return most * COLL_ELEM_BYTES;
-  case COLL_REDUCESCATTER: return most * COLL_ELEM_BYTES * P;
+  case COLL_ALLREDUCE:
+  case COLL_REDUCESCATTER: return most * COLL_ELEM_BYTES; /* the floats of the whole buffer */
   case COLL_ALLGATHER:
-  case COLL_ALLTOALL: return most * P;
-  case COLL_BROADCAST: return most;
+  case COLL_ALLTOALL:
+  case COLL_BROADCAST: return most; /* offsets rank x count x extent, in int */
   default: return COLL_MAX_BYTES;
   }
 }

@@ -23,7 +23,7 @@ int coll_allgather_smpi(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Co
   (void)topo, (void)op;
   int P;
   MPI_Comm_size(comm, &P);
-  if (!FITS(bytes / (size_t)P)) return MPI_ERR_COUNT;
+  if (!FITS(bytes)) return MPI_ERR_COUNT;
   int b = (int)(bytes / (size_t)P);
   return MPI_Allgather(sendbuf, b, MPI_BYTE, recvbuf, b, MPI_BYTE, comm);
 }
@@ -33,7 +33,7 @@ int coll_reducescatter_smpi(const void *sendbuf, void *recvbuf, size_t bytes, MP
   (void)topo;
   int P;
   MPI_Comm_size(comm, &P);
-  if (!FITS(bytes / COLL_ELEM_BYTES / (size_t)P)) return MPI_ERR_COUNT;
+  if (!FITS(bytes / COLL_ELEM_BYTES)) return MPI_ERR_COUNT;
   int *counts = g_new(int, P);
   for (int i = 0; i < P; i++) counts[i] = (int)(bytes / COLL_ELEM_BYTES / (size_t)P);
   int rc = MPI_Reduce_scatter(sendbuf, recvbuf, counts, MPI_FLOAT, op, comm);
@@ -56,7 +56,7 @@ int coll_alltoall_smpi(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Com
   (void)topo, (void)op;
   int P;
   MPI_Comm_size(comm, &P);
-  if (!FITS(bytes / (size_t)P)) return MPI_ERR_COUNT;
+  if (!FITS(bytes)) return MPI_ERR_COUNT;
   int b = (int)(bytes / (size_t)P);
   return MPI_Alltoall(sendbuf, b, MPI_BYTE, recvbuf, b, MPI_BYTE, comm);
 }

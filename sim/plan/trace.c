@@ -325,30 +325,53 @@ static int dep_count(const dep_walk *w, const et_node *x) {
   return x->n_data + (w->ctrl ? x->n_ctrl : 0);
 }
 
-/* Folds node j (a dependency) into `last`: a device node itself, a host node what it follows. */
-static void follow(dep_walk *w, int j, int *last);
-
-static void host_last(dep_walk *w, int h) {
-  if (w->state[h]) return; /* done, or a cycle among host operators: it adds nothing */
-  w->state[h] = 1;
-  for (int s = 0; s < PLAN_N_STREAMS; s++) w->last[h][s] = -1;
-  const et_node *x = &w->f->nodes[h];
-  for (int d = 0; d < dep_count(w, x); d++) {
-    const int j = dep_at(w, x, d);
-    if (j >= 0) follow(w, j, w->last[h]);
+/* Folds dependency j into `last`: a device node itself, a host node what it follows (done). */
+static void fold_dep(const dep_walk *w, int j, int *last) {
+  if (!is_host(&w->f->nodes[j])) {
+    const int s = node_stream(&w->f->nodes[j]);
+    last[s] = MAX(last[s], j);
+  } else {
+    for (int s = 0; s < PLAN_N_STREAMS; s++) last[s] = MAX(last[s], w->last[j][s]);
   }
-  w->state[h] = 2;
 }
 
-static void follow(dep_walk *w, int j, int *last) {
-  const et_node *y = &w->f->nodes[j];
-  if (!is_host(y)) {
-    const int s = node_stream(y);
-    last[s] = MAX(last[s], j);
-    return;
+/* What host node h follows, into w->last[h]: a depth-first walk of the host nodes it depends
+ * on, with a stack of its own (a converter's chain of host operators may be as long as the
+ * trace). A cycle among host operators adds nothing. */
+static void host_last(dep_walk *w, int h) {
+  if (w->state[h]) return;
+  GArray *stack = g_array_new(FALSE, FALSE, sizeof(int)); /* pairs: node, next dependency */
+  const int top[2] = {h, 0};
+  g_array_append_vals(stack, top, 2);
+  w->state[h] = 1;
+  for (int s = 0; s < PLAN_N_STREAMS; s++) w->last[h][s] = -1;
+  while (stack->len) {
+    int *t = &g_array_index(stack, int, stack->len - 2);
+    const et_node *x = &w->f->nodes[t[0]];
+    if (t[1] == dep_count(w, x)) {
+      w->state[t[0]] = 2;
+      g_array_set_size(stack, stack->len - 2);
+      continue;
+    }
+    const int j = dep_at(w, x, t[1]++);
+    if (j < 0) continue;
+    if (is_host(&w->f->nodes[j]) && !w->state[j]) { /* walk it first, then fold it */
+      t[1]--;
+      w->state[j] = 1;
+      for (int s = 0; s < PLAN_N_STREAMS; s++) w->last[j][s] = -1;
+      const int next[2] = {j, 0};
+      g_array_append_vals(stack, next, 2);
+      continue;
+    }
+    fold_dep(w, j, w->last[t[0]]);
   }
-  host_last(w, j);
-  for (int s = 0; s < PLAN_N_STREAMS; s++) last[s] = MAX(last[s], w->last[j][s]);
+  g_array_free(stack, TRUE);
+}
+
+/* Folds node j (a dependency) into `last`. */
+static void follow(dep_walk *w, int j, int *last) {
+  if (is_host(&w->f->nodes[j])) host_last(w, j);
+  fold_dep(w, j, last);
 }
 
 /* Rewrites `f` by the convention: its device nodes only, each with its order in data_deps.

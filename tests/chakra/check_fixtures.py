@@ -446,6 +446,23 @@ def refused(root):
           p.stderr, p.stderr.strip())
 
 
+def host_chain(root):
+    """A converter's chain of host operators as long as a big trace's: each operator depends on
+    the one before, and the one kernel at the end of the file on the last operator."""
+    d = os.path.join(root, "host-chain")
+    os.makedirs(d)
+    n = 200_000
+    nodes = [host(i, "aten::op", 1, data=[i - 1] if i else []) for i in range(n)]
+    nodes.append(kernel(n, "gemm", 100, parent=[n - 1], data=[n - 1]))
+    et.write(os.path.join(d, "t.0.et"), nodes)
+    out = os.path.join(root, "host-chain.json")
+    p = run("run", "--workload", "chakra:" + d, "--platform", "star", "--mode", "analytic",
+            "--iters", "2", "--out", out)
+    check("a chain of %d host operators before one 100 us kernel: 100 us" % n,
+          p.returncode == 0 and abs(json.load(open(out))["iteration_time_s"] - 100e-6) < 1e-12,
+          p.stderr.strip()[-200:])
+
+
 def main():
     keep = sys.argv[sys.argv.index("--write") + 1] if "--write" in sys.argv else None
     with tempfile.TemporaryDirectory() as root:
@@ -454,6 +471,7 @@ def main():
         jittered(root)
         exported(root)
         refused(root)
+        host_chain(root)
         if keep:
             for name in FIXTURES:
                 shutil.copytree(os.path.join(root, name), os.path.join(keep, name),

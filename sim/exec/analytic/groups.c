@@ -30,6 +30,7 @@ gboolean analytic_group_pairwise(coll_group *g, const plat *pl, const int *membe
   }
   g_free(src);
   g_free(dst);
+  if (!ok) analytic_group_clear(g); /* asked again, it fails again rather than read zeros */
   return ok;
 }
 
@@ -37,15 +38,17 @@ gboolean analytic_group_chain(coll_group *g, const plat *pl, const int *members,
                               GError **err) {
   if (g->chain_alpha_s || n < 2) return TRUE;
   const int H = n - 1, every = H <= COLL_CHAIN_WINDOWS_MAX;
-  g->chain_alpha_s = g_new0(double, (size_t)H * H);
-  g->chain_beta_bps = g_new0(double, (size_t)H * H);
+  g->chain_alpha_s = g_new0(double, coll_chain_cells(H));
+  g->chain_beta_bps = g_new0(double, coll_chain_cells(H));
   gboolean ok = TRUE;
   for (int lo = 0; ok && lo < H; lo++)
     for (int hi = lo; ok && hi < H; hi++)
-      if (every || lo == 0 || hi == H - 1 || lo == hi)
-        ok = step(pl, members + lo, members + lo + 1, hi - lo + 1,
-                  &g->chain_alpha_s[(size_t)lo * H + hi], &g->chain_beta_bps[(size_t)lo * H + hi],
-                  err);
+      if (every || lo == 0 || hi == H - 1 || lo == hi) {
+        const size_t w = coll_chain_window(H, lo, hi);
+        ok = step(pl, members + lo, members + lo + 1, hi - lo + 1, &g->chain_alpha_s[w],
+                  &g->chain_beta_bps[w], err);
+      }
+  if (!ok) analytic_group_clear(g);
   return ok;
 }
 
@@ -72,6 +75,10 @@ gboolean analytic_group_rhd(coll_group *g, const plat *pl, const int *members, i
     ok = plat_flows_each(pl, src, dst, p2, g->rhd_beta_bps + (size_t)k * n,
                          g->rhd_alpha_s + (size_t)k * n, err);
   }
+  for (int i = 0; i < rem; i++) src[i] = members[2 * i + 1], dst[i] = members[2 * i];
+  if (ok && rem)
+    ok = plat_flows_each(pl, src, dst, rem, g->rhd_beta_bps + (size_t)(lg + 1) * n,
+                         g->rhd_alpha_s + (size_t)(lg + 1) * n, err);
   for (int d = 1, k = 0; ok && d < n; d *= 2, k++) {
     for (int r = 0; r < n; r++) src[r] = members[r], dst[r] = members[(r - d % n + n) % n];
     ok = plat_flows_each(pl, src, dst, n, g->bruck_beta_bps + (size_t)k * n,
@@ -79,6 +86,7 @@ gboolean analytic_group_rhd(coll_group *g, const plat *pl, const int *members, i
   }
   g_free(src);
   g_free(dst);
+  if (!ok) analytic_group_clear(g);
   return ok;
 }
 
