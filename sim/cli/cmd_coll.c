@@ -155,7 +155,7 @@ int cmd_coll(int argc, char **argv) {
     g_string_free(names, TRUE);
     goto bad;
   }
-  if (strncmp(name, "smpi", 4) == 0 && max_b > coll_smpi_max_bytes(op, gpus)) {
+  if (g_str_has_prefix(name, "smpi") && max_b > coll_smpi_max_bytes(op, gpus)) {
     msg = g_strdup_printf("--max-bytes: SMPI's own %s (--coll %s) counts in int: at most %.0f B on "
                           "%d ranks, got '%s'", op_name, name, coll_smpi_max_bytes(op, gpus), gpus,
                           max_s ? max_s : "");

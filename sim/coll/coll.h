@@ -89,6 +89,17 @@ int coll_ring_channels(int P, int rpn);
 /* a mod m in [0, m) for any a. */
 static inline int coll_mod(int a, int m) { return ((a % m) + m) % m; }
 
+/* Recursive halving-doubling over P ranks (coll/rhd.c): p2, the largest power of two <= P (P >= 1),
+ * its log2 into *lg (may be NULL); the rem = P - p2 ranks 2i fold into 2i + 1 (i < rem), and
+ * virtual rank v (0..p2-1) is real rank coll_rhd_real(v, rem). */
+static inline int coll_pow2_floor(int P, int *lg) {
+  int p2 = 1, l = 0;
+  while (2 * p2 <= P) p2 *= 2, l++;
+  if (lg) *lg = l;
+  return p2;
+}
+static inline int coll_rhd_real(int v, int rem) { return v < rem ? 2 * v + 1 : v + rem; }
+
 /* Member (0..P-1) at position i (any integer, taken mod P) of ring j of k such rings. */
 static inline int coll_flat_ring_member(int k, int P, int rpn, int j, int i) {
   i = coll_mod(i, P);

@@ -21,9 +21,7 @@ double coll_wire_ring(coll_op op, double n, int P, const coll_topo *topo) {
 
 double coll_wire_rhd(coll_op op, double n, int P, const coll_topo *topo) {
   if (P == 1) return coll_wire_ring(op, n, P, topo);
-  int p2 = 1;
-  while (p2 * 2 <= P) p2 *= 2;
-  const int rem = P - p2;
+  const int p2 = coll_pow2_floor(P, NULL), rem = P - p2;
   if (op == COLL_ALLREDUCE) return (2.0 * rem * n + 2.0 * (p2 - 1) * n) / P;
   if (op == COLL_REDUCESCATTER) return (rem * n + (p2 - 1) * n + rem * n / P) / P;
   return coll_wire_ring(op, n, P, topo);
@@ -146,9 +144,8 @@ double coll_cost_ring(coll_op op, double n, const coll_group *g) {
  * back (n / P); Bruck's all-gather sends min(d, P - d) blocks of n / P at distance d. */
 static double rhd_steps_s(coll_op op, double n, const coll_group *g) {
   const int P = g->P;
-  int p2 = 1;
-  while (2 * p2 <= P) p2 *= 2;
-  const int rem = P - p2;
+  int lg;
+  const int p2 = coll_pow2_floor(P, &lg), rem = P - p2, up = (lg + 1) * P;
   double t = 0;
   if (op == COLL_ALLGATHER) {
     for (int d = 1, k = 0; d < P; d *= 2, k++) {
@@ -178,7 +175,6 @@ static double rhd_steps_s(coll_op op, double n, const coll_group *g) {
 #undef VBLOCKS
   /* the whole input to the odd neighbour; back the other way, the result (all-reduce) or the
    * even rank's block (reduce-scatter) */
-  const int lg = (int)round(log2(p2)), up = (lg + 1) * P;
   double fold = 0, back = 0;
   for (int i = 0; i < rem; i++) {
     fold = MAX(fold, msg_s(g, g->rhd_alpha_s[i], g->rhd_beta_bps[i], n));

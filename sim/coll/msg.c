@@ -31,10 +31,10 @@ int coll_irecv_bytes(void *buf, size_t bytes, int src, int tag, MPI_Comm comm, M
   return post(0, buf, bytes, src, tag, comm, q, m);
 }
 
-/* Waits for the m requests of q; frees q when it is not the caller's stack array `local`. */
-static int wait_all(MPI_Request *q, int m, int rc, MPI_Request *local) {
+/* Waits for the m requests of q (unless posting failed: rc), then frees q. */
+static int wait_all(MPI_Request *q, int m, int rc) {
   if (rc == MPI_SUCCESS) rc = MPI_Waitall(m, q, MPI_STATUSES_IGNORE);
-  if (q != local) free(q);
+  free(q);
   return rc;
 }
 
@@ -47,26 +47,27 @@ int coll_sendrecv_bytes(const void *sbuf, size_t sbytes, int dst, void *rbuf, si
   if (!q) return MPI_ERR_NO_MEM;
   int m = 0, rc = coll_irecv_bytes(rbuf, rbytes, src, tag, comm, q, &m);
   if (rc == MPI_SUCCESS) rc = coll_isend_bytes(sbuf, sbytes, dst, tag, comm, q, &m);
-  return wait_all(q, m, rc, NULL);
+  return wait_all(q, m, rc);
+}
+
+/* MPI_Send (send) or MPI_Recv of bytes, of any size. */
+static int blocking(int send, void *buf, size_t bytes, int peer, int tag, MPI_Comm comm) {
+  if (bytes <= COLL_MSG_MAX)
+    return send ? MPI_Send(buf, (int)bytes, MPI_BYTE, peer, tag, comm)
+                : MPI_Recv(buf, (int)bytes, MPI_BYTE, peer, tag, comm, MPI_STATUS_IGNORE);
+  MPI_Request *q = malloc(sizeof *q * coll_msg_pieces(bytes));
+  if (!q) return MPI_ERR_NO_MEM;
+  int m = 0;
+  const int rc = post(send, buf, bytes, peer, tag, comm, q, &m);
+  return wait_all(q, m, rc);
 }
 
 int coll_send_bytes(const void *buf, size_t bytes, int dst, int tag, MPI_Comm comm) {
-  if (bytes <= COLL_MSG_MAX) return MPI_Send(buf, (int)bytes, MPI_BYTE, dst, tag, comm);
-  MPI_Request *q = malloc(sizeof *q * coll_msg_pieces(bytes));
-  if (!q) return MPI_ERR_NO_MEM;
-  int m = 0;
-  const int rc = coll_isend_bytes(buf, bytes, dst, tag, comm, q, &m);
-  return wait_all(q, m, rc, NULL);
+  return blocking(1, (void *)buf, bytes, dst, tag, comm);
 }
 
 int coll_recv_bytes(void *buf, size_t bytes, int src, int tag, MPI_Comm comm) {
-  if (bytes <= COLL_MSG_MAX)
-    return MPI_Recv(buf, (int)bytes, MPI_BYTE, src, tag, comm, MPI_STATUS_IGNORE);
-  MPI_Request *q = malloc(sizeof *q * coll_msg_pieces(bytes));
-  if (!q) return MPI_ERR_NO_MEM;
-  int m = 0;
-  const int rc = coll_irecv_bytes(buf, bytes, src, tag, comm, q, &m);
-  return wait_all(q, m, rc, NULL);
+  return blocking(0, buf, bytes, src, tag, comm);
 }
 
 int coll_reduce(const float *in, float *inout, size_t n, MPI_Op op) {

@@ -20,12 +20,11 @@ static int exchange(const float *sbuf, size_t sn, float *rbuf, size_t rn, int pe
                              TAG_RHD, comm);
 }
 
-/* Virtual rank of a real rank (-1: folded away), and back. */
+/* Virtual rank of a real rank (-1: folded away); back: coll_rhd_real. */
 static int virt_of(int r, int rem) {
   if (r < 2 * rem) return (r % 2) ? r / 2 : -1;
   return r - rem;
 }
-static int real_of(int v, int rem) { return v < rem ? 2 * v + 1 : v + rem; }
 
 /* Recursive halving over p2 virtual ranks; virtual block v = elements [vb[v], vb[v+1]).
  * src != NULL: the input is src and partial sums go to acc; src == NULL: acc holds the input.
@@ -45,7 +44,7 @@ static int halving(const float *src, float *acc, const size_t *vb, int p2, int v
     size_t kn = vb[khi] - vb[klo], sn = vb[shi] - vb[slo];
     const float *sb = (src ? src : acc) + vb[slo];
     float *rb = src ? acc + vb[klo] : tmp;
-    rc = exchange(sb, sn, rb, kn, real_of(v ^ mask, rem), comm);
+    rc = exchange(sb, sn, rb, kn, coll_rhd_real(v ^ mask, rem), comm);
     if (rc == MPI_SUCCESS)
       rc = src ? coll_reduce(src + vb[klo], acc + vb[klo], kn, op) : coll_reduce(tmp, acc + vb[klo], kn, op);
     src = NULL;
@@ -61,15 +60,9 @@ static int doubling(float *buf, const size_t *vb, int p2, int v, int rem, MPI_Co
   for (int mask = 1; mask < p2 && rc == MPI_SUCCESS; mask *= 2) {
     int mine = v & ~(mask - 1), theirs = (v ^ mask) & ~(mask - 1);
     rc = exchange(buf + vb[mine], vb[mine + mask] - vb[mine], buf + vb[theirs],
-                  vb[theirs + mask] - vb[theirs], real_of(v ^ mask, rem), comm);
+                  vb[theirs + mask] - vb[theirs], coll_rhd_real(v ^ mask, rem), comm);
   }
   return rc;
-}
-
-static int pow2_floor(int P) {
-  int p2 = 1;
-  while (p2 * 2 <= P) p2 *= 2;
-  return p2;
 }
 
 /* Folding step: even ranks below 2·rem send their input to the odd neighbour, which adds it into
@@ -97,7 +90,7 @@ int coll_allreduce_rhd(const void *sendbuf, void *recvbuf, size_t bytes, MPI_Com
     coll_copy(acc, src, n * sizeof(float));
     return MPI_SUCCESS;
   }
-  int p2 = pow2_floor(P), rem = P - p2, v = virt_of(r, rem);
+  int p2 = coll_pow2_floor(P, NULL), rem = P - p2, v = virt_of(r, rem);
   size_t *vb = g_new(size_t, p2 + 1);
   for (int i = 0; i <= p2; i++) vb[i] = coll_chunk_off(n, p2, i);
   int rc = fold(&src, acc, n, r, rem, comm, op);
@@ -125,7 +118,7 @@ int coll_reducescatter_rhd(const void *sendbuf, void *recvbuf, size_t bytes, MPI
     coll_copy(recvbuf, src, b * sizeof(float));
     return MPI_SUCCESS;
   }
-  int p2 = pow2_floor(P), rem = P - p2, v = virt_of(r, rem);
+  int p2 = coll_pow2_floor(P, NULL), rem = P - p2, v = virt_of(r, rem);
   size_t *vb = g_new(size_t, p2 + 1);
   for (int i = 0; i < p2; i++) vb[i] = (size_t)(i < rem ? 2 * i : i + rem) * b;
   vb[p2] = n;

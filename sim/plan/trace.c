@@ -670,8 +670,8 @@ static gboolean topo_order(conv *v, GHashTable *index, int *order) {
   GPtrArray **users = g_new0(GPtrArray *, n ? n : 1);
   for (int i = 0; i < n; i++) {
     const et_node *x = &f->nodes[i];
-    for (int d = 0; d < x->n_ctrl + x->n_data; d++) {
-      const uint64_t id = d < x->n_ctrl ? x->ctrl_deps[d] : x->data_deps[d - x->n_ctrl];
+    for (int d = 0; d < x->n_data; d++) { /* every order in data_deps (device_nodes) */
+      const uint64_t id = x->data_deps[d];
       int j = GPOINTER_TO_INT(g_hash_table_lookup(index, &id)) - 1;
       if (!users[j]) users[j] = g_ptr_array_new();
       g_ptr_array_add(users[j], GINT_TO_POINTER(i));
@@ -731,8 +731,8 @@ static plan_rank *convert(const plan_trace *t, int rank, int **order_out, GError
   for (int k = 0; ok && k < n; k++) {
     const et_node *x = &f->nodes[order[k]];
     int last = -1;
-    for (int d = 0; d < x->n_ctrl + x->n_data; d++) {
-      const uint64_t id = d < x->n_ctrl ? x->ctrl_deps[d] : x->data_deps[d - x->n_ctrl];
+    for (int d = 0; d < x->n_data; d++) { /* every order in data_deps (device_nodes) */
+      const uint64_t id = x->data_deps[d];
       const int j = pos[GPOINTER_TO_INT(g_hash_table_lookup(index, &id)) - 1];
       if (p->ops[j].stream != p->ops[k].stream && j > last) last = j;
     }

@@ -55,9 +55,8 @@ gboolean analytic_group_chain(coll_group *g, const plat *pl, const int *members,
 gboolean analytic_group_rhd(coll_group *g, const plat *pl, const int *members, int n,
                             GError **err) {
   if (g->rhd_alpha_s || n < 2) return TRUE;
-  int p2 = 1, lg = 0;
-  while (2 * p2 <= n) p2 *= 2, lg++;
-  const int rem = n - p2;
+  int lg;
+  const int p2 = coll_pow2_floor(n, &lg), rem = n - p2;
   const size_t cells = (size_t)(lg + 2) * n;
   g->rhd_alpha_s = g_new0(double, cells);
   g->rhd_beta_bps = g_new0(double, cells);
@@ -69,8 +68,7 @@ gboolean analytic_group_rhd(coll_group *g, const plat *pl, const int *members, i
   if (rem) ok = plat_flows_each(pl, src, dst, rem, g->rhd_beta_bps, g->rhd_alpha_s, err);
   for (int m = 1, k = 1; ok && m < p2; m *= 2, k++) { /* both ways: a Sendrecv */
     for (int v = 0; v < p2; v++) {
-      const int a = v < rem ? 2 * v + 1 : v + rem, w = v ^ m, b = w < rem ? 2 * w + 1 : w + rem;
-      src[v] = members[a], dst[v] = members[b];
+      src[v] = members[coll_rhd_real(v, rem)], dst[v] = members[coll_rhd_real(v ^ m, rem)];
     }
     ok = plat_flows_each(pl, src, dst, p2, g->rhd_beta_bps + (size_t)k * n,
                          g->rhd_alpha_s + (size_t)k * n, err);
