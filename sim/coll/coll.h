@@ -99,6 +99,12 @@ static inline int coll_pow2_floor(int P, int *lg) {
   return p2;
 }
 static inline int coll_rhd_real(int v, int rem) { return v < rem ? 2 * v + 1 : v + rem; }
+/* The reduce-scatter's halving step at mask m: how many blocks of n / P virtual rank v sends
+ * (the half it does not keep), a virtual rank standing for a folded pair (v < rem) holding two. */
+static inline double coll_rhd_rs_blocks(int v, int m, int rem) {
+  const int lo = v / (2 * m) * (2 * m), a = v & m ? lo : lo + m, b = a + m;
+  return (double)(b - a) + (rem > a ? (rem < b ? rem : b) - a : 0);
+}
 
 /* Member (0..P-1) at position i (any integer, taken mod P) of ring j of k such rings. */
 static inline int coll_flat_ring_member(int k, int P, int rpn, int j, int i) {
@@ -170,8 +176,19 @@ typedef struct {
    * step: rhd_*[i] the fold of the ranks past the largest power of two p2 (2i -> 2i+1,
    * i < P - p2), rhd_*[k P + v] (k = 1 + log2 m) virtual rank v's flow to v ^ m,
    * rhd_*[(1 + log2 p2) P + i] the way back (2i+1 -> 2i);
-   * bruck_*[k P + r] rank r's flow to r - d at Bruck's step k (d = 2^k) */
-  double *rhd_alpha_s, *rhd_beta_bps, *bruck_alpha_s, *bruck_beta_bps;
+   * bruck_*[k P + r] rank r's flow to r - d at Bruck's step k (d = 2^k). The rates are those
+   * of the step's flows with their bytes (all alike but for the reduce-scatter's halving steps,
+   * rs_beta_bps[k P + v], whose halves follow coll_rhd_rs_blocks): where the short ones end,
+   * the long ones speed up. */
+  double *rhd_alpha_s, *rhd_beta_bps, *rs_beta_bps, *bruck_alpha_s, *bruck_beta_bps;
+  /* the all-reduce's two node trees where every member is a node of its own (coll_tree_node,
+   * NULL: not summarised, the ring's step for every hop): for member x in tree t (index t P + x)
+   * the route latency of its edge up to its parent and down from it, and the edge's rate with
+   * the edges of its depth in both trees on at once (the first chunk's way) and with every edge
+   * of its direction on at once (the pipeline's steady state); tree_depth[t P + x] its depth */
+  double *tree_up_alpha_s, *tree_down_alpha_s, *tree_up_lvl_bps, *tree_down_lvl_bps,
+      *tree_up_all_bps, *tree_down_all_bps;
+  int *tree_depth;
   double intra_alpha_s;  /* route between two members of one node (0 if none) */
   double intra_beta_bps;
   double inter_alpha_s;  /* route between members of two nodes with the same local index */

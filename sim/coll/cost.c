@@ -157,22 +157,17 @@ static double rhd_steps_s(coll_op op, double n, const coll_group *g) {
     }
     return t;
   }
-  /* the blocks of virtual ranks [a, b): the reduce-scatter's follow the real ranks' (two for a
-   * virtual rank standing for a folded pair), b - a and one more for each below rem; the
-   * all-reduce's are even */
-#define VBLOCKS(a, b) ((double)((b) - (a)) + MAX(0, MIN((b), rem) - (a)))
   for (int m = 1, k = 1; m < p2; m *= 2, k++) {
     double step = 0;
     for (int v = 0; v < p2; v++) { /* v sends the half it does not keep */
-      const int lo = v / (2 * m) * (2 * m), mid = lo + m, hi = lo + 2 * m;
-      const double bytes = op == COLL_REDUCESCATTER
-                               ? (v & m ? VBLOCKS(lo, mid) : VBLOCKS(mid, hi)) * (n / P)
-                               : n * m / p2;
-      step = MAX(step, msg_s(g, g->rhd_alpha_s[k * P + v], g->rhd_beta_bps[k * P + v], bytes));
+      const int at = k * P + v;
+      step = op == COLL_REDUCESCATTER
+                 ? MAX(step, msg_s(g, g->rhd_alpha_s[at], g->rs_beta_bps[at],
+                                   coll_rhd_rs_blocks(v, m, rem) * (n / P)))
+                 : MAX(step, msg_s(g, g->rhd_alpha_s[at], g->rhd_beta_bps[at], n * m / p2));
     }
     t += step;
   }
-#undef VBLOCKS
   /* the whole input to the odd neighbour; back the other way, the result (all-reduce) or the
    * even rank's block (reduce-scatter) */
   double fold = 0, back = 0;
@@ -220,10 +215,75 @@ double coll_cost_rhd(coll_op op, double n, const coll_group *g) {
  * two pipelines in step). The broadcast (k = 1, both halves down one tree) shares a link
  * between its two halves. Under NCCL's model (coll/nccl.h) the chunks are widened as the
  * protocol puts them on the wire, and NCCL's latency counts where larger than the routes'. */
+/* The all-reduce's trees where every member is a node of its own, each edge on its route
+ * (coll_group's tree_*): the first chunk of each of the two pipelines climbs to its root, a
+ * parent sending up once every child's chunk is in, and comes down, each edge at its rate with
+ * the edges of its depth on at once; that path, the longest of the two trees, is the fill; the
+ * other chunks follow at the slowest edge's rate with every edge of the direction on at once. */
+static double tree_routes_s(const coll_group *g, const nccl_call *nc, double part, double c) {
+  const int P = g->P;
+  const double w = nccl_wire_bytes(nc, 0, c), chunks = ceil(part / c);
+  double *up_a = g_new0(double, 2 * (size_t)P), *up_t = g_new0(double, 2 * (size_t)P);
+  double crit_a = 0, crit_t = 0, a_max = 0, t_max = 0;
+  for (int t = 0; t < 2; t++) {
+    const int at = t * P;
+    /* up, deepest first: a node's chunk is in when its slowest child's is */
+    int deepest = 0;
+    for (int x = 0; x < P; x++) deepest = MAX(deepest, g->tree_depth[at + x]);
+    for (int d = deepest; d >= 1; d--)
+      for (int x = 0; x < P; x++) {
+        if (g->tree_depth[at + x] != d) continue;
+        double l, tt, la, ta;
+        plat_msg_times(g->lat_factor, g->bw_factor, g->tree_up_alpha_s[at + x],
+                       g->tree_up_lvl_bps[at + x], w, &l, &tt);
+        plat_msg_times(g->lat_factor, g->bw_factor, g->tree_up_alpha_s[at + x],
+                       g->tree_up_all_bps[at + x], w, &la, &ta);
+        a_max = MAX(a_max, la), t_max = MAX(t_max, ta);
+        int up, d0, d1;
+        coll_tree_node(P, t, x, &up, &d0, &d1);
+        const double a = up_a[at + x] + l, tx = up_t[at + x] + tt;
+        if (a + tx > up_a[at + up] + up_t[at + up]) up_a[at + up] = a, up_t[at + up] = tx;
+      }
+    /* down, from the root: each node's chunk arrives after its parent's */
+    double *dn_a = g_new0(double, P), *dn_t = g_new0(double, P);
+    int root = 0;
+    for (int x = 0; x < P; x++)
+      if (g->tree_depth[at + x] == 0) root = x;
+    dn_a[root] = up_a[at + root], dn_t[root] = up_t[at + root];
+    for (int d = 1; d <= deepest; d++)
+      for (int x = 0; x < P; x++) {
+        if (g->tree_depth[at + x] != d) continue;
+        int up, d0, d1;
+        coll_tree_node(P, t, x, &up, &d0, &d1);
+        double l, tt, la, ta;
+        plat_msg_times(g->lat_factor, g->bw_factor, g->tree_down_alpha_s[at + x],
+                       g->tree_down_lvl_bps[at + x], w, &l, &tt);
+        plat_msg_times(g->lat_factor, g->bw_factor, g->tree_down_alpha_s[at + x],
+                       g->tree_down_all_bps[at + x], w, &la, &ta);
+        a_max = MAX(a_max, la), t_max = MAX(t_max, ta);
+        dn_a[x] = dn_a[up] + l, dn_t[x] = dn_t[up] + tt;
+      }
+    for (int x = 0; x < P; x++)
+      if (dn_a[x] + dn_t[x] > crit_a + crit_t) crit_a = dn_a[x], crit_t = dn_t[x];
+    g_free(dn_a);
+    g_free(dn_t);
+  }
+  g_free(up_a);
+  g_free(up_t);
+  return MAX(crit_a + (chunks - 1) * a_max, nc->proto >= 0 ? nc->lat_s : 0) + crit_t +
+         (part / c - 1) * t_max;
+}
+
 double coll_cost_tree(coll_op op, double n, const coll_group *g) {
   if (op != COLL_ALLREDUCE && op != COLL_BROADCAST) return coll_cost_ring(op, n, g);
   const int P = g->P, ar = op == COLL_ALLREDUCE;
   if (P < 2 || !(n > 0)) return 0;
+  if (ar && g->tree_up_alpha_s && g->nodes == P) {
+    nccl_call nc;
+    nccl_plan(&nc, g->nccl, op, "tree", n, P, g->nodes);
+    const double part = n / 2.0; /* one channel: the two trees' pipelines */
+    return tree_routes_s(g, &nc, part, MIN(part, (double)COLL_PIPE_CHUNK_BYTES));
+  }
   const int rpn = g->chan_k > 1 ? g->per_node : g->nodes <= 1 ? P : 1;
   const int k = ar ? MAX(1, g->chan_k) : 1, depth = coll_tree_depth(P, rpn);
   const double hops = (ar ? 2 : 1) * depth, part = n / (2.0 * k);

@@ -45,6 +45,7 @@ struct plat {
   plat_factor bw_factor, lat_factor; /* smpi/bw-factor and lat-factor (n = 0: none) */
   double tcp_gamma_bytes; /* network/TCP-gamma (0: no window bound) */
   gboolean crosstraffic;  /* network/crosstraffic */
+  double weight_s;        /* network/weight-S (0: a flow's sharing penalty is its route latency) */
   dl_child_talk sg;      /* dlsim-sgplat, answering routes */
   GHashTable *routes;    /* src * n_hosts + dst -> plat_route_rec */
   /* a cluster written by `dlsim platform` (see the top of this file) */
@@ -317,6 +318,8 @@ static gboolean read_netcfg(plat *pl, GError **err) {
   pl->tcp_gamma_bytes = v ? g_ascii_strtod(v, NULL) : 0;
   v = plat_config(pl, "network/crosstraffic");
   pl->crosstraffic = v && strcmp(v, "1") == 0;
+  v = plat_config(pl, "network/weight-S");
+  pl->weight_s = v ? g_ascii_strtod(v, NULL) : 0;
   return TRUE;
 }
 
@@ -962,6 +965,145 @@ static void each_flow(double *rates, double *lats, int f, double rate, double la
   if (lats) lats[f] = lat;
 }
 
+/* One step's flows on a platform of named links, as SimGrid's CM02 network model (SMPI's) shares
+ * them (its max-min system, src/kernel/resource/models/network_cm02.cpp and lmm): every flow
+ * crosses its route's links with coefficient 1 (and, with crosstraffic, its reverse route's with
+ * 0.05); its sharing penalty is its route latency plus weight-S over each link's bandwidth (1
+ * where that is 0); a link of capacity C gives the flows still unfixed on it the level
+ * lambda = (C - what fixed flows take) / sum(coef / penalty), and each flow lambda / penalty;
+ * the lowest level is fixed first, then the next (progressive filling); a flow is also held to
+ * its route's narrowest link and TCP's window (route_bound), and to all of a FATPIPE link. When
+ * a flow ends, the others share again. All start together: fin[f], the time flow f of bytes[f]
+ * ends (s, before the bandwidth factor; 0 for a host to itself), lat[f] its route latency. */
+typedef struct {
+  int n;
+  int *slot;    /* the shared links it crosses (indices into the step's link table) */
+  double *coef; /* and how much of each it takes per byte/s */
+  double pen, bound;
+} fluid_flow;
+
+static gboolean fluid(const plat *pl, const int *src, const int *dst, const double *bytes, int n,
+                      double *fin, double *lat, GError **err) {
+  fluid_flow *fl = g_new0(fluid_flow, n);
+  GHashTable *idx = g_hash_table_new(g_direct_hash, g_direct_equal); /* link + 1 -> slot + 1 */
+  GArray *cap = g_array_new(FALSE, FALSE, sizeof(double));
+  GArray *use_s = g_array_new(FALSE, FALSE, sizeof(int));
+  GArray *use_c = g_array_new(FALSE, FALSE, sizeof(double));
+  const double back = pl->crosstraffic ? 0.05 : 0; /* SimGrid's acknowledgement traffic */
+  gboolean ok = TRUE;
+  plat_route_info r;
+  int *first = g_new0(int, n + 1);
+  for (int f = 0; f < n && ok; f++) {
+    first[f] = (int)use_s->len;
+    fin[f] = 0;
+    lat[f] = 0;
+    fl[f].bound = INFINITY;
+    fl[f].pen = 1;
+    if (src[f] == dst[f]) continue;
+    double pen = 0;
+    for (int dir = 0; dir < (back > 0 ? 2 : 1) && ok; dir++) {
+      if (!(ok = plat_route(pl, dir ? dst[f] : src[f], dir ? src[f] : dst[f], &r, err))) break;
+      const double coef = dir ? back : 1.0;
+      if (!dir) {
+        lat[f] = pen = r.latency_s;
+        fl[f].bound = route_bound(pl, &r);
+      }
+      for (int i = 0; i < r.n_links; i++) {
+        const plat_link *l = &g_array_index(pl->links, plat_link, r.links[i]);
+        if (!dir && pl->weight_s > 0) pen += pl->weight_s / l->bps;
+        if (l->policy == PLAT_FATPIPE) { /* each flow may take all of it */
+          fl[f].bound = MIN(fl[f].bound, l->bps / coef);
+          continue;
+        }
+        gpointer key = GINT_TO_POINTER(r.links[i] + 1);
+        int slot = GPOINTER_TO_INT(g_hash_table_lookup(idx, key)) - 1;
+        if (slot < 0) {
+          slot = (int)cap->len;
+          g_array_append_val(cap, l->bps);
+          g_hash_table_insert(idx, key, GINT_TO_POINTER(slot + 1));
+        }
+        g_array_append_val(use_s, slot);
+        g_array_append_val(use_c, coef);
+      }
+    }
+    fl[f].pen = pen > 0 ? pen : 1;
+  }
+  first[n] = (int)use_s->len;
+  for (int f = 0; f < n; f++) {
+    fl[f].n = first[f + 1] - first[f];
+    fl[f].slot = fl[f].n ? (int *)(void *)use_s->data + first[f] : NULL;
+    fl[f].coef = fl[f].n ? (double *)(void *)use_c->data + first[f] : NULL;
+  }
+  const int L = (int)cap->len;
+  double *left = g_new(double, L), *usage = g_new(double, L), *rem = g_new(double, n),
+         *rate = g_new(double, n);
+  char *on = g_new0(char, n), *fixed = g_new(char, n);
+  int active = 0;
+  for (int f = 0; ok && f < n; f++)
+    if (src[f] != dst[f] && bytes[f] > 0) on[f] = 1, rem[f] = bytes[f], active++;
+  double t = 0;
+  while (ok && active > 0) {
+    /* progressive filling of the flows still on */
+    if (L) memcpy(left, cap->data, sizeof(double) * (size_t)L);
+    int unfixed = 0;
+    for (int f = 0; f < n; f++) fixed[f] = !on[f], unfixed += on[f], rate[f] = 0;
+    while (unfixed > 0) {
+      for (int l = 0; l < L; l++) usage[l] = 0;
+      for (int f = 0; f < n; f++)
+        for (int i = 0; !fixed[f] && i < fl[f].n; i++)
+          usage[fl[f].slot[i]] += fl[f].coef[i] / fl[f].pen;
+      double lvl = INFINITY;
+      int by_link = -1, by_flow = -1;
+      for (int l = 0; l < L; l++)
+        if (usage[l] > 0 && MAX(left[l], 0) / usage[l] < lvl)
+          lvl = MAX(left[l], 0) / usage[l], by_link = l, by_flow = -1;
+      for (int f = 0; f < n; f++)
+        if (!fixed[f] && fl[f].bound * fl[f].pen < lvl)
+          lvl = fl[f].bound * fl[f].pen, by_flow = f, by_link = -1;
+      for (int f = 0; f < n; f++) {
+        if (fixed[f]) continue;
+        gboolean hit = f == by_flow || (by_link < 0 && by_flow < 0);
+        for (int i = 0; !hit && i < fl[f].n; i++) hit = fl[f].slot[i] == by_link;
+        if (!hit) continue;
+        rate[f] = f == by_flow ? fl[f].bound : lvl / fl[f].pen;
+        fixed[f] = 1, unfixed--;
+        for (int i = 0; i < fl[f].n; i++) left[fl[f].slot[i]] -= rate[f] * fl[f].coef[i];
+      }
+    }
+    /* to the next flow's end (at once where nothing holds a flow back) */
+    double dt = INFINITY;
+    for (int f = 0; f < n; f++)
+      if (on[f] && !(rate[f] < INFINITY)) fin[f] = t, on[f] = 0, active--;
+    for (int f = 0; f < n; f++)
+      if (on[f]) dt = MIN(dt, rem[f] / rate[f]);
+    if (!active) break;
+    if (!(dt < INFINITY)) { /* a flow held to 0 (a link of bandwidth 0): it never ends */
+      for (int f = 0; f < n; f++)
+        if (on[f]) fin[f] = INFINITY, on[f] = 0;
+      break;
+    }
+    t += dt;
+    for (int f = 0; f < n; f++) {
+      if (!on[f]) continue;
+      rem[f] -= rate[f] * dt;
+      if (rem[f] <= 1e-12 * bytes[f]) fin[f] = t, on[f] = 0, active--;
+    }
+  }
+  g_free(left);
+  g_free(usage);
+  g_free(rem);
+  g_free(rate);
+  g_free(on);
+  g_free(fixed);
+  g_free(first);
+  g_free(fl);
+  g_hash_table_destroy(idx);
+  g_array_free(cap, TRUE);
+  g_array_free(use_s, TRUE);
+  g_array_free(use_c, TRUE);
+  return ok;
+}
+
 static gboolean flows(const plat *pl, const int *src, const int *dst, int n, plat_flow_info *out,
                       double *rates, double *lats, GError **err) {
   for (int f = 0; f < n; f++) each_flow(rates, lats, f, INFINITY, 0);
@@ -992,45 +1134,19 @@ static gboolean flows(const plat *pl, const int *src, const int *dst, int n, pla
     g_hash_table_destroy(cnt);
     return ok;
   }
-  /* per link crossed: the sum of the flows' coefficients (FATPIPE: the largest) */
-  GHashTable *idx = g_hash_table_new(g_direct_hash, g_direct_equal); /* link + 1 -> slot + 1 */
-  GArray *loads = g_array_new(FALSE, TRUE, sizeof(double));
-  gboolean ok = TRUE;
-  const double back = pl->crosstraffic ? 0.05 : 0; /* SimGrid's acknowledgement traffic */
-  plat_route_info r;
-  /* pass 1: every link's load; pass 2: the lowest level any flow is held to */
-  for (int pass = 0; pass < 2 && ok; pass++) {
-    for (int f = 0; f < n && ok; f++) {
-      if (src[f] == dst[f]) continue;
-      double rate = INFINITY, lat = 0;
-      for (int dir = 0; dir < (back > 0 ? 2 : 1) && ok; dir++) {
-        if (!(ok = plat_route(pl, dir ? dst[f] : src[f], dir ? src[f] : dst[f], &r, err))) break;
-        const double coef = dir ? back : 1.0;
-        for (int i = 0; i < r.n_links; i++) {
-          const plat_link *l = &g_array_index(pl->links, plat_link, r.links[i]);
-          gpointer key = GINT_TO_POINTER(r.links[i] + 1);
-          int slot = GPOINTER_TO_INT(g_hash_table_lookup(idx, key)) - 1;
-          if (slot < 0) {
-            slot = (int)loads->len;
-            g_array_set_size(loads, loads->len + 1);
-            g_hash_table_insert(idx, key, GINT_TO_POINTER(slot + 1));
-          }
-          double *load = &g_array_index(loads, double, slot);
-          if (pass == 1) rate = MIN(rate, l->bps / *load);
-          else if (pass == 0 && l->policy == PLAT_FATPIPE) *load = MAX(*load, coef);
-          else if (pass == 0) *load += coef;
-        }
-        if (pass == 1 && !dir) rate = MIN(rate, route_bound(pl, &r)), lat = r.latency_s;
-      }
-      if (pass == 1) {
-        flow_rate(pl, src[f], dst[f], rate, out);
-        out->latency_s = MAX(out->latency_s, lat);
-        each_flow(rates, lats, f, rate, lat);
-      }
-    }
+  double *ones = g_new(double, n), *fin = g_new(double, n), *lat = g_new(double, n);
+  for (int f = 0; f < n; f++) ones[f] = 1;
+  const gboolean ok = fluid(pl, src, dst, ones, n, fin, lat, err);
+  for (int f = 0; ok && f < n; f++) {
+    if (src[f] == dst[f]) continue;
+    const double rate = fin[f] > 0 ? 1 / fin[f] : INFINITY;
+    flow_rate(pl, src[f], dst[f], rate, out);
+    out->latency_s = MAX(out->latency_s, lat[f]);
+    each_flow(rates, lats, f, rate, lat[f]);
   }
-  g_hash_table_destroy(idx);
-  g_array_free(loads, TRUE);
+  g_free(ones);
+  g_free(fin);
+  g_free(lat);
   return ok;
 }
 
@@ -1043,6 +1159,16 @@ gboolean plat_flows_each(const plat *pl, const int *src, const int *dst, int n, 
                          double *lats, GError **err) {
   plat_flow_info out;
   return flows(pl, src, dst, n, &out, rates, lats, err);
+}
+
+gboolean plat_flows_bytes(const plat *pl, const int *src, const int *dst, const double *bytes,
+                          int n, double *rates, double *lats, GError **err) {
+  if (pl->structured) return plat_flows_each(pl, src, dst, n, rates, lats, err);
+  double *fin = g_new(double, n);
+  const gboolean ok = fluid(pl, src, dst, bytes, n, fin, lats, err);
+  for (int f = 0; ok && f < n; f++) rates[f] = fin[f] > 0 ? bytes[f] / fin[f] : INFINITY;
+  g_free(fin);
+  return ok;
 }
 
 /* ---- degraded copies --------------------------------------------------------------------------- */

@@ -227,14 +227,16 @@ gboolean plat_route(const plat *pl, int src_host, int dst_host, plat_route_info 
  * every pair: TRUE at once. */
 gboolean plat_barrier_routes(const plat *pl, int n, GError **err);
 
-/* What SimGrid's max-min sharing gives n concurrent flows src[i] -> dst[i] (one step of a
- * collective, alone on the network). Equal shares: a SHARED link of bandwidth B crossed with total
- * coefficient C (1 per flow, 0.05 per flow's acknowledgements on its reverse route with
- * crosstraffic) gives each B / C; a FATPIPE link gives each flow all of B; each flow is also held
- * to its route's narrowest link and to TCP-gamma / (2 × its route latency). network/crosstraffic
- * and network/TCP-gamma are the file's or the load's `cfg`, else dlsim's 0 (plat_smpi_cfg);
- * network/weight-S is not applied: it only weighs flows of different routes against each other,
- * and all shares here are equal. */
+/* What SimGrid's max-min sharing gives n concurrent flows src[i] -> dst[i] of equal bytes (one
+ * step of a collective, alone on the network), as its CM02 model (SMPI's) shares them: each flow
+ * crosses its route's links with coefficient 1 (and its reverse route's with 0.05 under
+ * crosstraffic), with a sharing penalty of its route latency plus network/weight-S over each
+ * link's bandwidth; a SHARED link's capacity goes to its flows in inverse proportion to their
+ * penalties, the most constrained link first (progressive filling); a FATPIPE link gives each
+ * flow all of its bandwidth; each flow is also held to its route's narrowest link and to
+ * TCP-gamma / (2 × its route latency); as flows end, the others' shares rise. A flow's rate is
+ * its bytes over the time it takes. network/crosstraffic, TCP-gamma and weight-S are the file's
+ * or the load's `cfg`, else dlsim's 0 (plat_smpi_cfg). */
 typedef struct {
   double rate_bps;  /* the slowest flow's rate, bytes/s, before the bandwidth factor (INFINITY:
                        no flow crosses a link) */
@@ -253,6 +255,11 @@ gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_
  * from a host to itself) and lats[f] (its route latency, s), each n long. */
 gboolean plat_flows_each(const plat *pl, const int *src, const int *dst, int n, double *rates,
                          double *lats, GError **err);
+/* The same for flows of bytes[f] bytes each (> 0) started together: rates[f] is bytes[f] over
+ * the time flow f takes, its share rising as other flows end and free the links it crosses (on a
+ * cluster written by `dlsim platform`, the shares above: its links have no identities). */
+gboolean plat_flows_bytes(const plat *pl, const int *src, const int *dst, const double *bytes,
+                          int n, double *rates, double *lats, GError **err);
 
 /* Whether, on every node, flows between GPUs of the node share no link with one another unless
  * they leave one GPU or enter one GPU, nor with a route between the node and another node's GPU

@@ -36,11 +36,13 @@ no gpu_model: --gpu a100-40gb gives them one.
 5. The logarithmic algorithms (--coll rhd: Rabenseifner's all-reduce, the recursive-halving
    reduce-scatter, Bruck's all-gather; 8 MB on 8 and 4 GPUs): each step's exchanges on their own
    routes, sharing the links, within 3 % of the simulation on the ring, torus, fat tree, backbone
-   and routed zones (exact but for Bruck's on the ring of 8, 2.6 % low). On 6 GPUs, where two
-   ranks fold first and the reduce-scatter's halves are unequal, the closed form holds every
-   flow of a step at its shared rate for the whole step, while in the simulation the shorter
-   ones end and free the links: from 10 % low (all-reduce, ring) to 24 % high (reduce-scatter,
-   nested zones); printed, not checked.
+   and routed zones (exact but for Bruck's on the ring of 8, 2.6 % low). On 6 GPUs two ranks
+   fold first and the reduce-scatter's halves are unequal: where the shorter flows of a step end,
+   the longer ones take the links they free, as in the simulation (progressive filling; holding
+   every flow at its first share to the step's end was 18 % and 24 % high on the backbone and the
+   nested zones): within 2 %. Printed, not checked: the all-reduce of 6 on the ring, 10 % low,
+   where pairs that finish a step early start the next one on links another pair still uses (the
+   closed form's steps do not overlap).
 6. With SIMGRID_EXAMPLES set to SimGrid's examples/platforms directory (not shipped by Debian):
    a DDP iteration on the first two hosts of each file without time-varying profiles that SMPI
    runs to the end, closed form against simulation within 0.1 %.
@@ -191,8 +193,10 @@ def main(dlsim):
                     ts = run(dlsim, d, *common)["iteration_time_s"]
                     what = (f"{name}, rhd {kind} on {P}: closed form {ta * 1e6:.3f} us, "
                             f"simulation {ts * 1e6:.3f} us ({(ta / ts - 1) * 100:+.1f} %)")
-                    if P == 6:
+                    if P == 6 and name == "ring.xml" and kind == "allreduce":
                         print("     " + what)
+                    elif P == 6:
+                        check(what + ", within 2 %", abs(ta / ts - 1) <= 2e-2)
                     else:
                         check(what + ", within 3 %", abs(ta / ts - 1) <= 3e-2)
         examples = os.environ.get("SIMGRID_EXAMPLES")

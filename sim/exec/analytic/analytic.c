@@ -47,8 +47,11 @@ static const coll_group *group_get(group_cache *gc, const plan_rank *p, const pl
     return NULL;
   if (op->coll == COLL_BROADCAST && !analytic_group_chain(cg, gc->pl, gc->members, n, err))
     return NULL;
-  if (strcmp(coll_resolve(op->coll, gc->c->coll, op->bytes, cg->P, cg->nodes, cg->nccl), "rhd") == 0 &&
-      !analytic_group_rhd(cg, gc->pl, gc->members, n, err))
+  const char *algo = coll_resolve(op->coll, gc->c->coll, op->bytes, cg->P, cg->nodes, cg->nccl);
+  if (strcmp(algo, "rhd") == 0 && !analytic_group_rhd(cg, gc->pl, gc->members, n, err))
+    return NULL;
+  if (op->coll == COLL_ALLREDUCE && strcmp(algo, "tree") == 0 && cg->nodes == cg->P &&
+      !analytic_group_tree(cg, gc->pl, gc->members, n, err))
     return NULL;
   return cg;
 }

@@ -37,6 +37,10 @@ gboolean analytic_group_chain(coll_group *g, const plat *pl, const int *members,
 /* The same for the logarithmic algorithms' steps (coll/rhd.c). */
 gboolean analytic_group_rhd(coll_group *g, const plat *pl, const int *members, int n,
                             GError **err);
+/* The same for the all-reduce's two trees where every member is a node of its own: each edge's
+ * route, up and down, with the edges of its depth at once and with all of them at once. */
+gboolean analytic_group_tree(coll_group *g, const plat *pl, const int *members, int n,
+                             GError **err);
 void analytic_group_clear(coll_group *g);
 
 /* What the closed form refuses of configuration `c` on the run's platform: more GPUs than hosts,

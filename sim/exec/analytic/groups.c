@@ -60,9 +60,11 @@ gboolean analytic_group_rhd(coll_group *g, const plat *pl, const int *members, i
   const size_t cells = (size_t)(lg + 2) * n;
   g->rhd_alpha_s = g_new0(double, cells);
   g->rhd_beta_bps = g_new0(double, cells);
+  g->rs_beta_bps = g_new0(double, cells);
   g->bruck_alpha_s = g_new0(double, cells);
   g->bruck_beta_bps = g_new0(double, cells);
   int *src = g_new(int, n), *dst = g_new(int, n);
+  double *bytes = g_new(double, n);
   gboolean ok = TRUE;
   for (int i = 0; i < rem; i++) src[i] = members[2 * i], dst[i] = members[2 * i + 1];
   if (rem) ok = plat_flows_each(pl, src, dst, rem, g->rhd_beta_bps, g->rhd_alpha_s, err);
@@ -72,6 +74,10 @@ gboolean analytic_group_rhd(coll_group *g, const plat *pl, const int *members, i
     }
     ok = plat_flows_each(pl, src, dst, p2, g->rhd_beta_bps + (size_t)k * n,
                          g->rhd_alpha_s + (size_t)k * n, err);
+    for (int v = 0; v < p2; v++) bytes[v] = coll_rhd_rs_blocks(v, m, rem);
+    if (ok) /* the reduce-scatter's halves, unequal where ranks folded */
+      ok = plat_flows_bytes(pl, src, dst, bytes, p2, g->rs_beta_bps + (size_t)k * n,
+                            g->rhd_alpha_s + (size_t)k * n, err);
   }
   for (int i = 0; i < rem; i++) src[i] = members[2 * i + 1], dst[i] = members[2 * i];
   if (ok && rem)
@@ -84,21 +90,81 @@ gboolean analytic_group_rhd(coll_group *g, const plat *pl, const int *members, i
   }
   g_free(src);
   g_free(dst);
+  g_free(bytes);
+  if (!ok) analytic_group_clear(g);
+  return ok;
+}
+
+gboolean analytic_group_tree(coll_group *g, const plat *pl, const int *members, int n,
+                             GError **err) {
+  if (g->tree_up_alpha_s || n < 2) return TRUE;
+  const size_t cells = 2 * (size_t)n;
+  double **arr[] = {&g->tree_up_alpha_s, &g->tree_down_alpha_s, &g->tree_up_lvl_bps,
+                    &g->tree_down_lvl_bps, &g->tree_up_all_bps, &g->tree_down_all_bps};
+  for (size_t i = 0; i < G_N_ELEMENTS(arr); i++) *arr[i] = g_new0(double, cells);
+  g->tree_depth = g_new0(int, cells);
+  int *parent = g_new(int, cells), *src = g_new(int, 2 * cells), *dst = g_new(int, 2 * cells),
+      *at = g_new(int, 2 * cells);
+  double *rate = g_new(double, 2 * cells), *lat = g_new(double, 2 * cells);
+  int deepest = 0;
+  for (int t = 0; t < 2; t++)
+    for (int x = 0; x < n; x++) {
+      int d0, d1;
+      coll_tree_node(n, t, x, &parent[t * n + x], &d0, &d1);
+    }
+  for (size_t e = 0; e < cells; e++) { /* depth: the hops up to the root */
+    int d = 0;
+    for (int y = (int)e % n, t = (int)e / n; parent[t * n + y] >= 0; y = parent[t * n + y]) d++;
+    g->tree_depth[e] = d;
+    deepest = MAX(deepest, d);
+  }
+  gboolean ok = TRUE;
+  /* level d > 0: the edges below depth-d nodes' parents, in one direction (0 up, child to
+   * parent; 1 down), of both trees at once; level 0: every edge, both ways, at once */
+  for (int lvl = 0; ok && lvl <= deepest; lvl++)
+    for (int dir = 0; ok && dir < 2; dir++) {
+      int m = 0;
+      for (int both = 0; both < (lvl ? 1 : 2); both++)
+        for (size_t e = 0; e < cells; e++) {
+          const int x = (int)e % n, up = parent[e], d = lvl ? dir : both;
+          if (up < 0 || (lvl > 0 && g->tree_depth[e] != lvl)) continue;
+          src[m] = members[d ? up : x], dst[m] = members[d ? x : up], at[m++] = (int)e;
+        }
+      if (m == 0 || (!lvl && dir)) continue;
+      ok = plat_flows_each(pl, src, dst, m, rate, lat, err);
+      for (int f = 0; ok && f < m; f++) {
+        const int down = lvl ? dir : f >= m / 2;
+        (down ? g->tree_down_alpha_s : g->tree_up_alpha_s)[at[f]] = lat[f];
+        (lvl ? (down ? g->tree_down_lvl_bps : g->tree_up_lvl_bps)
+             : (down ? g->tree_down_all_bps : g->tree_up_all_bps))[at[f]] = rate[f];
+      }
+    }
+  g_free(parent);
+  g_free(src);
+  g_free(dst);
+  g_free(at);
+  g_free(rate);
+  g_free(lat);
   if (!ok) analytic_group_clear(g);
   return ok;
 }
 
 void analytic_group_clear(coll_group *g) {
+  double **tree[] = {&g->tree_up_alpha_s, &g->tree_down_alpha_s, &g->tree_up_lvl_bps,
+                     &g->tree_down_lvl_bps, &g->tree_up_all_bps, &g->tree_down_all_bps};
+  for (size_t i = 0; i < G_N_ELEMENTS(tree); i++) g_clear_pointer(tree[i], g_free);
+  g_clear_pointer(&g->tree_depth, g_free);
   g_free(g->pair_alpha_s);
   g_free(g->pair_beta_bps);
   g_free(g->chain_alpha_s);
   g_free(g->chain_beta_bps);
   g_free(g->rhd_alpha_s);
   g_free(g->rhd_beta_bps);
+  g_free(g->rs_beta_bps);
   g_free(g->bruck_alpha_s);
   g_free(g->bruck_beta_bps);
   g->pair_alpha_s = g->pair_beta_bps = g->chain_alpha_s = g->chain_beta_bps = NULL;
-  g->rhd_alpha_s = g->rhd_beta_bps = g->bruck_alpha_s = g->bruck_beta_bps = NULL;
+  g->rhd_alpha_s = g->rhd_beta_bps = g->rs_beta_bps = g->bruck_alpha_s = g->bruck_beta_bps = NULL;
 }
 
 gboolean analytic_group_init(coll_group *g, const plat *pl, const int *members, int n,
