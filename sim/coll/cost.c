@@ -220,6 +220,17 @@ double coll_cost_rhd(coll_op op, double n, const coll_group *g) {
  * parent sending up once every child's chunk is in, and comes down, each edge at its rate with
  * the edges of its depth on at once; that path, the longest of the two trees, is the fill; the
  * other chunks follow at the slowest edge's rate with every edge of the direction on at once. */
+/* A chunk of w bytes on a tree edge of route latency a: its latency and time on the wire at the
+ * first chunk's rate (lvl) into *l and *t; the largest of each at the pipeline's rate (all)
+ * kept in *a_max and *t_max. */
+static void edge_times(const coll_group *g, double a, double lvl, double all, double w,
+                       double *l, double *t, double *a_max, double *t_max) {
+  double la, ta;
+  plat_msg_times(g->lat_factor, g->bw_factor, a, lvl, w, l, t);
+  plat_msg_times(g->lat_factor, g->bw_factor, a, all, w, &la, &ta);
+  *a_max = MAX(*a_max, la), *t_max = MAX(*t_max, ta);
+}
+
 static double tree_routes_s(const coll_group *g, const nccl_call *nc, double part, double c) {
   const int P = g->P;
   const double w = nccl_wire_bytes(nc, 0, c), chunks = ceil(part / c);
@@ -233,12 +244,9 @@ static double tree_routes_s(const coll_group *g, const nccl_call *nc, double par
     for (int d = deepest; d >= 1; d--)
       for (int x = 0; x < P; x++) {
         if (g->tree_depth[at + x] != d) continue;
-        double l, tt, la, ta;
-        plat_msg_times(g->lat_factor, g->bw_factor, g->tree_up_alpha_s[at + x],
-                       g->tree_up_lvl_bps[at + x], w, &l, &tt);
-        plat_msg_times(g->lat_factor, g->bw_factor, g->tree_up_alpha_s[at + x],
-                       g->tree_up_all_bps[at + x], w, &la, &ta);
-        a_max = MAX(a_max, la), t_max = MAX(t_max, ta);
+        double l, tt;
+        edge_times(g, g->tree_up_alpha_s[at + x], g->tree_up_lvl_bps[at + x],
+                   g->tree_up_all_bps[at + x], w, &l, &tt, &a_max, &t_max);
         int up, d0, d1;
         coll_tree_node(P, t, x, &up, &d0, &d1);
         const double a = up_a[at + x] + l, tx = up_t[at + x] + tt;
@@ -255,12 +263,9 @@ static double tree_routes_s(const coll_group *g, const nccl_call *nc, double par
         if (g->tree_depth[at + x] != d) continue;
         int up, d0, d1;
         coll_tree_node(P, t, x, &up, &d0, &d1);
-        double l, tt, la, ta;
-        plat_msg_times(g->lat_factor, g->bw_factor, g->tree_down_alpha_s[at + x],
-                       g->tree_down_lvl_bps[at + x], w, &l, &tt);
-        plat_msg_times(g->lat_factor, g->bw_factor, g->tree_down_alpha_s[at + x],
-                       g->tree_down_all_bps[at + x], w, &la, &ta);
-        a_max = MAX(a_max, la), t_max = MAX(t_max, ta);
+        double l, tt;
+        edge_times(g, g->tree_down_alpha_s[at + x], g->tree_down_lvl_bps[at + x],
+                   g->tree_down_all_bps[at + x], w, &l, &tt, &a_max, &t_max);
         dn_a[x] = dn_a[up] + l, dn_t[x] = dn_t[up] + tt;
       }
     for (int x = 0; x < P; x++)
