@@ -182,10 +182,11 @@ typedef struct {
    * the long ones speed up. */
   double *rhd_alpha_s, *rhd_beta_bps, *rs_beta_bps, *bruck_alpha_s, *bruck_beta_bps;
   /* the all-reduce's two node trees where every member is a node of its own (coll_tree_node,
-   * NULL: not summarised, the ring's step for every hop): for member x in tree t (index t P + x)
-   * the route latency of its edge up to its parent and down from it, and the edge's rate with
-   * the edges of its depth in both trees on at once (the first chunk's way) and with every edge
-   * of its direction on at once (the pipeline's steady state); tree_depth[t P + x] its depth */
+   * NULL: not summarised, the channels' figures above stand for every edge): for member x in
+   * tree t (index t P + x) the route latency of its edge up to its parent and down from it,
+   * and the edge's rate with the edges of its depth and direction in both trees on at once
+   * (the first chunk's way) and with every edge of both trees, both ways, on at once (the
+   * pipeline's steady state); tree_depth[t P + x] its depth */
   double *tree_up_alpha_s, *tree_down_alpha_s, *tree_up_lvl_bps, *tree_down_lvl_bps,
       *tree_up_all_bps, *tree_down_all_bps;
   int *tree_depth;

@@ -219,7 +219,8 @@ double coll_cost_rhd(coll_op op, double n, const coll_group *g) {
  * (coll_group's tree_*): the first chunk of each of the two pipelines climbs to its root, a
  * parent sending up once every child's chunk is in, and comes down, each edge at its rate with
  * the edges of its depth on at once; that path, the longest of the two trees, is the fill; the
- * other chunks follow at the slowest edge's rate with every edge of the direction on at once. */
+ * other chunks follow at the slowest edge's rate with every edge of both trees, both ways, on at
+ * once (reduction and broadcast overlap in the pipeline). */
 /* A chunk of w bytes on a tree edge of route latency a: its latency and time on the wire at the
  * first chunk's rate (lvl) into *l and *t; the largest of each at the pipeline's rate (all)
  * kept in *a_max and *t_max. */

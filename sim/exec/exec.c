@@ -328,7 +328,8 @@ static gboolean exec_analytic_check(const run_ctx *x, const cfg_run *c, GError *
   /* the network settings the closed form applies (platform.c reads them for plat_flows and
    * plat_msg_times); others need SimGrid itself */
   static const char *const applied[] = {"network/TCP-gamma", "network/crosstraffic",
-                                        "smpi/bw-factor", "smpi/lat-factor", NULL};
+                                        "network/weight-S", "smpi/bw-factor", "smpi/lat-factor",
+                                        NULL};
   for (int i = 0; c->simgrid_cfg && c->simgrid_cfg[i]; i++) {
     const char *item = c->simgrid_cfg[i], *colon = strchr(item, ':');
     gboolean ok = FALSE;
@@ -337,8 +338,8 @@ static gboolean exec_analytic_check(const run_ctx *x, const cfg_run *c, GError *
            strncmp(item, applied[k], strlen(applied[k])) == 0;
     if (!ok) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--simgrid-cfg %s: the closed form applies only "
-                  "network/TCP-gamma, network/crosstraffic, smpi/bw-factor and smpi/lat-factor; "
-                  "use --mode sim", item);
+                  "network/TCP-gamma, network/crosstraffic, network/weight-S, smpi/bw-factor and "
+                  "smpi/lat-factor; use --mode sim", item);
       return FALSE;
     }
   }

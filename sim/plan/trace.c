@@ -239,7 +239,8 @@ plan_trace *plan_trace_open(const char *dir, gboolean check, GError **err) {
   int nodes = 0, work = 0;
   for (int r = 0; ok && r < t->P; r++) {
     nodes += t->files[r]->n_nodes > 0;
-    for (int i = 0; i < t->files[r]->n_nodes; i++) work += t->files[r]->nodes[i].type != ET_METADATA;
+    for (int i = 0; i < t->files[r]->n_nodes; i++)
+      work += t->files[r]->nodes[i].type != ET_METADATA;
   }
   if (ok && !nodes) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--workload chakra:%s: the traces hold no nodes",

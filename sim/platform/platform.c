@@ -971,13 +971,18 @@ static void each_flow(double *rates, double *lats, int f, double rate, double la
  * 0.05); its sharing penalty is its route latency plus weight-S over each link's bandwidth (1
  * where that is 0); a link of capacity C gives the flows still unfixed on it the level
  * lambda = (C - what fixed flows take) / sum(coef / penalty), and each flow lambda / penalty;
- * the lowest level is fixed first, then the next (progressive filling); a flow is also held to
- * its route's narrowest link and TCP's window (route_bound), and to all of a FATPIPE link. When
- * a flow ends, the others share again. All start together: fin[f], the time flow f of bytes[f]
- * ends (s, before the bandwidth factor; 0 for a host to itself), lat[f] its route latency. */
+ * the lowest level is fixed first, then the next (progressive filling). A FATPIPE link's level
+ * is C over the largest coef / penalty of its unfixed flows, and fixing them takes nothing from
+ * it (lmm's non-shared constraint: alike flows each get all of C). A flow is also held to its
+ * route's narrowest link and TCP's window (route_bound). A flow whose route latency is 0 has
+ * penalty 1, as SimGrid gives it (the case of an smpi/lat-factor of 0 for some sizes, which
+ * would give that too, is not followed: the rates here are for any size). When a flow ends, the
+ * others share again. All start together: fin[f], the time flow f of bytes[f] ends (s, before
+ * the bandwidth factor; 0 for a host to itself, INFINITY for a flow that never moves), lat[f]
+ * its route latency. */
 typedef struct {
   int n;
-  int *slot;    /* the shared links it crosses (indices into the step's link table) */
+  int *slot;    /* the links it crosses (indices into the step's link table) */
   double *coef; /* and how much of each it takes per byte/s */
   double pen, bound;
 } fluid_flow;
@@ -987,6 +992,7 @@ static gboolean fluid(const plat *pl, const int *src, const int *dst, const doub
   fluid_flow *fl = g_new0(fluid_flow, n);
   GHashTable *idx = g_hash_table_new(g_direct_hash, g_direct_equal); /* link + 1 -> slot + 1 */
   GArray *cap = g_array_new(FALSE, FALSE, sizeof(double));
+  GArray *fat = g_array_new(FALSE, FALSE, sizeof(char));
   GArray *use_s = g_array_new(FALSE, FALSE, sizeof(int));
   GArray *use_c = g_array_new(FALSE, FALSE, sizeof(double));
   const double back = pl->crosstraffic ? 0.05 : 0; /* SimGrid's acknowledgement traffic */
@@ -1011,23 +1017,22 @@ static gboolean fluid(const plat *pl, const int *src, const int *dst, const doub
       for (int i = 0; i < r.n_links; i++) {
         const plat_link *l = &g_array_index(pl->links, plat_link, r.links[i]);
         if (!dir && pl->weight_s > 0) pen += pl->weight_s / l->bps;
-        if (l->policy == PLAT_FATPIPE) { /* each flow may take all of it */
-          fl[f].bound = MIN(fl[f].bound, l->bps / coef);
-          continue;
-        }
         gpointer key = GINT_TO_POINTER(r.links[i] + 1);
         int slot = GPOINTER_TO_INT(g_hash_table_lookup(idx, key)) - 1;
         if (slot < 0) {
+          const char is_fat = l->policy == PLAT_FATPIPE;
           slot = (int)cap->len;
           g_array_append_val(cap, l->bps);
+          g_array_append_val(fat, is_fat);
           g_hash_table_insert(idx, key, GINT_TO_POINTER(slot + 1));
         }
         g_array_append_val(use_s, slot);
         g_array_append_val(use_c, coef);
       }
     }
-    fl[f].pen = pen > 0 ? pen : 1;
+    fl[f].pen = lat[f] > 0 ? pen : 1; /* SimGrid: penalty 1 where the latency is 0 */
   }
+  if (!ok) goto out;
   first[n] = (int)use_s->len;
   for (int f = 0; f < n; f++) {
     fl[f].n = first[f + 1] - first[f];
@@ -1039,8 +1044,12 @@ static gboolean fluid(const plat *pl, const int *src, const int *dst, const doub
          *rate = g_new(double, n);
   char *on = g_new0(char, n), *fixed = g_new(char, n);
   int active = 0;
-  for (int f = 0; ok && f < n; f++)
-    if (src[f] != dst[f] && bytes[f] > 0) on[f] = 1, rem[f] = bytes[f], active++;
+  const char *is_fat = fat->data;
+  for (int f = 0; f < n; f++) {
+    if (src[f] == dst[f] || !(bytes[f] > 0)) continue;
+    if (!(fl[f].pen < INFINITY)) fin[f] = INFINITY; /* a link of bandwidth 0 under weight-S */
+    else on[f] = 1, rem[f] = bytes[f], active++;
+  }
   double t = 0;
   while (ok && active > 0) {
     /* progressive filling of the flows still on */
@@ -1050,8 +1059,11 @@ static gboolean fluid(const plat *pl, const int *src, const int *dst, const doub
     while (unfixed > 0) {
       for (int l = 0; l < L; l++) usage[l] = 0;
       for (int f = 0; f < n; f++)
-        for (int i = 0; !fixed[f] && i < fl[f].n; i++)
-          usage[fl[f].slot[i]] += fl[f].coef[i] / fl[f].pen;
+        for (int i = 0; !fixed[f] && i < fl[f].n; i++) {
+          const int l = fl[f].slot[i];
+          const double u = fl[f].coef[i] / fl[f].pen;
+          usage[l] = is_fat[l] ? MAX(usage[l], u) : usage[l] + u;
+        }
       double lvl = INFINITY;
       int by_link = -1, by_flow = -1;
       for (int l = 0; l < L; l++)
@@ -1067,7 +1079,8 @@ static gboolean fluid(const plat *pl, const int *src, const int *dst, const doub
         if (!hit) continue;
         rate[f] = f == by_flow ? fl[f].bound : lvl / fl[f].pen;
         fixed[f] = 1, unfixed--;
-        for (int i = 0; i < fl[f].n; i++) left[fl[f].slot[i]] -= rate[f] * fl[f].coef[i];
+        for (int i = 0; i < fl[f].n; i++)
+          if (!is_fat[fl[f].slot[i]]) left[fl[f].slot[i]] -= rate[f] * fl[f].coef[i];
       }
     }
     /* to the next flow's end (at once where nothing holds a flow back) */
@@ -1095,10 +1108,12 @@ static gboolean fluid(const plat *pl, const int *src, const int *dst, const doub
   g_free(rate);
   g_free(on);
   g_free(fixed);
+out:
   g_free(first);
   g_free(fl);
   g_hash_table_destroy(idx);
   g_array_free(cap, TRUE);
+  g_array_free(fat, TRUE);
   g_array_free(use_s, TRUE);
   g_array_free(use_c, TRUE);
   return ok;
@@ -1164,10 +1179,12 @@ gboolean plat_flows_each(const plat *pl, const int *src, const int *dst, int n, 
 gboolean plat_flows_bytes(const plat *pl, const int *src, const int *dst, const double *bytes,
                           int n, double *rates, double *lats, GError **err) {
   if (pl->structured) return plat_flows_each(pl, src, dst, n, rates, lats, err);
-  double *fin = g_new(double, n);
-  const gboolean ok = fluid(pl, src, dst, bytes, n, fin, lats, err);
-  for (int f = 0; ok && f < n; f++) rates[f] = fin[f] > 0 ? bytes[f] / fin[f] : INFINITY;
+  double *fin = g_new(double, n), *lat = g_new(double, n);
+  const gboolean ok = fluid(pl, src, dst, bytes, n, fin, lat, err);
+  for (int f = 0; ok && f < n; f++)
+    each_flow(rates, lats, f, fin[f] > 0 ? bytes[f] / fin[f] : INFINITY, lat[f]);
   g_free(fin);
+  g_free(lat);
   return ok;
 }
 

@@ -236,7 +236,8 @@ gboolean plat_barrier_routes(const plat *pl, int n, GError **err);
  * flow all of its bandwidth; each flow is also held to its route's narrowest link and to
  * TCP-gamma / (2 × its route latency); as flows end, the others' shares rise. A flow's rate is
  * its bytes over the time it takes. network/crosstraffic, TCP-gamma and weight-S are the file's
- * or the load's `cfg`, else dlsim's 0 (plat_smpi_cfg). */
+ * or the load's `cfg`, else dlsim's 0 (plat_smpi_cfg). A cluster written by `dlsim platform` is
+ * shared as below instead: its links have no identities. */
 typedef struct {
   double rate_bps;  /* the slowest flow's rate, bytes/s, before the bandwidth factor (INFINITY:
                        no flow crosses a link) */
@@ -255,7 +256,8 @@ gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_
  * from a host to itself) and lats[f] (its route latency, s), each n long. */
 gboolean plat_flows_each(const plat *pl, const int *src, const int *dst, int n, double *rates,
                          double *lats, GError **err);
-/* The same for flows of bytes[f] bytes each (> 0) started together: rates[f] is bytes[f] over
+/* The same for flows of bytes[f] bytes each (> 0) started together (rates or lats may be NULL):
+ * rates[f] is bytes[f] over
  * the time flow f takes, its share rising as other flows end and free the links it crosses (on a
  * cluster written by `dlsim platform`, the shares above: its links have no identities). */
 gboolean plat_flows_bytes(const plat *pl, const int *src, const int *dst, const double *bytes,

@@ -17,8 +17,9 @@ no gpu_model: --gpu a100-40gb gives them one.
    within 0.1 % wherever the flows of concurrent collectives do not meet on a SHARED link, and
    differs by more than 1 % where they do (the closed form times each collective alone on the
    network: contention between them is what the simulation is for). On the dragonfly the ring's
-   own flows meet unevenly: the closed form gives every flow the slowest share, the simulation
-   lets the others go faster, so it differs even for DDP. On the oversubscribed fat tree the
+   own flows meet unevenly, and the closed form is 11 % above the simulation even for DDP: the
+   slowest flows share their link among themselves to the step's end, so freeing links as
+   flows end does not change it; what does is not established. On the oversubscribed fat tree the
    concurrent rings of one all-reduce (NCCL's channels, one per GPU of a node) meet on the
    leaves' uplinks: a generated cluster's closed form sees only the links out of each GPU.
 3. An MoE layer's all-to-all (switch-base-8, ep = every GPU, pairwise): each step s sends from
@@ -40,9 +41,9 @@ no gpu_model: --gpu a100-40gb gives them one.
    fold first and the reduce-scatter's halves are unequal: where the shorter flows of a step end,
    the longer ones take the links they free, as in the simulation (progressive filling; holding
    every flow at its first share to the step's end was 18 % and 24 % high on the backbone and the
-   nested zones): within 2 %. Printed, not checked: the all-reduce of 6 on the ring, 10 % low,
-   where pairs that finish a step early start the next one on links another pair still uses (the
-   closed form's steps do not overlap).
+   nested zones): within 2 %. The all-reduce of 6 on the ring is 10 % low, where pairs that
+   finish a step early start the next one on links another pair still uses (the closed form's
+   steps do not overlap): checked at the README's -9.8 %, within a point.
 6. With SIMGRID_EXAMPLES set to SimGrid's examples/platforms directory (not shipped by Debian):
    a DDP iteration on the first two hosts of each file without time-varying profiles that SMPI
    runs to the end, closed form against simulation within 0.1 %.
@@ -193,8 +194,9 @@ def main(dlsim):
                     ts = run(dlsim, d, *common)["iteration_time_s"]
                     what = (f"{name}, rhd {kind} on {P}: closed form {ta * 1e6:.3f} us, "
                             f"simulation {ts * 1e6:.3f} us ({(ta / ts - 1) * 100:+.1f} %)")
-                    if P == 6 and name == "ring.xml" and kind == "allreduce":
-                        print("     " + what)
+                    if P == 6 and name == "ring.xml" and kind == "allreduce":  # the README's
+                        check(what + ", as the README states it (-9.8 %)",
+                              abs((ta / ts - 1) * 100 + 9.8) <= 1)
                     elif P == 6:
                         check(what + ", within 2 %", abs(ta / ts - 1) <= 2e-2)
                     else:

@@ -75,9 +75,11 @@ gboolean analytic_group_rhd(coll_group *g, const plat *pl, const int *members, i
     ok = plat_flows_each(pl, src, dst, p2, g->rhd_beta_bps + (size_t)k * n,
                          g->rhd_alpha_s + (size_t)k * n, err);
     for (int v = 0; v < p2; v++) bytes[v] = coll_rhd_rs_blocks(v, m, rem);
-    if (ok) /* the reduce-scatter's halves, unequal where ranks folded */
-      ok = plat_flows_bytes(pl, src, dst, bytes, p2, g->rs_beta_bps + (size_t)k * n,
-                            g->rhd_alpha_s + (size_t)k * n, err);
+    if (ok && rem) /* the reduce-scatter's halves, unequal where ranks folded */
+      ok = plat_flows_bytes(pl, src, dst, bytes, p2, g->rs_beta_bps + (size_t)k * n, NULL, err);
+    else if (ok)
+      memcpy(g->rs_beta_bps + (size_t)k * n, g->rhd_beta_bps + (size_t)k * n,
+             sizeof(double) * (size_t)p2);
   }
   for (int i = 0; i < rem; i++) src[i] = members[2 * i + 1], dst[i] = members[2 * i];
   if (ok && rem)
@@ -122,7 +124,7 @@ gboolean analytic_group_tree(coll_group *g, const plat *pl, const int *members, 
   /* level d > 0: the edges below depth-d nodes' parents, in one direction (0 up, child to
    * parent; 1 down), of both trees at once; level 0: every edge, both ways, at once */
   for (int lvl = 0; ok && lvl <= deepest; lvl++)
-    for (int dir = 0; ok && dir < 2; dir++) {
+    for (int dir = 0; ok && dir < (lvl ? 2 : 1); dir++) {
       int m = 0;
       for (int both = 0; both < (lvl ? 1 : 2); both++)
         for (size_t e = 0; e < cells; e++) {
@@ -130,7 +132,7 @@ gboolean analytic_group_tree(coll_group *g, const plat *pl, const int *members, 
           if (up < 0 || (lvl > 0 && g->tree_depth[e] != lvl)) continue;
           src[m] = members[d ? up : x], dst[m] = members[d ? x : up], at[m++] = (int)e;
         }
-      if (m == 0 || (!lvl && dir)) continue;
+      if (m == 0) continue;
       ok = plat_flows_each(pl, src, dst, m, rate, lat, err);
       for (int f = 0; ok && f < m; f++) {
         const int down = lvl ? dir : f >= m / 2;
