@@ -176,8 +176,10 @@ static GOptionContext *run_context(raw_opts *r, cfg_run *c, const GOptionEntry *
        "nics:FRACTION:F (that share of the NIC links of a platform written by dlsim platform, "
        "drawn by --seed); sim and analytic", "SPEC"},
       {"simgrid-cfg", 0, 0, G_OPTION_ARG_STRING_ARRAY, &r->simgrid_cfg,
-       "sim: a SimGrid setting over the platform file's (repeatable; SimGrid's --cfg=KEY:VALUE; "
-       "refused by --mode analytic and real, which run no SimGrid)", "KEY:VALUE"},
+       "a SimGrid setting over the platform file's (repeatable; SimGrid's --cfg=KEY:VALUE): sim "
+       "passes it on; analytic applies network/TCP-gamma, network/crosstraffic, "
+       "network/weight-S, smpi/bw-factor and smpi/lat-factor and refuses the others; real "
+       "refuses it", "KEY:VALUE"},
       {"no-folding", 0, 0, G_OPTION_ARG_NONE, &c->no_folding,
        "evaluate every rank, and in sim every channel of a collective and every data-parallel "
        "group (default: one data-parallel replica, or one pipeline under Megatron tp, stands for "
