@@ -205,22 +205,6 @@ double coll_cost_rhd(coll_op op, double n, const coll_group *g) {
   return coll_cost_ring(op, n, g);
 }
 
-/* The trees as the executors build them (coll.h, coll/tree.c): 2k pipelines of n / (2k) each,
- * in C chunks; a chunk climbs D = coll_tree_depth hops up, L - 1 of them inside a node, and D
- * down (all-reduce). The first chunk is home after every hop's chunk time, the others follow at
- * the slowest hop's. A link's bandwidth is what the channel rings see times their flows on it
- * (coll_tree_flows); of the trees' flows on it, a share C / (C + 2D - 1) is on at once (each is
- * busy for C of the C + 2D - 1 chunk times; the channels' chains start at different GPUs, so
- * the busy times of one link's flows are spread over the call; one node's single chain has its
- * two pipelines in step). The broadcast (k = 1, both halves down one tree) shares a link
- * between its two halves. Under NCCL's model (coll/nccl.h) the chunks are widened as the
- * protocol puts them on the wire, and NCCL's latency counts where larger than the routes'. */
-/* The all-reduce's trees where every member is a node of its own, each edge on its route
- * (coll_group's tree_*): the first chunk of each of the two pipelines climbs to its root, a
- * parent sending up once every child's chunk is in, and comes down, each edge at its rate with
- * the edges of its depth on at once; that path, the longest of the two trees, is the fill; the
- * other chunks follow at the slowest edge's rate with every edge of both trees, both ways, on at
- * once (reduction and broadcast overlap in the pipeline). */
 /* A chunk of w bytes on a tree edge of route latency a: its latency and time on the wire at the
  * first chunk's rate (lvl) into *l and *t; the largest of each at the pipeline's rate (all)
  * kept in *a_max and *t_max. */
@@ -232,6 +216,12 @@ static void edge_times(const coll_group *g, double a, double lvl, double all, do
   *a_max = MAX(*a_max, la), *t_max = MAX(*t_max, ta);
 }
 
+/* The all-reduce's trees where every member is a node of its own, each edge on its route
+ * (coll_group's tree_*): the first chunk of each of the two pipelines climbs to its root, a
+ * parent sending up once every child's chunk is in, and comes down, each edge at its rate with
+ * the edges of its depth on at once; that path, the longest of the two trees, is the fill; the
+ * other chunks follow at the slowest edge's rate with every edge of both trees, both ways, on at
+ * once (reduction and broadcast overlap in the pipeline). */
 static double tree_routes_s(const coll_group *g, const nccl_call *nc, double part, double c) {
   const int P = g->P;
   const double w = nccl_wire_bytes(nc, 0, c), chunks = ceil(part / c);
@@ -280,6 +270,16 @@ static double tree_routes_s(const coll_group *g, const nccl_call *nc, double par
          (part / c - 1) * t_max;
 }
 
+/* The trees as the executors build them (coll.h, coll/tree.c): 2k pipelines of n / (2k) each,
+ * in C chunks; a chunk climbs D = coll_tree_depth hops up, L - 1 of them inside a node, and D
+ * down (all-reduce). The first chunk is home after every hop's chunk time, the others follow at
+ * the slowest hop's. A link's bandwidth is what the channel rings see times their flows on it
+ * (coll_tree_flows); of the trees' flows on it, a share C / (C + 2D - 1) is on at once (each is
+ * busy for C of the C + 2D - 1 chunk times; the channels' chains start at different GPUs, so
+ * the busy times of one link's flows are spread over the call; one node's single chain has its
+ * two pipelines in step). The broadcast (k = 1, both halves down one tree) shares a link
+ * between its two halves. Under NCCL's model (coll/nccl.h) the chunks are widened as the
+ * protocol puts them on the wire, and NCCL's latency counts where larger than the routes'. */
 double coll_cost_tree(coll_op op, double n, const coll_group *g) {
   if (op != COLL_ALLREDUCE && op != COLL_BROADCAST) return coll_cost_ring(op, n, g);
   const int P = g->P, ar = op == COLL_ALLREDUCE;

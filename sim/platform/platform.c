@@ -1119,8 +1119,10 @@ out:
   return ok;
 }
 
-static gboolean flows(const plat *pl, const int *src, const int *dst, int n, plat_flow_info *out,
-                      double *rates, double *lats, GError **err) {
+/* bytes: each flow's (NULL: alike); a cluster written by `dlsim platform` shares by endpoint
+ * counts whatever they are. */
+static gboolean flows(const plat *pl, const int *src, const int *dst, const double *bytes, int n,
+                      plat_flow_info *out, double *rates, double *lats, GError **err) {
   for (int f = 0; f < n; f++) each_flow(rates, lats, f, INFINITY, 0);
   out->rate_bps = out->intra_rate_bps = out->inter_rate_bps = INFINITY;
   out->latency_s = 0;
@@ -1149,17 +1151,17 @@ static gboolean flows(const plat *pl, const int *src, const int *dst, int n, pla
     g_hash_table_destroy(cnt);
     return ok;
   }
-  double *ones = g_new(double, n), *fin = g_new(double, n), *lat = g_new(double, n);
-  for (int f = 0; f < n; f++) ones[f] = 1;
-  const gboolean ok = fluid(pl, src, dst, ones, n, fin, lat, err);
+  double *b = g_new(double, n), *fin = g_new(double, n), *lat = g_new(double, n);
+  for (int f = 0; f < n; f++) b[f] = bytes ? bytes[f] : 1;
+  const gboolean ok = fluid(pl, src, dst, b, n, fin, lat, err);
   for (int f = 0; ok && f < n; f++) {
     if (src[f] == dst[f]) continue;
-    const double rate = fin[f] > 0 ? 1 / fin[f] : INFINITY;
+    const double rate = fin[f] > 0 ? b[f] / fin[f] : INFINITY; /* over the time it takes */
     flow_rate(pl, src[f], dst[f], rate, out);
     out->latency_s = MAX(out->latency_s, lat[f]);
     each_flow(rates, lats, f, rate, lat[f]);
   }
-  g_free(ones);
+  g_free(b);
   g_free(fin);
   g_free(lat);
   return ok;
@@ -1167,25 +1169,19 @@ static gboolean flows(const plat *pl, const int *src, const int *dst, int n, pla
 
 gboolean plat_flows(const plat *pl, const int *src, const int *dst, int n, plat_flow_info *out,
                     GError **err) {
-  return flows(pl, src, dst, n, out, NULL, NULL, err);
+  return flows(pl, src, dst, NULL, n, out, NULL, NULL, err);
 }
 
 gboolean plat_flows_each(const plat *pl, const int *src, const int *dst, int n, double *rates,
                          double *lats, GError **err) {
   plat_flow_info out;
-  return flows(pl, src, dst, n, &out, rates, lats, err);
+  return flows(pl, src, dst, NULL, n, &out, rates, lats, err);
 }
 
 gboolean plat_flows_bytes(const plat *pl, const int *src, const int *dst, const double *bytes,
                           int n, double *rates, double *lats, GError **err) {
-  if (pl->structured) return plat_flows_each(pl, src, dst, n, rates, lats, err);
-  double *fin = g_new(double, n), *lat = g_new(double, n);
-  const gboolean ok = fluid(pl, src, dst, bytes, n, fin, lat, err);
-  for (int f = 0; ok && f < n; f++)
-    each_flow(rates, lats, f, fin[f] > 0 ? bytes[f] / fin[f] : INFINITY, lat[f]);
-  g_free(fin);
-  g_free(lat);
-  return ok;
+  plat_flow_info out;
+  return flows(pl, src, dst, bytes, n, &out, rates, lats, err);
 }
 
 /* ---- degraded copies --------------------------------------------------------------------------- */
