@@ -132,6 +132,23 @@ size_t kn_moe_ws_floats(const kn_moe_shape *s);
 /* Points the fields of `sv` into one float block and one int block of the sizes above. */
 void kn_moe_saved_bind(kn_moe_saved *sv, float *fbuf, int *ibuf, const kn_moe_shape *s);
 
+/* One block of ring attention (Liu et al. 2023) on T local positions in two halves of T/2:
+ * local position t is position (t < T/2 ? q0 : q1)·T/2 + t mod T/2 of the sequence for the
+ * queries, (t < T/2 ? k0 : k1)·T/2 + t mod T/2 for the keys (Megatron-Core's two mirrored chunks
+ * per rank); a query sees the keys at its position and before. `first`: the block starts the
+ * running output and log-sum-exp instead of merging into them. */
+typedef struct {
+  int N, T, C, NH, KVH; /* samples, local positions, width NH·hs, heads, key/value heads (0: MHA) */
+  int q0, q1, k0, k1;   /* the chunks of the queries' and the keys' halves */
+  int first;
+} kn_ring;
+
+/* The K/V chunk rows of ring attention: the K of the G groups (G = KVH, or NH without grouping),
+ * then their V, hs each. */
+static inline int kn_ring_kv_width(int C, int NH, int KVH) {
+  return 2 * (KVH > 0 ? KVH : NH) * (C / NH);
+}
+
 /* Attention workspaces in floats: forward needs 3·N·T·C (q, k, v head-major); backward
  * 7·N·T·C + N·NH·T·T; flash-style (flash = 1: the probabilities not kept) N·NH·T·T more
  * each. */
@@ -264,6 +281,18 @@ int kn_dropout_keep(uint64_t seed, uint64_t i, float p);
   X(attention_bwd, void, (float *dqkv, float *ws, const float *dout, const float *qkv,           \
                           const float *att, int N, int T, int C, int NH, int KVH, kn_math math), \
     (dqkv, ws, dout, qkv, att, N, T, C, NH, KVH, math))                                          \
+  /* ring attention block (kn_ring): the queries of qkv (N,T,kn_qkv_width) against the chunk kv  \
+   * (N,T,kn_ring_kv_width); its output and log-sum-exp merged into the running out (N,T,C) and  \
+   * lse (N,NH,T) (rows that see no key of the chunk unchanged; with first, out 0, lse −inf) */  \
+  X(attention_ring_fwd, void, (float *out, float *lse, const float *qkv, const float *kv,        \
+                               const kn_ring *s),                                                \
+    (out, lse, qkv, kv, s))                                                                      \
+  /* its backward, from the whole attention's out and lse and dout (N,T,C): the Q gradient       \
+   * added to dqkv's Q channels (N,T,kn_qkv_width), the chunk's K and V gradients to dkv */      \
+  X(attention_ring_bwd, void, (float *dqkv, float *dkv, const float *dout, const float *out,     \
+                               const float *lse, const float *qkv, const float *kv,              \
+                               const kn_ring *s),                                                \
+    (dqkv, dkv, dout, out, lse, qkv, kv, s))                                                     \
   /* RMSNorm (Zhang & Sennrich 2019): out = x·rstd·gamma, rstd = 1/√(mean x² + eps) per row.     \
    * out, in (M,C); rstd (M) saved; gamma (C) */                                                 \
   X(rmsnorm_fwd, void, (float *out, float *rstd, const float *in, const float *gamma, int M,     \

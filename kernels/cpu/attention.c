@@ -261,3 +261,106 @@ float kn_softmax_ce_slice_bwd_cpu(float *din, const float *z, const float *mx, c
   }
   return (float)(loss / (double)M);
 }
+
+/* ---- ring attention blocks (kn_ring) ------------------------------------------------------- */
+
+/* The sequence position of local position t whose halves are chunks c0 and c1. */
+static int ring_pos(int t, int half, int c0, int c1) {
+  return t < half ? c0 * half + t : c1 * half + t - half;
+}
+
+/* Scores of one query row against the chunk's keys that it sees: sc[tk] (−inf where masked);
+ * returns their maximum (−inf when none). */
+static float ring_scores(float *sc, const float *q, const float *kv, const kn_ring *s, int n,
+                         int h, int tq) {
+  const int hs = s->C / s->NH, half = s->T / 2, G = s->KVH > 0 ? s->KVH : s->NH;
+  const int g = s->KVH > 0 ? h / (s->NH / s->KVH) : h, KW = 2 * G * hs;
+  const int pq = ring_pos(tq, half, s->q0, s->q1);
+  const float scale = 1.0f / sqrtf((float)hs);
+  float mx = -INFINITY;
+  for (int tk = 0; tk < s->T; tk++) {
+    sc[tk] = -INFINITY;
+    if (ring_pos(tk, half, s->k0, s->k1) > pq) continue;
+    const float *k = kv + ((size_t)n * s->T + tk) * KW + g * hs;
+    float d = 0.0f;
+    for (int e = 0; e < hs; e++) d += q[e] * k[e];
+    sc[tk] = d * scale;
+    mx = sc[tk] > mx ? sc[tk] : mx;
+  }
+  return mx;
+}
+
+void kn_attention_ring_fwd_cpu(float *out, float *lse, const float *qkv, const float *kv,
+                               const kn_ring *s) {
+  const int hs = s->C / s->NH, W = kn_qkv_width(s->C, s->NH, s->KVH);
+  const int G = s->KVH > 0 ? s->KVH : s->NH, KW = 2 * G * hs;
+  float *sc = malloc(sizeof(float) * (size_t)s->T);
+  for (int n = 0; n < s->N; n++)
+    for (int h = 0; h < s->NH; h++) {
+      const int g = s->KVH > 0 ? h / (s->NH / s->KVH) : h;
+      for (int tq = 0; tq < s->T; tq++) {
+        const float *q = qkv + ((size_t)n * s->T + tq) * W + kn_qkv_offset(0, h, s->C, s->NH,
+                                                                             s->KVH);
+        float *o = out + ((size_t)n * s->T + tq) * s->C + h * hs;
+        float *l = lse + ((size_t)n * s->NH + h) * s->T + tq;
+        const float mx = ring_scores(sc, q, kv, s, n, h, tq);
+        if (s->first) {
+          memset(o, 0, sizeof(float) * (size_t)hs);
+          *l = -INFINITY;
+        }
+        if (mx == -INFINITY) continue;
+        float sum = 0.0f;
+        for (int tk = 0; tk < s->T; tk++) sum += expf(sc[tk] - mx);
+        const float lb = mx + logf(sum), lo = *l;
+        const float nl = lo == -INFINITY ? lb : fmaxf(lo, lb) + log1pf(expf(-fabsf(lo - lb)));
+        const float keep = lo == -INFINITY ? 0.0f : expf(lo - nl), w = expf(lb - nl) / sum;
+        for (int e = 0; e < hs; e++) o[e] *= keep;
+        for (int tk = 0; tk < s->T; tk++) {
+          if (sc[tk] == -INFINITY) continue;
+          const float p = expf(sc[tk] - mx) * w;
+          const float *v = kv + ((size_t)n * s->T + tk) * KW + (G + g) * hs;
+          for (int e = 0; e < hs; e++) o[e] += p * v[e];
+        }
+        *l = nl;
+      }
+    }
+  free(sc);
+}
+
+void kn_attention_ring_bwd_cpu(float *dqkv, float *dkv, const float *dout, const float *out,
+                               const float *lse, const float *qkv, const float *kv,
+                               const kn_ring *s) {
+  const int hs = s->C / s->NH, W = kn_qkv_width(s->C, s->NH, s->KVH);
+  const int G = s->KVH > 0 ? s->KVH : s->NH, KW = 2 * G * hs;
+  const float scale = 1.0f / sqrtf((float)hs);
+  float *sc = malloc(sizeof(float) * (size_t)s->T);
+  for (int n = 0; n < s->N; n++)
+    for (int h = 0; h < s->NH; h++) {
+      const int g = s->KVH > 0 ? h / (s->NH / s->KVH) : h;
+      for (int tq = 0; tq < s->T; tq++) {
+        const size_t row = (size_t)n * s->T + tq;
+        const float *q = qkv + row * W + kn_qkv_offset(0, h, s->C, s->NH, s->KVH);
+        float *dq = dqkv + row * W + kn_qkv_offset(0, h, s->C, s->NH, s->KVH);
+        const float *o = out + row * s->C + h * hs, *dy = dout + row * s->C + h * hs;
+        const float l = lse[((size_t)n * s->NH + h) * s->T + tq];
+        if (ring_scores(sc, q, kv, s, n, h, tq) == -INFINITY) continue;
+        float D = 0.0f; /* Σ dout·out: the softmax's backward term */
+        for (int e = 0; e < hs; e++) D += dy[e] * o[e];
+        for (int tk = 0; tk < s->T; tk++) {
+          if (sc[tk] == -INFINITY) continue;
+          const float p = expf(sc[tk] - l);
+          const float *k = kv + ((size_t)n * s->T + tk) * KW + g * hs, *v = k + G * hs;
+          float *dk = dkv + ((size_t)n * s->T + tk) * KW + g * hs, *dv = dk + G * hs;
+          float dp = 0.0f;
+          for (int e = 0; e < hs; e++) dp += dy[e] * v[e];
+          const float ds = p * (dp - D) * scale;
+          for (int e = 0; e < hs; e++) {
+            dq[e] += ds * k[e];
+            dk[e] += ds * q[e];
+            dv[e] += p * dy[e];
+          }
+        }
+      }
+    }
+  free(sc);
+}

@@ -557,6 +557,108 @@ __global__ void rms_bwd_dx_k(float *din, const float *dout, const float *in, con
   sdx = warp_sum(sdx) / C;
   for (int c = lane; c < C; c += 32) din[(long)r * C + c] += rs * (dy[c] * gm[c] - x[c] * rs * sdx);
 }
+/* ---- ring attention blocks (kn_ring): one thread per (sample, head, query position) ---- */
+__device__ static int ring_pos_d(int t, int half, int c0, int c1) {
+  return t < half ? c0 * half + t : c1 * half + t - half;
+}
+/* The score of query row q against local key tk of the chunk, −inf where the mask hides it. */
+__device__ static float ring_score_d(const float *q, const float *kv, kn_ring s, int n, int g,
+                                     int pq, int tk, float scale) {
+  int hs = s.C / s.NH, G = s.KVH > 0 ? s.KVH : s.NH, KW = 2 * G * hs;
+  if (ring_pos_d(tk, s.T / 2, s.k0, s.k1) > pq) return -INFINITY;
+  const float *k = kv + ((long)n * s.T + tk) * KW + g * hs;
+  float d = 0.0f;
+  for (int e = 0; e < hs; e++) d += q[e] * k[e];
+  return d * scale;
+}
+/* The query row of thread i: sample n, head h of group g, local position tq (row n·T + tq) at
+ * sequence position pq; FALSE past the last. */
+struct ring_row {
+  int n, h, g, tq, pq, hs, G, KW, qo;
+  long row;
+  float scale;
+};
+__device__ static bool ring_row_of(long i, kn_ring s, ring_row *r) {
+  if (i >= (long)s.N * s.NH * s.T) return false;
+  r->tq = (int)(i % s.T), r->h = (int)(i / s.T % s.NH), r->n = (int)(i / ((long)s.T * s.NH));
+  r->hs = s.C / s.NH, r->G = s.KVH > 0 ? s.KVH : s.NH;
+  r->g = s.KVH > 0 ? r->h / (s.NH / s.KVH) : r->h, r->KW = 2 * r->G * r->hs;
+  r->pq = ring_pos_d(r->tq, s.T / 2, s.q0, s.q1);
+  r->scale = 1.0f / sqrtf((float)r->hs);
+  r->row = (long)r->n * s.T + r->tq;
+  r->qo = kn_qkv_offset(0, r->h, s.C, s.NH, s.KVH); /* its Q within the QKV row */
+  return true;
+}
+__global__ void ring_fwd_k(float *out, float *lse, const float *qkv, const float *kv, kn_ring s) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  ring_row r;
+  if (!ring_row_of(i, s, &r)) return;
+  const int n = r.n, g = r.g, pq = r.pq, hs = r.hs, G = r.G, KW = r.KW;
+  const float scale = r.scale;
+  const float *q = qkv + r.row * kn_qkv_width(s.C, s.NH, s.KVH) + r.qo;
+  float *o = out + r.row * s.C + r.h * hs;
+  if (s.first) {
+    for (int e = 0; e < hs; e++) o[e] = 0.0f;
+    lse[i] = -INFINITY;
+  }
+  float mx = -INFINITY;
+  for (int tk = 0; tk < s.T; tk++) mx = fmaxf(mx, ring_score_d(q, kv, s, n, g, pq, tk, scale));
+  if (mx == -INFINITY) return;
+  float sum = 0.0f;
+  for (int tk = 0; tk < s.T; tk++) sum += expf(ring_score_d(q, kv, s, n, g, pq, tk, scale) - mx);
+  float lb = mx + logf(sum), lo = lse[i];
+  float nl = lo == -INFINITY ? lb : fmaxf(lo, lb) + log1pf(expf(-fabsf(lo - lb)));
+  float keep = lo == -INFINITY ? 0.0f : expf(lo - nl), w = expf(lb - nl) / sum;
+  for (int e = 0; e < hs; e++) o[e] *= keep;
+  for (int tk = 0; tk < s.T; tk++) {
+    float sc = ring_score_d(q, kv, s, n, g, pq, tk, scale);
+    if (sc == -INFINITY) continue;
+    float p = expf(sc - mx) * w;
+    const float *v = kv + ((long)n * s.T + tk) * KW + (G + g) * hs;
+    for (int e = 0; e < hs; e++) o[e] += p * v[e];
+  }
+  lse[i] = nl;
+}
+__global__ void ring_bwd_k(float *dqkv, float *dkv, const float *dout, const float *out,
+                           const float *lse, const float *qkv, const float *kv, kn_ring s) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  ring_row r;
+  if (!ring_row_of(i, s, &r)) return;
+  const int n = r.n, g = r.g, pq = r.pq, hs = r.hs, G = r.G, KW = r.KW;
+  const float scale = r.scale;
+  const long row = r.row * kn_qkv_width(s.C, s.NH, s.KVH) + r.qo;
+  const float *q = qkv + row, *o = out + r.row * s.C + r.h * hs;
+  const float *dy = dout + r.row * s.C + r.h * hs;
+  float *dq = dqkv + row;
+  float D = 0.0f;
+  for (int e = 0; e < hs; e++) D += dy[e] * o[e];
+  for (int tk = 0; tk < s.T; tk++) {
+    float sc = ring_score_d(q, kv, s, n, g, pq, tk, scale);
+    if (sc == -INFINITY) continue;
+    float p = expf(sc - lse[i]);
+    const float *k = kv + ((long)n * s.T + tk) * KW + g * hs, *v = k + G * hs;
+    float *dk = dkv + ((long)n * s.T + tk) * KW + g * hs, *dv = dk + G * hs;
+    float dp = 0.0f;
+    for (int e = 0; e < hs; e++) dp += dy[e] * v[e];
+    float ds = p * (dp - D) * scale;
+    for (int e = 0; e < hs; e++) { /* the group's query heads and positions share K and V */
+      dq[e] += ds * k[e];
+      atomicAdd(dk + e, ds * q[e]);
+      atomicAdd(dv + e, p * dy[e]);
+    }
+  }
+}
+extern "C" void kn_attention_ring_fwd_cuda(float *out, float *lse, const float *qkv,
+                                           const float *kv, const kn_ring *s) {
+  long n = (long)s->N * s->NH * s->T;
+  ring_fwd_k<<<GRID(n)>>>(out, lse, qkv, kv, *s);
+}
+extern "C" void kn_attention_ring_bwd_cuda(float *dqkv, float *dkv, const float *dout,
+                                           const float *out, const float *lse, const float *qkv,
+                                           const float *kv, const kn_ring *s) {
+  long n = (long)s->N * s->NH * s->T;
+  ring_bwd_k<<<GRID(n)>>>(dqkv, dkv, dout, out, lse, qkv, kv, *s);
+}
 extern "C" void kn_rmsnorm_fwd_cuda(float *out, float *rstd, const float *in, const float *gamma,
                                     int M, int C, float eps) {
   if (M > 0) rms_fwd_k<<<(M + 7) / 8, 256>>>(out, rstd, in, gamma, M, C, eps);

@@ -393,7 +393,7 @@ static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
 }
 
 /* The real executor refuses --grid auto, --precision fp16/bf16 on the CPU (whose kernels
- * compute in fp32), --autocast, --cp, --recompute full with domain splits or experts,
+ * compute in fp32), --autocast, --recompute full with domain splits or experts,
  * --sequence-parallel with ZeRO or FSDP, ZeRO or FSDP with weights tied across pipeline stages,
  * and layers without a real implementation; splits it cannot make are refused by
  * real_shard_plan (real_shard.h) when the ranks start. */
@@ -444,11 +444,6 @@ static gboolean exec_real_check(const run_ctx *x, const cfg_run *c, GError **err
     cfg_sharding_option(c, opt, sizeof opt);
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --sequence-parallel with %s is not run "
                 "for real yet; leave out one of them", opt);
-    return FALSE;
-  }
-  if (c->cp > 1) {
-    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--mode real: --cp is not run for real yet; leave "
-                "it out");
     return FALSE;
   }
   if ((c->zero || c->fsdp != CFG_FSDP_NONE) && c->pp > 1)

@@ -128,11 +128,6 @@ static void autocast_kernel(plan_builder *b, const stage_ctx *s, int i, plan_pha
   if (bytes > 0) plan_b_kernel(b, ph, i, kn, FALSE, 0, bytes, x->samples, x->split, pending);
 }
 
-/* Context parallelism's ring messages: one tag per direction (forward, backward, recomputed
- * forward), near MPI's smallest tag bound; a pair's messages of one tag are received in the
- * order they were sent, as MPI guarantees and every executor keeps. */
-#define CP_TAG_BASE 32000
-
 static plan_op *cp_p2p(plan_builder *b, plan_op_kind kind, plan_phase ph, int layer, int peer,
                        int tag, double bytes, int *pending) {
   plan_op *op = plan_b_p2p(b, kind, ph, layer, peer, 0, 0, bytes, pending);
@@ -163,25 +158,29 @@ static void cp_attention(plan_builder *b, const stage_ctx *s, int i, int dir, gb
     const double qkv = (double)plan_in_elems(l) * x->samples * s->dt / ks,
                  out = (double)l->out_elems * x->samples * s->dt / ks;
     plan_b_coll(b, ph, i, COLL_ALLTOALL, PLAN_GRP_CP, PLAN_WHY_CP_ALLTOALL, dir ? out : qkv, TRUE,
-                pending);
+                pending)->recompute = recompute;
     plan_op *k = plan_b_kernel(b, ph, i, kn, TRUE, flops, mem, x->samples, ks, pending);
     k->recompute = recompute;
     plan_b_coll(b, ph, i, COLL_ALLTOALL, PLAN_GRP_CP, PLAN_WHY_CP_ALLTOALL, dir ? qkv : out, TRUE,
-                pending);
+                pending)->recompute = recompute;
     return;
   }
   /* the rank's K and V: the QKV's channels beyond the queries', for its 1/cp of the tokens */
   const double kv = (double)(l->in.c - l->out.c) / x->split * (pos / cp) * x->samples * s->dt;
-  const double step_bytes = dir ? 2 * kv : kv;
   const int next = plan_cp_neighbour(c, s->rank, 1), prev = plan_cp_neighbour(c, s->rank, -1);
-  const int tag = CP_TAG_BASE + (dir ? 2 : 0) + (recompute ? 1 : 0);
+  const int tag = PLAN_CP_TAG_BASE + (dir ? 2 : 0) + (recompute ? 1 : 0);
   int arrived = *pending; /* what the first step waits for: the layer's input */
   for (int j = 0; j < cp; j++) {
     int got = -1;
-    if (j < cp - 1) { /* this chunk on to the next rank, the next one in from the previous */
-      plan_op *snd = cp_p2p(b, PLAN_SEND, ph, i, next, tag, step_bytes, &got);
-      if (j > 0) snd->wait_event = -1; /* it forwards what just arrived: stream order */
-      cp_p2p(b, PLAN_RECV, ph, i, prev, tag, step_bytes, &got);
+    /* forward: this chunk's K and V on to the next rank as soon as they are here, the next
+     * chunk's in from the previous rank. Backward, message j carries the K and V of the chunk
+     * held (up to j = cp − 2) and, from j = 1, the gradients of the chunk held before, with
+     * this rank's share: it leaves once that step's kernel is done (TransformerEngine's ring) */
+    const double bytes = dir ? (j < cp - 1 ? kv : 0) + (j > 0 ? kv : 0) : j < cp - 1 ? kv : 0;
+    if (bytes > 0) {
+      plan_op *snd = cp_p2p(b, PLAN_SEND, ph, i, next, tag, bytes, &got);
+      if (j > 0 && !dir) snd->wait_event = -1; /* it forwards what just arrived: stream order */
+      cp_p2p(b, PLAN_RECV, ph, i, prev, tag, bytes, &got);
     }
     int wait = arrived;
     plan_op *k = plan_b_kernel(b, ph, i, kn, TRUE, flops / cp, mem / cp, x->samples, ks, &wait);
@@ -189,7 +188,7 @@ static void cp_attention(plan_builder *b, const stage_ctx *s, int i, int dir, gb
     arrived = got;
   }
   *pending = -1;
-  if (dir) { /* the gradients of the chunk held last go home */
+  if (dir) { /* the gradients of the chunk held last go home once they have this rank's share */
     cp_p2p(b, PLAN_SEND, ph, i, next, tag, kv, pending);
     cp_p2p(b, PLAN_RECV, ph, i, prev, tag, kv, pending);
   }

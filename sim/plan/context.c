@@ -7,10 +7,11 @@
  * attention needs the other ranks' tokens; the build (build.c, cp_attention) runs it as
  *   ring     cp steps: the attention of the local queries against one K/V chunk while the next
  *            chunk arrives from the previous rank of the ring and this one goes to the next;
- *            backward passes K/V and their gradients (twice the bytes) the same way, and the
- *            gradients of the last chunk go home. Each rank holds two mirrored chunks of the
- *            causal sequence (Megatron-Core's load balance), so every step does 1/cp² of the
- *            attention's work;
+ *            backward passes K/V on again with the gradients of the chunk held before (each
+ *            rank adds its share once that step's kernel is done, as TransformerEngine's ring),
+ *            and the gradients of the last chunk go home. Each rank holds two mirrored chunks of
+ *            the causal sequence (Megatron-Core's load balance), so every step does 1/cp² of
+ *            the attention's work;
  *   ulysses  an all-to-all over the cp group turns 1/cp of the tokens with every head into every
  *            token with 1/cp of the heads before attention (the QKV), and one turns it back after
  *            (the output); backward mirrors them.

@@ -58,6 +58,11 @@ typedef struct {
   int first_layer, end_layer; /* [first, end); first = end = 0 for other ops */
 } plan_bucket;
 
+/* Context parallelism's ring messages: one tag per pass, PLAN_CP_TAG_BASE + 2 in backward, + 1
+ * in a recomputed forward, near MPI's smallest tag bound; a pair's messages of one tag are
+ * received in the order they were sent, as MPI guarantees and every executor keeps. */
+#define PLAN_CP_TAG_BASE 32000
+
 typedef struct {
   plan_op_kind kind;
   int stream;          /* PLAN_STREAM_COMPUTE or PLAN_STREAM_COMM */
@@ -90,8 +95,9 @@ typedef struct {
   double bytes;        /* collective buffer size n (the result's size for allgather, the input's for
                           reduce-scatter), or message size for send/recv */
   int peer;            /* send/recv partner rank, -1 otherwise */
-  int tag;             /* send/recv: micro-batch · 2 + (0 activation, 1 its gradient); halo and
-                          trace messages their own; always below COLL_TAG_BASE (coll.h) */
+  int tag;             /* send/recv: micro-batch · 2 + (0 activation, 1 its gradient); halo,
+                          ring attention (PLAN_CP_TAG_BASE) and trace messages their own; always
+                          below COLL_TAG_BASE (coll.h) */
   const double *peer_send_bytes; /* all-to-all with uneven blocks: bytes to each group member
                                     (group order), NULL when blocks are even (owned by the plan) */
   const double *peer_recv_bytes; /* and bytes from each member */

@@ -391,6 +391,88 @@ static void test_gqa_attention(void) {
   free(d1), free(d2), free(o1), free(gqkv), free(gout), free(gws), free(gR);
 }
 
+/* ---- ring attention blocks: cp ranks of two mirrored chunks each, every step's block, equal
+ * the whole sequence's causal attention (outputs, and Q, K, V gradients summed over the ranks) */
+static void ring_case(int NH, int KVH, int hs) {
+  const int N = 2, cp = 3, L = 2, T = 2 * cp * L, n = 2 * L, C = NH * hs;
+  const int W = kn_qkv_width(C, NH, KVH), KW = kn_ring_kv_width(C, NH, KVH);
+  const int G = KVH > 0 ? KVH : NH, rep = NH / G;
+  float *qkv = rvec((size_t)N * T * W), *R = rvec((size_t)N * T * C);
+  float *out = zvec((size_t)N * T * C), *dqkv = zvec((size_t)N * T * W);
+  float *ws = zvec(kn_attention_ws_floats(N, T, C, NH, 1, 1));
+  kn_attention_fwd_cpu(out, NULL, ws, qkv, N, T, C, NH, KVH, KN_MATH_FP32);
+  kn_attention_bwd_cpu(dqkv, ws, R, qkv, NULL, N, T, C, NH, KVH, KN_MATH_FP32);
+  /* each rank's rows: positions of its chunks i and 2·cp − 1 − i */
+  float *lq[3], *lkv[3], *lo[3], *llse[3], *ldq[3];
+  float *ring_dqkv = zvec((size_t)N * T * W);
+  int pos[3][4];
+  for (int i = 0; i < cp; i++) {
+    lq[i] = zvec((size_t)N * n * W), lkv[i] = zvec((size_t)N * n * KW);
+    lo[i] = zvec((size_t)N * n * C), llse[i] = zvec((size_t)N * NH * n);
+    ldq[i] = zvec((size_t)N * n * W);
+    for (int t = 0; t < n; t++) pos[i][t] = t < L ? i * L + t : (2 * cp - 1 - i) * L + t - L;
+    for (int b = 0; b < N; b++)
+      for (int t = 0; t < n; t++) {
+        const float *src = qkv + ((size_t)b * T + pos[i][t]) * W;
+        memcpy(lq[i] + ((size_t)b * n + t) * W, src, sizeof(float) * W);
+        for (int g = 0; g < G; g++) {
+          memcpy(lkv[i] + ((size_t)b * n + t) * KW + g * hs,
+                 src + kn_qkv_offset(1, g * rep, C, NH, KVH), sizeof(float) * hs);
+          memcpy(lkv[i] + ((size_t)b * n + t) * KW + (G + g) * hs,
+                 src + kn_qkv_offset(2, g * rep, C, NH, KVH), sizeof(float) * hs);
+        }
+      }
+  }
+  float *dout = zvec((size_t)N * n * C), *dkv = zvec((size_t)N * n * KW);
+  for (int i = 0; i < cp; i++) {
+    for (int j = 0; j < cp; j++) {
+      const int src = ((i - j) % cp + cp) % cp;
+      kn_ring k = {N, n, C, NH, KVH, i, 2 * cp - 1 - i, src, 2 * cp - 1 - src, j == 0};
+      kn_attention_ring_fwd_cpu(lo[i], llse[i], lq[i], lkv[src], &k);
+    }
+    for (int b = 0; b < N; b++)
+      for (int t = 0; t < n; t++) {
+        for (int c = 0; c < C; c++) {
+          CU_ASSERT_DOUBLE_EQUAL(lo[i][((size_t)b * n + t) * C + c],
+                                 out[((size_t)b * T + pos[i][t]) * C + c], 1e-5);
+          dout[((size_t)b * n + t) * C + c] = R[((size_t)b * T + pos[i][t]) * C + c];
+        }
+      }
+    for (int j = 0; j < cp; j++) { /* the chunk's K/V gradients go to its rank's positions */
+      const int src = ((i - j) % cp + cp) % cp;
+      kn_ring k = {N, n, C, NH, KVH, i, 2 * cp - 1 - i, src, 2 * cp - 1 - src, j == 0};
+      memset(dkv, 0, sizeof(float) * (size_t)N * n * KW);
+      kn_attention_ring_bwd_cpu(ldq[i], dkv, dout, lo[i], llse[i], lq[i], lkv[src], &k);
+      for (int b = 0; b < N; b++)
+        for (int t = 0; t < n; t++)
+          for (int g = 0; g < G; g++) {
+            float *row = ring_dqkv + ((size_t)b * T + pos[src][t]) * W;
+            const float *d = dkv + ((size_t)b * n + t) * KW;
+            for (int e = 0; e < hs; e++) {
+              row[kn_qkv_offset(1, g * rep, C, NH, KVH) + e] += d[g * hs + e];
+              row[kn_qkv_offset(2, g * rep, C, NH, KVH) + e] += d[(G + g) * hs + e];
+            }
+          }
+    }
+    for (int b = 0; b < N; b++) /* the Q gradients stay on the rank */
+      for (int t = 0; t < n; t++)
+        for (int h = 0; h < NH; h++)
+          for (int e = 0; e < hs; e++) {
+            const int o = kn_qkv_offset(0, h, C, NH, KVH) + e;
+            ring_dqkv[((size_t)b * T + pos[i][t]) * W + o] = ldq[i][((size_t)b * n + t) * W + o];
+          }
+  }
+  for (size_t e = 0; e < (size_t)N * T * W; e++)
+    CU_ASSERT_DOUBLE_EQUAL(ring_dqkv[e], dqkv[e], 1e-5);
+  for (int i = 0; i < cp; i++) free(lq[i]), free(lkv[i]), free(lo[i]), free(llse[i]), free(ldq[i]);
+  free(qkv), free(R), free(out), free(dqkv), free(ws), free(ring_dqkv), free(dout), free(dkv);
+}
+static void test_ring_attention(void) {
+  seed_ = 33;
+  ring_case(4, 2, 4); /* grouped: two query heads per key/value head */
+  ring_case(2, 0, 3); /* multi-head, packed Q|K|V */
+}
+
 static float *rin, *rg, *rout, *rrs, *rR2;
 static const int RM = 3, RC = 7;
 static double rms_loss(void) {
@@ -635,7 +717,8 @@ static const dl_cu_test kernel_tests[] = {
     DL_CU_TEST(setup_blas), DL_CU_TEST(test_gemm), DL_CU_TEST(test_conv),
     DL_CU_TEST(test_linear), DL_CU_TEST(test_norms), DL_CU_TEST(test_lrn),
     DL_CU_TEST(test_elementwise), DL_CU_TEST(test_pool), DL_CU_TEST(test_embedding),
-    DL_CU_TEST(test_attention), DL_CU_TEST(test_gqa_attention), DL_CU_TEST(test_llama_kernels),
+    DL_CU_TEST(test_attention), DL_CU_TEST(test_gqa_attention), DL_CU_TEST(test_ring_attention),
+    DL_CU_TEST(test_llama_kernels),
     DL_CU_TEST(test_softmax_ce), DL_CU_TEST(test_moe),
     DL_CU_TEST(test_optim), DL_CU_TEST(test_vocab_slices), DL_CU_TEST(test_guarded),
     DL_CU_TEST(test_math_names),

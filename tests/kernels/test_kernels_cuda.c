@@ -214,6 +214,34 @@ static void test_vocab_slices(void) {
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i]), gpu->release(ds[i]);
 }
 
+/* Ring attention blocks (grouped heads, two mirrored chunks against another rank's): the GPU's
+ * output, log-sum-exp and gradients equal the CPU twin's. */
+static void test_ring(void) {
+  if (!gpu) return;
+  const int N = 2, n = 6, NH = 4, KVH = 2, hs = 8, C = NH * hs;
+  const int W = kn_qkv_width(C, NH, KVH), KW = kn_ring_kv_width(C, NH, KVH);
+  const size_t X = (size_t)N * n * C, Q = (size_t)N * n * W, K = (size_t)N * n * KW,
+               Lz = (size_t)N * NH * n;
+  float *qkv = h_rand(Q), *kv = h_rand(K), *kv2 = h_rand(K), *dy = h_rand(X);
+  float *o = calloc(X, 4), *lse = calloc(Lz, 4), *dq = calloc(Q, 4), *dkv = calloc(K, 4);
+  float *gqkv = up(qkv, 4 * Q), *gkv = up(kv, 4 * K), *gkv2 = up(kv2, 4 * K), *gdy = up(dy, 4 * X);
+  float *go = up(o, 4 * X), *glse = up(lse, 4 * Lz), *gdq = up(dq, 4 * Q), *gdkv = up(dkv, 4 * K);
+  kn_ring first = {N, n, C, NH, KVH, 1, 4, 1, 4, 1}, other = {N, n, C, NH, KVH, 1, 4, 0, 5, 0};
+  kn_attention_ring_fwd_cpu(o, lse, qkv, kv, &first);
+  gpu->attention_ring_fwd(go, glse, gqkv, gkv, &first);
+  kn_attention_ring_fwd_cpu(o, lse, qkv, kv2, &other);
+  gpu->attention_ring_fwd(go, glse, gqkv, gkv2, &other);
+  CU_ASSERT(diff(go, o, X) < 1e-5);
+  CU_ASSERT(diff(glse, lse, Lz) < 1e-5);
+  kn_attention_ring_bwd_cpu(dq, dkv, dy, o, lse, qkv, kv2, &other);
+  gpu->attention_ring_bwd(gdq, gdkv, gdy, go, glse, gqkv, gkv2, &other);
+  CU_ASSERT(diff(gdq, dq, Q) < 1e-5);
+  CU_ASSERT(diff(gdkv, dkv, K) < 1e-5);
+  void *hs_[] = {qkv, kv, kv2, dy, o, lse, dq, dkv};
+  void *ds[] = {gqkv, gkv, gkv2, gdy, go, glse, gdq, gdkv};
+  for (size_t i = 0; i < sizeof hs_ / sizeof hs_[0]; i++) free(hs_[i]), gpu->release(ds[i]);
+}
+
 static void test_sequence(void) {
   if (!gpu) return;
   const int N = 2, T = 7, C = 8, NH = 2, V = 11;
@@ -681,7 +709,8 @@ static void probe(void) {
 
 static const dl_cu_test cuda_tests[] = {DL_CU_TEST(probe), DL_CU_TEST(test_gemm_linear_conv),
                                         DL_CU_TEST(test_norms_elementwise),
-                                        DL_CU_TEST(test_sequence), DL_CU_TEST(test_vocab_slices),
+                                        DL_CU_TEST(test_sequence), DL_CU_TEST(test_ring),
+                                        DL_CU_TEST(test_vocab_slices),
                                         DL_CU_TEST(test_conv_shapes),
                                         DL_CU_TEST(test_gemm_linear_precisions),
                                         DL_CU_TEST(test_attention_precisions),

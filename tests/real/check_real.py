@@ -42,6 +42,11 @@ Tensor, domain and expert parallelism change only where sums are cut, so the sam
                  E[x²] − μ²: a few ulps), weight gradients are summed over all P;
   Megatron tp    the parallel cross-entropy adds exp terms per vocabulary slice; the row
                  linears' partial outputs are summed by the all-reduce;
+  context (cp)   every layer on the rank's share of each sequence, the loss a mean over it;
+                 ring attention merges the blocks' outputs by their log-sum-exp (a few ulps)
+                 and sums each chunk's K/V gradients over the ring; Ulysses' all-to-alls give
+                 attention whole sequences of the rank's heads (forward values bit-identical);
+                 the gradients are summed over dp x cp;
   experts (ep)   with dp = ep and one micro-batch the EP group is the whole batch, so each
                  token meets the serial run's capacity decisions (capacity factor 1.0 drops
                  tokens in tests/real/moe-tiny.json); with dp 4 and ep 2 each EP group decides
@@ -267,6 +272,50 @@ def main():
                                                  "1", "--schedule", "interleaved",
                                                  "--virtual-stages", "2", "--microbatches", "4"]),
         ]),
+        # context parallelism: every layer on the rank's share of each sequence (its tokens,
+        # labels and rotary angles at their places in the sequence), the weights' gradients
+        # summed over dp x cp and the loss over the ranks' shares. Ring: two mirrored chunks per
+        # rank, one attention block per step merged by log-sum-exp, K/V passed on; backward
+        # passes K/V again and their gradients one message behind, each rank adding its share,
+        # home after the last step
+        (llama_sgd, False, [
+            ("ring cp2", ["--gpus", "2", "--cp", "2"]),
+            ("ring cp4 (K/V gradients three hops from home)", ["--gpus", "4", "--cp", "4"]),
+            ("megatron tp2 sp, ring cp2", ["--gpus", "4", "--tp", "2", "--tp-style", "megatron",
+                                           "--sequence-parallel", "--cp", "2"]),
+            ("ring cp2 dp2 m2, selective recomputation (the ring again)",
+             ["--gpus", "4", "--cp", "2", "--dp", "2", "--microbatches", "2", "--recompute",
+              "selective"]),
+            ("ring cp4 zero3 m2", ["--gpus", "4", "--cp", "4", "--zero", "3", "--microbatches",
+                                   "2"]),
+        ]),
+        (gpt_sgd, False, [
+            ("ring cp2 (packed heads, learned positions)", ["--gpus", "2", "--cp", "2"]),
+            ("ring cp2 pp2 1f1b m2, full recomputation",
+             ["--gpus", "4", "--cp", "2", "--pp", "2", "--microbatches", "2", "--schedule", "1f1b",
+              "--recompute"]),
+        ]),
+        # Ulysses: an all-to-all over cp before attention (positions -> heads) and one after
+        (llama_sgd, False, [
+            ("ulysses cp2", ["--gpus", "2", "--cp", "2", "--cp-style", "ulysses"]),
+            ("ulysses cp4 (one key/value head per rank)", ["--gpus", "4", "--cp", "4",
+                                                           "--cp-style", "ulysses"]),
+            ("megatron tp2 sp, ulysses cp2", ["--gpus", "4", "--tp", "2", "--tp-style", "megatron",
+                                              "--sequence-parallel", "--cp", "2", "--cp-style",
+                                              "ulysses"]),
+            ("ulysses cp2 dp2 m2, selective recomputation (the all-to-alls again)",
+             ["--gpus", "4", "--cp", "2", "--dp", "2", "--microbatches", "2", "--cp-style",
+              "ulysses", "--recompute", "selective"]),
+        ]),
+        (gpt_sgd, False, [
+            ("ulysses cp2 (packed heads, learned positions)", ["--gpus", "2", "--cp", "2",
+                                                               "--cp-style", "ulysses"]),
+            ("ulysses cp2 pp2 1f1b m2, full recomputation",
+             ["--gpus", "4", "--cp", "2", "--pp", "2", "--microbatches", "2", "--schedule", "1f1b",
+              "--cp-style", "ulysses", "--recompute"]),
+            ("ulysses cp2 dp2 zero3 m2", ["--gpus", "4", "--cp", "2", "--dp", "2", "--zero", "3",
+                                          "--microbatches", "2", "--cp-style", "ulysses"]),
+        ]),
         # --seq-len: a longer sequence than the workload's (the learned position table grows)
         (gpt_sgd, False, [
             ("megatron tp2 pp2 1f1b m2", ["--gpus", "4", "--tp", "2", "--pp", "2", "--tp-style",
@@ -327,6 +376,10 @@ def main():
                     want = not any(g in opts for g in ("1x4",))
                     check(bool(split) == want and all(c["wire_bytes"] > 0 for c in split),
                           f"{name} {tag}: {len(split)} tp/ep collective rows with wire bytes")
+                if res is not None and "--cp" in opts:
+                    rows = [c for c in res["collectives"] if c["group"] == "cp"]
+                    check(bool(rows) and all(c["wire_bytes"] > 0 for c in rows),
+                          f"{name} {tag}: {len(rows)} cp rows with wire bytes")
                 if res is not None and any(o in opts for o in ("--zero", "--fsdp")):
                     rows = {(c["op"], c["purpose"]): c["wire_bytes"] for c in res["collectives"]}
                     check(rows.get(("reducescatter", "grad_sync"), 0) > 0 and
@@ -408,6 +461,12 @@ def main():
             (gpt_sgd, ["--gpus", "4", "--zero", "3", "--microbatches", "2"]),
             (gpt_sgd, ["--gpus", "4", "--fsdp", "hybrid", "--fsdp-shard-size", "2"]),
             (gpt_sgd, ["--gpus", "2", "--fsdp", "grad-op", "--microbatches", "2"]),
+            # context parallelism: the ring's blocks and messages, Ulysses' all-to-alls through
+            # host copies of the backend's buffers
+            (llama_sgd, ["--gpus", "4", "--cp", "4"]),
+            (gpt_sgd, ["--gpus", "4", "--cp", "2", "--pp", "2", "--microbatches", "2",
+                       "--recompute"]),
+            (llama_sgd, ["--gpus", "2", "--cp", "2", "--cp-style", "ulysses"]),
         ]
         for i, (wl, opts) in enumerate(guarded):
             args = ["--workload", wl] + opts

@@ -5,8 +5,10 @@ Llama 3 8B at a sequence of 16,384 on 32 and 64 GPUs of ThetaGPU (tp 8 or 4 insi
 across nodes):
 1. The simulation agrees with the closed form within 2 %.
 2. Ring attention's bytes per step, by hand: each rank's K and V for its 1/cp of the tokens,
-   kv = 2·kv_heads·head_dim/tp · s/cp · b · 2 bytes; forward cp−1 steps of kv, backward cp−1
-   steps of 2·kv (K, V and their gradients) and kv home; per attention layer and micro-batch.
+   kv = 2·kv_heads·head_dim/tp · s/cp · b · 2 bytes; forward cp−1 steps of kv; backward K and V
+   (kv), cp−2 messages of K, V and the gradients of the chunk held before (2·kv), those of the
+   last but one chunk (kv) and the last chunk's home (kv): (2·cp − 1)·kv; per attention layer
+   and micro-batch.
 3. Every layer keeps 1/cp of its activations: the stash is the cp = 1 run's over cp.
 4. The gradients of the weights are summed over dp·cp ranks.
 5. Ring attention's exchanges hide under the attention of the chunk held: beyond the blocking
@@ -14,6 +16,8 @@ across nodes):
 6. Bad combinations are refused with one line and exit 2.
 Usage: check_cp.py DLSIM
 """
+import json
+import os
 import sys
 import tempfile
 
@@ -46,7 +50,7 @@ def main(dlsim):
         tp, cp, b = 8, 4, 4
         ring = run(dlsim, d, "--mode", "analytic", "--gpus", "32", *BASE, "--tp", "8", "--cp", "4")
         kv = 2 * KV * HS / tp * (S / cp) * b * 2
-        want = L * ((cp - 1) * kv + (cp - 1) * 2 * kv + kv)
+        want = L * ((cp - 1) * kv + kv + (cp - 2) * 2 * kv + kv + kv)
         got = total(ring, "cp_kv_exchange")
         check("ring attention's K/V bytes per rank and iteration, by hand",
               abs(got / want - 1) < 1e-9, f"{got / 1e9:.6f} GB against {want / 1e9:.6f} GB")
@@ -81,8 +85,22 @@ def main(dlsim):
                     "--cp", "2", "--ep", "2"], "--cp 2")
     refused(dlsim, ["run", "--mode", "analytic", "--workload", "llama3-8b", "--cp-style", "star"],
             "--cp-style")
-    refused(dlsim, ["run", "--mode", "real", "--workload", "llama-tiny", "--gpus", "2", "--cp",
-                    "2"], "--cp")
+    # the real build: dropout masks are drawn per sample, not per position of a share
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "real",
+                           "gpt-tiny-sgd.json")
+        with open(src) as f:
+            wl = json.load(f)
+        wl["layers"].insert(3, {"name": "embed_drop", "type": "dropout", "input": "embed_add",
+                                "block": "embed"})
+        wl["layers"][4]["input"] = "embed_drop"
+        path = os.path.join(d, "gpt-drop.json")
+        with open(path, "w") as f:
+            json.dump(wl, f)
+        refused(dlsim, ["run", "--mode", "real", "--workload", path, "--gpus", "2", "--cp", "2",
+                        "--out", os.path.join(d, "never.json")], "--cp", path)
+        check("a refused real run writes no result", not os.path.exists(os.path.join(d,
+                                                                                   "never.json")))
     return finish()
 
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/dl_common.h"
+#include "exec/real/context.h"
 
 /* ---- parameters ---------------------------------------------------------------------------- */
 
@@ -166,6 +167,7 @@ static gboolean layer_buffers(real_model_rank *r, real_model_layer *y, size_t *s
       reads_input = TRUE;
       r->S_in = S;
       r->sub_in = rs[i].sub;
+      if (!real_model_position_table(r->m, l)) r->rs_in = &rs[i];
       *scratch = MAX(*scratch, (size_t)(S * real_model_shape_elems(&l->in)));
     }
   const size_t in_n = (size_t)(S * real_model_shape_elems(&l->in));
@@ -236,6 +238,7 @@ static void layer_saved(real_model_rank *r, real_model_layer *y, size_t *ws) {
   case WL_LRN: saved = out_n; break;
   case WL_ATTENTION: {
     const int heads = real_model_attn_heads(y);
+    if (sh->cp > 1) y->cp = real_cp_new(r, y);
     /* flash-style: nothing kept, backward computes the probabilities again */
     if (!l->flash)
       saved = (size_t)(S * heads * real_model_positions(&l->in) * real_model_positions(&l->in));
@@ -349,7 +352,7 @@ real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_
   int dp_i, tp_i, pp_i;
   plan_coords(c, rank, &dp_i, &tp_i, &pp_i);
   real_shard_layer *rs = g_new(real_shard_layer, m->n_layers);
-  if (!real_shard_plan(m, c, tp_i, dp_i % c->ep, rs, err)) {
+  if (!real_shard_plan(m, c, tp_i, dp_i % c->ep, dp_i % c->cp, rs, err)) {
     g_free(rs);
     return NULL;
   }
@@ -378,10 +381,11 @@ real_model_rank *real_model_new(const wl_model *m, const cfg_run *c, const plan_
   r->l0 = r->cl0[0];
   r->l1 = r->cl1[r->nch - 1];
   r->nmb = c->microbatches;
-  r->dp_i = dp_i;
+  r->dp_i = dp_i / c->cp; /* the replica; dp_i % cp is its place in the sequence */
   r->tp_i = tp_i;
   r->rank = rank;
   r->L = g_new0(real_model_layer, r->l1 - r->l0);
+  if (c->cp > 1) r->ops = plan->ops, r->cp_step = real_cp_steps(plan);
   r->loss_sum = g_new0(double, c->iters);
   size_t ws = 1, scratch = 1;
   gboolean reads_input = FALSE;
@@ -435,6 +439,7 @@ static void layer_free(const real_model_rank *r, real_model_layer *y, int nmb) {
   real_model_dev_free(r, y->spdy);
   real_model_dev_free(r, y->spbuf);
   real_moe_free(y->moe);
+  real_cp_free(r, y->cp);
   for (int a = 0; a < 8; a++) real_model_per_mb_free(r, (void **)y->halo[a / 4][a / 2 % 2][a % 2], nmb);
   real_model_per_mb_free(r, (void **)y->win, nmb);
   g_free(y->dext);
@@ -449,6 +454,7 @@ void real_model_free(real_model_rank *r) {
     if (REAL_MODEL_LAY(r, i)->l) layer_free(r, REAL_MODEL_LAY(r, i), r->nmb);
   g_free(r->L);
   g_free(r->rs);
+  g_free(r->cp_step);
   real_model_per_mb_free(r, (void **)r->x, r->nmb);
   real_model_per_mb_free(r, (void **)r->tok, r->nmb);
   real_model_per_mb_free(r, (void **)r->lab, r->nmb);

@@ -37,6 +37,8 @@ enum {
   REAL_MODEL_SEED_DROPOUT = 5
 };
 
+typedef struct real_cp real_cp; /* attention under context parallelism (context.h) */
+
 typedef struct {
   const wl_layer *l;   /* the workload layer (borrowed) */
   int index;           /* its index in the model */
@@ -64,6 +66,7 @@ typedef struct {
    * all-gather or reduce-scatter moves (S·max(in, out elements) floats) */
   float *spfull, *spdy, *spbuf;
   real_moe *moe;         /* mixture of experts state (real_moe.h), NULL otherwise */
+  real_cp *cp;           /* attention under --cp (context.h), NULL otherwise */
   /* sharded data parallelism (--zero, --fsdp; real_model_shard_*): the reduced gradient of this
    * rank's shard accumulated over the iteration's reduce-scatters (n_params floats, only
    * [sh_lo, sh_hi) used; NULL when the layer's gradients are all-reduced whole), and the shard:
@@ -109,6 +112,7 @@ struct real_model_rank {
   int rank;            /* this rank (halo neighbours are rank ± 1) */
   real_shard_layer *rs;        /* [n_layers] the rank's slice of every layer (owned) */
   int64_t S_in, sub_in;/* samples of the model input per micro-batch and their first (rs) */
+  const real_shard_layer *rs_in; /* the slice of the layer that reads its tokens */
   real_model_layer *L;         /* l1 - l0 layers */
   float **x;           /* [m] model input (features or pixels), NULL when unused here */
   int **tok;           /* [m] token ids, NULL when unused here */
@@ -125,7 +129,17 @@ struct real_model_rank {
   float *ws;           /* conv and attention workspace */
   float *scratch;      /* gradient sink for inputs that need none (the model input) */
   double *loss_sum;    /* [iters] Σ over micro-batches of the mean loss */
+  /* context parallelism: the plan's ops and each one's step (real_cp_steps), NULL without;
+   * the kernel op running on the compute thread */
+  const plan_op *ops;
+  int *cp_step;
+  const plan_op *op;
 };
+
+/* The step of op (real_cp_steps): which of its kind it is in its layer's pass. */
+static inline int real_model_cp_step(const struct real_model_rank *r, const plan_op *op) {
+  return r->cp_step ? r->cp_step[op - r->ops] : 0;
+}
 
 /* Layer i (model index, l0 <= i < l1) of rank r. */
 #define REAL_MODEL_LAY(r, i) (&(r)->L[(i) - (r)->l0])
@@ -167,6 +181,11 @@ static inline double real_model_unit(uint64_t h) {
 
 static inline int64_t real_model_positions(const wl_shape *s) { return s->h * s->w; }
 static inline int64_t real_model_shape_elems(const wl_shape *s) { return s->c * s->h * s->w; }
+
+/* An embedding of the positions (the table is indexed by the position, not the token). */
+static inline gboolean real_model_position_table(const wl_model *m, const wl_layer *l) {
+  return l->vocab != m->vocab && l->vocab == real_model_positions(&l->in);
+}
 
 /* The kernel shape of convolution `l` on S samples. */
 static inline kn_conv real_model_conv_shape(const wl_layer *l, int64_t S) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/dl_common.h"
+#include "exec/real/context.h"
 
 #define DROPOUT_P 0.5f /* the loader does not keep a layer's p; every shipped workload uses 0.5 */
 
@@ -40,11 +41,6 @@ static kn_pool pool_shape(const wl_layer *l, int64_t S) {
   return s;
 }
 
-/* An embedding of the positions (the table is indexed by the position, not the token). */
-static gboolean position_table(const wl_model *m, const wl_layer *l) {
-  return l->vocab != m->vocab && l->vocab == real_model_positions(&l->in);
-}
-
 /* The input channels and output channels a layer computes with on this rank (heads:
  * real_model_attn_heads). */
 static int64_t local_in_c(const real_model_layer *y) {
@@ -70,6 +66,23 @@ static uint64_t sample_id(const real_model_rank *r, int iter, int mb, int64_t su
   return (uint64_t)iter * (uint64_t)r->c->batch + g;
 }
 
+/* One value per position of layer `sh`'s positions for its samples of micro-batch mb: hashed
+ * from the seed, the sample and the position in the sequence, modulo `mod`, into `out` (S rows
+ * of npos). Returns the number of values. */
+static int64_t seq_values(const real_model_rank *r, const real_shard_layer *sh, int iter, int mb,
+                          uint64_t seed, uint64_t mod, int *out) {
+  int64_t start[2], at[2], len[2];
+  const int runs = real_shard_runs(sh, start, at, len);
+  for (int64_t s = 0; s < sh->S; s++) {
+    const uint64_t g = sample_id(r, iter, mb, sh->sub, s);
+    for (int j = 0; j < runs; j++)
+      for (int64_t t = 0; t < len[j]; t++)
+        out[s * sh->npos + at[j] + t] =
+            (int)(real_model_hash4(seed, g, (uint64_t)(start[j] + t), 0) % mod);
+  }
+  return sh->S * sh->npos;
+}
+
 /* The iteration's data is made on the host (r->hbuf) and uploaded to the backend's buffers. */
 void real_model_iter_begin(real_model_rank *r, int iter) {
   const kn_backend *k = r->k;
@@ -83,29 +96,24 @@ void real_model_iter_begin(real_model_rank *r, int iter) {
   float *hx = r->hbuf;
   int *hi = r->hbuf;
   for (int mb = 0; mb < r->nmb; mb++) {
-    for (int64_t s = 0; s < r->S_in; s++) {
+    for (int64_t s = 0; s < r->S_in && r->x; s++) {
       const uint64_t g = sample_id(r, iter, mb, r->sub_in, s);
-      for (int64_t e = 0; r->x && e < per; e++)
+      for (int64_t e = 0; e < per; e++)
         hx[s * per + e] = (float)(2.0 * real_model_unit(real_model_hash4(REAL_MODEL_SEED_INPUT, g,
                                                                          (uint64_t)e, 0)) -
                                   1.0);
-      for (int64_t e = 0; r->tok && e < per; e++)
-        hi[s * per + e] = (int)(real_model_hash4(REAL_MODEL_SEED_TOKENS, g, (uint64_t)e, 0) %
-                                (uint64_t)r->m->vocab);
     }
     if (r->x) k->upload(r->x[mb], hx, sizeof(float) * (size_t)(r->S_in * per));
-    if (r->tok) k->upload(r->tok[mb], hi, sizeof(int) * (size_t)(r->S_in * per));
+    if (r->tok) { /* one token per position: those of the rank's share of the sequence */
+      const int64_t n = seq_values(r, r->rs_in, iter, mb, REAL_MODEL_SEED_TOKENS,
+                                   (uint64_t)r->m->vocab, hi);
+      k->upload(r->tok[mb], hi, sizeof(int) * (size_t)n);
+    }
     if (r->lab) {
       const int li = r->m->n_layers - 1;
-      const wl_layer *l = &r->m->layers[li];
-      const int64_t rows = real_model_positions(&l->in);
-      for (int64_t s = 0; s < r->rs[li].S; s++) {
-        const uint64_t g = sample_id(r, iter, mb, r->rs[li].sub, s);
-        for (int64_t p = 0; p < rows; p++)
-          hi[s * rows + p] = (int)(real_model_hash4(REAL_MODEL_SEED_LABELS, g, (uint64_t)p, 0) %
-                                   (uint64_t)l->in.c);
-      }
-      k->upload(r->lab[mb], hi, sizeof(int) * (size_t)(r->rs[li].S * rows));
+      const int64_t n = seq_values(r, &r->rs[li], iter, mb, REAL_MODEL_SEED_LABELS,
+                                   (uint64_t)r->m->layers[li].in.c, hi);
+      k->upload(r->lab[mb], hi, sizeof(int) * (size_t)n);
     }
   }
 }
@@ -137,6 +145,52 @@ static void rows_pack(real_model_layer *y) {
   for (int64_t row = 0; row < rows; row++)
     memcpy(y->part + row * sh->cmax * u, y->dslice + row * sh->cn * u,
            sizeof(float) * (size_t)(sh->cn * u));
+}
+
+/* A token or position table over layer y's positions (real_shard_runs): forward into `out`, or
+ * (out NULL) backward from `dout` into its gradient. A position table is read at the positions;
+ * r->tok holds the tokens of the rank's positions. */
+static void embedding_runs(real_model_rank *r, real_model_layer *y, float *out, const float *dout,
+                           int mb) {
+  const wl_layer *l = y->l;
+  const real_shard_layer *sh = y->s;
+  const int C = (int)l->out.c;
+  const gboolean pt = real_model_position_table(r->m, l);
+  int64_t start[2], at[2], len[2];
+  const int runs = real_shard_runs(sh, start, at, len);
+  /* one call over the samples when the rank's positions are one run */
+  const int64_t n_s = runs == 1 ? 1 : y->S, S = runs == 1 ? y->S : 1;
+  for (int64_t s = 0; s < n_s; s++)
+    for (int j = 0; j < runs; j++) {
+      const int64_t row = s * sh->npos + at[j];
+      const int *tok = pt ? NULL : r->tok[mb] + row;
+      const int64_t w = pt ? start[j] * C : 0;
+      if (out) r->k->embedding_fwd(out + row * C, tok, y->w + w, NULL, (int)S, (int)len[j], C);
+      else r->k->embedding_bwd(y->g + w, NULL, dout + row * C, tok, (int)S, (int)len[j], C);
+    }
+}
+
+/* Rotary embedding of layer y's positions, run by run at their places in the sequence: forward
+ * `in` into `out`, or backward (fwd FALSE) `in` = dout added into `out` = din. */
+static void rope_runs(real_model_rank *r, real_model_layer *y, float *out, const float *in,
+                      gboolean fwd) {
+  const wl_layer *l = y->l;
+  const real_shard_layer *sh = y->s;
+  const int NH = real_model_attn_heads(y), KVH = real_model_attn_kv(y), hs = rope_hs(l);
+  const int64_t row = kn_qkv_width(NH * hs, NH, KVH);
+  int64_t start[2], at[2], len[2];
+  const int runs = real_shard_runs(sh, start, at, len);
+  const int64_t n_s = runs == 1 ? 1 : y->S, S = runs == 1 ? y->S : 1;
+  for (int64_t s = 0; s < n_s; s++)
+    for (int j = 0; j < runs; j++) {
+      const int64_t e = (s * sh->npos + at[j]) * row;
+      if (fwd)
+        r->k->rope_fwd(out + e, in + e, (int)S, (int)len[j], hs, NH, KVH, (float)l->rope_theta,
+                       (int)start[j]);
+      else
+        r->k->rope_bwd(out + e, in + e, (int)S, (int)len[j], hs, NH, KVH, (float)l->rope_theta,
+                       (int)start[j]);
+    }
 }
 
 /* The kernel of layer y's kind, forward, for micro-batch mb of iteration iter (a PLAN_SPLIT_ROWS
@@ -194,10 +248,13 @@ static void forward_kind(real_model_rank *r, real_model_layer *y, int mb, int it
       k->embedding_slice_fwd(out, r->tok[mb], y->w, (int)M, (int)l->out.c, (int)sh->c0,
                              (int)sh->cn);
     else
-      k->embedding_fwd(out, position_table(r->m, l) ? NULL : r->tok[mb],
-                       y->w + sh->pos0 * l->out.c, NULL, (int)S, (int)sh->npos, (int)l->out.c);
+      embedding_runs(r, y, out, NULL, mb);
     break;
   case WL_ATTENTION:
+    if (y->cp) { /* ring: one block; ulysses: the whole sequence of the all-to-all's heads */
+      real_cp_forward(r, y, r->op, real_model_cp_step(r, r->op));
+      break;
+    }
     k->attention_fwd(out, l->flash ? NULL : y->saved[mb], r->ws, in, (int)S,
                      (int)real_model_positions(&l->in), real_model_attn_width(y),
                      real_model_attn_heads(y), real_model_attn_kv(y), r->math);
@@ -206,10 +263,7 @@ static void forward_kind(real_model_rank *r, real_model_layer *y, int mb, int it
     k->rmsnorm_fwd(out, y->saved[mb], in, y->w, (int)M, (int)l->in.c, RMSNORM_EPS);
     break;
   case WL_SWIGLU: k->swiglu_fwd(out, in, (long)n); break;
-  case WL_ROPE:
-    k->rope_fwd(out, in, (int)S, (int)real_model_positions(&l->in), rope_hs(l),
-                real_model_attn_heads(y), real_model_attn_kv(y), (float)l->rope_theta, 0);
-    break;
+  case WL_ROPE: rope_runs(r, y, out, in, TRUE); break;
   case WL_SOFTMAX_CE:
     if (sh->kind == PLAN_SPLIT_CE) {
       softmax_ce_split_fwd(r, y, in, mb, M);
@@ -363,11 +417,13 @@ static void backward_kind(real_model_rank *r, real_model_layer *y, float *din, i
       k->embedding_slice_bwd(y->g, dout, r->tok[mb], (int)M, (int)l->out.c, (int)sh->c0,
                              (int)sh->cn);
     else
-      k->embedding_bwd(y->g + sh->pos0 * l->out.c, NULL, dout,
-                       position_table(r->m, l) ? NULL : r->tok[mb], (int)S, (int)sh->npos,
-                       (int)l->out.c);
+      embedding_runs(r, y, NULL, dout, mb);
     break;
   case WL_ATTENTION:
+    if (y->cp) { /* ring: one block; ulysses: between the all-to-alls of dout and dQKV */
+      real_cp_backward(r, y, r->op, real_model_cp_step(r, r->op), din_any);
+      break;
+    }
     k->attention_bwd(din_any, r->ws, dout, in, l->flash ? NULL : y->saved[mb], (int)S,
                      (int)real_model_positions(&l->in), real_model_attn_width(y),
                      real_model_attn_heads(y), real_model_attn_kv(y), r->math);
@@ -376,10 +432,7 @@ static void backward_kind(real_model_rank *r, real_model_layer *y, float *din, i
     k->rmsnorm_bwd(din_any, y->g, dout, in, y->w, y->saved[mb], (int)M, (int)l->in.c);
     break;
   case WL_SWIGLU: k->swiglu_bwd(din_any, dout, in, (long)n); break;
-  case WL_ROPE:
-    k->rope_bwd(din_any, dout, (int)S, (int)real_model_positions(&l->in), rope_hs(l),
-                real_model_attn_heads(y), real_model_attn_kv(y), (float)l->rope_theta, 0);
-    break;
+  case WL_ROPE: rope_runs(r, y, din_any, dout, FALSE); break;
   case WL_SOFTMAX_CE:
     if (sh->kind == PLAN_SPLIT_CE)
       softmax_ce_split_bwd(r, y, din_any, in, mb, iter, M);
@@ -433,8 +486,10 @@ static void backward(real_model_rank *r, int i, int mb, int iter, gboolean exper
 
 /* The step of iteration iter on every layer that owns its parameters. */
 static void step(real_model_rank *r, int iter) {
-  /* mean over the global batch: every micro-batch gradient is already a mean over its samples */
-  const float scale = 1.0f / (float)(r->c->dp * r->nmb);
+  /* mean over the global batch: every micro-batch gradient is already a mean over its samples
+   * (over the rank's share of their positions with context parallelism, whose ranks' gradients
+   * the data-parallel sum adds too) */
+  const float scale = 1.0f / (float)(r->c->dp * r->c->cp * r->nmb);
   for (int i = r->l0; i < r->l1; i++) {
     real_model_layer *y = REAL_MODEL_LAY(r, i);
     if (!y->own) continue;
@@ -464,13 +519,15 @@ void real_model_kernel(real_model_rank *r, const plan_op *op, int iter) {
    * its interior op (timed apart in simulation) has nothing left to do here */
   if (op->part == PLAN_PART_INTERIOR) return;
   const gboolean experts = op->part == PLAN_PART_EXPERTS;
+  r->op = op;
   /* recomputation, selective or full: the layer's forward again, before its backward. The
    * executor keeps every activation, so the layer's own output is NaN first (but the stage's
    * last one, which may still be on its way to the next stage): whatever its backward reads of
    * it must come from the recomputation */
   if (op->recompute) {
     real_model_layer *y = REAL_MODEL_LAY(r, op->layer);
-    if (!real_model_sends(r, op->layer))
+    if (!real_model_sends(r, op->layer) &&
+        !(y->cp && real_cp_keeps_output(y, real_model_cp_step(r, op))))
       r->k->scale(y->out[op->microbatch], (long)(y->S * y->s->out_per), NAN);
     r->recomputing = TRUE;
     forward(r, op->layer, op->microbatch, iter, experts);

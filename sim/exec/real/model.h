@@ -85,6 +85,14 @@ float *real_model_grad_in(real_model_rank *r, int layer, int mb, int64_t *n);
  * 2^24). */
 float *real_model_halo_buf(real_model_rank *r, const plan_op *op, int peer, int64_t *n);
 
+/* The buffer of ring attention's message `op` (PLAN_SEND/PLAN_RECV with purpose
+ * PLAN_WHY_CP_KV, --cp) with REAL_MODEL_P2P_TRAILER_FLOATS floats of slack after *n floats of
+ * payload; a send's payload is packed into it on the call (call it when the op runs). */
+float *real_model_cp_buf(real_model_rank *r, const plan_op *op, int64_t *n);
+/* After a receive `op` is in the backend's buffer: what arrived joins the tensors it is for
+ * (ring attention's last backward message: the gradients of the rank's K and V). */
+void real_model_p2p_done(real_model_rank *r, const plan_op *op);
+
 /* Which gradients of a layer: all, those synchronised with the dense layers (an MoE layer's
  * router), or an MoE layer's experts (synchronised over "expert_dp"). */
 typedef enum {

@@ -153,10 +153,23 @@ static const char *run_xfer(comms *k, const cfg_run *c, real_model_rank *rm, con
   case REAL_MODEL_X_ALLTOALLV: {
     int me = 0;
     MPI_Comm_rank(k->g.comm[g], &me);
-    coll_alltoallv_pairwise(x.send, x.send_n, x.recv, x.recv_n, k->g.comm[g]);
+    /* through host copies where the tensors are a device's (context parallelism's heads) */
+    const kn_backend *dev = real_model_backend(rm);
+    const gboolean host = real_model_on_host(rm);
+    size_t sb = 0, rb = 0;
+    for (int j = 0; j < k->g.size[g]; j++) sb += (size_t)x.send_n[j], rb += (size_t)x.recv_n[j];
+    char *hs = host ? (char *)x.send : g_malloc(sb + 1), *hr = host ? (char *)x.recv
+                                                                     : g_malloc(rb + 1);
+    if (!host) dev->download(hs, x.send, sb);
+    coll_alltoallv_pairwise(hs, x.send_n, hr, x.recv_n, k->g.comm[g]);
     size_t soff = 0, roff = 0; /* the pairwise exchange leaves out the rank's own block */
     for (int j = 0; j < me; j++) soff += (size_t)x.send_n[j], roff += (size_t)x.recv_n[j];
-    memcpy((char *)x.recv + roff, (const char *)x.send + soff, (size_t)x.send_n[me]);
+    memcpy(hr + roff, hs + soff, (size_t)x.send_n[me]);
+    if (!host) {
+      dev->upload(x.recv, hr, rb);
+      g_free(hs);
+      g_free(hr);
+    }
     for (int j = 0; j < k->g.size[g]; j++)
       if (j != me) *wire += x.send_n[j];
     name = "pairwise";
@@ -475,7 +488,7 @@ static char *dump_weights(const wl_model *m, const cfg_run *c, const plan_rank *
   int ok = 1;
   for (int t = 0; t < c->tp && rank == 0 && ok; t++)
     for (int x = 0; x < c->ep && ok; x++)
-      ok = real_shard_plan(m, c, t, x, rs + ((size_t)t * c->ep + x) * m->n_layers, &e);
+      ok = real_shard_plan(m, c, t, x, 0, rs + ((size_t)t * c->ep + x) * m->n_layers, &e);
   MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (!ok) {
     err = e ? g_strdup(e->message) : g_strdup("--dump-weights: a rank's slices are unknown");
@@ -616,6 +629,7 @@ static kdb_origin be_kernel(void *be, const plan_op *op, int iter) {
 static float *p2p_buf(real_backend *g, const plan_op *op, int64_t *n) {
   if (op->purpose == PLAN_WHY_HALO)
     return real_model_halo_buf(g->model, op, plan_op_peer(g->plan, op), n);
+  if (op->purpose == PLAN_WHY_CP_KV) return real_model_cp_buf(g->model, op, n);
   if (op->kind == PLAN_SEND)
     return op->tag & 1 ? real_model_grad_out(g->model, op->layer, op->microbatch, n)
                        : real_model_act_out(g->model, op->layer, op->microbatch, n);
@@ -650,6 +664,7 @@ static double be_recv_wait(void *be, const plan_op *op, int iter) {
   int64_t n = 0;
   float *dev, *buf = p2p_host(g, op, &dev, &n);
   if (buf != dev) real_model_backend(g->model)->upload(dev, buf, sizeof(float) * (size_t)n);
+  real_model_p2p_done(g->model, op);
   double posted;
   memcpy(&posted, buf + n, sizeof posted);
   return posted - g->origin_s; /* the sender's clock is this machine's */
@@ -749,7 +764,8 @@ static char *gather_and_write(const run_ctx *x, const exec_request *req, const r
       res.gpu_model = x->gpu->name;
       real_kernels(&res.kdb, real_model_backend(rm));
       for (int it = 0; it < c->iters; it++) {
-        double l = loss_all[it] / ((double)c->dp * c->microbatches);
+        /* each rank's is the mean over its share of the positions (context parallelism) */
+        double l = loss_all[it] / ((double)c->dp * c->cp * c->microbatches);
         g_array_append_val(res.loss, l);
       }
       GString *trace = req->trace ? rec_trace(recs, P, c) : NULL;

@@ -21,10 +21,14 @@ static gboolean check_layer(const wl_model *m, const cfg_run *c, int i, const pl
   const int tp = c->tp;
   if (c->sequence_parallel && (l->in.h * l->in.w) % tp)
     return refuse(err, m, l, "--sequence-parallel", "its sequence does not split evenly over tp");
-  if (s->seq_parts > 1 && (l->kind == WL_DROPOUT ||
-                           (l->kind == WL_EMBEDDING && l->vocab != l->in.h * l->in.w)))
-    return refuse(err, m, l, "--sequence-parallel", "dropout masks and token tables on part of "
-                  "the sequence are not run for real yet");
+  if (c->cp > 1 && (l->in.h * l->in.w) % (c->cp_style == CFG_CP_RING ? 2 * c->cp : c->cp))
+    return refuse(err, m, l, "--cp", "its positions do not split into the ranks' chunks");
+  if (s->seq_parts > 1 && l->kind == WL_DROPOUT)
+    return refuse(err, m, l, c->cp > 1 ? "--cp" : "--sequence-parallel", "dropout masks on "
+                  "part of the sequence are not run for real yet");
+  if (s->seq_parts > c->cp && l->kind == WL_EMBEDDING && l->vocab != l->in.h * l->in.w)
+    return refuse(err, m, l, "--sequence-parallel", "token tables on part of the sequence are "
+                  "not run for real yet");
   switch (s->kind) {
   case PLAN_SPLIT_DOMAIN:
     if (l->kind != WL_CONV2D && l->kind != WL_MAXPOOL && l->kind != WL_AVGPOOL &&
@@ -65,7 +69,7 @@ static gboolean check_layer(const wl_model *m, const cfg_run *c, int i, const pl
   }
 }
 
-gboolean real_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i,
+gboolean real_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, int cp_i,
                          real_shard_layer *out, GError **err) {
   const int tp = c->tp, n = m->n_layers;
   const gboolean grid = !(tp > 1 && c->tp_style == CFG_TP_MEGATRON) && (tp > 1 || c->grid_pr > 0);
@@ -95,15 +99,35 @@ gboolean real_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i
     else if (s->kind == PLAN_SPLIT_COL || s->kind == PLAN_SPLIT_QKV || s->kind == PLAN_SPLIT_LOCAL)
       r->out_per = l->out_elems / tp;
     const int64_t P = l->in.h * l->in.w;
-    r->pos0 = 0, r->npos = P;
-    r->seq_split = s->seq_parts > 1;
+    r->cp = c->cp, r->cp_i = cp_i, r->cp_ring = c->cp_style == CFG_CP_RING, r->P = P;
+    r->pos0 = 0, r->npos = P / c->cp;
+    r->seq_split = s->seq_parts > c->cp; /* split along the sequence beyond cp's share: sp */
     r->sp_sum = c->sequence_parallel && (s->kind == PLAN_SPLIT_ROW || s->kind == PLAN_SPLIT_VOCAB);
     r->sp_gather = c->sequence_parallel && s->redistribute;
     if (r->seq_split) r->npos = P / s->seq_parts, r->pos0 = tp_i * r->npos;
     if (r->seq_split || r->sp_sum) r->out_per = l->out_elems / tp;
+    r->out_per /= c->cp;
   }
   g_free(sh);
   return ok;
+}
+
+int real_shard_runs(const real_shard_layer *s, int64_t start[2], int64_t at[2], int64_t len[2]) {
+  const int64_t share = s->P / s->cp;
+  if (s->cp <= 1 || !s->cp_ring) {
+    start[0] = s->cp_i * share + s->pos0, at[0] = 0, len[0] = s->npos;
+    return 1;
+  }
+  const int64_t half = share / 2, lo = s->pos0, hi = s->pos0 + s->npos;
+  const int64_t chunk[2] = {s->cp_i, 2 * (int64_t)s->cp - 1 - s->cp_i};
+  int n = 0;
+  for (int h = 0; h < 2; h++) {
+    const int64_t a = MAX(lo, h * half), b = MIN(hi, (h + 1) * half);
+    if (a >= b) continue;
+    start[n] = chunk[h] * half + a - h * half, at[n] = a - lo, len[n] = b - a;
+    n++;
+  }
+  return n;
 }
 
 int64_t real_shard_param_index(const wl_layer *l, const real_shard_layer *s, int64_t *idx) {

@@ -40,16 +40,28 @@ typedef struct {
    * whose input gradient is reduce-scattered */
   int64_t pos0, npos;
   gboolean seq_split, sp_sum, sp_gather;
+  /* context parallelism (--cp): rank cp_i of cp holds 1/cp of every sequence of P positions,
+   * and [pos0, pos0 + npos) index that share, not the sequence: ring attention's share is the
+   * two mirrored chunks cp_i and 2·cp − 1 − cp_i of 2·cp (Megatron-Core's causal load
+   * balance), Ulysses' the chunk cp_i of cp. cp = 1: the share is the whole sequence */
+  int cp, cp_i;
+  gboolean cp_ring;
+  int64_t P;
 } real_shard_layer;
 
-/* Fills `out` (m->n_layers entries) for the rank with tensor-parallel index tp_i and expert
- * index ep_i. DL_ERR_INPUT (one line naming the option and the layer) for what the real
- * executor does not split: grouped convolutions on the grid, Megatron splits that do not divide,
- * layers other than attention, GELU and ReLU between a column and a row linear, mixture of
- * experts with tp, --grid-layers fc with --pp, --domain conv with --pp or with layers other than
- * convolution, pooling, batch norm, ReLU, GELU and add in the domain part, or ending in a global
- * pooling. */
-gboolean real_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i,
+/* The sequence positions of layer `s`'s local positions [0, npos), as at most two runs: run j
+ * holds the positions [start[j], start[j] + len[j]) at local positions [at[j], at[j] + len[j]).
+ * Returns the number of runs (1 or 2). */
+int real_shard_runs(const real_shard_layer *s, int64_t start[2], int64_t at[2], int64_t len[2]);
+
+/* Fills `out` (m->n_layers entries) for the rank with tensor-parallel index tp_i, expert index
+ * ep_i and context-parallel index cp_i. DL_ERR_INPUT (one line naming the option and the layer)
+ * for what the real executor does not split: grouped convolutions on the grid, Megatron splits
+ * that do not divide, layers other than attention, GELU and ReLU between a column and a row
+ * linear, mixture of experts with tp, --grid-layers fc with --pp, --domain conv with --pp or with
+ * layers other than convolution, pooling, batch norm, ReLU, GELU and add in the domain part, or
+ * ending in a global pooling; dropout on part of the sequence (--sequence-parallel, --cp). */
+gboolean real_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, int cp_i,
                          real_shard_layer *out, GError **err);
 
 /* Serial-layout index of each of the rank's parameters of layer `layer` (weights then bias; for

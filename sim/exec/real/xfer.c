@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/dl_common.h"
+#include "exec/real/context.h"
 
 /* ---- point to point ------------------------------------------------------------------------ */
 
@@ -39,6 +40,16 @@ float *real_model_grad_in(real_model_rank *r, int layer, int mb, int64_t *n) {
   if (v < 0 || !r->grad_in[v]) return NULL;
   *n = act_floats(r, r->cl1[v] - 1);
   return r->grad_in[v][mb];
+}
+
+float *real_model_cp_buf(real_model_rank *r, const plan_op *op, int64_t *n) {
+  real_model_layer *y = REAL_MODEL_LAY(r, op->layer);
+  return real_cp_p2p_buf(r, y, op, real_model_cp_step(r, op), n);
+}
+
+void real_model_p2p_done(real_model_rank *r, const plan_op *op) {
+  if (op->purpose != PLAN_WHY_CP_KV) return;
+  real_cp_p2p_done(r, REAL_MODEL_LAY(r, op->layer), op, real_model_cp_step(r, op));
 }
 
 /* ---- gradients ----------------------------------------------------------------------------- */
@@ -103,7 +114,7 @@ static gboolean fwd_reduce_begin(real_model_rank *r, real_model_layer *y, int mb
                                  real_model_xfer *x) {
   const real_shard_layer *sh = y->s;
   const int i = y->index;
-  const int64_t M = y->S * real_model_positions(&y->l->in);
+  const int64_t M = y->S * sh->npos;
   x->how = REAL_MODEL_X_ALLREDUCE_SUM;
   if (sh->sp_sum) { /* reduce-scattered along the sequence */
     seq_blocks(r, y->spbuf, y->spfull, y->S, sh->parts, sh->out_per, FALSE);
@@ -177,6 +188,7 @@ gboolean real_model_coll_begin(real_model_rank *r, const plan_op *op, int mb, re
     x->n = 2 * (size_t)l->in.c;
     return TRUE;
   case PLAN_WHY_FWD_REDUCE: return fwd_reduce_begin(r, y, mb, x);
+  case PLAN_WHY_CP_ALLTOALL: return real_cp_xfer_begin(r, y, op, real_model_cp_step(r, op), x);
   case PLAN_WHY_MOE_DISPATCH:
   case PLAN_WHY_MOE_COMBINE:
     return y->moe ? real_moe_xfer(
@@ -221,6 +233,8 @@ void real_model_coll_end(real_model_rank *r, const plan_op *op, int mb) {
                           (int)(r->rs[src].c0 + r->rs[src].cn));
     else
       r->k->axpy(din, from, (long)n, 1.0f);
+  } else if (op->purpose == PLAN_WHY_CP_ALLTOALL) {
+    real_cp_xfer_end(r, y, op, real_model_cp_step(r, op));
   } else if (op->purpose == PLAN_WHY_MOE_DISPATCH || op->purpose == PLAN_WHY_MOE_COMBINE) {
     real_moe_xfer_done(y->moe, op->phase == PLAN_PH_FWD, op->purpose == PLAN_WHY_MOE_DISPATCH, mb,
                    y->out[mb]);
