@@ -378,13 +378,19 @@ static gboolean exec_real_check_layer(const wl_model *m, const wl_layer *l, int 
 
 /* What --device cuda cannot run: Gholami's grid and tensor splits, domain and expert parallelism
  * rearrange their tensors on the host between kernels (exec/real/), which the GPU's memory does
- * not allow. (A machine without the CUDA module or a GPU is refused by the ranks, which load
+ * not allow; ring attention's kernels have no --precision but fp32. (A machine without the CUDA module or a GPU is refused by the ranks, which load
  * it.) */
 static gboolean exec_real_check_cuda(const cfg_run *c, GError **err) {
   const char *what = c->grid_pr > 0                                 ? "--grid"
                      : c->ep > 1                                    ? "--ep"
                      : c->tp > 1 && c->tp_style != CFG_TP_MEGATRON ? "--tp-style gholami"
                                                                     : NULL;
+  if (!what && c->cp > 1 && c->cp_style == CFG_CP_RING && c->precision != GPU_FP32) {
+    /* the block kernels of ring attention compute in fp32 whatever --precision says */
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--device cuda: --cp %d: ring attention's block "
+                "kernels compute in fp32; use --precision fp32, or --cp-style ulysses", c->cp);
+    return FALSE;
+  }
   if (!what) return TRUE;
   g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--device cuda: %s: grid, domain, expert and "
               "Gholami-style tensor parallelism run for real only on --device cpu; on the GPU use "

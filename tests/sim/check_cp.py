@@ -85,7 +85,10 @@ def main(dlsim):
                     "--cp", "2", "--ep", "2"], "--cp 2")
     refused(dlsim, ["run", "--mode", "analytic", "--workload", "llama3-8b", "--cp-style", "star"],
             "--cp-style")
-    # the real build: dropout masks are drawn per sample, not per position of a share
+    # the real build: ring attention's GPU kernels compute in fp32 only
+    refused(dlsim, ["run", "--mode", "real", "--device", "cuda", "--workload", "llama-tiny",
+                    "--gpus", "2", "--cp", "2", "--precision", "bf16"], "--cp 2")
+    # dropout masks are drawn per sample, not per position of a share
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "real",
                            "gpt-tiny-sgd.json")

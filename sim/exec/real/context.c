@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "core/dl_common.h"
+#include "plan/plan.h"
 
 #define CP_PASSES 3 /* forward, recomputed forward, backward */
 
@@ -46,7 +47,9 @@ struct real_cp {
   float *own;            /* the rank's K/V, packed for a kernel (compute thread) */
   float **lse;           /* [m] log-sum-exp (S, NH, n) */
   float **acc;           /* [m·cp] the K/V gradient share of backward step j */
-  float **msg[CP_PASSES][2]; /* [pass][send, recv][m·(cp + 1)] message j of a micro-batch */
+  float **msg[CP_PASSES][2]; /* [pass][send, recv][m·nmsg] message j of a micro-batch */
+  int nmsg[CP_PASSES][2];    /* buffers per micro-batch: the forward sends one (its own chunk;
+                                then what arrived), the backward packs each */
 };
 
 /* The pass of an op: 0 the forward, 1 its recomputation, 2 the backward; ring messages say it in
@@ -64,9 +67,11 @@ int *real_cp_steps(const plan_rank *plan) {
     const plan_op *op = &plan->ops[i];
     step[i] = -1;
     if (op->layer < 0 || op->microbatch < 0) continue;
+    if ((op->kind == PLAN_SEND || op->kind == PLAN_RECV) && op->purpose != PLAN_WHY_CP_KV)
+      continue; /* a pipeline's messages: their tags are not passes */
     /* (kind, pass, layer, micro-batch): the ops whose order tells their step */
-    keys[i] = (((gint64)op->kind * CP_PASSES + op_pass(op)) << 48) |
-              ((gint64)op->layer << 24) | (gint64)op->microbatch;
+    keys[i] = (gint64)(((guint64)op->kind * CP_PASSES + (guint64)op_pass(op)) << 48 |
+                       (guint64)op->layer << 24 | (guint64)op->microbatch);
     const gpointer at = g_hash_table_lookup(seen, &keys[i]);
     step[i] = at ? GPOINTER_TO_INT(at) : 0;
     g_hash_table_insert(seen, &keys[i], GINT_TO_POINTER(step[i] + 1));
@@ -97,10 +102,16 @@ real_cp *real_cp_new(real_model_rank *r, const real_model_layer *y) {
     s->own = real_model_dev(r, sizeof(float) * ((size_t)s->kvf + 1));
     s->lse = real_model_per_mb(r, r->nmb, (size_t)(s->S * s->NH * s->n) + 1);
     s->acc = real_model_per_mb(r, r->nmb * s->cp, (size_t)s->kvf + 1);
-    for (int p = 0; p < CP_PASSES; p++)
-      for (int d = 0; d < 2; d++)
-        s->msg[p][d] = real_model_per_mb(r, r->nmb * (s->cp + 1),
-                                         2 * (size_t)s->kvf + REAL_MODEL_P2P_TRAILER_FLOATS);
+    const gboolean again = r->c->recompute || plan_selective_attention(r->c, y->l);
+    for (int p = 0; p < CP_PASSES; p++) {
+      if (p == 1 && !again) continue; /* no recomputed forward */
+      for (int d = 0; d < 2; d++) {
+        s->nmsg[p][d] = p == 2 ? s->cp + 1 : d == 0 ? 1 : s->cp - 1;
+        const size_t f = (size_t)(p == 2 ? 2 : 1) * (size_t)s->kvf;
+        s->msg[p][d] = real_model_per_mb(r, r->nmb * s->nmsg[p][d],
+                                         f + REAL_MODEL_P2P_TRAILER_FLOATS);
+      }
+    }
     return s;
   }
   s->Cc = s->C / s->cp, s->Wc = s->W / s->cp;
@@ -135,7 +146,7 @@ void real_cp_free(const real_model_rank *r, real_cp *s) {
   real_model_per_mb_free(r, (void **)s->acc, s->nmb * s->cp);
   for (int p = 0; p < CP_PASSES; p++)
     for (int d = 0; d < 2; d++)
-      real_model_per_mb_free(r, (void **)s->msg[p][d], s->nmb * (s->cp + 1));
+      real_model_per_mb_free(r, (void **)s->msg[p][d], s->nmb * s->nmsg[p][d]);
   g_free(s);
 }
 
@@ -171,7 +182,7 @@ static const float *step_kv(real_model_rank *r, real_cp *s, int pass, int mb, in
     pack_kv(r, s, s->own, qkv);
     return s->own;
   }
-  return s->msg[pass][1][mb * (s->cp + 1) + j - 1];
+  return s->msg[pass][1][mb * s->nmsg[pass][1] + j - 1];
 }
 
 static void ring_forward(real_model_rank *r, real_model_layer *y, const plan_op *op, int j) {
@@ -198,15 +209,17 @@ static void ring_backward(real_model_rank *r, real_model_layer *y, const plan_op
 float *real_cp_p2p_buf(real_model_rank *r, real_model_layer *y, const plan_op *op, int j,
                        int64_t *n) {
   real_cp *s = y->cp;
-  const int pass = op_pass(op), mb = op->microbatch, at = mb * (s->cp + 1) + j;
+  const int pass = op_pass(op), mb = op->microbatch;
+  const int at = mb * s->nmsg[pass][1] + j; /* receive j's buffer */
   *n = msg_floats(s, pass, j);
   if (op->kind == PLAN_RECV) return s->msg[pass][1][at];
-  float *out = s->msg[pass][0][at];
   if (pass < 2) { /* the forward's: the own chunk, then each as it arrived */
     if (j > 0) return s->msg[pass][1][at - 1];
+    float *out = s->msg[pass][0][mb];
     pack_kv(r, s, out, real_model_layer_in(r, y, 0, mb));
     return out;
   }
+  float *out = s->msg[pass][0][mb * s->nmsg[pass][0] + j];
   /* backward: K and V of the chunk held, then the gradients of the one before with this rank's
    * share (step j − 1's) added to what came with them */
   int64_t o = 0;
@@ -229,7 +242,7 @@ void real_cp_p2p_done(real_model_rank *r, real_model_layer *y, const plan_op *op
   real_cp *s = y->cp;
   if (op->kind != PLAN_RECV || op_pass(op) != 2 || j != s->cp) return;
   /* home: the gradients of the rank's own K and V, every rank's share, join the input's */
-  const float *g = s->msg[2][1][op->microbatch * (s->cp + 1) + j];
+  const float *g = s->msg[2][1][op->microbatch * s->nmsg[2][1] + j];
   float *din = real_model_din_ptr(r, y->l->inputs[0], op->microbatch);
   const int hs = s->C / s->NH, G = s->KVH > 0 ? s->KVH : s->NH, rep = s->NH / G;
   for (int64_t t = 0; t < s->S * s->n; t++)

@@ -237,13 +237,17 @@ static void layer_saved(real_model_rank *r, real_model_layer *y, size_t *ws) {
     break;
   case WL_LRN: saved = out_n; break;
   case WL_ATTENTION: {
-    const int heads = real_model_attn_heads(y);
+    /* under cp, ring attention's blocks keep only their log-sum-exp (context.c); Ulysses runs
+     * the whole sequence of 1/cp of the heads */
+    const int cp = sh->cp > 1 && !sh->cp_ring ? sh->cp : 1;
+    const int heads = real_model_attn_heads(y) / cp;
+    const int64_t P = real_model_positions(&l->in);
     if (sh->cp > 1) y->cp = real_cp_new(r, y);
+    if (sh->cp > 1 && sh->cp_ring) break;
     /* flash-style: nothing kept, backward computes the probabilities again */
-    if (!l->flash)
-      saved = (size_t)(S * heads * real_model_positions(&l->in) * real_model_positions(&l->in));
-    *ws = MAX(*ws, kn_attention_ws_floats((int)S, (int)real_model_positions(&l->in),
-                                          real_model_attn_width(y), heads, 1, l->flash));
+    if (!l->flash) saved = (size_t)(S * heads * P * P);
+    *ws = MAX(*ws, kn_attention_ws_floats((int)S, (int)P, real_model_attn_width(y) / cp, heads, 1,
+                                          l->flash));
     break;
   }
   case WL_CONV2D: {

@@ -108,7 +108,7 @@ struct real_model_rank {
   gboolean dev_failed; /* an allocation failed */
   int l0, l1;          /* the stage's layers [l0, l1) */
   int nmb;             /* micro-batches m */
-  int dp_i, tp_i;      /* data-parallel and tensor-parallel index */
+  int dp_i, tp_i;      /* data-parallel replica (of dp; cp ranks share one) and tp index */
   int rank;            /* this rank (halo neighbours are rank ± 1) */
   real_shard_layer *rs;        /* [n_layers] the rank's slice of every layer (owned) */
   int64_t S_in, sub_in;/* samples of the model input per micro-batch and their first (rs) */

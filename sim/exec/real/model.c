@@ -104,7 +104,7 @@ void real_model_iter_begin(real_model_rank *r, int iter) {
                                   1.0);
     }
     if (r->x) k->upload(r->x[mb], hx, sizeof(float) * (size_t)(r->S_in * per));
-    if (r->tok) { /* one token per position: those of the rank's share of the sequence */
+    if (r->tok && r->rs_in) { /* one token per position: those of the rank's share */
       const int64_t n = seq_values(r, r->rs_in, iter, mb, REAL_MODEL_SEED_TOKENS,
                                    (uint64_t)r->m->vocab, hi);
       k->upload(r->tok[mb], hi, sizeof(int) * (size_t)n);
@@ -463,7 +463,8 @@ static void backward(real_model_rank *r, int i, int mb, int iter, gboolean exper
   real_model_layer *y = REAL_MODEL_LAY(r, i);
   const real_shard_layer *sh = y->s;
   const int v = real_model_chunk_of(r, i);
-  if (i == r->cl1[v] - 1) fresh_grads(r, v, mb);
+  /* the layer's first backward op (ring attention runs one per step) */
+  if (i == r->cl1[v] - 1 && real_model_cp_step(r, r->op) == 0) fresh_grads(r, v, mb);
   /* the micro-batch's own gradient where it has one (a tied layer here: its target's) */
   const int t = y->l->tied_to;
   const real_model_layer *o = t >= 0 && real_model_holds(r, t) ? REAL_MODEL_LAY(r, t) : y;

@@ -13,9 +13,10 @@
  *             the classes;
  *   dropout   one mask per sample, seeded by (layer, k, g); p = 0.5 (the loader does not keep
  *             a layer's p and every shipped workload uses 0.5).
- * The loss layer's backward gives the gradient of its micro-batch's mean loss; the optimizer
- * step multiplies the accumulated (and all-reduced) gradients by 1/(dp·m), so the update is the
- * one of the mean loss over the global batch, as in the serial run.
+ * The loss layer's backward gives the gradient of its micro-batch's mean loss (over the rank's
+ * share of the positions under context parallelism); the optimizer step multiplies the
+ * accumulated (and all-reduced, over dp·cp) gradients by 1/(dp·cp·m), so the update is the one
+ * of the mean loss over the global batch, as in the serial run.
  * Batch norm normalises each micro-batch with its own statistics (training mode, no running
  * statistics): with dp > 1 or m > 1 that is a different function of the batch than the serial
  * run's (as in PyTorch DDP without SyncBatchNorm).

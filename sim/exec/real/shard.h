@@ -33,7 +33,7 @@ typedef struct {
   gboolean redist_rows; /* that input arrives as PLAN_SPLIT_DOMAIN row slabs (--domain conv) */
   int64_t out_per;   /* floats per sample of the layer's output buffer on this rank */
   /* Megatron's sequence parallelism: the positions [pos0, pos0 + npos) of each sample the layer
-   * works on (all of them unless it is split along the sequence); sp_sum: a row linear or a
+   * works on (all of the rank's share of the sequence unless it is split along it); sp_sum: a row linear or a
    * vocabulary-parallel embedding whose partial output is reduce-scattered along the sequence
    * and whose output gradient is all-gathered before its backward; sp_gather: a column linear
    * whose input is all-gathered along the sequence (before its forward and its backward) and
