@@ -50,11 +50,16 @@ typedef struct {
   double cv; /* relative spread of the repeats (stddev / median) */
 } memo_val;
 
+G_STATIC_ASSERT(sizeof(memo_key) % sizeof(guint64) == 0);
+
 static guint memo_hash(gconstpointer p) {
-  const unsigned char *b = p;
-  guint32 h = 2166136261u; /* FNV-1a */
-  for (size_t i = 0; i < sizeof(memo_key); i++) h = (h ^ b[i]) * 16777619u;
-  return h;
+  guint64 h = 0x9E3779B97F4A7C15ULL, w;
+  for (size_t i = 0; i + sizeof w <= sizeof(memo_key); i += sizeof w) {
+    memcpy(&w, (const char *)p + i, sizeof w); /* word by word: the key's padding is zeroed */
+    h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 29;
+  }
+  return (guint)(h ^ (h >> 32));
 }
 
 static gboolean memo_equal(gconstpointer a, gconstpointer b) {
@@ -447,9 +452,9 @@ double kdb_host_s(const kdb *db, const char *kname, gpu_precision prec, double t
     int k = kname[0] == 'a';
     return db->opt_fixed_s[k] + db->opt_tensor_s[k] * tensors;
   }
-  char key[64];
-  g_snprintf(key, sizeof key, "%s %s", kname,
-             prec == GPU_FP16 || prec == GPU_BF16 ? "bf16" : "fp32");
+  char key[64]; /* "<kernel> <bf16|fp32>", without printf: asked once per kernel op */
+  g_strlcpy(key, kname, sizeof key);
+  g_strlcat(key, prec == GPU_FP16 || prec == GPU_BF16 ? " bf16" : " fp32", sizeof key);
   const double *v = g_hash_table_lookup(db->host_ops, key);
   return v ? *v : db->host_other_s;
 }

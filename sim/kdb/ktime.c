@@ -74,11 +74,11 @@ double *ktime_layer_times(const ktime_source *k, const cfg_run *c) {
     kdb_kernel d = {kn, l, (int64_t)mbs, 1, 0, wl_kind_gemm_like(l->kind), 0, 0};
     double io = ((double)l->in.c * l->in.h * l->in.w + (double)l->out_elems) * mbs * dt +
                 (double)l->params * dt;
-    g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
+    wl_kernel_name(kn, sizeof kn, l->kind, "fwd");
     d.flops = l->fwd_flops * mbs;
     d.bytes = io;
     t[i] = kdb_kernel_s(k->db, k->gpu, &d, k->precision, NULL);
-    g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
+    wl_kernel_name(kn, sizeof kn, l->kind, "bwd");
     d.flops = l->bwd_flops * mbs;
     d.bytes = 2 * io;
     t[i] += kdb_kernel_s(k->db, k->gpu, &d, k->precision, NULL);

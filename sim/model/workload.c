@@ -20,6 +20,12 @@ const char *wl_layer_kind_name(wl_layer_kind k) {
   return ((int)k >= 0 && k < WL_N_LAYER_KINDS) ? kind_names[k] : "?";
 }
 
+void wl_kernel_name(char *kn, size_t n, wl_layer_kind k, const char *pass) {
+  g_strlcpy(kn, wl_layer_kind_name(k), n);
+  g_strlcat(kn, ".", n);
+  g_strlcat(kn, pass, n);
+}
+
 gboolean wl_layer_kind_from_name(const char *name, wl_layer_kind *k) {
   for (int i = 0; i < WL_N_LAYER_KINDS; i++)
     if (strcmp(kind_names[i], name) == 0) {

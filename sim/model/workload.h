@@ -88,6 +88,9 @@ typedef enum {
 /* Printable name of a layer kind, as in the JSON "type" ("conv2d"); "?" when out of range.
  * Static string. */
 const char *wl_layer_kind_name(wl_layer_kind k);
+/* The kernel-database key of a layer kind's pass, "<kind>.<pass>" ("attention.fwd"), into kn
+ * (n bytes; cut short if it does not fit). Without printf: the planner names every kernel op. */
+void wl_kernel_name(char *kn, size_t n, wl_layer_kind k, const char *pass);
 
 /* Kind for a JSON "type" name; returns FALSE when the name is unknown. */
 gboolean wl_layer_kind_from_name(const char *name, wl_layer_kind *k);

@@ -150,7 +150,7 @@ static void cp_attention(plan_builder *b, const stage_ctx *s, int i, int dir, gb
   const int cp = c->cp, ks = kernel_split(x);
   const plan_phase ph = dir || recompute ? PLAN_PH_BWD : PLAN_PH_FWD;
   char kn[40];
-  g_snprintf(kn, sizeof kn, "%s.%s", wl_layer_kind_name(l->kind), dir ? "bwd" : "fwd");
+  wl_kernel_name(kn, sizeof kn, l->kind, dir ? "bwd" : "fwd");
   const double flops = (dir ? l->bwd_flops : l->fwd_flops) * x->samples / ks;
   const double mem = (dir ? 2.0 : 1.0) * fwd_mem(l, x, s->dt);
   const double pos = (double)l->in.h * l->in.w;
@@ -214,7 +214,7 @@ static void forward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int 
     } else {
       char kn[40];
       autocast_kernel(b, s, i, PLAN_PH_FWD, "cast.fwd", pending);
-      g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
+      wl_kernel_name(kn, sizeof kn, l->kind, "fwd");
       layer_kernels(b, s->rank, x, i, mb, 0, kn, wl_kind_gemm_like(l->kind),
                     l->fwd_flops * x->samples / kernel_split(x), fwd_mem(l, x, s->dt), pending);
     }
@@ -270,7 +270,7 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
        * from its kept QKV, its probabilities not kept (Korthikanti et al. 2022, §5) */
       if (c->recompute || plan_selective_attention(c, l)) {
         autocast_kernel(b, s, i, PLAN_PH_BWD, "cast.fwd", pending);
-        g_snprintf(kn, sizeof kn, "%s.fwd", wl_layer_kind_name(l->kind));
+        wl_kernel_name(kn, sizeof kn, l->kind, "fwd");
         const double share = x->domain ? x->row_share : 1.0;
         plan_op *k = plan_b_kernel(b, PLAN_PH_BWD, i, kn, wl_kind_gemm_like(l->kind),
                                l->fwd_flops * x->samples / kernel_split(x) * share,
@@ -283,7 +283,7 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
           plan_b_coll(b, PLAN_PH_BWD, i, x->fwd_coll, PLAN_GRP_TP, x->fwd_why, x->fwd_bytes, TRUE,
                       pending)->recompute = TRUE;
       }
-      g_snprintf(kn, sizeof kn, "%s.bwd", wl_layer_kind_name(l->kind));
+      wl_kernel_name(kn, sizeof kn, l->kind, "bwd");
       layer_kernels(b, s->rank, x, i, mb, 1, kn, wl_kind_gemm_like(l->kind),
                     l->bwd_flops * x->samples / kernel_split(x), 2.0 * fwd_mem(l, x, s->dt),
                     pending);

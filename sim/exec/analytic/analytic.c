@@ -14,7 +14,8 @@
 typedef struct {
   const plat *pl;
   const cfg_run *c;
-  GHashTable *groups; /* "<group>:<first member>" -> coll_group* */
+  GHashTable *groups; /* key3(slot, first member, size) -> coll_group* */
+  GHashTable *by_rank; /* key3(slot, rank, 0) -> rank_group* */
   int *members;
   const gboolean *eval; /* per rank: evaluated (folding: one replica stands for the others) */
   const nccl_env *nccl; /* NCCL's view of the machine, NULL: none */
@@ -24,36 +25,75 @@ typedef struct {
  * count or tag), each below 2^21. */
 static gint64 key3(gint64 a, gint64 b, gint64 c) { return (((a + 1) << 42) | ((b + 1) << 21)) ^ c; }
 
-/* The communicator of collective `op` of plan `p` on `rank`: gc->members gets its members, the
- * return value its summary; *slot the index of its call counter (its kind, or an explicit one). */
-static const coll_group *group_get(group_cache *gc, const plan_rank *p, const plan_op *op,
+/* Their hash: all 64 bits mixed (SplitMix64's finaliser, Steele, Lea & Flood 2014); GLib's
+ * g_int64_hash keeps the low 32 bits only, where the group kind of key3 is not. */
+static guint key_hash(gconstpointer p) {
+  guint64 z = (guint64)*(const gint64 *)p;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return (guint)(z ^ (z >> 31));
+}
+
+/* A rank's communicator of one kind: its summary, its members and the rank's place among them
+ * (found once: a collective that waits for its members is asked for again and again). */
+typedef struct {
+  const coll_group *cg;
+  int n, me;
+  int *members;
+} rank_group;
+
+static void rank_group_free(gpointer p) {
+  g_free(((rank_group *)p)->members);
+  g_free(p);
+}
+
+/* The communicator of collective `op` of plan `p` on `rank`: its summary, members and the rank's
+ * place; *slot the index of its call counter (its kind, or an explicit one). NULL (err set) when
+ * the rank is not one of its members or its routes are unknown. */
+static const rank_group *group_get(group_cache *gc, const plan_rank *p, const plan_op *op,
                                    int rank, int *slot, GError **err) {
-  int n = plan_op_members(p, gc->c, op, rank, gc->members);
   *slot = plan_op_slot(op);
-  gint64 key = key3(*slot, gc->members[0], n);
-  coll_group *cg = g_hash_table_lookup(gc->groups, &key);
-  if (!cg) {
-    cg = g_new(coll_group, 1);
-    if (!analytic_group_init(cg, gc->pl, gc->members, n, err)) {
-      g_free(cg);
+  const gint64 rkey = key3(*slot, rank, 0);
+  rank_group *rg = g_hash_table_lookup(gc->by_rank, &rkey);
+  if (!rg) {
+    const int n = plan_op_members(p, gc->c, op, rank, gc->members);
+    int me = 0;
+    while (me < n && gc->members[me] != rank) me++;
+    if (me == n) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "rank %d: collective op %d: the rank is not a "
+                  "member of its communicator", rank, (int)(op - p->ops));
       return NULL;
     }
-    cg->nccl = gc->nccl;
-    g_hash_table_insert(gc->groups, g_memdup2(&key, sizeof key), cg);
+    gint64 key = key3(*slot, gc->members[0], n);
+    coll_group *cg = g_hash_table_lookup(gc->groups, &key);
+    if (!cg) {
+      cg = g_new(coll_group, 1);
+      if (!analytic_group_init(cg, gc->pl, gc->members, n, err)) {
+        g_free(cg);
+        return NULL;
+      }
+      cg->nccl = gc->nccl;
+      g_hash_table_insert(gc->groups, g_memdup2(&key, sizeof key), cg);
+    }
+    rg = g_new(rank_group, 1);
+    *rg = (rank_group){cg, n, me, g_memdup2(gc->members, sizeof(int) * (size_t)n)};
+    g_hash_table_insert(gc->by_rank, g_memdup2(&rkey, sizeof rkey), rg);
   }
+  coll_group *cg = (coll_group *)rg->cg;
+  const int *members = rg->members, n = rg->n;
   /* an all-to-all's steps each on their own routes: asked the first time the group runs one */
   if ((op->coll == COLL_ALLTOALL || op->peer_send_bytes) &&
-      !analytic_group_pairwise(cg, gc->pl, gc->members, n, err))
+      !analytic_group_pairwise(cg, gc->pl, members, n, err))
     return NULL;
-  if (op->coll == COLL_BROADCAST && !analytic_group_chain(cg, gc->pl, gc->members, n, err))
+  if (op->coll == COLL_BROADCAST && !analytic_group_chain(cg, gc->pl, members, n, err))
     return NULL;
   const char *algo = coll_resolve(op->coll, gc->c->coll, op->bytes, cg->P, cg->nodes, cg->nccl);
-  if (strcmp(algo, "rhd") == 0 && !analytic_group_rhd(cg, gc->pl, gc->members, n, err))
+  if (strcmp(algo, "rhd") == 0 && !analytic_group_rhd(cg, gc->pl, members, n, err))
     return NULL;
   if (op->coll == COLL_ALLREDUCE && strcmp(algo, "tree") == 0 && cg->nodes == cg->P &&
-      !analytic_group_tree(cg, gc->pl, gc->members, n, err))
+      !analytic_group_tree(cg, gc->pl, members, n, err))
     return NULL;
-  return cg;
+  return rg;
 }
 
 static void group_free(gpointer p) {
@@ -135,9 +175,13 @@ static double *msg_slot(GHashTable *h, int src, int dst, int tag, gboolean creat
 }
 
 /* Next op of `stream` on rank `r`, or -1. */
-static int next_op(const rank_run *r, int stream) {
+static int next_op(rank_run *r, int stream) {
   for (int i = r->next[stream]; i < r->plan->n_ops; i++)
-    if (r->plan->ops[i].stream == stream) return i;
+    if (r->plan->ops[i].stream == stream) {
+      r->next[stream] = i; /* a blocked op is asked for again: from here */
+      return i;
+    }
+  r->next[stream] = r->plan->n_ops;
   return -1;
 }
 
@@ -176,23 +220,17 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         rec_kernel(rr->rec, i, 0, start, end, o);
       } else if (op->kind == PLAN_COLL) {
         int slot;
-        const coll_group *g = group_get(gc, rr->plan, op, rr->rank, &slot, err);
-        if (!g) return -1;
+        const rank_group *rg = group_get(gc, rr->plan, op, rr->rank, &slot, err);
+        if (!rg) return -1;
+        const coll_group *g = rg->cg;
         /* a collective starts when its last member arrives */
-        int n = g->P;
-        int me = 0;
-        while (me < n && gc->members[me] != rr->rank) me++;
-        if (me == n) {
-          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "rank %d: collective op %d: the rank is not a "
-                      "member of its communicator", rr->rank, i);
-          return -1;
-        }
-        gint64 key = key3(slot, gc->members[0], rr->coll_seq[slot]);
+        const int n = rg->n, me = rg->me;
+        gint64 key = key3(slot, rg->members[0], rr->coll_seq[slot]);
         coll_meet *cm = g_hash_table_lookup(ps->colls, &key);
         if (!cm) {
           cm = g_new0(coll_meet, 1);
           /* the members evaluated: a folded-away member arrives with the one standing for it */
-          for (int k = 0; k < n; k++) cm->members += gc->eval[gc->members[k]];
+          for (int k = 0; k < n; k++) cm->members += gc->eval[rg->members[k]];
           g_hash_table_insert(ps->colls, g_memdup2(&key, sizeof key), cm);
         }
         if (rr->registered != i) {
@@ -250,11 +288,13 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
                            const gboolean *eval, const int *ranks, int n, plan_rank **plans,
                            rec_rank *recs, GError **err) {
   rank_run *rr = g_new0(rank_run, n);
-  group_cache gc = {x->platform, c, g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, group_free),
+  group_cache gc = {x->platform, c,
+                    g_hash_table_new_full(key_hash, g_int64_equal, g_free, group_free),
+                    g_hash_table_new_full(key_hash, g_int64_equal, g_free, rank_group_free),
                     g_new(int, c->gpus), eval, &x->nccl};
-  p2p_state ps = {g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, msg_fifo_free),
-                  g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),
-                  g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free)};
+  p2p_state ps = {g_hash_table_new_full(key_hash, g_int64_equal, g_free, msg_fifo_free),
+                  g_hash_table_new_full(key_hash, g_int64_equal, g_free, g_free),
+                  g_hash_table_new_full(key_hash, g_int64_equal, g_free, g_free)};
   gboolean ok = TRUE;
   for (int k = 0; k < n && ok; k++) {
     plan_rank *p = plans[k] = run_ctx_plan(x, c, layer_t, ranks[k], err);
@@ -299,6 +339,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
   g_hash_table_destroy(ps.arrival);
   g_hash_table_destroy(ps.link_free);
   g_hash_table_destroy(ps.colls);
+  g_hash_table_destroy(gc.by_rank); /* before the groups its entries point at */
   g_hash_table_destroy(gc.groups);
   g_free(gc.members);
   g_free(rr);
