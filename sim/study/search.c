@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -722,6 +723,11 @@ gboolean search_run(const run_ctx *x, const search_opts *o, search_result *r, GE
   search_enumerate(x, o, space);
   r->enumerated = space->len;
   outcome *all = g_new0(outcome, space->len + 1);
+  /* every layout builds op lists of tens of megabytes and frees them: from the heap, kept
+   * there, rather than mapped afresh and faulted in again each time (glibc maps any block over
+   * 32 MiB), a worker reuses pages it has already touched */
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   gboolean ok = evaluate_all(x, o, space, all, err);
   for (guint i = 0; i < space->len && ok; i++) /* in the space's order: the same every run */
     ok = take(o, &all[i], g_array_index(space, cfg_run, i), NULL, r, err);
