@@ -107,7 +107,9 @@ typedef struct {
   int *coll_seq;            /* collectives this rank has finished, per communicator kind, then
                                per explicit communicator */
   int registered;           /* op index whose arrival at a collective is recorded, or -1 */
-  int next[PLAN_N_STREAMS];  /* index of the next op of each stream */
+  int *order[PLAN_N_STREAMS]; /* each stream's ops, their indices in program order */
+  int count[PLAN_N_STREAMS];  /* how many */
+  int pos[PLAN_N_STREAMS];    /* where the stream is in them: its next op */
   double free_at[PLAN_N_STREAMS];
   double host_t;            /* when the host has launched the compute ops so far (ktime_host_s) */
   const run_ctx *ctx;       /* the run (its kernel times: run_ctx_kernel_s) */
@@ -175,14 +177,8 @@ static double *msg_slot(GHashTable *h, int src, int dst, int tag, gboolean creat
 }
 
 /* Next op of `stream` on rank `r`, or -1. */
-static int next_op(rank_run *r, int stream) {
-  for (int i = r->next[stream]; i < r->plan->n_ops; i++)
-    if (r->plan->ops[i].stream == stream) {
-      r->next[stream] = i; /* a blocked op is asked for again: from here */
-      return i;
-    }
-  r->next[stream] = r->plan->n_ops;
-  return -1;
+static int next_op(const rank_run *r, int stream) {
+  return r->pos[stream] < r->count[stream] ? r->order[stream][r->pos[stream]] : -1;
 }
 
 /* Runs every op that can run now on rank `rr`; returns how many ran. */
@@ -196,10 +192,7 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
   for (int s = 0; s < PLAN_N_STREAMS; s++) {
     for (;;) {
       int i = next_op(rr, s);
-      if (i < 0) {
-        rr->next[s] = rr->plan->n_ops;
-        break;
-      }
+      if (i < 0) break;
       const plan_op *op = &rr->plan->ops[i];
       double start = rr->free_at[s];
       if (op->wait_event >= 0) {
@@ -273,7 +266,7 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
       }
       rr->free_at[s] = end;
       if (op->record_event >= 0) rr->event_t[op->record_event] = end;
-      rr->next[s] = i + 1;
+      rr->pos[s]++;
       ran++;
     }
   }
@@ -311,6 +304,11 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
     rr[k].event_t = g_new(double, p->n_events + 1);
     for (int e = 0; e <= p->n_events; e++) rr[k].event_t[e] = NAN;
     rr[k].coll_seq = g_new0(int, plan_n_slots(p));
+    for (int st = 0; st < PLAN_N_STREAMS; st++) rr[k].order[st] = g_new(int, p->n_ops + 1);
+    for (int i = 0; i < p->n_ops; i++) {
+      const int st = p->ops[i].stream;
+      rr[k].order[st][rr[k].count[st]++] = i;
+    }
   }
   for (gboolean busy = ok; busy && ok;) {
     int ran = 0;
@@ -335,6 +333,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
     if (ok) rec_finish(&recs[k], 0);
     g_free(rr[k].event_t);
     g_free(rr[k].coll_seq);
+    for (int st = 0; st < PLAN_N_STREAMS; st++) g_free(rr[k].order[st]);
   }
   g_hash_table_destroy(ps.arrival);
   g_hash_table_destroy(ps.link_free);
