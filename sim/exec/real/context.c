@@ -152,18 +152,23 @@ void real_cp_free(const real_model_rank *r, real_cp *s) {
 
 /* ---- ring ---------------------------------------------------------------------------------- */
 
-/* The K and V channels of the rank's QKV rows (S, n, W), packed as kn_ring's chunk rows. */
-static void pack_kv(const real_model_rank *r, const real_cp *s, float *kv, const float *qkv) {
+/* The K and V channels of the rank's QKV rows (S, n, W) <-> kn_ring's chunk rows (S, n, KW):
+ * packed into kv, or (to_qkv) kv added to them. */
+static void kv_channels(const real_model_rank *r, const real_cp *s, float *kv, float *qkv,
+                        gboolean to_qkv) {
   const int hs = s->C / s->NH, G = s->KVH > 0 ? s->KVH : s->NH, rep = s->NH / G;
-  const size_t bytes = sizeof(float) * (size_t)hs;
   for (int64_t t = 0; t < s->S * s->n; t++)
-    for (int g = 0; g < G; g++) { /* group g's K and V: those of its first query head */
-      const int h = g * rep;
-      r->k->copy(kv + t * s->KW + g * hs, qkv + t * s->W + kn_qkv_offset(1, h, s->C, s->NH,
-                                                                          s->KVH), bytes);
-      r->k->copy(kv + t * s->KW + (G + g) * hs,
-                 qkv + t * s->W + kn_qkv_offset(2, h, s->C, s->NH, s->KVH), bytes);
-    }
+    for (int g = 0; g < G; g++) /* group g's K and V: those of its first query head */
+      for (int which = 1; which <= 2; which++) {
+        float *a = qkv + t * s->W + kn_qkv_offset(which, g * rep, s->C, s->NH, s->KVH);
+        float *b = kv + t * s->KW + ((which - 1) * G + g) * hs;
+        if (to_qkv) r->k->axpy(a, b, hs, 1.0f);
+        else r->k->copy(b, a, sizeof(float) * (size_t)hs);
+      }
+}
+
+static void pack_kv(const real_model_rank *r, const real_cp *s, float *kv, const float *qkv) {
+  kv_channels(r, s, kv, (float *)qkv, FALSE);
 }
 
 /* kn_ring's shape of step j: the rank's queries against the chunk of rank cp_i − j. */
@@ -242,17 +247,8 @@ void real_cp_p2p_done(real_model_rank *r, real_model_layer *y, const plan_op *op
   real_cp *s = y->cp;
   if (op->kind != PLAN_RECV || op_pass(op) != 2 || j != s->cp) return;
   /* home: the gradients of the rank's own K and V, every rank's share, join the input's */
-  const float *g = s->msg[2][1][op->microbatch * s->nmsg[2][1] + j];
-  float *din = real_model_din_ptr(r, y->l->inputs[0], op->microbatch);
-  const int hs = s->C / s->NH, G = s->KVH > 0 ? s->KVH : s->NH, rep = s->NH / G;
-  for (int64_t t = 0; t < s->S * s->n; t++)
-    for (int g0 = 0; g0 < G; g0++) {
-      const int h = g0 * rep;
-      r->k->axpy(din + t * s->W + kn_qkv_offset(1, h, s->C, s->NH, s->KVH),
-                 g + t * s->KW + g0 * hs, hs, 1.0f);
-      r->k->axpy(din + t * s->W + kn_qkv_offset(2, h, s->C, s->NH, s->KVH),
-                 g + t * s->KW + (G + g0) * hs, hs, 1.0f);
-    }
+  float *g = s->msg[2][1][op->microbatch * s->nmsg[2][1] + j];
+  kv_channels(r, s, g, real_model_din_ptr(r, y->l->inputs[0], op->microbatch), TRUE);
 }
 
 /* ---- kernels ------------------------------------------------------------------------------- */
@@ -295,17 +291,12 @@ static void qkv_ranges(const real_cp *s, int j, int *nr, int *wr, int off[3]) {
   for (int q = 0; q < 3; q++) off[q] = q * s->C + j * s->Cc;
 }
 
-/* Member-major blocks (j, s, t) of `w` floats of the rank's positions <-> the whole sequence
- * (S, P, w) in which member j's positions are [j·n, (j + 1)·n): one copy per (j, s). */
+/* Member j's positions [j·n, (j + 1)·n) of the whole sequence (S, P, w) <-> member-major
+ * blocks (j, s, t). */
 static void seq_blocks(const real_model_rank *r, const real_cp *s, float *seq, float *blocks,
                        int w, gboolean to_seq) {
-  const size_t bytes = sizeof(float) * (size_t)(s->n * w);
-  for (int j = 0; j < s->cp; j++)
-    for (int64_t i = 0; i < s->S; i++) {
-      float *a = seq + (i * s->P + j * s->n) * w, *b = blocks + (j * s->S + i) * s->n * w;
-      if (to_seq) r->k->copy(a, b, bytes);
-      else r->k->copy(b, a, bytes);
-    }
+  real_model_seq_blocks(r, to_seq ? seq : blocks, to_seq ? blocks : seq, s->S, s->cp, s->n * w,
+                        to_seq);
 }
 
 /* The rank's rows (S, n, row) <-> member-major blocks (j, s, t) of member j's channels: the QKV

@@ -232,6 +232,13 @@ float *real_model_din_ptr(real_model_rank *r, int src, int mb);
  * rows × 1), `d` channels in all. */
 void real_model_rows_geom(const real_model_layer *y, int64_t *rows, int64_t *u);
 
+/* Layouts of sequences cut in `parts` chunks of `chunk` floats, S samples: whole (sample-major:
+ * the positions in order) or member-major (member j's chunks of every sample, as an all-gather
+ * delivers and a reduce-scatter or an all-to-all takes them); copies `src` in one into `dst` in
+ * the other (xfer.c; sequence parallelism, Ulysses). */
+void real_model_seq_blocks(const real_model_rank *r, float *dst, const float *src, int64_t S,
+                           int parts, int64_t chunk, gboolean to_whole);
+
 /* The bias of a layer that owns its parameters within `base` (its w or g), NULL when it has
  * none. */
 float *real_model_bias_of(const real_model_layer *y, float *base);

@@ -68,11 +68,8 @@ float *real_model_layer_grad(real_model_rank *r, int layer, real_model_grad_part
 
 /* ---- collectives --------------------------------------------------------------------------- */
 
-/* Sequence parallelism's layouts: S samples of `parts` chunks of `chunk` floats, whole (sample-
- * major: the positions in order) or member-major (member j's chunks of every sample, as an
- * all-gather delivers and a reduce-scatter takes them); copies one into the other. */
-static void seq_blocks(const real_model_rank *r, float *dst, const float *src, int64_t S,
-                       int parts, int64_t chunk, gboolean to_whole) {
+void real_model_seq_blocks(const real_model_rank *r, float *dst, const float *src, int64_t S,
+                           int parts, int64_t chunk, gboolean to_whole) {
   const size_t bytes = sizeof(float) * (size_t)chunk;
   for (int j = 0; j < parts; j++)
     for (int64_t s = 0; s < S; s++) {
@@ -117,7 +114,7 @@ static gboolean fwd_reduce_begin(real_model_rank *r, real_model_layer *y, int mb
   const int64_t M = y->S * sh->npos;
   x->how = REAL_MODEL_X_ALLREDUCE_SUM;
   if (sh->sp_sum) { /* reduce-scattered along the sequence */
-    seq_blocks(r, y->spbuf, y->spfull, y->S, sh->parts, sh->out_per, FALSE);
+    real_model_seq_blocks(r, y->spbuf, y->spfull, y->S, sh->parts, sh->out_per, FALSE);
     x->how = REAL_MODEL_X_REDUCESCATTER;
     x->send = y->spbuf;
     x->recv = y->out[mb];
@@ -169,7 +166,7 @@ gboolean real_model_coll_begin(real_model_rank *r, const plan_op *op, int mb, re
     if (!y->dpart || l->inputs[0] == -1) return FALSE;
     if (sh->sp_gather) { /* reduce-scattered along the sequence */
       const int64_t chunk = r->rs[l->inputs[0]].out_per;
-      seq_blocks(r, y->spbuf, y->dpart, y->S, sh->parts, chunk, FALSE);
+      real_model_seq_blocks(r, y->spbuf, y->dpart, y->S, sh->parts, chunk, FALSE);
       x->how = REAL_MODEL_X_REDUCESCATTER;
       x->send = y->spbuf;
       x->recv = y->dred;
@@ -207,9 +204,9 @@ void real_model_coll_end(real_model_rank *r, const plan_op *op, int mb) {
     real_model_domain_unpack_slabs(r, y, mb);
   } else if ((op->purpose == PLAN_WHY_REDIST || op->purpose == PLAN_WHY_SP_REGATHER) &&
              sh->sp_gather) { /* the sequence's chunks -> whole sequences */
-    seq_blocks(r, y->redist[mb], y->spbuf, y->S, sh->parts, r->rs[y->l->inputs[0]].out_per, TRUE);
+    real_model_seq_blocks(r, y->redist[mb], y->spbuf, y->S, sh->parts, r->rs[y->l->inputs[0]].out_per, TRUE);
   } else if (op->purpose == PLAN_WHY_BWD_DY_GATHER && sh->sp_sum) {
-    seq_blocks(r, y->spdy, y->spbuf, y->S, sh->parts, sh->out_per, TRUE);
+    real_model_seq_blocks(r, y->spdy, y->spbuf, y->S, sh->parts, sh->out_per, TRUE);
   } else if (op->purpose == PLAN_WHY_BN_STATS) {
     real_model_domain_bn_done(r, y, op->phase == PLAN_PH_FWD, mb);
   } else if (op->purpose == PLAN_WHY_FWD_GATHER) { /* blocks (member, row, cmax·u) -> (row, d·u) */
