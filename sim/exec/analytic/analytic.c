@@ -376,17 +376,21 @@ gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
  * (plat_route_class) between any two of a replica's ranks are those between the corresponding
  * ranks of replica 0. Under Megatron tensor parallelism (no MoE layer) the members of a tp group
  * run the same op list too (every split charges 1/tp of the layer), so a replica is then one
- * pipeline: the ranks of one (dp, tp) coordinate, and (0, 0) stands for all. The ranks evaluated
- * are those plan_representative names. */
+ * pipeline: the ranks of one (dp, tp) coordinate, and (0, 0) stands for all. With context
+ * parallelism a replica holds its cp ranks (a replica's data-parallel coordinates are cp
+ * consecutive ones): its ring or all-to-alls stay inside it, and the gradients' collective over
+ * dp x cp meets the cp ranks of replica 0, each standing for its place in the other replicas'
+ * rings. The ranks evaluated are those plan_representative names. */
 typedef struct {
   int reps;    /* replicas: the ranks each evaluated one stands for (1: no folding) */
   gboolean tp; /* a replica is one tp coordinate of one dp replica */
 } folding;
 
-/* Rank `a` of replica `k`. */
+/* Rank `a` of replica `k` (a replica's ranks in rank order: tp, then cp, then pp). */
 static int replica_rank(const cfg_run *c, const folding *f, int k, int a) {
-  return f->tp ? plan_rank_of(c, k / c->tp, k % c->tp, a)
-               : plan_rank_of(c, k, a % c->tp, a / c->tp);
+  const int tp = f->tp ? 1 : c->tp, dp_k = f->tp ? k / c->tp : k;
+  const int tp_i = f->tp ? k % c->tp : a % tp;
+  return plan_rank_of(c, dp_k * c->cp + a / tp % c->cp, tp_i, a / tp / c->cp);
 }
 
 /* Sets eval[] (the ranks evaluated) and returns the folding. */
@@ -394,7 +398,7 @@ static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval)
   const int P = c->gpus;
   folding f = {1, FALSE};
   for (int r = 0; r < P; r++) eval[r] = TRUE;
-  if (c->no_folding || x->trace || c->ep > 1 || c->cp > 1) return f;
+  if (c->no_folding || x->trace || c->ep > 1) return f;
   f.tp = plan_tp_alike(x->model, c);
   const int reps = f.tp ? c->dp * c->tp : c->dp, n = P / reps;
   if (reps < 2) return f;
