@@ -4,7 +4,9 @@ result, byte for byte, as evaluating every rank (--no-folding), and folds only w
 are equivalent.
 
 - Data parallel, a 3-D GPT (its Megatron tp members fold too: one pipeline stands for all),
-  ring and Ulysses context parallelism (a replica holds its cp ranks), a Gholami grid with domain parallelism (only data-parallel replicas fold: boundary ranks differ),
+  ring and Ulysses context parallelism (a replica holds its cp ranks; inside a node, or wherever
+  turning the ring one place keeps every route's class, the first cp rank stands for its ring;
+  not a ring that crosses nodes on one step and not on the next), a Gholami grid with domain parallelism (only data-parallel replicas fold: boundary ranks differ),
   a pipeline, and Megatron tp of an MoE model (only data-parallel replicas fold) on generated
   clusters (rail and a 4:1 fat tree with leaf groups) fold, and equal --no-folding but for
   simulation.ranks, simulation.folded and config.no_folding.
@@ -71,14 +73,17 @@ def main(dlsim):
                        "8", "--batch", "512"], 8),
             ("MoE under Megatron tp", ["--workload", "moe-gpt-8x", "--gpus", "16", "--tp", "2",
                                        "--batch", "16"], 8),
-            # a replica holds its cp ranks: their ring stays inside it, the gradients meet the
-            # cp ranks of replica 0
+            # a replica holds its cp ranks, and inside a node cp_i = 0 stands for its ring
             ("ring context parallelism in a 3-D GPT",
              ["--workload", "gpt-tiny", "--gpus", "128", "--tp", "4", "--cp", "2", "--pp", "2",
-              "--schedule", "1f1b", "--microbatches", "4", "--batch", "64"], 32),
+              "--schedule", "1f1b", "--microbatches", "4", "--batch", "64"], 64),
             ("Ulysses context parallelism under ZeRO 3",
              ["--workload", "gpt-tiny", "--gpus", "64", "--cp", "4", "--cp-style", "ulysses",
-              "--zero", "3", "--batch", "64"], 16),
+              "--zero", "3", "--batch", "64"], 64),
+            # a ring over two nodes (cp_i 1 to 2 crosses, 0 to 1 does not): replicas only
+            ("a ring across nodes",
+             ["--workload", "gpt-tiny", "--gpus", "128", "--tp", "4", "--cp", "4",
+              "--microbatches", "2", "--batch", "64"], 32),
         ]
         for pname, plat in (("rail", rail), ("fat tree", tree)):
             for name, opts, fold in cases:

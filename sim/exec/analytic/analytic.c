@@ -255,7 +255,14 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         g_array_append_val(msg_queue(ps->arrival, rr->rank, peer, op->tag, TRUE)->t, arrives);
         rec_send(rr->rec, i, 0, start);
       } else if (op->kind == PLAN_RECV) {
-        msg_fifo *q = msg_queue(ps->arrival, peer, rr->rank, op->tag, FALSE);
+        int src = peer, dst = rr->rank;
+        if (!gc->eval[peer]) { /* from a rank folded away round its ring: its counterpart */
+          int dpc, tp_i, pp_i;
+          plan_coords(c, peer, &dpc, &tp_i, &pp_i);
+          src = plan_cp_neighbour(c, peer, -(dpc % c->cp));
+          dst = plan_cp_neighbour(c, rr->rank, -(dpc % c->cp));
+        }
+        msg_fifo *q = msg_queue(ps->arrival, src, dst, op->tag, FALSE);
         if (!q || q->head >= q->t->len) break; /* not sent yet */
         const double arr = g_array_index(q->t, double, q->head++);
         double lat, bw_s;
@@ -378,12 +385,17 @@ gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
  * run the same op list too (every split charges 1/tp of the layer), so a replica is then one
  * pipeline: the ranks of one (dp, tp) coordinate, and (0, 0) stands for all. With context
  * parallelism a replica holds its cp ranks (a replica's data-parallel coordinates are cp
- * consecutive ones): its ring or all-to-alls stay inside it, and the gradients' collective over
- * dp x cp meets the cp ranks of replica 0, each standing for its place in the other replicas'
- * rings. The ranks evaluated are those plan_representative names. */
+ * consecutive ones), whose ring or all-to-alls stay inside it.
+ *
+ * The cp ranks of a sequence run one op list turned round the ring: rank i sends what rank
+ * i + 1 receives, as rank i − 1 sends to rank i. When turning the ranks evaluated one place round
+ * the ring (cp_i → cp_i + 1) keeps the route class of every pair among them, cp_i = 0 stands for
+ * its ring too: a message from a rank folded away arrives as its counterpart, the one the
+ * evaluated rank sent the same number of steps round the ring, with that tag, arrives. */
 typedef struct {
   int reps;    /* replicas: the ranks each evaluated one stands for (1: no folding) */
   gboolean tp; /* a replica is one tp coordinate of one dp replica */
+  gboolean cp; /* cp_i = 0 stands for its ring */
 } folding;
 
 /* Rank `a` of replica `k` (a replica's ranks in rank order: tp, then cp, then pp). */
@@ -393,47 +405,82 @@ static int replica_rank(const cfg_run *c, const folding *f, int k, int a) {
   return plan_rank_of(c, dp_k * c->cp + a / tp % c->cp, tp_i, a / tp / c->cp);
 }
 
+/* The rank evaluated for `rank` under folding f. */
+static int folded_rep(const cfg_run *c, const folding *f, int rank) {
+  int dpc, tp_i, pp_i;
+  plan_coords(c, rank, &dpc, &tp_i, &pp_i);
+  int dp_i = dpc / c->cp, cp_i = dpc % c->cp;
+  if (f->reps > 1) {
+    dp_i = 0;
+    if (f->tp) tp_i = 0;
+  }
+  if (f->cp) cp_i = 0;
+  return plan_rank_of(c, dp_i * c->cp + cp_i, tp_i, pp_i);
+}
+
+/* Whether the ranks R[0..n-1] keep the class of every route among them when turned one place
+ * round their cp ring. */
+static gboolean ring_alike(const plat *pl, const cfg_run *c, const int *R, int n) {
+  for (int a = 0; a < n; a++) {
+    const int ta = plan_cp_neighbour(c, R[a], 1);
+    for (int b = 0; b < n; b++) {
+      gint64 k0, k1;
+      if (!plat_route_class(pl, R[a], R[b], &k0) ||
+          !plat_route_class(pl, ta, plan_cp_neighbour(c, R[b], 1), &k1) || k0 != k1)
+        return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 /* Sets eval[] (the ranks evaluated) and returns the folding. */
 static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval) {
   const int P = c->gpus;
-  folding f = {1, FALSE};
+  folding f = {1, FALSE, FALSE};
   for (int r = 0; r < P; r++) eval[r] = TRUE;
-  if (c->no_folding || x->trace || c->ep > 1) return f;
-  f.tp = plan_tp_alike(x->model, c);
-  const int reps = f.tp ? c->dp * c->tp : c->dp, n = P / reps;
-  if (reps < 2) return f;
-  gboolean same = TRUE;
+  if (c->no_folding || x->trace || c->ep > 1 || x->sample != 0) return f;
+  /* stragglers: a rank stands for others of its kind only */
+  folding g = {1, plan_tp_alike(x->model, c), FALSE};
+  const int reps = g.tp ? c->dp * c->tp : c->dp, n = P / reps;
+  gboolean same = reps >= 2;
   gint64 *k0 = g_new(gint64, (size_t)n * n);
   for (int a = 0; a < n && same; a++)
     for (int b = 0; b < n && same; b++)
-      same = plat_route_class(x->platform, replica_rank(c, &f, 0, a), replica_rank(c, &f, 0, b),
+      same = plat_route_class(x->platform, replica_rank(c, &g, 0, a), replica_rank(c, &g, 0, b),
                               &k0[(size_t)a * n + b]);
   for (int k = 1; k < reps && same; k++)
     for (int a = 0; a < n && same; a++) {
-      const int ra = replica_rank(c, &f, k, a);
+      const int ra = replica_rank(c, &g, k, a);
       for (int b = 0; b < n && same; b++) {
         gint64 cls;
-        same = plat_route_class(x->platform, ra, replica_rank(c, &f, k, b), &cls) &&
+        same = plat_route_class(x->platform, ra, replica_rank(c, &g, k, b), &cls) &&
                cls == k0[(size_t)a * n + b];
       }
     }
   g_free(k0);
-  same = same && x->sample == 0; /* drawn kernel times differ from rank to rank */
-  for (int r = 0; r < P && same && x->slow; r++) /* stragglers: a replica stands for its kind */
-    same = x->slow[r] == x->slow[plan_representative(x->model, c, r)];
-  if (!same) return f;
-  for (int r = 0; r < P; r++) eval[r] = plan_representative(x->model, c, r) == r;
-  f.reps = reps;
-  return f;
+  g.reps = same ? reps : 1;
+  if (!same) g.tp = FALSE;
+  if (c->cp > 1) { /* the ring: among the ranks evaluated so far */
+    int *R = g_new(int, P), m = 0;
+    for (int r = 0; r < P; r++)
+      if (folded_rep(c, &g, r) == r) R[m++] = r;
+    g.cp = ring_alike(x->platform, c, R, m);
+    g_free(R);
+  }
+  for (int r = 0; r < P && x->slow && (g.reps > 1 || g.cp); r++)
+    if (x->slow[r] != x->slow[folded_rep(c, &g, r)]) return f;
+  for (int r = 0; r < P; r++) eval[r] = folded_rep(c, &g, r) == r;
+  return g;
 }
 
-/* A folded result as the unfolded one reads: a row per rank (its replica 0 counterpart's), and
+/* A folded result as the unfolded one reads: a row per rank (the row of the rank evaluated for it), and
  * the MoE token sums over every rank. */
-static void unfold_result(const wl_model *m, const cfg_run *c, const folding *f, res_result *r) {
-  if (f->reps == 1) return;
+static void unfold_result(const cfg_run *c, const folding *f, res_result *r) {
+  if (f->reps == 1 && !f->cp) return;
+  const int per = c->gpus / (int)r->rank_rows->len; /* ranks each evaluated one stands for */
   GArray *rows = g_array_sized_new(FALSE, FALSE, sizeof(res_rank), (guint)c->gpus);
   for (int rank = 0; rank < c->gpus; rank++) {
-    const int rep = plan_representative(m, c, rank);
+    const int rep = folded_rep(c, f, rank);
     for (guint i = 0; i < r->rank_rows->len; i++) {
       res_rank row = g_array_index(r->rank_rows, res_rank, i);
       if (row.rank != rep) continue;
@@ -444,9 +491,9 @@ static void unfold_result(const wl_model *m, const cfg_run *c, const folding *f,
   }
   g_array_free(r->rank_rows, TRUE);
   r->rank_rows = rows;
-  r->moe_dropped_tokens *= f->reps;
-  r->moe_routed_tokens *= f->reps;
-  r->folded = f->reps;
+  r->moe_dropped_tokens *= per;
+  r->moe_routed_tokens *= per;
+  r->folded = per;
 }
 
 gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError **err) {
@@ -464,7 +511,7 @@ gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError 
   gboolean ok = eval_ranks(x, c, layer_t, eval, ranks, n, plans, recs, err);
   if (ok) {
     rec_result(recs, n, c, x->gpu_mem_bytes, r);
-    unfold_result(x->model, c, &fold, r);
+    unfold_result(c, &fold, r);
     r->gpu_model = x->gpu->name;
     res_kdb_set_source(&r->kdb, &x->kernels);
     /* the paper's equations cover data parallelism and its grid only */
