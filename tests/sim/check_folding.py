@@ -4,13 +4,13 @@ result, byte for byte, as evaluating every rank (--no-folding), and folds only w
 are equivalent.
 
 - Data parallel, a 3-D GPT (its Megatron tp members fold too: one pipeline stands for all),
-  ring and Ulysses context parallelism (a replica holds its cp ranks; inside a node, or wherever
-  turning the ring one place keeps every route's class, the first cp rank stands for its ring;
-  not a ring that crosses nodes on one step and not on the next), a Gholami grid with domain parallelism (only data-parallel replicas fold: boundary ranks differ),
+  ring and Ulysses context parallelism (a replica holds its cp ranks; inside a node the first cp
+  rank stands for its ring, across two nodes the first of each half, turning the ring that far
+  keeping every route's class), a Gholami grid with domain parallelism (only data-parallel replicas fold: boundary ranks differ),
   a pipeline, and Megatron tp of an MoE model (only data-parallel replicas fold) on generated
   clusters (rail and a 4:1 fat tree with leaf groups) fold, and equal --no-folding but for
   simulation.ranks, simulation.folded and config.no_folding.
-- Expert parallelism does not fold (the replicas hold different experts); neither does a platform
+- Expert parallelism does not fold; a ring over leaf groups cut unevenly does not fold round (the replicas hold different experts); neither does a platform
   file without the generator's mark (its routes are not known to repeat), nor a cluster whose
   leaf groups cut the replicas differently.
 Usage: check_folding.py DLSIM
@@ -80,9 +80,13 @@ def main(dlsim):
             ("Ulysses context parallelism under ZeRO 3",
              ["--workload", "gpt-tiny", "--gpus", "64", "--cp", "4", "--cp-style", "ulysses",
               "--zero", "3", "--batch", "64"], 64),
-            # a ring over two nodes (cp_i 1 to 2 crosses, 0 to 1 does not): replicas only
-            ("a ring across nodes",
+            # a ring over two nodes (cp_i 1 to 2 crosses, 0 to 1 does not): turned two places
+            # it is alike, so cp_i 0 and 1 stand for it
+            ("a ring of 4 across two nodes",
              ["--workload", "gpt-tiny", "--gpus", "128", "--tp", "4", "--cp", "4",
+              "--microbatches", "2", "--batch", "64"], 64),
+            ("a ring of 8 across two nodes",
+             ["--workload", "gpt-tiny", "--gpus", "128", "--tp", "2", "--cp", "8",
               "--microbatches", "2", "--batch", "64"], 32),
         ]
         for pname, plat in (("rail", rail), ("fat tree", tree)):
@@ -110,6 +114,13 @@ def main(dlsim):
               r["simulation"]["folded"] == 1, str(r["simulation"]))
         check("... and data-parallel replicas of one GPU each still are",
               run(dlsim, d, odd, dp)["simulation"]["folded"] == 128)
+        # a ring of 8 over four nodes, the fourth in a leaf group of its own: no turn of it
+        # keeps every route, so every cp rank is evaluated
+        ring = ["--workload", "gpt-tiny", "--gpus", "32", "--tp", "4", "--cp", "8", "--batch", "8"]
+        a, b = run(dlsim, d, odd, ring), run(dlsim, d, odd, ring, fold=False)
+        ranks = a["simulation"]["ranks"]
+        check(f"a ring over leaf groups cut unevenly is not folded round: {ranks} ranks evaluated, "
+              "the same result as every rank", ranks % 8 == 0 and strip(a) == strip(b))
     return finish()
 
 

@@ -18,6 +18,7 @@ typedef struct {
   GHashTable *by_rank; /* key3(slot, rank, 0) -> rank_group* */
   int *members;
   const gboolean *eval; /* per rank: evaluated (folding: one replica stands for the others) */
+  int cp_k;             /* folding round the cp ring: cp_i < cp_k evaluated (fold_replicas) */
   const nccl_env *nccl; /* NCCL's view of the machine, NULL: none */
 } group_cache;
 
@@ -259,8 +260,9 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         if (!gc->eval[peer]) { /* from a rank folded away round its ring: its counterpart */
           int dpc, tp_i, pp_i;
           plan_coords(c, peer, &dpc, &tp_i, &pp_i);
-          src = plan_cp_neighbour(c, peer, -(dpc % c->cp));
-          dst = plan_cp_neighbour(c, rr->rank, -(dpc % c->cp));
+          const int back = dpc % c->cp / gc->cp_k * gc->cp_k;
+          src = plan_cp_neighbour(c, peer, -back);
+          dst = plan_cp_neighbour(c, rr->rank, -back);
         }
         msg_fifo *q = msg_queue(ps->arrival, src, dst, op->tag, FALSE);
         if (!q || q->head >= q->t->len) break; /* not sent yet */
@@ -285,13 +287,13 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
  * member its own alpha-beta time. Fills recs[0..P-1] (rec_init'ed here, one iteration) with
  * their plans in plans[]. */
 static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *layer_t,
-                           const gboolean *eval, const int *ranks, int n, plan_rank **plans,
-                           rec_rank *recs, GError **err) {
+                           const gboolean *eval, int cp_k, const int *ranks, int n,
+                           plan_rank **plans, rec_rank *recs, GError **err) {
   rank_run *rr = g_new0(rank_run, n);
   group_cache gc = {x->platform, c,
                     g_hash_table_new_full(key_hash, g_int64_equal, g_free, group_free),
                     g_hash_table_new_full(key_hash, g_int64_equal, g_free, rank_group_free),
-                    g_new(int, c->gpus), eval, &x->nccl};
+                    g_new(int, c->gpus), eval, cp_k, &x->nccl};
   p2p_state ps = {g_hash_table_new_full(key_hash, g_int64_equal, g_free, msg_fifo_free),
                   g_hash_table_new_full(key_hash, g_int64_equal, g_free, g_free),
                   g_hash_table_new_full(key_hash, g_int64_equal, g_free, g_free)};
@@ -388,14 +390,15 @@ gboolean analytic_check(const run_ctx *x, const cfg_run *c, GError **err) {
  * consecutive ones), whose ring or all-to-alls stay inside it.
  *
  * The cp ranks of a sequence run one op list turned round the ring: rank i sends what rank
- * i + 1 receives, as rank i − 1 sends to rank i. When turning the ranks evaluated one place round
- * the ring (cp_i → cp_i + 1) keeps the route class of every pair among them, cp_i = 0 stands for
- * its ring too: a message from a rank folded away arrives as its counterpart, the one the
- * evaluated rank sent the same number of steps round the ring, with that tag, arrives. */
+ * i + 1 receives, as rank i - 1 sends to rank i. When turning the ranks evaluated k places round
+ * the ring (cp_i to cp_i + k, k the least divisor of cp that does it) keeps the route class of
+ * every pair among them, cp_i < k stand for their ring (k = 1: a ring inside a node; k = 4: a
+ * ring of 8 over two nodes): a message from a rank folded away arrives as its counterpart
+ * arrives, the one turned back by a multiple of k onto an evaluated sender. */
 typedef struct {
   int reps;    /* replicas: the ranks each evaluated one stands for (1: no folding) */
   gboolean tp; /* a replica is one tp coordinate of one dp replica */
-  gboolean cp; /* cp_i = 0 stands for its ring */
+  int cp_k;    /* cp_i < cp_k stand for their ring (cp: no folding round the ring) */
 } folding;
 
 /* Rank `a` of replica `k` (a replica's ranks in rank order: tp, then cp, then pp). */
@@ -414,19 +417,19 @@ static int folded_rep(const cfg_run *c, const folding *f, int rank) {
     dp_i = 0;
     if (f->tp) tp_i = 0;
   }
-  if (f->cp) cp_i = 0;
+  cp_i %= f->cp_k;
   return plan_rank_of(c, dp_i * c->cp + cp_i, tp_i, pp_i);
 }
 
-/* Whether the ranks R[0..n-1] keep the class of every route among them when turned one place
+/* Whether the ranks R[0..n-1] keep the class of every route among them when turned k places
  * round their cp ring. */
-static gboolean ring_alike(const plat *pl, const cfg_run *c, const int *R, int n) {
+static gboolean ring_alike(const plat *pl, const cfg_run *c, const int *R, int n, int k) {
   for (int a = 0; a < n; a++) {
-    const int ta = plan_cp_neighbour(c, R[a], 1);
+    const int ta = plan_cp_neighbour(c, R[a], k);
     for (int b = 0; b < n; b++) {
       gint64 k0, k1;
       if (!plat_route_class(pl, R[a], R[b], &k0) ||
-          !plat_route_class(pl, ta, plan_cp_neighbour(c, R[b], 1), &k1) || k0 != k1)
+          !plat_route_class(pl, ta, plan_cp_neighbour(c, R[b], k), &k1) || k0 != k1)
         return FALSE;
     }
   }
@@ -436,11 +439,11 @@ static gboolean ring_alike(const plat *pl, const cfg_run *c, const int *R, int n
 /* Sets eval[] (the ranks evaluated) and returns the folding. */
 static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval) {
   const int P = c->gpus;
-  folding f = {1, FALSE, FALSE};
+  folding f = {1, FALSE, c->cp};
   for (int r = 0; r < P; r++) eval[r] = TRUE;
   if (c->no_folding || x->trace || c->ep > 1 || x->sample != 0) return f;
   /* stragglers: a rank stands for others of its kind only */
-  folding g = {1, plan_tp_alike(x->model, c), FALSE};
+  folding g = {1, plan_tp_alike(x->model, c), c->cp};
   const int reps = g.tp ? c->dp * c->tp : c->dp, n = P / reps;
   gboolean same = reps >= 2;
   gint64 *k0 = g_new(gint64, (size_t)n * n);
@@ -464,10 +467,14 @@ static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval)
     int *R = g_new(int, P), m = 0;
     for (int r = 0; r < P; r++)
       if (folded_rep(c, &g, r) == r) R[m++] = r;
-    g.cp = ring_alike(x->platform, c, R, m);
+    for (int k = 1; k < c->cp; k++)
+      if (c->cp % k == 0 && ring_alike(x->platform, c, R, m, k)) {
+        g.cp_k = k;
+        break;
+      }
     g_free(R);
   }
-  for (int r = 0; r < P && x->slow && (g.reps > 1 || g.cp); r++)
+  for (int r = 0; r < P && x->slow && (g.reps > 1 || g.cp_k < c->cp); r++)
     if (x->slow[r] != x->slow[folded_rep(c, &g, r)]) return f;
   for (int r = 0; r < P; r++) eval[r] = folded_rep(c, &g, r) == r;
   return g;
@@ -476,7 +483,7 @@ static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval)
 /* A folded result as the unfolded one reads: a row per rank (the row of the rank evaluated for it), and
  * the MoE token sums over every rank. */
 static void unfold_result(const cfg_run *c, const folding *f, res_result *r) {
-  if (f->reps == 1 && !f->cp) return;
+  if (f->reps == 1 && f->cp_k == c->cp) return;
   const int per = c->gpus / (int)r->rank_rows->len; /* ranks each evaluated one stands for */
   GArray *rows = g_array_sized_new(FALSE, FALSE, sizeof(res_rank), (guint)c->gpus);
   for (int rank = 0; rank < c->gpus; rank++) {
@@ -508,7 +515,7 @@ gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError 
     if (eval[k]) ranks[n++] = k;
   plan_rank **plans = g_new0(plan_rank *, n);
   rec_rank *recs = g_new0(rec_rank, n);
-  gboolean ok = eval_ranks(x, c, layer_t, eval, ranks, n, plans, recs, err);
+  gboolean ok = eval_ranks(x, c, layer_t, eval, fold.cp_k, ranks, n, plans, recs, err);
   if (ok) {
     rec_result(recs, n, c, x->gpu_mem_bytes, r);
     unfold_result(c, &fold, r);
