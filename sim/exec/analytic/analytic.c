@@ -136,6 +136,7 @@ typedef struct {
   GHashTable *arrival; /* -> msg_fifo* */
   GHashTable *link_free;
   GHashTable *colls;   /* -> coll_meet* */
+  GHashTable *routes;  /* -> plat_flow_info* (p2p_times) */
 } p2p_state;
 
 typedef struct {
@@ -145,12 +146,18 @@ typedef struct {
 
 /* A message of `bytes` from host `src` to host `dst`, alone on the network: its latency and its
  * time on the wire (s), with the platform's sharing and per-message factors as SimGrid applies
- * them. */
-static gboolean p2p_times(const plat *pl, int src, int dst, double bytes, double *lat,
-                          double *xfer, GError **err) {
-  plat_flow_info f;
-  if (!plat_flows(pl, &src, &dst, 1, &f, err)) return FALSE;
-  plat_msg_times(plat_lat_factor(pl), plat_bw_factor(pl), f.latency_s, f.rate_bps, bytes, lat,
+ * them. The route's flow is asked once per pair (cached in `routes`: key3(src, dst, 0)). */
+static gboolean p2p_times(const plat *pl, GHashTable *routes, int src, int dst, double bytes,
+                          double *lat, double *xfer, GError **err) {
+  const gint64 key = key3(src, dst, 0);
+  plat_flow_info *f = g_hash_table_lookup(routes, &key);
+  if (!f) {
+    plat_flow_info fi;
+    if (!plat_flows(pl, &src, &dst, 1, &fi, err)) return FALSE;
+    f = g_memdup2(&fi, sizeof fi);
+    g_hash_table_insert(routes, g_memdup2(&key, sizeof key), f);
+  }
+  plat_msg_times(plat_lat_factor(pl), plat_bw_factor(pl), f->latency_s, f->rate_bps, bytes, lat,
                  xfer);
   return TRUE;
 }
@@ -250,7 +257,7 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         double *lf = msg_slot(ps->link_free, rr->rank, -1, 0, TRUE);
         double go = isnan(*lf) || *lf < start ? start : *lf;
         double lat, xfer;
-        if (!p2p_times(pl, rr->rank, peer, op->bytes, &lat, &xfer, err)) return -1;
+        if (!p2p_times(pl, ps->routes, rr->rank, peer, op->bytes, &lat, &xfer, err)) return -1;
         *lf = go + xfer;
         const double arrives = go + lat + xfer;
         g_array_append_val(msg_queue(ps->arrival, rr->rank, peer, op->tag, TRUE)->t, arrives);
@@ -268,7 +275,7 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         if (!q || q->head >= q->t->len) break; /* not sent yet */
         const double arr = g_array_index(q->t, double, q->head++);
         double lat, bw_s;
-        if (!p2p_times(pl, peer, rr->rank, op->bytes, &lat, &bw_s, err)) return -1;
+        if (!p2p_times(pl, ps->routes, peer, rr->rank, op->bytes, &lat, &bw_s, err)) return -1;
         const double xfer = lat + bw_s;
         end = arr > start ? arr : start;
         rec_recv(rr->rec, i, 0, start, end - xfer, end); /* posted: when the transfer began */
@@ -295,6 +302,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
                     g_hash_table_new_full(key_hash, g_int64_equal, g_free, rank_group_free),
                     g_new(int, c->gpus), eval, cp_k, &x->nccl};
   p2p_state ps = {g_hash_table_new_full(key_hash, g_int64_equal, g_free, msg_fifo_free),
+                  g_hash_table_new_full(key_hash, g_int64_equal, g_free, g_free),
                   g_hash_table_new_full(key_hash, g_int64_equal, g_free, g_free),
                   g_hash_table_new_full(key_hash, g_int64_equal, g_free, g_free)};
   gboolean ok = TRUE;
@@ -347,6 +355,7 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
   g_hash_table_destroy(ps.arrival);
   g_hash_table_destroy(ps.link_free);
   g_hash_table_destroy(ps.colls);
+  g_hash_table_destroy(ps.routes);
   g_hash_table_destroy(gc.by_rank); /* before the groups its entries point at */
   g_hash_table_destroy(gc.groups);
   g_free(gc.members);
