@@ -69,9 +69,10 @@ static gboolean refuse_layout(const cfg_run *c, GError **err) {
 /* The user's run options without the search's own: the base of every layout's command. */
 static char *base_args(int argc, char **argv) {
   static const char *const own[] = {"--top", "--verify", "--out", "-o", "--min-cp-tokens",
+                                    "--pareto-within",
                                     "--jobs", "-j", "--objective", "--gpu-hour-price",
                                     "--kwh-price"};
-  static const char *const flags[] = {"--allow-cross-node-tp"};
+  static const char *const flags[] = {"--allow-cross-node-tp", "--exhaustive"};
   GString *s = g_string_new("");
   for (int i = 1; i < argc; i++) {
     gboolean skip = FALSE;
@@ -108,8 +109,9 @@ static void print_table(const search_result *r, const search_opts *o, const run_
   for (int d = 0; d < SEARCH_N_DROPS; d++) dropped += r->dropped[d];
   printf("dlsim search: %s on %s, %d GPUs, batch %ld, %s\n", x->model->name, c->platform, c->gpus,
          c->batch, gpu_precision_name(c->precision));
-  printf("  %ld layouts: %ld timed in closed form, %ld dropped (", r->enumerated, r->evaluated,
-         dropped);
+  printf("  %ld layouts: %ld timed in closed form, ", r->enumerated, r->evaluated);
+  if (r->pruned) printf("%ld passed over (bound), ", r->pruned);
+  printf("%ld dropped (", dropped);
   for (int d = 0, sep = 0; d < SEARCH_N_DROPS; d++)
     if (r->dropped[d]) printf("%s%ld for %s", sep++ ? ", " : "", r->dropped[d], search_drop_name(d));
   printf(") in %.1f s\n", r->wall_s);
@@ -158,6 +160,7 @@ static char *result_json(const search_result *r, const search_opts *so, const ru
   cJSON_AddStringToObject(root, "precision", gpu_precision_name(c->precision));
   cJSON_AddNumberToObject(root, "enumerated", (double)r->enumerated);
   cJSON_AddNumberToObject(root, "evaluated", (double)r->evaluated);
+  cJSON_AddNumberToObject(root, "pruned", (double)r->pruned);
   cJSON *dr = cJSON_AddObjectToObject(root, "dropped");
   for (int d = 0; d < SEARCH_N_DROPS; d++)
     cJSON_AddNumberToObject(dr, search_drop_name(d), (double)r->dropped[d]);
@@ -244,7 +247,8 @@ int cmd_search(int argc, char **argv) {
   char *base = base_args(argc, argv);
   int top = DEFAULT_TOP, verify = 0;
   gint64 min_cp = SEARCH_MIN_CP_TOKENS;
-  gboolean cross = FALSE;
+  gboolean cross = FALSE, exhaustive = FALSE;
+  double within = SEARCH_PARETO_WITHIN;
   char *prefix = NULL, *files[N_OUTPUTS] = {NULL, NULL, NULL}, *journal = NULL;
   int jobs = (int)g_get_num_processors();
   char *objective = NULL, *gpu_price = NULL, *kwh_price = NULL;
@@ -266,6 +270,13 @@ int cmd_search(int argc, char **argv) {
       {"min-cp-tokens", 0, 0, G_OPTION_ARG_INT64, &min_cp,
        "search context parallelism while each rank keeps at least this many tokens of every "
        "sequence (default 1024)", "T"},
+      {"exhaustive", 0, 0, G_OPTION_ARG_NONE, &exhaustive,
+       "time every layout in closed form (default: with --objective time, pass over a layout "
+       "whose lower bound shows it neither among the --top best nor on the Pareto front of time "
+       "and memory)", NULL},
+      {"pareto-within", 0, 0, G_OPTION_ARG_DOUBLE, &within,
+       "the Pareto front of time and memory is kept among the layouts up to F times the fastest "
+       "one's time (default 1.25; 0: all of them)", "F"},
       {"jobs", 'j', 0, G_OPTION_ARG_INT, &jobs,
        "processes evaluating layouts at once (default: this machine's cores)", "N"},
       {"out", 'o', 0, G_OPTION_ARG_FILENAME, &prefix,
@@ -293,6 +304,10 @@ int cmd_search(int argc, char **argv) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--jobs %d: expected 1..1024", jobs);
     goto out;
   }
+  if (!(within == 0 || (within >= 1 && within <= 1e6))) {
+    g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--pareto-within %g: expected 0 or 1..1e6", within);
+    goto out;
+  }
   if (min_cp < 1) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--min-cp-tokens %" G_GINT64_FORMAT ": expected 1 or "
                 "more", min_cp);
@@ -302,7 +317,7 @@ int cmd_search(int argc, char **argv) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--out: an empty prefix");
     goto out;
   }
-  search_opts o = {top, verify, cross, min_cp, jobs, SEARCH_BY_TIME, -1, -1, NULL};
+  search_opts o = {top, verify, cross, min_cp, jobs, SEARCH_BY_TIME, -1, -1, exhaustive, within, NULL};
   if (objective) {
     int k = -1;
     for (int i = 0; i <= SEARCH_BY_COST; i++)

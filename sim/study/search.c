@@ -162,7 +162,8 @@ void search_enumerate(const run_ctx *x, const search_opts *o, GArray *out) {
 
 /* ---- one layout ------------------------------------------------------------------------------ */
 
-typedef enum { EVAL_OK, EVAL_DROPPED, EVAL_FAILED } eval_status;
+/* EVAL_PRUNED: not timed, its bound shows it neither among the best nor on the Pareto front */
+typedef enum { EVAL_OK, EVAL_DROPPED, EVAL_FAILED, EVAL_PRUNED } eval_status;
 
 /* Resolves, checks memory on the first and last stages, and times layout `c` in closed form
  * into `out`. EVAL_DROPPED with *why and *msg (g_free) when it is left out; EVAL_FAILED with err
@@ -210,22 +211,44 @@ double search_objective_value(const search_opts *o, const search_layout *l, gboo
   }
 }
 
-static eval_status evaluate(const run_ctx *x, cfg_run *c, search_layout *out, search_drop *why,
-                            char **msg, GError **err) {
+/* A lower bound of the closed form's iteration time from the plan of rank `rank` (one it
+ * evaluates: exec/analytic): the rank's compute stream runs its kernels one after another, and
+ * its host launches all its kernels one after another, a kernel starting neither before the one
+ * before it on its stream has ended nor before the host has launched it. */
+static double plan_bound_s(const run_ctx *x, const cfg_run *c, const plan_rank *p, int rank) {
+  double gpu = 0, host = 0;
+  for (int i = 0; i < p->n_ops; i++) {
+    const plan_op *op = &p->ops[i];
+    if (op->kind != PLAN_KERNEL) continue;
+    host += ktime_host_s(&x->kt, op);
+    kdb_origin o;
+    if (op->stream == PLAN_STREAM_COMPUTE)
+      gpu += run_ctx_kernel_s(x, op, i, rank, c->iters > 1 ? 1 : 0, &o);
+  }
+  return MAX(gpu, host);
+}
+
+/* With `bound_only`, out->analytic_s is a lower bound of the layout's closed-form time
+ * (plan_bound_s of the first and last stages) and out->peak_bytes one of its memory (theirs),
+ * and the closed form does not run. */
+static eval_status evaluate(const run_ctx *x, cfg_run *c, gboolean bound_only,
+                            search_layout *out, search_drop *why, char **msg, GError **err) {
   GError *e = NULL;
   if (!cfg_resolve(c, c->batch, &e))
     return refused(e, strstr(e->message, "--batch") ? SEARCH_DROP_BATCH : SEARCH_DROP_DIVISIBILITY,
                    why, msg, err);
-  double *layer_t = ktime_layer_times(&x->kt, c);
+  double *layer_t = ktime_layer_times(&x->kt, c), bound = 0, least = 0;
   for (int k = 0; k < 2; k++) { /* the stages that hold the most: the first and the last */
-    const int stage = k ? c->pp - 1 : 0;
+    const int stage = k ? c->pp - 1 : 0, rank = plan_rank_of(c, 0, 0, stage);
     if (k && stage == 0) break;
-    plan_rank *p = run_ctx_plan(x, c, layer_t, plan_rank_of(c, 0, 0, stage), &e);
+    plan_rank *p = run_ctx_plan(x, c, layer_t, rank, &e);
     if (!p) {
       g_free(layer_t);
       return refused(e, SEARCH_DROP_DIVISIBILITY, why, msg, err);
     }
     const double peak = plan_memory_peak(&p->mem);
+    if (bound_only && peak <= x->gpu_mem_bytes) bound = MAX(bound, plan_bound_s(x, c, p, rank));
+    least = MAX(least, peak);
     plan_rank_free(p);
     if (peak > x->gpu_mem_bytes) {
       g_free(layer_t);
@@ -233,6 +256,14 @@ static eval_status evaluate(const run_ctx *x, cfg_run *c, search_layout *out, se
     }
   }
   g_free(layer_t);
+  if (bound_only) {
+    memset(out, 0, sizeof *out);
+    out->cfg = *c;
+    out->analytic_s = bound;
+    out->peak_bytes = least;
+    out->sim_s = out->sim_energy_j = NAN;
+    return EVAL_OK;
+  }
   res_result r;
   res_init(&r);
   if (!analytic_run(x, c, &r, &e)) {
@@ -270,14 +301,15 @@ static eval_status evaluate(const run_ctx *x, cfg_run *c, search_layout *out, se
 #define PROGRESS_LOG_MIN 1000
 
 /* `[625/6256]   9%`: in place on a terminal (cleared at the end), else every tenth for a long
- * search. */
-static void progress(long done, long total) {
+ * search; first the bounds of every layout, then the layouts timed (or passed over). */
+static void progress(gboolean bounds, long done, long total) {
   const gboolean last = done == total, tty = isatty(2);
   if (!tty && (total < PROGRESS_LOG_MIN || (!last && done % MAX(1, total / 10)))) return;
   if (tty && last) fprintf(stderr, "\r\033[K");
   else
-    fprintf(stderr, "%sdlsim: search: [%ld/%ld] %3ld%% of the layouts%s", tty ? "\r\033[K" : "",
-            done, total, total ? 100 * done / total : 100, tty ? "" : "\n");
+    fprintf(stderr, "%sdlsim: search: [%ld/%ld] %3ld%% of the layouts %s%s",
+            tty ? "\r\033[K" : "", done, total, total ? 100 * done / total : 100,
+            bounds ? "bounded" : "timed or passed over", tty ? "" : "\n");
   fflush(stderr);
 }
 
@@ -312,10 +344,10 @@ static gboolean take(const search_opts *o, const outcome *u, cfg_run c,
   return TRUE;
 }
 
-static void evaluate_into(const run_ctx *x, cfg_run c, outcome *u) {
+static void evaluate_into(const run_ctx *x, cfg_run c, gboolean bound_only, outcome *u) {
   GError *e = NULL;
   memset(u, 0, sizeof *u);
-  u->status = evaluate(x, &c, &u->l, &u->why, &u->msg, &e);
+  u->status = evaluate(x, &c, bound_only, &u->l, &u->why, &u->msg, &e);
   if (u->status == EVAL_FAILED) u->msg = g_strdup(e ? e->message : "a layout failed");
   g_clear_error(&e);
 }
@@ -323,7 +355,7 @@ static void evaluate_into(const run_ctx *x, cfg_run c, outcome *u) {
 static gboolean try_layout(const run_ctx *x, const search_opts *o, cfg_run c,
                            const search_layout *parent, search_result *r, GError **err) {
   outcome u;
-  evaluate_into(x, c, &u);
+  evaluate_into(x, c, FALSE, &u);
   const gboolean ok = take(o, &u, c, parent, r, err);
   g_free(u.msg);
   return ok;
@@ -354,8 +386,8 @@ static gboolean move_full(int fd, void *p, size_t n, gboolean writing) {
 /* Worker w of `jobs`: layouts todo[w], todo[w + jobs], ... of `space`, each outcome written to
  * fd. The platform's routes are asked of a loader process over a pipe: the worker opens its
  * own. */
-static void worker(const run_ctx *x, const GArray *space, const guint *todo, guint n_todo, int w,
-                   int jobs, int fd) {
+static void worker(const run_ctx *x, const GArray *space, const guint *todo, guint n_todo,
+                   gboolean bound_only, int w, int jobs, int fd) {
   run_ctx own = *x;
   GError *e = NULL;
   own.platform = x->platform ? plat_load_cfg(x->cfg.platform,
@@ -369,7 +401,7 @@ static void worker(const run_ctx *x, const GArray *space, const guint *todo, gui
       u.status = EVAL_FAILED;
       u.msg = g_strdup(e ? e->message : "the platform");
     } else {
-      evaluate_into(&own, g_array_index(space, cfg_run, i), &u);
+      evaluate_into(&own, g_array_index(space, cfg_run, i), bound_only, &u);
     }
     wire_outcome h = {(gint32)i, u.status, u.why, 0, u.l.analytic_s, u.l.peak_bytes,
                       u.l.exposed_comm_s, u.l.bubble_s, u.l.mfu, u.l.tokens_per_s_per_gpu,
@@ -504,7 +536,7 @@ static gboolean journal_open(const run_ctx *x, const search_opts *o, const GArra
   *fd = -1;
   *resumed = 0;
   if (!o->journal) return TRUE;
-  char *head = g_strdup_printf("dlsim-search-journal 1 %016" G_GINT64_MODIFIER "x %u",
+  char *head = g_strdup_printf("dlsim-search-journal 2 %016" G_GINT64_MODIFIER "x %u",
                                fingerprint(x, o, space), space->len);
   *resumed = journal_read(o->journal, head, space->len, out, done);
   gboolean ok = TRUE;
@@ -543,29 +575,23 @@ static gboolean journal_open(const run_ctx *x, const search_opts *o, const GArra
 
 /* Every layout of `space` evaluated into out[i], by o->jobs processes. FALSE with err set when a
  * worker could not be started or stopped short. */
+/* Layouts todo[0..n_todo-1] of `space` evaluated (bound_only: bounded, evaluate) into out[i], by
+ * o->jobs processes, each outcome appended to journal jfd (-1: none) and counted into *done of
+ * `total` for the progress line. FALSE with err set when a worker could not be started or
+ * stopped short. */
 static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArray *space,
-                             outcome *out, GError **err) {
-  gboolean *have = g_new0(gboolean, space->len + 1);
-  long done = 0;
-  int jfd = -1;
-  if (!journal_open(x, o, space, out, have, &done, &jfd, err)) {
-    g_free(have);
-    return FALSE;
-  }
-  guint *todo = g_new(guint, space->len + 1), n_todo = 0;
-  for (guint i = 0; i < space->len; i++)
-    if (!have[i]) todo[n_todo++] = i;
-  g_free(have);
+                             const guint *todo, guint n_todo, gboolean bound_only, outcome *out,
+                             int jfd, long *done, long total, GError **err) {
+  const long done0 = *done;
   const int jobs = (int)MIN((guint)MAX(1, o->jobs), MAX(1u, n_todo));
+  if (n_todo == 0) return TRUE;
   if (jobs == 1) {
     gboolean ok = TRUE;
     for (guint t = 0; t < n_todo && ok; t++) {
-      evaluate_into(x, g_array_index(space, cfg_run, todo[t]), &out[todo[t]]);
+      evaluate_into(x, g_array_index(space, cfg_run, todo[t]), bound_only, &out[todo[t]]);
       ok = out[todo[t]].status == EVAL_FAILED || journal_add(jfd, todo[t], &out[todo[t]], err);
-      progress(++done, space->len);
+      progress(bound_only, ++*done, total);
     }
-    if (jfd >= 0) close(jfd);
-    g_free(todo);
     return ok;
   }
   fflush(stdout);
@@ -591,7 +617,7 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
     if (pid == 0) {
       close(p[0]);
       for (int k = 0; k < started; k++) close(fds[k]);
-      worker(x, space, todo, n_todo, started, jobs, p[1]);
+      worker(x, space, todo, n_todo, bound_only, started, jobs, p[1]);
       close(p[1]);
       _exit(0);
     }
@@ -633,7 +659,7 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
         if (!move_full(fds[k], u->msg, (size_t)h.msg_len, FALSE)) ok = FALSE;
       }
       if (ok && u->status != EVAL_FAILED) ok = journal_add(jfd, (guint)h.index, u, err);
-      progress(++done, space->len);
+      progress(bound_only, ++*done, total);
     }
   }
   for (int k = 0; k < started; k++) {
@@ -646,15 +672,147 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
   g_free(pf);
   g_free(fds);
   g_free(pids);
-  g_free(todo);
-  if (jfd >= 0) close(jfd);
-  if (ok && done != (long)space->len) ok = FALSE;
-  for (guint i = 0; !ok && !*err && i < space->len; i++) /* a worker's own reason first */
-    if (out[i].status == EVAL_FAILED && out[i].msg)
-      g_set_error(err, DL_ERROR, DL_ERR_IO, "%s", out[i].msg);
+  if (ok && *done - done0 != (long)n_todo) ok = FALSE;
+  for (guint t = 0; !ok && !*err && t < n_todo; t++) /* a worker's own reason first */
+    if (out[todo[t]].status == EVAL_FAILED && out[todo[t]].msg)
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "%s", out[todo[t]].msg);
   if (!ok && !*err)
     g_set_error(err, DL_ERROR, DL_ERR_IO, "search: a worker process stopped before its "
-                "layouts were done (%ld of %u)", done, space->len);
+                "layouts were done (%ld of %u)", *done - done0, n_todo);
+  return ok;
+}
+
+/* Bounds, then pruning (search.h): the layouts whose bound is met are timed in rounds, in the
+ * order of their bounds (ties by index), the first of 64 layouts and each next one twice as
+ * large up to 1,024; before each round, a layout is passed over (EVAL_PRUNED) when o->top
+ * layouts timed in earlier rounds are faster than its bound, and either one of them (not among
+ * the o->verify fastest, which may yet be drawn at their simulated time) is no slower than its
+ * bound and needs no more memory than its bound, or its bound exceeds
+ * o->pareto_within times the fastest so far. The rounds do not depend on o->jobs, so the layouts
+ * timed are the same whatever it is. Every layout timed is checked against its bound. */
+#define ROUND_FIRST 64
+#define ROUND_MAX 1024
+
+static int by_bound(gconstpointer pa, gconstpointer pb, gpointer data) {
+  const outcome *b = data;
+  const guint i = *(const guint *)pa, j = *(const guint *)pb;
+  const double x = b[i].l.analytic_s, y = b[j].l.analytic_s;
+  return x != y ? (x < y ? -1 : 1) : (i > j) - (i < j);
+}
+
+typedef struct {
+  double t, mem;
+} timed_point;
+
+static int by_time(gconstpointer pa, gconstpointer pb) {
+  const timed_point *a = pa, *b = pb;
+  return a->t != b->t ? (a->t < b->t ? -1 : 1) : (a->mem > b->mem) - (a->mem < b->mem);
+}
+
+/* How many of the points (by time) are faster than t, or with `or_equal` no slower. */
+static guint count_below(const GArray *pts, double t, gboolean or_equal) {
+  guint lo = 0, hi = pts->len;
+  while (lo < hi) {
+    const guint mid = lo + (hi - lo) / 2;
+    const double v = g_array_index(pts, timed_point, mid).t;
+    if (v < t || (or_equal && v == t)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GArray *space,
+                               outcome *all, long *pruned, GError **err) {
+  const guint n = space->len;
+  outcome *bnd = g_new0(outcome, n + 1);
+  guint *idx = g_new(guint, n + 1);
+  for (guint i = 0; i < n; i++) idx[i] = i;
+  long done = 0;
+  gboolean ok = evaluate_all(x, o, space, idx, n, TRUE, bnd, -1, &done, n, err);
+  /* a failure of the system, in the space's order */
+  for (guint i = 0; i < n && ok; i++)
+    if (bnd[i].status == EVAL_FAILED) {
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "%s", bnd[i].msg ? bnd[i].msg : "a layout failed");
+      ok = FALSE;
+    }
+  gboolean *have = g_new0(gboolean, n + 1);
+  int jfd = -1;
+  done = 0;
+  if (ok) ok = journal_open(x, o, space, all, have, &done, &jfd, err);
+  guint n_ok = 0;
+  for (guint i = 0; i < n && ok; i++) {
+    if (bnd[i].status != EVAL_OK) { /* dropped before the closed form: as it would be then */
+      if (!have[i]) {
+        g_free(all[i].msg);
+        all[i] = bnd[i];
+        bnd[i].msg = NULL;
+        done++;
+      }
+      continue;
+    }
+    idx[n_ok++] = i;
+  }
+  g_qsort_with_data(idx, (gint)n_ok, sizeof *idx, by_bound, bnd);
+  const gboolean prune = o->objective == SEARCH_BY_TIME && !o->exhaustive;
+  GArray *pts = g_array_new(FALSE, FALSE, sizeof(timed_point));
+  double *least_mem = NULL;
+  guint *todo = g_new(guint, n_ok + 1);
+  for (guint at = 0, size = ROUND_FIRST; at < n_ok && ok; at += size, size = MIN(2 * size, ROUND_MAX)) {
+    const guint end = MIN(n_ok, at + size);
+    /* what the earlier rounds timed: by time, the least memory among those no slower */
+    pts->len = 0;
+    for (guint k = 0; k < at; k++) {
+      const outcome *u = &all[idx[k]];
+      if (u->status == EVAL_OK) g_array_append_val(pts, ((timed_point){u->l.analytic_s, u->l.peak_bytes}));
+    }
+    g_array_sort(pts, by_time);
+    least_mem = g_renew(double, least_mem, pts->len + 1);
+    /* the fastest o->verify may yet be simulated, and drawn at that time: they stand for none */
+    for (guint k = 0; k < pts->len; k++)
+      least_mem[k] = MIN(k ? least_mem[k - 1] : INFINITY,
+                         k < (guint)o->verify ? INFINITY : g_array_index(pts, timed_point, k).mem);
+    guint n_todo = 0;
+    for (guint k = at; k < end; k++) {
+      const guint i = idx[k];
+      const double b = bnd[i].l.analytic_s, mem = bnd[i].l.peak_bytes;
+      /* timed layouts faster than b (strictly), and the last no slower than b */
+      const guint faster = count_below(pts, b, FALSE), upto = count_below(pts, b, TRUE);
+      if (have[i]) continue; /* timed before an interruption */
+      const gboolean off_front = (upto > 0 && least_mem[upto - 1] <= mem) ||
+                                 (o->pareto_within > 0 && pts->len > 0 &&
+                                  b > o->pareto_within * g_array_index(pts, timed_point, 0).t);
+      if (prune && faster >= (guint)MAX(1, o->top) && off_front) {
+        memset(&all[i], 0, sizeof all[i]);
+        all[i].status = EVAL_PRUNED;
+        (*pruned)++;
+        done++;
+        progress(FALSE, done, n);
+      } else {
+        todo[n_todo++] = i;
+      }
+    }
+    ok = evaluate_all(x, o, space, todo, n_todo, FALSE, all, jfd, &done, n, err);
+    for (guint k = at; k < end && ok; k++) { /* the bound holds, or it is the search's bug */
+      const outcome *u = &all[idx[k]], *v = &bnd[idx[k]];
+      if (u->status == EVAL_OK && (u->l.analytic_s < v->l.analytic_s * (1 - 1e-9) ||
+                                   u->l.peak_bytes < v->l.peak_bytes * (1 - 1e-9))) {
+        char *a = search_layout_args(&g_array_index(space, cfg_run, idx[k]));
+        g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "search: %s: %.9g s and %.6g bytes in "
+                    "closed form, below its bound of %.9g s and %.6g bytes (a bug)", a,
+                    u->l.analytic_s, u->l.peak_bytes, v->l.analytic_s, v->l.peak_bytes);
+        g_free(a);
+        ok = FALSE;
+      }
+    }
+  }
+  if (jfd >= 0) close(jfd);
+  g_free(todo);
+  g_free(least_mem);
+  g_array_free(pts, TRUE);
+  g_free(have);
+  g_free(idx);
+  for (guint i = 0; i < n; i++) g_free(bnd[i].msg);
+  g_free(bnd);
   return ok;
 }
 
@@ -728,9 +886,9 @@ gboolean search_run(const run_ctx *x, const search_opts *o, search_result *r, GE
    * 32 MiB), a worker reuses pages it has already touched */
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  gboolean ok = evaluate_all(x, o, space, all, err);
+  gboolean ok = evaluate_space(x, o, space, all, &r->pruned, err);
   for (guint i = 0; i < space->len && ok; i++) /* in the space's order: the same every run */
-    ok = take(o, &all[i], g_array_index(space, cfg_run, i), NULL, r, err);
+    if (all[i].status != EVAL_PRUNED) ok = take(o, &all[i], g_array_index(space, cfg_run, i), NULL, r, err);
   for (guint i = 0; i < space->len; i++) g_free(all[i].msg);
   g_free(all);
   g_array_free(space, TRUE);

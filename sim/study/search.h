@@ -16,7 +16,11 @@
  * dropped for "divisibility", a batch that does not split into the micro-batches for "batch".
  * Memory is checked on the first and last pipeline stages' plans before the closed form runs (a
  * rank over the GPU's memory means the layout does not fit; the closed form's fits_in_memory
- * decides for the rest), and what does not fit is dropped for "memory". */
+ * decides for the rest), and what does not fit is dropped for "memory". Those plans also bound
+ * the layout's closed-form time from below (their kernels, one after another on the compute
+ * stream or on the host), and with the objective time a layout whose bound shows it neither
+ * among the o->top best nor on the Pareto front of time against memory (within
+ * o->pareto_within times the fastest) is passed over unless o->exhaustive (search_run). */
 #ifndef DL_STUDY_SEARCH_H
 #define DL_STUDY_SEARCH_H
 
@@ -28,6 +32,9 @@
 /* The default of --min-cp-tokens: context parallelism is searched while each rank keeps at least
  * this many tokens of every sequence (a bound of the space, chosen, not measured). */
 #define SEARCH_MIN_CP_TOKENS 1024
+/* The default of --pareto-within: the front of time against memory is kept exact among layouts
+ * up to 1.25 times the fastest one's time (a bound of what is reported, chosen, not measured). */
+#define SEARCH_PARETO_WITHIN 1.25
 
 /* Why a layout was left out. */
 typedef enum {
@@ -67,6 +74,9 @@ typedef struct {
   int jobs;               /* processes evaluating layouts at once (1: this one) */
   search_objective objective;
   double gpu_hour_price, kwh_price; /* SEARCH_BY_COST (at least one >= 0; < 0: none) */
+  gboolean exhaustive;    /* --exhaustive: time every layout, none passed over for its bound */
+  double pareto_within;   /* --pareto-within: the Pareto front is kept exact among layouts up to
+                             this many times the fastest one's time (0: all) */
   const char *journal;    /* where each layout's closed-form outcome is appended as it is
                              evaluated, so that the same search run again after an interruption
                              evaluates only the rest (NULL: none; search_run) */
@@ -80,6 +90,8 @@ typedef struct {
   GArray *layouts;        /* search_layout, ranked: simulated time where verified, then closed form */
   long enumerated;        /* layouts of the space and the variants tried on the best */
   long evaluated;         /* layouts timed in closed form */
+  long pruned;            /* layouts passed over: their bound shows them neither among the top
+                             nor on the Pareto front (search_run) */
   long dropped[SEARCH_N_DROPS];
   char *first_drop[SEARCH_N_DROPS]; /* the message of the first layout dropped for each reason */
   gboolean reordered;     /* the simulation ranks the verified layouts otherwise */

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """`dlsim search`: llama-tiny on 16 GPUs of two DGX H100 nodes, bf16.
 
-1. The counts add up: every layout of the space is timed or dropped for a named reason, and the
-   JSON, the CSV and the table agree.
+1. The counts add up: every layout of the space is timed, passed over for its bound or dropped
+   for a named reason, and the JSON, the CSV and the table agree.
 2. Every listed layout fits by the result's own fits_in_memory, and its closed-form time equals
    `dlsim run --mode analytic` of its command (a sample of them, the best included).
 3. The verified layouts carry a simulated time equal to `dlsim run --mode sim` of their command,
@@ -14,6 +14,11 @@
 7. --objective energy ranks by an iteration's energy, each layout's equal to `dlsim run
    --tokens` of its command (the projection's energy per iteration); --objective cost by
    GPU-hours and energy at the prices given.
+8. Passing over layouts by their bound changes nothing reported (Llama 3 8B on one DGX H100
+   node, batch 16): against --exhaustive (every
+   layout timed), the same best layouts with the same figures, every listed layout's row the
+   same, and the same Pareto front of time against memory among the layouts up to
+   --pareto-within times the fastest one's time; some layouts are passed over.
 Usage: check_search.py DLSIM
 """
 import json
@@ -60,10 +65,10 @@ def main(dlsim):
         if r is None:
             return finish()
         dropped = sum(r["dropped"].values())
-        check("every layout timed or dropped for a reason",
-              r["enumerated"] == r["evaluated"] + dropped and set(r["dropped"]) ==
+        check("every layout timed, passed over or dropped for a reason",
+              r["enumerated"] == r["evaluated"] + r["pruned"] + dropped and set(r["dropped"]) ==
               {"divisibility", "batch", "memory"},
-              f"{r['enumerated']} = {r['evaluated']} + {r['dropped']}")
+              f"{r['enumerated']} = {r['evaluated']} + {r['pruned']} + {r['dropped']}")
         lay = r["layouts"]
         check("layouts listed, no more than timed", 0 < len(lay) <= r["evaluated"], str(len(lay)))
         with open(a + ".csv") as f:
@@ -107,6 +112,54 @@ def main(dlsim):
             check("SVG: a dot per layout and the best marked", len(dots) == len(lay) + 1)
         except ET.ParseError as e:
             check("SVG parses", False, str(e))
+        # 8. against every layout timed (Llama 3 8B on one node: most layouts passed over)
+        ex = os.path.join(d, "ex")
+        rx, _ = search(dlsim, ex, "--verify", "2", "--top", "5", "--jobs", "2", "--exhaustive")
+        check("--exhaustive runs", rx is not None)
+        check("the tiny model's layouts all timed or dropped",
+              rx is not None and rx["evaluated"] == r["evaluated"] + r["pruned"])
+        big = ["--workload", "llama3-8b", "--platform", "dgx-h100:1", "--gpus", "8", "--batch",
+               "16", "--precision", "bf16", "--top", "5", "--verify", "1", "--jobs", "2"]
+        pr = subprocess.run([dlsim, "search", *big, "--out", os.path.join(d, "p8")],
+                            capture_output=True, text=True)
+        px = subprocess.run([dlsim, "search", *big, "--exhaustive", "--out",
+                             os.path.join(d, "x8")], capture_output=True, text=True)
+        check("Llama 3 8B searched with and without passing over", not pr.returncode and
+              not px.returncode, (pr.stderr + px.stderr).strip()[-300:])
+        if not pr.returncode and not px.returncode:
+            with open(os.path.join(d, "p8.json")) as f:
+                r8 = json.load(f)
+            with open(os.path.join(d, "x8.json")) as f:
+                x8 = json.load(f)
+            check(f"some layouts passed over by their bound ({r8['pruned']} of "
+                  f"{r8['enumerated']}), none with --exhaustive, the rest timed",
+                  r8["pruned"] > 0 and x8["pruned"] == 0 and
+                  x8["evaluated"] == r8["evaluated"] + r8["pruned"])
+            check("the table says how many were passed over",
+                  f"{r8['pruned']} passed over (bound)" in pr.stdout)
+            key = lambda l: (l["command"], l["analytic_iteration_s"], l["sim_iteration_s"],
+                             l["memory_peak_bytes"])
+            check("the same 5 best, with the same figures",
+                  [key(l) for l in r8["layouts"][:5]] == [key(l) for l in x8["layouts"][:5]])
+            every = {l["command"]: l for l in x8["layouts"]}
+            strip = lambda l: {k: v for k, v in l.items() if k not in ("rank", "analytic_rank")}
+            check("every listed layout's row as --exhaustive lists it",
+                  all(l["command"] in every and strip(every[l["command"]]) == strip(l)
+                      for l in r8["layouts"]))
+
+            def front(ls, within=1.25):
+                t0 = min(l["analytic_iteration_s"] for l in ls)
+                pts = sorted(((l["sim_iteration_s"] or l["analytic_iteration_s"]),
+                              l["memory_peak_bytes"], l["command"]) for l in ls)
+                out, least = [], float("inf")
+                for t, m, c in pts:
+                    if m < least and t <= within * t0:
+                        out.append((t, m, c))
+                        least = m
+                return out
+            fa, fx = front(r8["layouts"]), front(x8["layouts"])
+            check(f"the same Pareto front within 1.25 times the fastest ({len(fa)} layouts)",
+                  fa == fx and len(fa) > 1)
         # 7. other objectives
         en = os.path.join(d, "en")
         re_, _ = search(dlsim, en, "--objective", "energy", "--top", "5", "--jobs", "2")
@@ -116,8 +169,9 @@ def main(dlsim):
             e = [l["analytic_energy_per_iteration_j"] for l in el]
             check("--objective energy: ranked by energy per iteration",
                   all(e[i] <= e[i + 1] for i in range(len(e) - 1)) and e[0] > 0)
-            check("--objective energy: the same layouts as by time",
-                  sorted(l["command"] for l in el) == sorted(l["command"] for l in lay))
+            check("--objective energy: every layout timed (no bound prunes energy)",
+                  rx is not None and re_["pruned"] == 0 and
+                  sorted(l["command"] for l in el) == sorted(l["command"] for l in rx["layouts"]))
             for l in el[:1] + el[-1:]:
                 res = run_command(dlsim, l["command"] + " --tokens 1e9", os.path.join(d, "e.json"))
                 got = res["projection"]["energy_per_iteration_j"]["total"]
@@ -143,6 +197,7 @@ def main(dlsim):
         refused(dlsim, ["search", *BASE, "--zero", "1", "--out", c], "--zero")
         refused(dlsim, ["search", *BASE, "--top", "2", "--verify", "3", "--out", c], "--verify")
         refused(dlsim, ["search", *BASE, "--jobs", "0", "--out", c], "--jobs")
+        refused(dlsim, ["search", *BASE, "--pareto-within", "0.5", "--out", c], "--pareto-within")
         wl = os.path.join(d, "w.json")
         with open(os.path.join(os.environ.get("DLSIM_DATA_DIR", "."), "workloads",
                                "llama-tiny.json")) as f:
