@@ -216,16 +216,17 @@ double search_objective_value(const search_opts *o, const search_layout *l, gboo
  * its host launches all its kernels one after another, a kernel starting neither before the one
  * before it on its stream has ended nor before the host has launched it. */
 static double plan_bound_s(const run_ctx *x, const cfg_run *c, const plan_rank *p, int rank) {
-  double gpu = 0, host = 0;
+  double gpu = 0, host = 0, launched = 0;
   for (int i = 0; i < p->n_ops; i++) {
     const plan_op *op = &p->ops[i];
     if (op->kind != PLAN_KERNEL) continue;
     host += ktime_host_s(&x->kt, op);
     kdb_origin o;
-    if (op->stream == PLAN_STREAM_COMPUTE)
-      gpu += run_ctx_kernel_s(x, op, i, rank, c->iters > 1 ? 1 : 0, &o);
+    const double d = run_ctx_kernel_s(x, op, i, rank, c->iters > 1 ? 1 : 0, &o);
+    if (op->stream == PLAN_STREAM_COMPUTE) gpu += d;
+    if (d > 0) launched = MAX(launched, host + d); /* a kernel of no time leaves no trace */
   }
-  return MAX(gpu, host);
+  return MAX(gpu, launched);
 }
 
 /* With `bound_only`, out->analytic_s is a lower bound of the layout's closed-form time
@@ -429,8 +430,9 @@ static guint64 fingerprint(const run_ctx *x, const search_opts *o, const GArray 
   GString *t = g_string_new(DL_VERSION);
   cJSON *cf = cfg_to_json(&x->cfg);
   char *cs = cJSON_PrintUnformatted(cf);
-  g_string_append_printf(t, "\n%s\n%s\n%d\n", cs, x->db ? kdb_name(x->db) : "roofline",
-                         (int)o->objective);
+  g_string_append_printf(t, "\n%s\n%s\n%d %d %d %d %.17g\n", cs,
+                         x->db ? kdb_name(x->db) : "roofline", (int)o->objective, o->top,
+                         o->verify, o->exhaustive, o->pareto_within);
   cJSON_free(cs);
   cJSON_Delete(cf);
   /* the input files' contents: a journal of files since changed is another search's */
@@ -573,8 +575,6 @@ static gboolean journal_open(const run_ctx *x, const search_opts *o, const GArra
   return ok;
 }
 
-/* Every layout of `space` evaluated into out[i], by o->jobs processes. FALSE with err set when a
- * worker could not be started or stopped short. */
 /* Layouts todo[0..n_todo-1] of `space` evaluated (bound_only: bounded, evaluate) into out[i], by
  * o->jobs processes, each outcome appended to journal jfd (-1: none) and counted into *done of
  * `total` for the progress line. FALSE with err set when a worker could not be started or
@@ -752,12 +752,19 @@ static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GAr
     }
     idx[n_ok++] = i;
   }
-  g_qsort_with_data(idx, (gint)n_ok, sizeof *idx, by_bound, bnd);
+  { /* in the order of the bounds */
+    GArray *order = g_array_sized_new(FALSE, FALSE, sizeof(guint), n_ok);
+    g_array_append_vals(order, idx, n_ok);
+    g_array_sort_with_data(order, by_bound, bnd);
+    memcpy(idx, order->data, sizeof(guint) * n_ok);
+    g_array_free(order, TRUE);
+  }
   const gboolean prune = o->objective == SEARCH_BY_TIME && !o->exhaustive;
   GArray *pts = g_array_new(FALSE, FALSE, sizeof(timed_point));
   double *least_mem = NULL;
   guint *todo = g_new(guint, n_ok + 1);
-  for (guint at = 0, size = ROUND_FIRST; at < n_ok && ok; at += size, size = MIN(2 * size, ROUND_MAX)) {
+  for (guint at = 0, size = prune ? ROUND_FIRST : MAX(1u, n_ok); at < n_ok && ok;
+       at += size, size = MIN(2 * size, MAX(ROUND_MAX, size))) {
     const guint end = MIN(n_ok, at + size);
     /* what the earlier rounds timed: by time, the least memory among those no slower */
     pts->len = 0;
@@ -792,6 +799,16 @@ static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GAr
       }
     }
     ok = evaluate_all(x, o, space, todo, n_todo, FALSE, all, jfd, &done, n, err);
+    /* a failure of the system: the first of the round in the space's order, whatever --jobs */
+    guint failed = G_MAXUINT;
+    for (guint t = 0; t < n_todo; t++)
+      if (all[todo[t]].status == EVAL_FAILED) failed = MIN(failed, todo[t]);
+    if (failed != G_MAXUINT) {
+      g_clear_error(err);
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "%s",
+                  all[failed].msg ? all[failed].msg : "a layout failed");
+      ok = FALSE;
+    }
     for (guint k = at; k < end && ok; k++) { /* the bound holds, or it is the search's bug */
       const outcome *u = &all[idx[k]], *v = &bnd[idx[k]];
       if (u->status == EVAL_OK && (u->l.analytic_s < v->l.analytic_s * (1 - 1e-9) ||

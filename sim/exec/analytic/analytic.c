@@ -455,7 +455,7 @@ static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval)
   folding g = {1, plan_tp_alike(x->model, c), c->cp};
   const int reps = g.tp ? c->dp * c->tp : c->dp, n = P / reps;
   gboolean same = reps >= 2;
-  gint64 *k0 = g_new(gint64, (size_t)n * n);
+  gint64 *k0 = same ? g_new(gint64, (size_t)n * n) : NULL;
   for (int a = 0; a < n && same; a++)
     for (int b = 0; b < n && same; b++)
       same = plat_route_class(x->platform, replica_rank(c, &g, 0, a), replica_rank(c, &g, 0, b),
@@ -495,16 +495,18 @@ static void unfold_result(const cfg_run *c, const folding *f, res_result *r) {
   if (f->reps == 1 && f->cp_k == c->cp) return;
   const int per = c->gpus / (int)r->rank_rows->len; /* ranks each evaluated one stands for */
   GArray *rows = g_array_sized_new(FALSE, FALSE, sizeof(res_rank), (guint)c->gpus);
+  int *at = g_new(int, c->gpus); /* each evaluated rank's row */
+  for (int rank = 0; rank < c->gpus; rank++) at[rank] = -1;
+  for (guint i = 0; i < r->rank_rows->len; i++)
+    at[g_array_index(r->rank_rows, res_rank, i).rank] = (int)i;
   for (int rank = 0; rank < c->gpus; rank++) {
-    const int rep = folded_rep(c, f, rank);
-    for (guint i = 0; i < r->rank_rows->len; i++) {
-      res_rank row = g_array_index(r->rank_rows, res_rank, i);
-      if (row.rank != rep) continue;
-      row.rank = rank;
-      g_array_append_val(rows, row);
-      break;
-    }
+    const int i = at[folded_rep(c, f, rank)];
+    if (i < 0) continue;
+    res_rank row = g_array_index(r->rank_rows, res_rank, i);
+    row.rank = rank;
+    g_array_append_val(rows, row);
   }
+  g_free(at);
   g_array_free(r->rank_rows, TRUE);
   r->rank_rows = rows;
   r->moe_dropped_tokens *= per;
