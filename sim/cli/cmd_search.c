@@ -69,9 +69,8 @@ static gboolean refuse_layout(const cfg_run *c, GError **err) {
 /* The user's run options without the search's own: the base of every layout's command. */
 static char *base_args(int argc, char **argv) {
   static const char *const own[] = {"--top", "--verify", "--out", "-o", "--min-cp-tokens",
-                                    "--pareto-within",
-                                    "--jobs", "-j", "--objective", "--gpu-hour-price",
-                                    "--kwh-price"};
+                                    "--pareto-within", "--jobs", "-j", "--objective",
+                                    "--gpu-hour-price", "--kwh-price"};
   static const char *const flags[] = {"--allow-cross-node-tp", "--exhaustive"};
   GString *s = g_string_new("");
   for (int i = 1; i < argc; i++) {
@@ -317,7 +316,8 @@ int cmd_search(int argc, char **argv) {
     g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--out: an empty prefix");
     goto out;
   }
-  search_opts o = {top, verify, cross, min_cp, jobs, SEARCH_BY_TIME, -1, -1, exhaustive, within, NULL};
+  search_opts o = {top, verify, cross, min_cp, jobs, SEARCH_BY_TIME, -1, -1,
+                   exhaustive, within, NULL};
   if (objective) {
     int k = -1;
     for (int i = 0; i <= SEARCH_BY_COST; i++)

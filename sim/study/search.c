@@ -165,9 +165,6 @@ void search_enumerate(const run_ctx *x, const search_opts *o, GArray *out) {
 /* EVAL_PRUNED: not timed, its bound shows it neither among the best nor on the Pareto front */
 typedef enum { EVAL_OK, EVAL_DROPPED, EVAL_FAILED, EVAL_PRUNED } eval_status;
 
-/* Resolves, checks memory on the first and last stages, and times layout `c` in closed form
- * into `out`. EVAL_DROPPED with *why and *msg (g_free) when it is left out; EVAL_FAILED with err
- * set for a failure of the system. */
 /* A refusal `e` (taken over) of the layout: dropped for `reason` when it is the user's input
  * (DL_ERR_INPUT), else a failure of the system handed to err. */
 static eval_status refused(GError *e, search_drop reason, search_drop *why, char **msg,
@@ -229,17 +226,15 @@ static double plan_bound_s(const run_ctx *x, const cfg_run *c, const plan_rank *
   return MAX(gpu, launched);
 }
 
-/* With `bound_only`, out->analytic_s is a lower bound of the layout's closed-form time
- * (plan_bound_s of the first and last stages) and out->peak_bytes one of its memory (theirs),
- * and the closed form does not run. */
-static eval_status evaluate(const run_ctx *x, cfg_run *c, gboolean bound_only,
-                            search_layout *out, search_drop *why, char **msg, GError **err) {
+/* Memory on the stages that hold the most, the first and the last: EVAL_DROPPED (*why, *msg)
+ * when one does not fit, else EVAL_OK with *least the larger peak and, with `bound`, *bound the
+ * larger of their plan_bound_s. */
+static eval_status check_stages(const run_ctx *x, const cfg_run *c, gboolean bound, double *least,
+                                double *bound_s, search_drop *why, char **msg, GError **err) {
   GError *e = NULL;
-  if (!cfg_resolve(c, c->batch, &e))
-    return refused(e, strstr(e->message, "--batch") ? SEARCH_DROP_BATCH : SEARCH_DROP_DIVISIBILITY,
-                   why, msg, err);
-  double *layer_t = ktime_layer_times(&x->kt, c), bound = 0, least = 0;
-  for (int k = 0; k < 2; k++) { /* the stages that hold the most: the first and the last */
+  double *layer_t = ktime_layer_times(&x->kt, c);
+  *least = *bound_s = 0;
+  for (int k = 0; k < 2; k++) {
     const int stage = k ? c->pp - 1 : 0, rank = plan_rank_of(c, 0, 0, stage);
     if (k && stage == 0) break;
     plan_rank *p = run_ctx_plan(x, c, layer_t, rank, &e);
@@ -248,8 +243,8 @@ static eval_status evaluate(const run_ctx *x, cfg_run *c, gboolean bound_only,
       return refused(e, SEARCH_DROP_DIVISIBILITY, why, msg, err);
     }
     const double peak = plan_memory_peak(&p->mem);
-    if (bound_only && peak <= x->gpu_mem_bytes) bound = MAX(bound, plan_bound_s(x, c, p, rank));
-    least = MAX(least, peak);
+    if (bound && peak <= x->gpu_mem_bytes) *bound_s = MAX(*bound_s, plan_bound_s(x, c, p, rank));
+    *least = MAX(*least, peak);
     plan_rank_free(p);
     if (peak > x->gpu_mem_bytes) {
       g_free(layer_t);
@@ -257,7 +252,29 @@ static eval_status evaluate(const run_ctx *x, cfg_run *c, gboolean bound_only,
     }
   }
   g_free(layer_t);
-  if (bound_only) {
+  return EVAL_OK;
+}
+
+/* What evaluating a layout does after resolving it: check its memory (check_stages), then time
+ * it in closed form (STEP_WHOLE); check its memory and bound it (STEP_BOUND: out->analytic_s a
+ * lower bound of its closed-form time, out->peak_bytes one of its memory); or only time it, its
+ * memory checked when it was bounded (STEP_TIME). */
+typedef enum { STEP_WHOLE, STEP_BOUND, STEP_TIME } eval_step;
+
+/* Layout `c` resolved and evaluated by `step` into `out`. EVAL_DROPPED with *why and *msg
+ * (g_free) when it is left out; EVAL_FAILED with err set for a failure of the system. */
+static eval_status evaluate(const run_ctx *x, cfg_run *c, eval_step step, search_layout *out,
+                            search_drop *why, char **msg, GError **err) {
+  GError *e = NULL;
+  if (!cfg_resolve(c, c->batch, &e))
+    return refused(e, strstr(e->message, "--batch") ? SEARCH_DROP_BATCH : SEARCH_DROP_DIVISIBILITY,
+                   why, msg, err);
+  double least, bound;
+  if (step != STEP_TIME) {
+    const eval_status st = check_stages(x, c, step == STEP_BOUND, &least, &bound, why, msg, err);
+    if (st != EVAL_OK) return st;
+  }
+  if (step == STEP_BOUND) {
     memset(out, 0, sizeof *out);
     out->cfg = *c;
     out->analytic_s = bound;
@@ -345,10 +362,10 @@ static gboolean take(const search_opts *o, const outcome *u, cfg_run c,
   return TRUE;
 }
 
-static void evaluate_into(const run_ctx *x, cfg_run c, gboolean bound_only, outcome *u) {
+static void evaluate_into(const run_ctx *x, cfg_run c, eval_step step, outcome *u) {
   GError *e = NULL;
   memset(u, 0, sizeof *u);
-  u->status = evaluate(x, &c, bound_only, &u->l, &u->why, &u->msg, &e);
+  u->status = evaluate(x, &c, step, &u->l, &u->why, &u->msg, &e);
   if (u->status == EVAL_FAILED) u->msg = g_strdup(e ? e->message : "a layout failed");
   g_clear_error(&e);
 }
@@ -356,7 +373,7 @@ static void evaluate_into(const run_ctx *x, cfg_run c, gboolean bound_only, outc
 static gboolean try_layout(const run_ctx *x, const search_opts *o, cfg_run c,
                            const search_layout *parent, search_result *r, GError **err) {
   outcome u;
-  evaluate_into(x, c, FALSE, &u);
+  evaluate_into(x, c, STEP_WHOLE, &u);
   const gboolean ok = take(o, &u, c, parent, r, err);
   g_free(u.msg);
   return ok;
@@ -388,7 +405,7 @@ static gboolean move_full(int fd, void *p, size_t n, gboolean writing) {
  * fd. The platform's routes are asked of a loader process over a pipe: the worker opens its
  * own. */
 static void worker(const run_ctx *x, const GArray *space, const guint *todo, guint n_todo,
-                   gboolean bound_only, int w, int jobs, int fd) {
+                   eval_step step, int w, int jobs, int fd) {
   run_ctx own = *x;
   GError *e = NULL;
   own.platform = x->platform ? plat_load_cfg(x->cfg.platform,
@@ -402,7 +419,7 @@ static void worker(const run_ctx *x, const GArray *space, const guint *todo, gui
       u.status = EVAL_FAILED;
       u.msg = g_strdup(e ? e->message : "the platform");
     } else {
-      evaluate_into(&own, g_array_index(space, cfg_run, i), bound_only, &u);
+      evaluate_into(&own, g_array_index(space, cfg_run, i), step, &u);
     }
     wire_outcome h = {(gint32)i, u.status, u.why, 0, u.l.analytic_s, u.l.peak_bytes,
                       u.l.exposed_comm_s, u.l.bubble_s, u.l.mfu, u.l.tokens_per_s_per_gpu,
@@ -575,12 +592,12 @@ static gboolean journal_open(const run_ctx *x, const search_opts *o, const GArra
   return ok;
 }
 
-/* Layouts todo[0..n_todo-1] of `space` evaluated (bound_only: bounded, evaluate) into out[i], by
+/* Layouts todo[0..n_todo-1] of `space` evaluated (evaluate's `step`) into out[i], by
  * o->jobs processes, each outcome appended to journal jfd (-1: none) and counted into *done of
  * `total` for the progress line. FALSE with err set when a worker could not be started or
  * stopped short. */
 static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArray *space,
-                             const guint *todo, guint n_todo, gboolean bound_only, outcome *out,
+                             const guint *todo, guint n_todo, eval_step step, outcome *out,
                              int jfd, long *done, long total, GError **err) {
   const long done0 = *done;
   const int jobs = (int)MIN((guint)MAX(1, o->jobs), MAX(1u, n_todo));
@@ -588,9 +605,9 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
   if (jobs == 1) {
     gboolean ok = TRUE;
     for (guint t = 0; t < n_todo && ok; t++) {
-      evaluate_into(x, g_array_index(space, cfg_run, todo[t]), bound_only, &out[todo[t]]);
+      evaluate_into(x, g_array_index(space, cfg_run, todo[t]), step, &out[todo[t]]);
       ok = out[todo[t]].status == EVAL_FAILED || journal_add(jfd, todo[t], &out[todo[t]], err);
-      progress(bound_only, ++*done, total);
+      progress(step == STEP_BOUND, ++*done, total);
     }
     return ok;
   }
@@ -617,7 +634,7 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
     if (pid == 0) {
       close(p[0]);
       for (int k = 0; k < started; k++) close(fds[k]);
-      worker(x, space, todo, n_todo, bound_only, started, jobs, p[1]);
+      worker(x, space, todo, n_todo, step, started, jobs, p[1]);
       close(p[1]);
       _exit(0);
     }
@@ -659,7 +676,7 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
         if (!move_full(fds[k], u->msg, (size_t)h.msg_len, FALSE)) ok = FALSE;
       }
       if (ok && u->status != EVAL_FAILED) ok = journal_add(jfd, (guint)h.index, u, err);
-      progress(bound_only, ++*done, total);
+      progress(step == STEP_BOUND, ++*done, total);
     }
   }
   for (int k = 0; k < started; k++) {
@@ -721,6 +738,54 @@ static guint count_below(const GArray *pts, double t, gboolean or_equal) {
   return lo;
 }
 
+/* What the layouts idx[0..at-1] timed: their points by time into pts, and least[k] the least
+ * memory among points 0..k but the fastest `verify` (which may yet be simulated, and drawn at
+ * that time: they stand for none). */
+static double *timed_so_far(const outcome *all, const guint *idx, guint at, int verify,
+                            GArray *pts, double *least) {
+  pts->len = 0;
+  for (guint k = 0; k < at; k++) {
+    const outcome *u = &all[idx[k]];
+    const timed_point q = {u->l.analytic_s, u->l.peak_bytes};
+    if (u->status == EVAL_OK) g_array_append_val(pts, q);
+  }
+  g_array_sort(pts, by_time);
+  least = g_renew(double, least, pts->len + 1);
+  for (guint k = 0; k < pts->len; k++)
+    least[k] = MIN(k ? least[k - 1] : INFINITY,
+                   k < (guint)verify ? INFINITY : g_array_index(pts, timed_point, k).mem);
+  return least;
+}
+
+/* Whether a layout bounded by `b` seconds and `mem` bytes can be passed over, given the points
+ * timed so far (timed_so_far). */
+static gboolean passed_over(const search_opts *o, const GArray *pts, const double *least,
+                            double b, double mem) {
+  if (count_below(pts, b, FALSE) < (guint)MAX(1, o->top)) return FALSE; /* maybe among the top */
+  const guint upto = count_below(pts, b, TRUE);
+  return (upto > 0 && least[upto - 1] <= mem) || /* dominated on the front */
+         (o->pareto_within > 0 && b > o->pareto_within * g_array_index(pts, timed_point, 0).t);
+}
+
+/* FALSE with err set when the layouts idx[at..end-1] timed are faster or smaller than their
+ * bounds: the search's bug. */
+static gboolean bounds_hold(const GArray *space, const outcome *all, const outcome *bnd,
+                            const guint *idx, guint at, guint end, GError **err) {
+  for (guint k = at; k < end; k++) {
+    const outcome *u = &all[idx[k]], *v = &bnd[idx[k]];
+    if (u->status == EVAL_OK && (u->l.analytic_s < v->l.analytic_s * (1 - 1e-9) ||
+                                 u->l.peak_bytes < v->l.peak_bytes * (1 - 1e-9))) {
+      char *a = search_layout_args(&g_array_index(space, cfg_run, idx[k]));
+      g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "search: %s: %.9g s and %.6g bytes in "
+                  "closed form, below its bound of %.9g s and %.6g bytes (a bug)", a,
+                  u->l.analytic_s, u->l.peak_bytes, v->l.analytic_s, v->l.peak_bytes);
+      g_free(a);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GArray *space,
                                outcome *all, long *pruned, GError **err) {
   const guint n = space->len;
@@ -728,7 +793,7 @@ static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GAr
   guint *idx = g_new(guint, n + 1);
   for (guint i = 0; i < n; i++) idx[i] = i;
   long done = 0;
-  gboolean ok = evaluate_all(x, o, space, idx, n, TRUE, bnd, -1, &done, n, err);
+  gboolean ok = evaluate_all(x, o, space, idx, n, STEP_BOUND, bnd, -1, &done, n, err);
   /* a failure of the system, in the space's order */
   for (guint i = 0; i < n && ok; i++)
     if (bnd[i].status == EVAL_FAILED) {
@@ -739,66 +804,42 @@ static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GAr
   int jfd = -1;
   done = 0;
   if (ok) ok = journal_open(x, o, space, all, have, &done, &jfd, err);
-  guint n_ok = 0;
+  /* the layouts dropped before the closed form, as they would be then; the rest by bound */
+  GArray *order = g_array_new(FALSE, FALSE, sizeof(guint));
   for (guint i = 0; i < n && ok; i++) {
-    if (bnd[i].status != EVAL_OK) { /* dropped before the closed form: as it would be then */
-      if (!have[i]) {
-        g_free(all[i].msg);
-        all[i] = bnd[i];
-        bnd[i].msg = NULL;
-        done++;
-      }
-      continue;
+    if (bnd[i].status == EVAL_OK) {
+      g_array_append_val(order, i);
+    } else if (!have[i]) {
+      g_free(all[i].msg);
+      all[i] = bnd[i];
+      bnd[i].msg = NULL;
+      done++;
     }
-    idx[n_ok++] = i;
   }
-  { /* in the order of the bounds */
-    GArray *order = g_array_sized_new(FALSE, FALSE, sizeof(guint), n_ok);
-    g_array_append_vals(order, idx, n_ok);
-    g_array_sort_with_data(order, by_bound, bnd);
-    memcpy(idx, order->data, sizeof(guint) * n_ok);
-    g_array_free(order, TRUE);
-  }
+  g_array_sort_with_data(order, by_bound, bnd);
+  const guint n_ok = order->len, *ix = (const guint *)order->data;
   const gboolean prune = o->objective == SEARCH_BY_TIME && !o->exhaustive;
   GArray *pts = g_array_new(FALSE, FALSE, sizeof(timed_point));
-  double *least_mem = NULL;
+  double *least = NULL;
   guint *todo = g_new(guint, n_ok + 1);
   for (guint at = 0, size = prune ? ROUND_FIRST : MAX(1u, n_ok); at < n_ok && ok;
        at += size, size = MIN(2 * size, MAX(ROUND_MAX, size))) {
     const guint end = MIN(n_ok, at + size);
-    /* what the earlier rounds timed: by time, the least memory among those no slower */
-    pts->len = 0;
-    for (guint k = 0; k < at; k++) {
-      const outcome *u = &all[idx[k]];
-      if (u->status == EVAL_OK) g_array_append_val(pts, ((timed_point){u->l.analytic_s, u->l.peak_bytes}));
-    }
-    g_array_sort(pts, by_time);
-    least_mem = g_renew(double, least_mem, pts->len + 1);
-    /* the fastest o->verify may yet be simulated, and drawn at that time: they stand for none */
-    for (guint k = 0; k < pts->len; k++)
-      least_mem[k] = MIN(k ? least_mem[k - 1] : INFINITY,
-                         k < (guint)o->verify ? INFINITY : g_array_index(pts, timed_point, k).mem);
+    least = timed_so_far(all, ix, at, o->verify, pts, least);
     guint n_todo = 0;
     for (guint k = at; k < end; k++) {
-      const guint i = idx[k];
-      const double b = bnd[i].l.analytic_s, mem = bnd[i].l.peak_bytes;
-      /* timed layouts faster than b (strictly), and the last no slower than b */
-      const guint faster = count_below(pts, b, FALSE), upto = count_below(pts, b, TRUE);
+      const guint i = ix[k];
       if (have[i]) continue; /* timed before an interruption */
-      const gboolean off_front = (upto > 0 && least_mem[upto - 1] <= mem) ||
-                                 (o->pareto_within > 0 && pts->len > 0 &&
-                                  b > o->pareto_within * g_array_index(pts, timed_point, 0).t);
-      if (prune && faster >= (guint)MAX(1, o->top) && off_front) {
+      if (prune && passed_over(o, pts, least, bnd[i].l.analytic_s, bnd[i].l.peak_bytes)) {
         memset(&all[i], 0, sizeof all[i]);
         all[i].status = EVAL_PRUNED;
         (*pruned)++;
-        done++;
-        progress(FALSE, done, n);
+        progress(FALSE, ++done, n);
       } else {
         todo[n_todo++] = i;
       }
     }
-    ok = evaluate_all(x, o, space, todo, n_todo, FALSE, all, jfd, &done, n, err);
+    ok = evaluate_all(x, o, space, todo, n_todo, STEP_TIME, all, jfd, &done, n, err);
     /* a failure of the system: the first of the round in the space's order, whatever --jobs */
     guint failed = G_MAXUINT;
     for (guint t = 0; t < n_todo; t++)
@@ -809,23 +850,13 @@ static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GAr
                   all[failed].msg ? all[failed].msg : "a layout failed");
       ok = FALSE;
     }
-    for (guint k = at; k < end && ok; k++) { /* the bound holds, or it is the search's bug */
-      const outcome *u = &all[idx[k]], *v = &bnd[idx[k]];
-      if (u->status == EVAL_OK && (u->l.analytic_s < v->l.analytic_s * (1 - 1e-9) ||
-                                   u->l.peak_bytes < v->l.peak_bytes * (1 - 1e-9))) {
-        char *a = search_layout_args(&g_array_index(space, cfg_run, idx[k]));
-        g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "search: %s: %.9g s and %.6g bytes in "
-                    "closed form, below its bound of %.9g s and %.6g bytes (a bug)", a,
-                    u->l.analytic_s, u->l.peak_bytes, v->l.analytic_s, v->l.peak_bytes);
-        g_free(a);
-        ok = FALSE;
-      }
-    }
+    ok = ok && bounds_hold(space, all, bnd, ix, at, end, err);
   }
   if (jfd >= 0) close(jfd);
   g_free(todo);
-  g_free(least_mem);
+  g_free(least);
   g_array_free(pts, TRUE);
+  g_array_free(order, TRUE);
   g_free(have);
   g_free(idx);
   for (guint i = 0; i < n; i++) g_free(bnd[i].msg);
@@ -905,7 +936,8 @@ gboolean search_run(const run_ctx *x, const search_opts *o, search_result *r, GE
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   gboolean ok = evaluate_space(x, o, space, all, &r->pruned, err);
   for (guint i = 0; i < space->len && ok; i++) /* in the space's order: the same every run */
-    if (all[i].status != EVAL_PRUNED) ok = take(o, &all[i], g_array_index(space, cfg_run, i), NULL, r, err);
+    if (all[i].status != EVAL_PRUNED)
+      ok = take(o, &all[i], g_array_index(space, cfg_run, i), NULL, r, err);
   for (guint i = 0; i < space->len; i++) g_free(all[i].msg);
   g_free(all);
   g_array_free(space, TRUE);

@@ -451,7 +451,6 @@ static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval)
   folding f = {1, FALSE, c->cp};
   for (int r = 0; r < P; r++) eval[r] = TRUE;
   if (c->no_folding || x->trace || c->ep > 1 || x->sample != 0) return f;
-  /* stragglers: a rank stands for others of its kind only */
   folding g = {1, plan_tp_alike(x->model, c), c->cp};
   const int reps = g.tp ? c->dp * c->tp : c->dp, n = P / reps;
   gboolean same = reps >= 2;
@@ -470,8 +469,7 @@ static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval)
       }
     }
   g_free(k0);
-  g.reps = same ? reps : 1;
-  if (!same) g.tp = FALSE;
+  g.reps = same ? reps : 1; /* g.tp counts only with replicas folded (folded_rep) */
   if (c->cp > 1) { /* the ring: among the ranks evaluated so far */
     int *R = g_new(int, P), m = 0;
     for (int r = 0; r < P; r++)
@@ -483,14 +481,15 @@ static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval)
       }
     g_free(R);
   }
+  /* stragglers: a rank stands for others of its kind only */
   for (int r = 0; r < P && x->slow && (g.reps > 1 || g.cp_k < c->cp); r++)
     if (x->slow[r] != x->slow[folded_rep(c, &g, r)]) return f;
   for (int r = 0; r < P; r++) eval[r] = folded_rep(c, &g, r) == r;
   return g;
 }
 
-/* A folded result as the unfolded one reads: a row per rank (the row of the rank evaluated for it), and
- * the MoE token sums over every rank. */
+/* A folded result as the unfolded one reads: a row per rank (the row of the rank evaluated for
+ * it), and the MoE token sums over every rank. */
 static void unfold_result(const cfg_run *c, const folding *f, res_result *r) {
   if (f->reps == 1 && f->cp_k == c->cp) return;
   const int per = c->gpus / (int)r->rank_rows->len; /* ranks each evaluated one stands for */

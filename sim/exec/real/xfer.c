@@ -204,7 +204,8 @@ void real_model_coll_end(real_model_rank *r, const plan_op *op, int mb) {
     real_model_domain_unpack_slabs(r, y, mb);
   } else if ((op->purpose == PLAN_WHY_REDIST || op->purpose == PLAN_WHY_SP_REGATHER) &&
              sh->sp_gather) { /* the sequence's chunks -> whole sequences */
-    real_model_seq_blocks(r, y->redist[mb], y->spbuf, y->S, sh->parts, r->rs[y->l->inputs[0]].out_per, TRUE);
+    real_model_seq_blocks(r, y->redist[mb], y->spbuf, y->S, sh->parts,
+                          r->rs[y->l->inputs[0]].out_per, TRUE);
   } else if (op->purpose == PLAN_WHY_BWD_DY_GATHER && sh->sp_sum) {
     real_model_seq_blocks(r, y->spdy, y->spbuf, y->S, sh->parts, sh->out_per, TRUE);
   } else if (op->purpose == PLAN_WHY_BN_STATS) {
