@@ -227,6 +227,18 @@ static void layer_of(kh_layer *k, const kdb_kernel *d, const plan_shard *sh) {
       k->out_c = (k->out_c + split - 1) / split;
     }
   }
+  /* Ulysses: the attention of whole sequences for 1/cp of the heads (of the tensor-parallel
+   * rank's heads; without tp, `split` divided the channels above) */
+  const int cp = sh ? sh->cp_parts : 1;
+  if (l->kind == WL_ATTENTION && cp > 1 && d->seq <= 1) {
+    k->heads /= cp, k->kv_heads /= cp;
+    if (sh->parts > 1) k->in_c /= cp, k->out_c /= cp;
+  }
+  /* context parallelism: 1/seq of the tokens (a ring step: of the queries and of the keys) */
+  if (d->seq > 1) {
+    k->in_h = (k->in_h + d->seq - 1) / d->seq;
+    k->out_h = (k->out_h + d->seq - 1) / d->seq;
+  }
 }
 
 /* The shape an entry was measured at: every field of kh_layer, so that another implementation

@@ -41,7 +41,7 @@ typedef struct {
   const void *layer, *gpu;
   int64_t samples, params;
   double flops, bytes;
-  int split, gemm_like, prec;
+  int split, gemm_like, prec, seq;
 } memo_key;
 
 typedef struct {
@@ -678,6 +678,9 @@ char *kdb_key(const kdb_kernel *k, gpu_precision prec) {
   }
   /* whether backward computes the input gradient (not for the first layer) */
   if (l->weighted) g_string_append_printf(s, " dx=%d", l->inputs[0] >= 0 ? 1 : 0);
+  /* a share of the tokens is another shape than a share of the channels of equal work (and a
+   * ring step another kernel than the attention of a share of the heads) */
+  if (k->seq > 1) g_string_append_printf(s, " seq=%d", k->seq);
   g_string_append_printf(s, " n=%" G_GINT64_FORMAT " split=%d %s", k->samples, k->split, p);
   return g_string_free(s, FALSE);
 }
@@ -755,6 +758,7 @@ double kdb_kernel_spread_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel 
   memcpy(key.kname, k->kname, n);
   key.layer = k->layer, key.gpu = gpu, key.samples = k->samples, key.params = k->params;
   key.flops = k->flops, key.bytes = k->bytes, key.split = k->split, key.gemm_like = k->gemm_like;
+  key.seq = k->seq;
   key.prec = prec;
   kdb *w = (kdb *)db; /* the memo is a cache: the database's answers do not change */
   G_LOCK(memo); /* simulated actors may run on threads of their own (SimGrid's contexts) */

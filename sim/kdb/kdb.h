@@ -64,6 +64,9 @@ typedef struct {
   gboolean gemm_like;     /* compute-bound class: interpolated in FLOP/s, else in bytes/s */
   double flops;           /* FLOP of one call */
   double bytes;           /* bytes moved to and from device memory by one call */
+  int seq;                /* context parallelism: the kernel runs 1/seq of the layer's tokens
+                             (beyond `split`); for attention, a ring step: 1/seq of the queries
+                             against 1/seq of the keys and values. 0 or 1: none */
 } kdb_kernel;
 
 /* One measurement. Strings are owned by the database once added. */

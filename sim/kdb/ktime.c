@@ -7,7 +7,7 @@
 
 kdb_kernel ktime_describe(const wl_model *m, const plan_op *op) {
   kdb_kernel k = {op->kname, op->layer >= 0 ? &m->layers[op->layer] : NULL, op->samples,
-                  op->split, op->params, op->gemm_like, op->flops, op->mem_bytes};
+                  op->split, op->params, op->gemm_like, op->flops, op->mem_bytes, op->seq};
   return k;
 }
 
@@ -71,7 +71,7 @@ double *ktime_layer_times(const ktime_source *k, const cfg_run *c) {
   for (int i = 0; i < m->n_layers; i++) {
     const wl_layer *l = &m->layers[i];
     char kn[40];
-    kdb_kernel d = {kn, l, (int64_t)mbs, 1, 0, wl_kind_gemm_like(l->kind), 0, 0};
+    kdb_kernel d = {kn, l, (int64_t)mbs, 1, 0, wl_kind_gemm_like(l->kind), 0, 0, 0};
     double io = ((double)l->in.c * l->in.h * l->in.w + (double)l->out_elems) * mbs * dt +
                 (double)l->params * dt;
     wl_kernel_name(kn, sizeof kn, l->kind, "fwd");

@@ -16,6 +16,14 @@
 /* How many ways a layer's kernels divide its work: its split, times its sequence split. */
 static int kernel_split(const plan_shard *x) { return x->split * x->seq_parts; }
 
+/* A kernel of kernel_split(x) whose tokens context parallelism divides: its key names that share
+ * apart (kdb_kernel's seq), as it is another shape than the same split of the channels. */
+static void cp_tokens(plan_op *k, const plan_shard *x) {
+  if (x->cp_parts <= 1) return;
+  k->split /= x->cp_parts;
+  k->seq = x->cp_parts;
+}
+
 /* The kernels of one layer in one direction (dir 0 forward, 1 backward) for the layer's work
  * `flops`/`mem` on this rank (divided by the split already). Domain-parallel layers run their
  * share of the rows; a windowed one exchanges halo rows while it computes its interior rows,
@@ -28,8 +36,8 @@ static void layer_kernels(plan_builder *b, int rank, const plan_shard *x, int la
   gboolean halos = x->domain && (x->halo[dir][0][0] || x->halo[dir][0][1] || x->halo[dir][1][0] ||
                                  x->halo[dir][1][1]);
   if (!halos) {
-    plan_b_kernel(b, ph, layer, kn, gemm_like, flops * share, mem * share, x->samples,
-                  kernel_split(x), pending);
+    cp_tokens(plan_b_kernel(b, ph, layer, kn, gemm_like, flops * share, mem * share, x->samples,
+                            kernel_split(x), pending), x);
     return;
   }
   int before = *pending; /* what the layer waited for anyway */
@@ -183,8 +191,10 @@ static void cp_attention(plan_builder *b, const stage_ctx *s, int i, int dir, gb
       cp_p2p(b, PLAN_RECV, ph, i, prev, tag, bytes, &got);
     }
     int wait = arrived;
+    /* a block: this rank's 1/cp of the queries against one 1/cp of the keys and values */
     plan_op *k = plan_b_kernel(b, ph, i, kn, TRUE, flops / cp, mem / cp, x->samples, ks, &wait);
     k->recompute = recompute;
+    cp_tokens(k, x);
     arrived = got;
   }
   *pending = -1;
@@ -277,6 +287,7 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
                                fwd_mem(l, x, s->dt) * share, x->samples, kernel_split(x),
                                pending);
         k->recompute = TRUE;
+        cp_tokens(k, x);
         /* full: the forward's tensor-parallel sum again, as Megatron's checkpointed forward
          * runs its all-reduces (reduce-scatters under sp) again (the selective core has none) */
         if (c->recompute && x->fwd_coll != COLL_OP_COUNT)
@@ -354,7 +365,7 @@ static gboolean layer_reads(const wl_layer *l, int j) {
 /* Marks the kernels whose input the previous kernel of the compute stream has just written:
  * a forward after the forward of the layer it reads, a backward after the backward of a layer
  * that reads it (the gradient of its output), autocast's casts in between or not. Layers split
- * over ranks are left out: their tensors are not whole on the rank. What the kernel gains from
+ * over ranks, and ring attention's blocks, are left out: their tensors are not whole on the rank. What the kernel gains from
  * it is the database's to say (ktime_kernel_s). */
 static void plan_mark_warm(plan_rank *p, const wl_model *m, const cfg_run *c) {
   if (c->domain_conv) return; /* images split by rows: no layer's tensors are whole */
@@ -364,7 +375,8 @@ static void plan_mark_warm(plan_rank *p, const wl_model *m, const cfg_run *c) {
     plan_op *op = &p->ops[i];
     if (op->stream != PLAN_STREAM_COMPUTE) continue;
     if (op->kind == PLAN_KERNEL && q && q->kind == PLAN_KERNEL && op->layer >= 0 &&
-        q->layer >= 0 && op->split == 1 && q->split == 1 && q->microbatch == op->microbatch) {
+        q->layer >= 0 && op->split == 1 && q->split == 1 && !op->seq && !q->seq &&
+        q->microbatch == op->microbatch) {
       const wl_layer *l = &m->layers[op->layer];
       const gboolean fwd = g_str_has_suffix(op->kname, ".fwd");
       const gboolean qfwd = g_str_has_suffix(q->kname, ".fwd");

@@ -75,6 +75,7 @@ static gboolean roles(const wl_model *m, const cfg_run *c, int tp_i, int ep_i, p
   for (int i = 0; i < m->n_layers; i++) {
     plan_shard *x = &out[i];
     x->seq_parts *= c->cp;
+    x->cp_parts = c->cp;
     x->fwd_bytes /= c->cp; /* the tensor-parallel collectives carry 1/cp of the tokens */
     x->bwd_bytes /= c->cp;
     x->redist_bytes /= c->cp;

@@ -80,6 +80,7 @@ typedef struct {
   double mem_bytes;    /* bytes this kernel moves to and from device memory */
   int64_t samples;     /* samples (or micro-batch) the kernel processes on this rank */
   int split;           /* the layer's output channels/features are split this many ways (Pr) */
+  int seq;             /* context parallelism's split of the kernel's tokens (kdb_kernel's seq) */
   plan_part part;        /* which part of the layer's work */
   gboolean recompute;  /* a forward kernel, or its tp collective, re-run in backward (--recompute) */
   int64_t params;      /* optimizer step: parameters it updates; 0 otherwise */

@@ -51,6 +51,7 @@ gboolean plan_shard_plan(const wl_model *m, const cfg_run *c, int tp_i, int ep_i
     x->parts = 1;
     x->split = 1;
     x->seq_parts = 1;
+    x->cp_parts = 1;
     x->samples = plan_row_samples(c);
     x->grad_group = PLAN_GRP_DP;
     x->grad_degree = plan_dpc(c);

@@ -83,6 +83,7 @@ typedef struct {
   int split;            /* the model divides the layer's work and parameters this many ways */
   int seq_parts;        /* and its tokens this many ways (sequence parallelism: work and stash
                            divided, parameters whole); 1 otherwise */
+  int cp_parts;         /* of seq_parts, context parallelism's share (cp); 1 without */
   int64_t samples;      /* samples of one micro-batch on this rank */
   int64_t sub;          /* the first of them within its data-parallel row's micro-batch */
   plan_group grad_group;  /* gradient all-reduce group (dp, or world) */

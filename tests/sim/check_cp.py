@@ -14,10 +14,17 @@ across nodes):
 5. Ring attention's exchanges hide under the attention of the chunk held: beyond the blocking
    tensor-parallel collectives, less than half of their time is exposed.
 6. Bad combinations are refused with one line and exit 2.
+7. Kernel times under cp are those of the kernels cp runs: `dlsim kbench --cp 2` measures each
+   layer at 1/cp of the tokens (every shape and FLOP count that of the same model at half the
+   sequence without cp), a ring step as the attention of half the sequence, Ulysses' attention as
+   whole sequences for half the heads (the shape tp 2 measures); a run reads every kernel of its
+   layout from the database kbench wrote for it, and a database measured under tp 2 times none
+   of a cp 2 run's kernels (ring steps and token-split layers are other shapes of equal work).
 Usage: check_cp.py DLSIM
 """
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -104,7 +111,40 @@ def main(dlsim):
                         "--out", os.path.join(d, "never.json")], "--cp", path)
         check("a refused real run writes no result", not os.path.exists(os.path.join(d,
                                                                                    "never.json")))
+    kernel_shapes(dlsim)
     return finish()
+
+
+def kernel_shapes(dlsim):
+    tiny = ["--workload", "llama-tiny", "--batch", "2"]
+    with tempfile.TemporaryDirectory() as d:
+        def kbench(name, *opts):
+            out = os.path.join(d, name + ".json")
+            subprocess.run([dlsim, "kbench", *tiny, *opts, "--repeats", "3", "--out", out],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(out) as f:
+                return out, {json.dumps(e["shape"], sort_keys=True): e
+                             for e in json.load(f)["entries"]}
+        ring_db, ring = kbench("ring", "--gpus", "2", "--cp", "2")
+        _, half = kbench("half", "--gpus", "1", "--seq-len", "16")
+        _, ul = kbench("ulysses", "--gpus", "2", "--cp", "2", "--cp-style", "ulysses")
+        tp_db, tp = kbench("tp", "--gpus", "2", "--tp", "2")
+        same = [s for s, e in ring.items() if s in half and e["flops"] == half[s]["flops"]]
+        check("kbench --cp 2 (ring): every kernel has the shape and FLOP of the model at half the "
+              "sequence", len(same) == len(ring) == len(half), f"{len(same)} of {len(ring)}")
+        check("the ring's keys say so (seq=2), those of the optimizer aside",
+              all(" seq=2 " in e["key"] for e in ring.values() if e["kname"] != "adam.step"))
+        att = [s for s, e in ul.items() if e["kname"].startswith("attention")]
+        check("Ulysses' attention: whole sequences for half the heads, as tp 2 measures it",
+              len(att) == 2 and all(s in tp and ul[s]["flops"] == tp[s]["flops"] for s in att))
+        layout = ["--mode", "analytic", *tiny, "--gpus", "2", "--cp", "2", "--reproducible",
+                  "--kernels-any-device"]
+        r = run(dlsim, d, *layout, "--kernels", ring_db)
+        check("a cp 2 run reads every kernel from the database kbench --cp 2 wrote",
+              r["kernel_db"]["time_share"]["measured"] == 1, str(r["kernel_db"]["time_share"]))
+        r = run(dlsim, d, *layout, "--kernels", tp_db)
+        check("a database measured under tp 2 times none of a cp 2 run's kernels",
+              r["kernel_db"]["measured"] == 0, str(r["kernel_db"]["measured"]))
 
 
 if __name__ == "__main__":

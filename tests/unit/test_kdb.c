@@ -22,7 +22,7 @@ static wl_model *model(void) {
 /* The forward kernel of layer fc2 (linear 512->512) at `samples`, with the planner's FLOP count. */
 static kdb_kernel fc2_op(const wl_model *m, int64_t samples) {
   kdb_kernel k = {"linear.fwd", &m->layers[2], samples, 1, 0, TRUE,
-                  m->layers[2].fwd_flops * samples, 4.0 * (512 * samples * 2 + 262656)};
+                  m->layers[2].fwd_flops * samples, 4.0 * (512 * samples * 2 + 262656), 0};
   return k;
 }
 
@@ -40,7 +40,7 @@ static void test_key(void) {
   char *k = kdb_key(&op, GPU_FP32);
   CU_ASSERT_STRING_EQUAL(k, "linear.fwd in=512x1x1 out=512x1x1 bias=1 dx=1 n=64 split=1 fp32");
   g_free(k);
-  kdb_kernel st = {"sgd.step", NULL, 0, 1, 669706, FALSE, 3.0 * 669706, 20.0 * 669706};
+  kdb_kernel st = {"sgd.step", NULL, 0, 1, 669706, FALSE, 3.0 * 669706, 20.0 * 669706, 0};
   k = kdb_key(&st, GPU_FP16);
   CU_ASSERT_STRING_EQUAL(k, "sgd.step params=669706 fp16");
   g_free(k);
@@ -83,7 +83,7 @@ static void test_lookup(void) {
   /* another shape of the same kernel (fc3, 512 -> 10, 656,000 FLOP at 64 samples): the class,
    * by size: under the smallest entry, its rate, 8.3968 GFLOP/s: 78.125 us */
   kdb_kernel fc3 = {"linear.fwd", &m->layers[4], 64, 1, 0, TRUE, m->layers[4].fwd_flops * 64,
-                    4.0 * (512 * 64 + 10 * 64 + 5130)};
+                    4.0 * (512 * 64 + 10 * 64 + 5130), 0};
   CU_ASSERT_DOUBLE_EQUAL(fc3.flops, 656000.0, 1e-6);
   t = kdb_kernel_s(db, gpu_find("a100-40gb"), &fc3, GPU_FP32, &o);
   CU_ASSERT_EQUAL(o, KDB_INTERPOLATED);
@@ -148,7 +148,7 @@ static void test_gemm_efficiency(void) {
   CU_ASSERT_DOUBLE_EQUAL(kdb_gemm_efficiency(db, GPU_BF16, 1e6), 0.2, 0);  /* clamped */
   CU_ASSERT_DOUBLE_EQUAL(kdb_gemm_efficiency(db, GPU_BF16, 1e15), 0.8, 0);
   CU_ASSERT(kdb_gemm_efficiency(db, GPU_FP32, f) < 0);                    /* no curve */
-  kdb_kernel k = {"linear.fwd", NULL, 0, 1, 0, TRUE, f, 1e6};
+  kdb_kernel k = {"linear.fwd", NULL, 0, 1, 0, TRUE, f, 1e6, 0};
   kdb_origin o;
   const gpu_spec *g = gpu_find("h100-sxm");
   CU_ASSERT_DOUBLE_EQUAL(kdb_kernel_s(db, g, &k, GPU_BF16, &o), f / (989.4e12 * 0.5), 1e-15);
