@@ -26,19 +26,29 @@
  * SimGrid activity per collective: 3 to 16 % of the wall time of a 1,024-GPU gpt-18b run (runs
  * alternated with the executor that sleeps).
  *
- * A send notes its simulated post time in a shared table, so the receive knows how long it
- * waited for the sender (bubble) and how long the transfer took (communication).
+ * The op lists' point-to-point messages (pipeline activations and gradients, ring attention's
+ * chunks) travel through SimGrid mailboxes of their own, one per sender, receiver and tag, whose
+ * receiver is permanent: a message starts flowing when it is sent, as it would to a receive
+ * posted at the start of the iteration, and the receiver takes the messages of each mailbox in
+ * order, as MPI matches a repeated (source, tag). Posted as MPI receives, the iteration's
+ * thousands of them (a ring attention step per layer, micro-batch and cp rank) sat in the rank's
+ * one MPI mailbox, and every message of every collective walked past them to its match: most of
+ * a ring-attention run's wall time. A message carries its simulated post time, so the receive
+ * knows how long it waited for the sender (bubble) and how long the transfer took
+ * (communication).
  *
  * Sends are waited for at the end of the iteration, but one whose receive has completed is
- * waited for (at no simulated time: it is over) before the sender's next MPI call. SimGrid keeps
- * a list of each actor's unfinished communications and walks it whenever one of them ends; a
+ * waited for (at no simulated time: it is over) before the sender's next call. SimGrid keeps a
+ * list of each actor's unfinished communications and walks it whenever one of them ends; a
  * middle pipeline stage's 32 finished sends on it made every message of the data-parallel
  * all-reduce that follows walk 32 more entries.
  */
 #include <mpi.h>
 #include <simgrid/actor.h>
 #include <simgrid/engine.h>
+#include <simgrid/comm.h>
 #include <simgrid/host.h>
+#include <simgrid/mailbox.h>
 #include <simgrid/semaphore.h>
 #include <smpi/smpi.h>
 
@@ -60,9 +70,8 @@
 /* One op list of a set of equivalent ranks, and what every rank of the set reads of it. */
 typedef struct {
   plan_rank *plan;       /* the representative's (owned) */
-  int *recv_slot;        /* per op: its index among the plan's receives, -1 for other ops */
-  int n_recv, n_send;
-  double max_bytes;      /* the largest message, collective buffer or all-to-all arrival */
+  int n_send;            /* the pieces of its sends */
+  double max_bytes;      /* the largest collective buffer or all-to-all arrival */
 } shared_plan;
 
 /* Rail folding (the request's fold_rails): a node's data-parallel collectives over one GPU per
@@ -87,9 +96,7 @@ static struct {
   int *node_first;       /* per node index: where its ranks start in node_ranks (n_nodes + 1) */
   int *node_ranks;       /* ranks by node */
   gboolean debug_ops;    /* DLSIM_DEBUG_OPS set: print every op as the ranks reach it */
-  GHashTable *sent;      /* "src:dst:iter:tag:n" -> the send (sent_note*): the n-th message of
-                            that pair and tag in that iteration (MPI receives them in order) */
-  GHashTable *seq;       /* "S|R:src:dst:iter:tag" -> messages of it sent | received so far */
+  GHashTable *p2p;       /* "dlsim:p2p:src:dst:tag" -> its p2p_link (owned) */
   struct smpi_rank **rank; /* per rank: its backend, while it runs */
   rec_rank *recs;        /* per rank */
   shared_plan **plans;   /* per representative rank (run_ctx_representative), else NULL */
@@ -103,11 +110,12 @@ static struct {
                             chain, a root): no rail folding (rail_symmetric) */
 } shared;
 
-/* A posted send, as its receiver finds it. */
+/* A posted send, as its receiver finds it (p2p_link). */
 typedef struct {
   double posted_s;       /* simulated time the send was posted */
-  int slot, n;           /* its requests among the sender's sends of the iteration: its pieces
-                            (coll_mpi.h: a message past MPI's int counts goes as several) */
+  int slot, n;           /* its comms among the sender's sends of the iteration: its pieces (a
+                            message past COLL_MSG_MAX goes as several, as collectives send it) */
+  int iter;
 } sent_note;
 
 /* A stream blocked on an event not yet recorded. */
@@ -127,8 +135,8 @@ typedef struct smpi_rank {
   coll_groups groups;
   void *sendbuf, *recvbuf; /* payload-free: shared.sendbuf, shared.recvbuf */
   MPI_Op noop;
-  MPI_Request *rreq;     /* per receive (sp->recv_slot): the posted receive */
-  MPI_Request *sreq;     /* the iteration's sends */
+  sg_comm_t *sreq;       /* the iteration's sends (NULL once waited for), n_sreq slots */
+  int n_sreq;
   int n_sends;
   int send_iter;         /* the iteration of sreq's sends */
   struct { int iter, slot, n; } *sends_over; /* sends whose receive completed, n_over of them */
@@ -154,8 +162,11 @@ static double stream_now(const smpi_rank *g, int s) {
  * an iteration whose sends were all waited for is dropped. */
 static void reap_sends(smpi_rank *g) {
   for (int i = 0; i < g->n_over; i++) {
-    if (g->sends_over[i].iter == g->send_iter)
-      MPI_Waitall(g->sends_over[i].n, &g->sreq[g->sends_over[i].slot], MPI_STATUSES_IGNORE);
+    if (g->sends_over[i].iter != g->send_iter) continue;
+    for (int k = g->sends_over[i].slot; k < g->sends_over[i].slot + g->sends_over[i].n; k++) {
+      if (g->sreq[k]) sg_comm_wait(g->sreq[k]); /* NULL: waited for at the iteration's end */
+      g->sreq[k] = NULL;
+    }
   }
   g->n_over = 0;
 }
@@ -208,68 +219,108 @@ static kdb_origin be_kernel(void *be, const plan_op *op, int iter) {
   return origin;
 }
 
-/* The key of the next message sent (side 'S') or received ('R') between src and dst with `tag`
- * in iteration `iter`: its number among them, so that repeated tags pair up in order. */
-static void sent_key(char *key, size_t n, char side, int src, int dst, int iter, int tag) {
-  char c[64];
-  g_snprintf(c, sizeof c, "%c:%d:%d:%d:%d", side, src, dst, iter, tag);
-  const int k = GPOINTER_TO_INT(g_hash_table_lookup(shared.seq, c));
-  g_hash_table_replace(shared.seq, g_strdup(c), GINT_TO_POINTER(k + 1));
-  g_snprintf(key, n, "%d:%d:%d:%d:%d", src, dst, iter, tag, k);
+sg_comm_t dl_p2p_put_async(sg_mailbox_t mailbox, void *payload, long bytes); /* p2p.cpp */
+
+/* The messages from one rank to another with one tag: their SimGrid mailbox, and the notes of
+ * those sent and not yet received, in order (a message that ends before its receiver asks for
+ * it hands over no payload). */
+typedef struct {
+  sg_mailbox_t mb;
+  GQueue notes;
+} p2p_link;
+
+/* The link from `src` to `dst` with `tag`, made on first use (actors run one at a time). */
+static p2p_link *p2p_mailbox(int src, int dst, int tag) {
+  char name[64];
+  g_snprintf(name, sizeof name, "dlsim:p2p:%d:%d:%d", src, dst, tag);
+  p2p_link *l = g_hash_table_lookup(shared.p2p, name);
+  if (l) return l;
+  sg_mailbox_t mb = sg_mailbox_by_name(name); /* a simcall: other actors may run meanwhile */
+  if ((l = g_hash_table_lookup(shared.p2p, name))) return l;
+  l = g_new0(p2p_link, 1);
+  l->mb = mb;
+  g_queue_init(&l->notes);
+  g_hash_table_insert(shared.p2p, g_strdup(name), l);
+  return l;
 }
 
+/* Nothing to post: the rank is its mailboxes' permanent receiver (p2p_receive). */
 static void be_recv_post(void *be, const plan_op *op, int iter) {
-  (void)iter;
-  smpi_rank *g = be;
-  settle(g);
-  int m = g->sp->recv_slot[op - g->plan->ops];
-  coll_irecv_bytes(g->recvbuf, (size_t)op->bytes, plan_op_peer(g->plan, op), op->tag,
-                   MPI_COMM_WORLD, g->rreq, &m);
+  (void)be, (void)op, (void)iter;
 }
 
 static double be_recv_wait(void *be, const plan_op *op, int iter) {
+  (void)iter;
   smpi_rank *g = be;
   settle(g);
-  MPI_Waitall((int)coll_msg_pieces((size_t)op->bytes), &g->rreq[g->sp->recv_slot[op - g->plan->ops]],
-              MPI_STATUSES_IGNORE);
-  char key[64];
   const int peer = plan_op_peer(g->plan, op);
-  sent_key(key, sizeof key, 'R', peer, g->rank, iter, op->tag);
-  const sent_note *s = g_hash_table_lookup(shared.sent, key);
-  if (!s) return -INFINITY;
+  p2p_link *l = p2p_mailbox(peer, g->rank, op->tag);
+  for (size_t k = 0; k < coll_msg_pieces((size_t)op->bytes); k++) sg_mailbox_get(l->mb);
+  sent_note *s = g_queue_pop_head(&l->notes);
+  const double posted = s->posted_s;
   /* the sender waits for it before its next call (settle) */
   smpi_rank *sender = shared.rank[peer];
   if (sender && sender->n_over < sender->sp->n_send) {
-    sender->sends_over[sender->n_over].iter = iter;
+    sender->sends_over[sender->n_over].iter = s->iter;
     sender->sends_over[sender->n_over].n = s->n;
     sender->sends_over[sender->n_over++].slot = s->slot;
   }
-  return s->posted_s;
+  g_free(s);
+  return posted;
 }
 
 static void be_send(void *be, const plan_op *op, int iter) {
   smpi_rank *g = be;
   settle(g);
-  char key[64];
-  const int peer = plan_op_peer(g->plan, op);
-  sent_key(key, sizeof key, 'S', g->rank, peer, iter, op->tag);
+  const size_t bytes = (size_t)op->bytes, n = coll_msg_pieces(bytes);
   sent_note *v = g_new(sent_note, 1);
   v->posted_s = simgrid_get_clock();
   v->slot = g->n_sends;
-  v->n = (int)coll_msg_pieces((size_t)op->bytes);
+  v->n = (int)n;
+  v->iter = iter;
   g->send_iter = iter;
-  g_hash_table_replace(shared.sent, g_strdup(key), v);
-  coll_isend_bytes(g->sendbuf, (size_t)op->bytes, peer, op->tag, MPI_COMM_WORLD, g->sreq,
-                   &g->n_sends);
+  if (g->n_sends + (int)n > g->n_sreq) {
+    g->n_sreq = MAX(2 * g->n_sreq, g->n_sends + (int)n);
+    g->sreq = g_renew(sg_comm_t, g->sreq, g->n_sreq);
+  }
+  p2p_link *l = p2p_mailbox(g->rank, plan_op_peer(g->plan, op), op->tag);
+  g_queue_push_tail(&l->notes, v);
+  for (size_t k = 0; k < n; k++) /* pieces as a collective sends them (coll_isend_bytes) */
+    g->sreq[g->n_sends++] =
+        dl_p2p_put_async(l->mb, v, (long)(k + 1 < n ? COLL_MSG_MAX : bytes - k * COLL_MSG_MAX));
 }
 
 static void be_sends_wait(void *be, int iter) {
   (void)iter;
   smpi_rank *g = be;
   settle(g);
-  MPI_Waitall(g->n_sends, g->sreq, MPI_STATUSES_IGNORE);
+  for (int k = 0; k < g->n_sends; k++) {
+    if (g->sreq[k]) sg_comm_wait(g->sreq[k]);
+    g->sreq[k] = NULL;
+  }
   g->n_sends = 0;
   g->n_over = 0;
+}
+
+/* Makes the calling rank the permanent receiver of every mailbox its op list receives from
+ * (p2p_mailbox), before any rank sends. */
+static void p2p_receive(const smpi_rank *g) {
+  GHashTable *seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+  for (int i = 0; i < g->plan->n_ops; i++) {
+    const plan_op *op = &g->plan->ops[i];
+    if (op->kind != PLAN_RECV) continue;
+    gint64 *key = g_new(gint64, 1);
+    *key = (gint64)plan_op_peer(g->plan, op) << 32 | (guint32)op->tag;
+    if (g_hash_table_contains(seen, key)) {
+      g_free(key);
+      continue;
+    }
+    g_hash_table_add(seen, key);
+    char name[64];
+    g_snprintf(name, sizeof name, "dlsim:p2p:%d:%d:%d", plan_op_peer(g->plan, op), g->rank, op->tag);
+    sg_mailbox_set_receiver(name);
+  }
+  g_hash_table_destroy(seen);
 }
 
 /* Rail folding (rail_folds): GPU j != 0 waits until GPU 0 of its node has finished its call of
@@ -408,8 +459,7 @@ static void open_shared(const char *request_path) {
     return;
   }
   shared.ctx.sample = shared.req.kernel_sample;
-  shared.sent = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-  shared.seq = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  shared.p2p = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   shared.node_of = g_new0(int, shared.ctx.cfg.gpus);
   shared.node_traffic = g_new0(guint32, shared.ctx.cfg.gpus);
   shared.gpu_of = g_new0(int, shared.ctx.cfg.gpus);
@@ -427,20 +477,17 @@ static const shared_plan *plan_of_set(int rep, GError **err) {
   if (!p) return NULL;
   shared_plan *sp = g_new0(shared_plan, 1);
   sp->plan = p;
-  sp->recv_slot = g_new(int, p->n_ops + 1);
   for (int i = 0; i < p->n_ops; i++) {
     const plan_op *op = &p->ops[i];
-    const int pieces = (int)coll_msg_pieces((size_t)op->bytes); /* requests of a message */
-    sp->recv_slot[i] = op->kind == PLAN_RECV ? sp->n_recv : -1;
-    if (op->kind == PLAN_RECV) sp->n_recv += pieces;
-    if (op->kind == PLAN_KERNEL) continue;
+    if (op->kind == PLAN_SEND) sp->n_send += (int)coll_msg_pieces((size_t)op->bytes);
+    /* messages carry no buffer (p2p_mailbox) */
+    if (op->kind == PLAN_KERNEL || op->kind == PLAN_SEND || op->kind == PLAN_RECV) continue;
     double in = 0; /* uneven all-to-all: what arrives may exceed what leaves */
     if (op->peer_recv_bytes) {
       const int n = op->comm >= 0 ? p->comms->size[op->comm] : x->cfg.ep;
       for (int j = 0; j < n; j++) in += op->peer_recv_bytes[j];
     }
     sp->max_bytes = MAX(sp->max_bytes, MAX(op->bytes, in));
-    if (op->kind == PLAN_SEND) sp->n_send += pieces;
   }
   shared.plans[rep] = sp;
   return sp;
@@ -665,8 +712,6 @@ int smpi_exec_main(int argc, char **argv) {
   g.sendbuf = shared.sendbuf;
   g.recvbuf = shared.recvbuf;
   MPI_Op_create(noop_op, 1, &g.noop);
-  g.rreq = g_new(MPI_Request, sp->n_recv + 1);
-  g.sreq = g_new(MPI_Request, sp->n_send + 1);
   g.sends_over = g_malloc_n((size_t)sp->n_send + 1, sizeof *g.sends_over);
   g.ev_set = g_new0(guint8, (size_t)c->iters * plan->n_events + 1);
   g.ev_time = g_new0(double, (size_t)c->iters * plan->n_events + 1);
@@ -680,6 +725,7 @@ int smpi_exec_main(int argc, char **argv) {
   exec_stream stream = {&smpi_stream, &g, plan, rec, c->iters, shared.debug_ops};
   shared.rank[rank] = &g;
 
+  p2p_receive(&g);
   MPI_Barrier(MPI_COMM_WORLD);
   node_private_groups(&g, P); /* every rank has said what its traffic is */
   rail_folds(P);
@@ -715,7 +761,6 @@ int smpi_exec_main(int argc, char **argv) {
   for (int s = 0; s < PLAN_N_STREAMS; s++) sg_sem_destroy(g.waiter[s].sem);
   g_free(g.ev_set);
   g_free(g.ev_time);
-  g_free(g.rreq);
   g_free(g.sreq);
   g_free(g.sends_over);
   coll_groups_release(&g.groups);
