@@ -223,7 +223,7 @@ sg_comm_t dl_p2p_put_async(sg_mailbox_t mailbox, void *payload, long bytes); /* 
 
 /* The messages from one rank to another with one tag: their SimGrid mailbox, and the notes of
  * those sent and not yet received, in order (a message that ends before its receiver asks for
- * it hands over no payload). */
+ * it hands its payload to nobody: the notes wait here). */
 typedef struct {
   sg_mailbox_t mb;
   GQueue notes;
@@ -316,9 +316,8 @@ static void p2p_receive(const smpi_rank *g) {
       continue;
     }
     g_hash_table_add(seen, key);
-    char name[64];
-    g_snprintf(name, sizeof name, "dlsim:p2p:%d:%d:%d", plan_op_peer(g->plan, op), g->rank, op->tag);
-    sg_mailbox_set_receiver(name);
+    sg_mailbox_set_receiver(sg_mailbox_get_name(p2p_mailbox(plan_op_peer(g->plan, op), g->rank,
+                                                            op->tag)->mb));
   }
   g_hash_table_destroy(seen);
 }
