@@ -73,7 +73,7 @@ void exec_stream_comm(const exec_stream *s) {
   const exec_stream_ops *o = s->ops;
   const plan_rank *p = s->plan;
   for (int it = 0; it < s->iters; it++) {
-    for (int i = 0; i < p->n_ops; i++)
+    for (int i = 0; i < p->n_ops && o->recv_post; i++)
       if (p->ops[i].kind == PLAN_RECV) o->recv_post(s->be, &p->ops[i], it);
     /* gathers of parameters that the previous iteration's optimizer step updated */
     if (it > 0 && p->step_event >= 0) o->ev_wait(s->be, it - 1, p->step_event);

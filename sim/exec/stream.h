@@ -37,7 +37,8 @@ typedef struct {
    * launches the compute ops in order from the start of each iteration, each taking its host
    * time; a kernel starts when the stream is free and the host has launched it. */
   double (*host_time)(void *be, const plan_op *op, int iter);
-  void (*recv_post)(void *be, const plan_op *op, int iter);  /* posts the receive of a PLAN_RECV */
+  void (*recv_post)(void *be, const plan_op *op, int iter);  /* posts the receive of a PLAN_RECV
+                                                              (NULL: nothing to post) */
   /* waits for a posted receive; returns when its sender posted the message (same clock) */
   double (*recv_wait)(void *be, const plan_op *op, int iter);
   void (*send)(void *be, const plan_op *op, int iter);       /* posts a PLAN_SEND, never blocks */

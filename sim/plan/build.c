@@ -16,12 +16,19 @@
 /* How many ways a layer's kernels divide its work: its split, times its sequence split. */
 static int kernel_split(const plan_shard *x) { return x->split * x->seq_parts; }
 
-/* A kernel of kernel_split(x) whose tokens context parallelism divides: its key names that share
- * apart (kdb_kernel's seq), as it is another shape than the same split of the channels. */
-static void cp_tokens(plan_op *k, const plan_shard *x) {
-  if (x->cp_parts <= 1) return;
-  k->split /= x->cp_parts;
-  k->seq = x->cp_parts;
+/* A kernel of layer `layer` held as `x` says, its work divided by kernel_split(x): the share of
+ * the tokens that context parallelism gives it is named apart (kdb_kernel's seq), as it is
+ * another shape than the same split of the channels. */
+static plan_op *shard_kernel(plan_builder *b, plan_phase ph, int layer, const char *kn,
+                             gboolean gemm_like, double flops, double mem, const plan_shard *x,
+                             int *pending) {
+  plan_op *k = plan_b_kernel(b, ph, layer, kn, gemm_like, flops, mem, x->samples,
+                             kernel_split(x), pending);
+  if (x->cp_parts > 1) {
+    k->split /= x->cp_parts;
+    k->seq = x->cp_parts;
+  }
+  return k;
 }
 
 /* The kernels of one layer in one direction (dir 0 forward, 1 backward) for the layer's work
@@ -36,8 +43,7 @@ static void layer_kernels(plan_builder *b, int rank, const plan_shard *x, int la
   gboolean halos = x->domain && (x->halo[dir][0][0] || x->halo[dir][0][1] || x->halo[dir][1][0] ||
                                  x->halo[dir][1][1]);
   if (!halos) {
-    cp_tokens(plan_b_kernel(b, ph, layer, kn, gemm_like, flops * share, mem * share, x->samples,
-                            kernel_split(x), pending), x);
+    shard_kernel(b, ph, layer, kn, gemm_like, flops * share, mem * share, x, pending);
     return;
   }
   int before = *pending; /* what the layer waited for anyway */
@@ -192,9 +198,7 @@ static void cp_attention(plan_builder *b, const stage_ctx *s, int i, int dir, gb
     }
     int wait = arrived;
     /* a block: this rank's 1/cp of the queries against one 1/cp of the keys and values */
-    plan_op *k = plan_b_kernel(b, ph, i, kn, TRUE, flops / cp, mem / cp, x->samples, ks, &wait);
-    k->recompute = recompute;
-    cp_tokens(k, x);
+    shard_kernel(b, ph, i, kn, TRUE, flops / cp, mem / cp, x, &wait)->recompute = recompute;
     arrived = got;
   }
   *pending = -1;
@@ -282,12 +286,9 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
         autocast_kernel(b, s, i, PLAN_PH_BWD, "cast.fwd", pending);
         wl_kernel_name(kn, sizeof kn, l->kind, "fwd");
         const double share = x->domain ? x->row_share : 1.0;
-        plan_op *k = plan_b_kernel(b, PLAN_PH_BWD, i, kn, wl_kind_gemm_like(l->kind),
-                               l->fwd_flops * x->samples / kernel_split(x) * share,
-                               fwd_mem(l, x, s->dt) * share, x->samples, kernel_split(x),
-                               pending);
-        k->recompute = TRUE;
-        cp_tokens(k, x);
+        shard_kernel(b, PLAN_PH_BWD, i, kn, wl_kind_gemm_like(l->kind),
+                     l->fwd_flops * x->samples / kernel_split(x) * share,
+                     fwd_mem(l, x, s->dt) * share, x, pending)->recompute = TRUE;
         /* full: the forward's tensor-parallel sum again, as Megatron's checkpointed forward
          * runs its all-reduces (reduce-scatters under sp) again (the selective core has none) */
         if (c->recompute && x->fwd_coll != COLL_OP_COUNT)
@@ -365,8 +366,8 @@ static gboolean layer_reads(const wl_layer *l, int j) {
 /* Marks the kernels whose input the previous kernel of the compute stream has just written:
  * a forward after the forward of the layer it reads, a backward after the backward of a layer
  * that reads it (the gradient of its output), autocast's casts in between or not. Layers split
- * over ranks, and ring attention's blocks, are left out: their tensors are not whole on the rank. What the kernel gains from
- * it is the database's to say (ktime_kernel_s). */
+ * over ranks (their channels, or their tokens: seq) are left out: their tensors are not whole on
+ * the rank. What the kernel gains from it is the database's to say (ktime_kernel_s). */
 static void plan_mark_warm(plan_rank *p, const wl_model *m, const cfg_run *c) {
   if (c->domain_conv) return; /* images split by rows: no layer's tensors are whole */
   const double dt = gpu_precision_bytes(c->precision);

@@ -823,7 +823,7 @@ static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GAr
   double *least = NULL;
   guint *todo = g_new(guint, n_ok + 1);
   for (guint at = 0, size = prune ? ROUND_FIRST : MAX(1u, n_ok); at < n_ok && ok;
-       at += size, size = MIN(2 * size, MAX(ROUND_MAX, size))) {
+       at += size, size = MIN(2 * size, ROUND_MAX)) {
     const guint end = MIN(n_ok, at + size);
     least = timed_so_far(all, ix, at, o->verify, pts, least);
     guint n_todo = 0;

@@ -244,11 +244,6 @@ static p2p_link *p2p_mailbox(int src, int dst, int tag) {
   return l;
 }
 
-/* Nothing to post: the rank is its mailboxes' permanent receiver (p2p_receive). */
-static void be_recv_post(void *be, const plan_op *op, int iter) {
-  (void)be, (void)op, (void)iter;
-}
-
 static double be_recv_wait(void *be, const plan_op *op, int iter) {
   (void)iter;
   smpi_rank *g = be;
@@ -429,7 +424,7 @@ static void be_comm_delay(void *be, const plan_op *op, int op_index, int iter) {
 
 static const exec_stream_ops smpi_stream = {
     .now = be_now, .kernel = be_kernel, .kernel_time = be_kernel_time, .run_for = be_run_for,
-    .host_time = be_host_time, .recv_post = be_recv_post, .recv_wait = be_recv_wait,
+    .host_time = be_host_time, .recv_post = NULL, /* p2p_receive */ .recv_wait = be_recv_wait,
     .send = be_send, .sends_wait = be_sends_wait, .coll = be_coll, .ev_wait = be_ev_wait,
     .ev_record = be_ev_record, .comm_delay = be_comm_delay,
 };
