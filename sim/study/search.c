@@ -226,40 +226,152 @@ static double plan_bound_s(const run_ctx *x, const cfg_run *c, const plan_rank *
   return MAX(gpu, launched);
 }
 
-/* Memory on the stages that hold the most, the first and the last: EVAL_DROPPED (*why, *msg)
- * when one does not fit, else EVAL_OK with *least the larger peak and, with `bound`, *bound the
- * larger of their plan_bound_s. */
-static eval_status check_stages(const run_ctx *x, const cfg_run *c, gboolean bound, double *least,
-                                double *bound_s, search_drop *why, char **msg, GError **err) {
-  GError *e = NULL;
-  double *layer_t = ktime_layer_times(&x->kt, c);
-  *least = *bound_s = 0;
-  for (int k = 0; k < 2; k++) {
-    const int stage = k ? c->pp - 1 : 0, rank = plan_rank_of(c, 0, 0, stage);
-    if (k && stage == 0) break;
-    plan_rank *p = run_ctx_plan(x, c, layer_t, rank, &e);
-    if (!p) {
-      g_free(layer_t);
-      return refused(e, SEARCH_DROP_DIVISIBILITY, why, msg, err);
-    }
-    const double peak = plan_memory_peak(&p->mem);
-    if (bound && peak <= x->gpu_mem_bytes) *bound_s = MAX(*bound_s, plan_bound_s(x, c, p, rank));
-    *least = MAX(*least, peak);
-    plan_rank_free(p);
-    if (peak > x->gpu_mem_bytes) {
-      g_free(layer_t);
-      return over_memory(x, peak, why, msg);
-    }
+/* The compute-stream kernel time of plan `p` (of rank `rank`) from the first kernel that
+ * follows op `from` (on its stream or through events, however indirectly; -1: the first kernel)
+ * through the last kernel that op `to` needs (-1: the stream's last kernel). Those kernels run
+ * one after another once `from` has ended, and `to` starts after the last of them has: a lower
+ * bound of the time from the one to the other. 0 when there is none, or when an op waits for an
+ * event no earlier op records (the order this walk relies on). */
+static double chain_s(const run_ctx *x, const cfg_run *c, const plan_rank *p, int rank, int from,
+                      int to) {
+  const int n = p->n_ops;
+  int *rec = g_new(int, p->n_events + 1), *prev = g_new(int, n + 1), last[PLAN_N_STREAMS];
+  gboolean *mark = g_new0(gboolean, n + 1), ordered = TRUE;
+  for (int e = 0; e <= p->n_events; e++) rec[e] = -1;
+  for (int s = 0; s < PLAN_N_STREAMS; s++) last[s] = -1;
+  for (int i = 0; i < n && ordered; i++) {
+    const plan_op *op = &p->ops[i];
+    if (op->wait_event >= 0 && rec[op->wait_event] < 0) ordered = FALSE;
+    prev[i] = last[op->stream];
+    last[op->stream] = i;
+    if (op->record_event >= 0) rec[op->record_event] = i;
   }
-  g_free(layer_t);
-  return EVAL_OK;
+  int first = -1, end = -1;
+  /* the first kernel after `from` */
+  for (int i = MAX(from, 0); i < n && ordered && first < 0; i++) {
+    const plan_op *op = &p->ops[i];
+    mark[i] = from < 0 || i == from || (prev[i] >= 0 && mark[prev[i]]) ||
+              (op->wait_event >= 0 && mark[rec[op->wait_event]]);
+    if (mark[i] && op->kind == PLAN_KERNEL && op->stream == PLAN_STREAM_COMPUTE) first = i;
+  }
+  /* the last kernel `to` needs */
+  memset(mark, 0, sizeof(gboolean) * (size_t)n);
+  if (to >= 0) mark[to] = TRUE;
+  for (int i = to >= 0 ? to : n - 1; i >= 0 && ordered && end < 0; i--) {
+    const plan_op *op = &p->ops[i];
+    if (to < 0) mark[i] = op->stream == PLAN_STREAM_COMPUTE;
+    if (!mark[i]) continue;
+    if (op->kind == PLAN_KERNEL && op->stream == PLAN_STREAM_COMPUTE) end = i;
+    if (prev[i] >= 0) mark[prev[i]] = TRUE;
+    if (op->wait_event >= 0) mark[rec[op->wait_event]] = TRUE;
+  }
+  double t = 0;
+  for (int i = first; first >= 0 && i <= end; i++) {
+    const plan_op *op = &p->ops[i];
+    kdb_origin o;
+    if (op->kind == PLAN_KERNEL && op->stream == PLAN_STREAM_COMPUTE)
+      t += run_ctx_kernel_s(x, op, i, rank, c->iters > 1 ? 1 : 0, &o);
+  }
+  g_free(rec);
+  g_free(prev);
+  g_free(mark);
+  return t;
+}
+
+/* The first of the pipeline's messages of `kind` (PLAN_SEND or PLAN_RECV) and `purpose`
+ * (activation or its gradient) for micro-batch `mb` (its first piece, where a message goes in
+ * pieces: each side's first is the other's), or -1. */
+static int pipe_msg(const plan_rank *p, plan_op_kind kind, plan_purpose purpose, int mb) {
+  for (int i = 0; i < p->n_ops; i++) {
+    const plan_op *op = &p->ops[i];
+    if (op->kind == kind && op->purpose == purpose && op->microbatch == mb) return i;
+  }
+  return -1;
+}
+
+/* A lower bound of a pipeline's closed-form time (GPipe or 1F1B; 0 for others) from the plans
+ * of its first and last stages, p0 and pl: micro-batch 0 goes forward through every stage, one
+ * after another; the last stage then runs its kernels up to the backward of the micro-batch
+ * whose gradient leaves it last (k); that gradient goes back through every stage, and the first
+ * one runs the rest of its kernels. A middle stage's share of the forward of micro-batch 0 and
+ * the backward of micro-batch k is timed on its plan for a single micro-batch of the same size
+ * (those kernels do not depend on the micro-batch count); messages and collectives count as
+ * taking no time. */
+static double pipeline_bound_s(const run_ctx *x, const cfg_run *c, const double *layer_t,
+                               const plan_rank *p0, const plan_rank *pl) {
+  if (c->pp < 2 || c->schedule == CFG_SCHED_INTERLEAVED || x->sample != 0) return 0;
+  const int r0 = plan_rank_of(c, 0, 0, 0), rl = plan_rank_of(c, 0, 0, c->pp - 1);
+  int k = -1; /* the micro-batch whose gradient the last stage sends last */
+  for (int i = 0; i < pl->n_ops; i++)
+    if (pl->ops[i].kind == PLAN_SEND && pl->ops[i].purpose == PLAN_WHY_ACT_GRAD)
+      k = pl->ops[i].microbatch;
+  const int sl = pipe_msg(pl, PLAN_SEND, PLAN_WHY_ACT_GRAD, k);
+  const int s0 = pipe_msg(p0, PLAN_SEND, PLAN_WHY_ACT, 0), rg = pipe_msg(p0, PLAN_RECV,
+                                                                          PLAN_WHY_ACT_GRAD, k);
+  const int ra = pipe_msg(pl, PLAN_RECV, PLAN_WHY_ACT, 0);
+  if (k < 0 || sl < 0 || s0 < 0 || rg < 0 || ra < 0) return 0;
+  double t = chain_s(x, c, p0, r0, -1, s0) + chain_s(x, c, pl, rl, ra, sl) +
+             chain_s(x, c, p0, r0, rg, -1);
+  cfg_run one = *c; /* a single micro-batch of the same size */
+  one.batch = c->batch / c->microbatches;
+  one.microbatches = 1;
+  one.schedule = CFG_SCHED_GPIPE;
+  for (int j = 1; j < c->pp - 1; j++) {
+    const int rank = plan_rank_of(c, 0, 0, j);
+    plan_rank *q = run_ctx_plan(x, &one, layer_t, rank, NULL);
+    if (!q) return 0;
+    const int a = pipe_msg(q, PLAN_RECV, PLAN_WHY_ACT, 0);
+    const int b = pipe_msg(q, PLAN_SEND, PLAN_WHY_ACT, 0);
+    const int g = pipe_msg(q, PLAN_RECV, PLAN_WHY_ACT_GRAD, 0);
+    const int h = pipe_msg(q, PLAN_SEND, PLAN_WHY_ACT_GRAD, 0);
+    if (a >= 0 && b >= 0) t += chain_s(x, c, q, rank, a, b);
+    if (g >= 0 && h >= 0) t += chain_s(x, c, q, rank, g, h);
+    plan_rank_free(q);
+  }
+  return t;
 }
 
 /* What evaluating a layout does after resolving it: check its memory (check_stages), then time
  * it in closed form (STEP_WHOLE); check its memory and bound it (STEP_BOUND: out->analytic_s a
- * lower bound of its closed-form time, out->peak_bytes one of its memory); or only time it, its
- * memory checked when it was bounded (STEP_TIME). */
-typedef enum { STEP_WHOLE, STEP_BOUND, STEP_TIME } eval_step;
+ * lower bound of its closed-form time, out->peak_bytes one of its memory), the bound of a
+ * pipeline included (STEP_PIPE: its time goes into planning every stage, so it is asked only of
+ * the layouts the first bound does not pass over); or only time it, its memory checked when it
+ * was bounded (STEP_TIME). */
+typedef enum { STEP_WHOLE, STEP_BOUND, STEP_PIPE, STEP_TIME } eval_step;
+
+/* Memory on the stages that hold the most, the first and the last: EVAL_DROPPED (*why, *msg)
+ * when one does not fit, else EVAL_OK with *least the larger peak and, by `step`, *bound the
+ * larger of their plan_bound_s (STEP_BOUND) and the pipeline's (STEP_PIPE: pipeline_bound_s). */
+static eval_status check_stages(const run_ctx *x, const cfg_run *c, eval_step step,
+                                double *least, double *bound_s, search_drop *why, char **msg,
+                                GError **err) {
+  const gboolean bound = step == STEP_BOUND || step == STEP_PIPE;
+  GError *e = NULL;
+  double *layer_t = ktime_layer_times(&x->kt, c);
+  plan_rank *p[2] = {NULL, NULL}; /* the first stage's plan and the last's */
+  eval_status st = EVAL_OK;
+  *least = *bound_s = 0;
+  for (int k = 0; k < 2 && st == EVAL_OK; k++) {
+    const int stage = k ? c->pp - 1 : 0, rank = plan_rank_of(c, 0, 0, stage);
+    if (k && stage == 0) break;
+    p[k] = run_ctx_plan(x, c, layer_t, rank, &e);
+    if (!p[k]) {
+      st = refused(e, SEARCH_DROP_DIVISIBILITY, why, msg, err);
+      break;
+    }
+    const double peak = plan_memory_peak(&p[k]->mem);
+    if (bound && peak <= x->gpu_mem_bytes)
+      *bound_s = MAX(*bound_s, plan_bound_s(x, c, p[k], rank));
+    *least = MAX(*least, peak);
+    if (peak > x->gpu_mem_bytes) st = over_memory(x, peak, why, msg);
+  }
+  if (st == EVAL_OK && step == STEP_PIPE && p[1])
+    *bound_s = MAX(*bound_s, pipeline_bound_s(x, c, layer_t, p[0], p[1]));
+  for (int k = 0; k < 2; k++)
+    if (p[k]) plan_rank_free(p[k]);
+  g_free(layer_t);
+  return st;
+}
 
 /* Layout `c` resolved and evaluated by `step` into `out`. EVAL_DROPPED with *why and *msg
  * (g_free) when it is left out; EVAL_FAILED with err set for a failure of the system. */
@@ -271,10 +383,10 @@ static eval_status evaluate(const run_ctx *x, cfg_run *c, eval_step step, search
                    why, msg, err);
   double least, bound;
   if (step != STEP_TIME) {
-    const eval_status st = check_stages(x, c, step == STEP_BOUND, &least, &bound, why, msg, err);
+    const eval_status st = check_stages(x, c, step, &least, &bound, why, msg, err);
     if (st != EVAL_OK) return st;
   }
-  if (step == STEP_BOUND) {
+  if (step == STEP_BOUND || step == STEP_PIPE) {
     memset(out, 0, sizeof *out);
     out->cfg = *c;
     out->analytic_s = bound;
@@ -322,6 +434,7 @@ static eval_status evaluate(const run_ctx *x, cfg_run *c, eval_step step, search
  * search; first the bounds of every layout, then the layouts timed (or passed over). */
 static void progress(gboolean bounds, long done, long total) {
   const gboolean last = done == total, tty = isatty(2);
+  if (total <= 0) return; /* none asked */
   if (!tty && (total < PROGRESS_LOG_MIN || (!last && done % MAX(1, total / 10)))) return;
   if (tty && last) fprintf(stderr, "\r\033[K");
   else
@@ -789,7 +902,7 @@ static gboolean bounds_hold(const GArray *space, const outcome *all, const outco
 static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GArray *space,
                                outcome *all, long *pruned, GError **err) {
   const guint n = space->len;
-  outcome *bnd = g_new0(outcome, n + 1);
+  outcome *bnd = g_new0(outcome, n + 1), *pipe = g_new0(outcome, n + 1);
   guint *idx = g_new(guint, n + 1);
   for (guint i = 0; i < n; i++) idx[i] = i;
   long done = 0;
@@ -817,17 +930,49 @@ static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GAr
     }
   }
   g_array_sort_with_data(order, by_bound, bnd);
-  const guint n_ok = order->len, *ix = (const guint *)order->data;
+  const guint n_ok = order->len;
+  guint *ix = (guint *)order->data;
+  gboolean *piped = g_new0(gboolean, n + 1); /* bounded as a pipeline */
   const gboolean prune = o->objective == SEARCH_BY_TIME && !o->exhaustive;
   GArray *pts = g_array_new(FALSE, FALSE, sizeof(timed_point));
   double *least = NULL;
   guint *todo = g_new(guint, n_ok + 1);
   for (guint at = 0, size = prune ? ROUND_FIRST : MAX(1u, n_ok); at < n_ok && ok;
        at += size, size = MIN(2 * size, ROUND_MAX)) {
-    const guint end = MIN(n_ok, at + size);
     least = timed_so_far(all, ix, at, o->verify, pts, least);
-    guint n_todo = 0;
-    for (guint k = at; k < end; k++) {
+    /* the pipelines among the round that the first bound does not pass over: bounded again,
+     * their bubble included (every one when nothing is passed over: the bound is still
+     * checked), and the layouts not yet timed put in the order of their bounds again, until
+     * the round holds no pipeline left to bound */
+    guint n_todo = 0, end = MIN(n_ok, at + size);
+    for (gboolean more = TRUE; more && ok;) {
+      n_todo = 0;
+      for (guint k = at; k < end; k++) {
+        const guint i = ix[k];
+        const cfg_run *c = &g_array_index(space, cfg_run, i);
+        if (!have[i] && !piped[i] && c->pp > 1 && c->schedule != CFG_SCHED_INTERLEAVED &&
+            (!prune || !passed_over(o, pts, least, bnd[i].l.analytic_s, bnd[i].l.peak_bytes))) {
+          todo[n_todo++] = i;
+          piped[i] = TRUE;
+        }
+      }
+      long none = 0;
+      ok = evaluate_all(x, o, space, todo, n_todo, STEP_PIPE, pipe, -1, &none, 0, err);
+      for (guint t = 0; t < n_todo; t++) {
+        outcome *u = &pipe[todo[t]];
+        if (u->status == EVAL_OK) bnd[todo[t]].l.analytic_s = u->l.analytic_s;
+        if (ok && u->status == EVAL_FAILED) { /* a failure of the system */
+          g_clear_error(err);
+          g_set_error(err, DL_ERROR, DL_ERR_IO, "%s", u->msg ? u->msg : "a layout failed");
+          ok = FALSE;
+        }
+        g_clear_pointer(&u->msg, g_free);
+      }
+      more = n_todo > 0 && prune;
+      if (more) g_qsort_with_data(ix + at, (gint)(n_ok - at), sizeof *ix, by_bound, bnd);
+    }
+    n_todo = 0;
+    for (guint k = at; k < end && ok; k++) {
       const guint i = ix[k];
       if (have[i]) continue; /* timed before an interruption */
       if (prune && passed_over(o, pts, least, bnd[i].l.analytic_s, bnd[i].l.peak_bytes)) {
@@ -839,7 +984,7 @@ static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GAr
         todo[n_todo++] = i;
       }
     }
-    ok = evaluate_all(x, o, space, todo, n_todo, STEP_TIME, all, jfd, &done, n, err);
+    if (ok) ok = evaluate_all(x, o, space, todo, n_todo, STEP_TIME, all, jfd, &done, n, err);
     /* a failure of the system: the first of the round in the space's order, whatever --jobs */
     guint failed = G_MAXUINT;
     for (guint t = 0; t < n_todo; t++)
@@ -861,6 +1006,8 @@ static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GAr
   g_free(idx);
   for (guint i = 0; i < n; i++) g_free(bnd[i].msg);
   g_free(bnd);
+  g_free(pipe);
+  g_free(piped);
   return ok;
 }
 

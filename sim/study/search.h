@@ -18,7 +18,9 @@
  * rank over the GPU's memory means the layout does not fit; the closed form's fits_in_memory
  * decides for the rest), and what does not fit is dropped for "memory". Those plans also bound
  * the layout's closed-form time from below (their kernels, one after another on the compute
- * stream or on the host), and with the objective time a layout whose bound shows it neither
+ * stream or on the host; for a GPipe or 1F1B pipeline also the chain of micro-batch 0 forward
+ * through every stage and of the last gradient back, with the stages' kernels between), and
+ * with the objective time a layout whose bound shows it neither
  * among the o->top best nor on the Pareto front of time against memory (within
  * o->pareto_within times the fastest) is passed over unless o->exhaustive (search_run). */
 #ifndef DL_STUDY_SEARCH_H
