@@ -52,6 +52,9 @@ int coll_alltoallv_pairwise(const void *sendbuf, const double *send_bytes, void 
 static inline size_t coll_msg_pieces(size_t bytes) {
   return bytes ? (bytes + COLL_MSG_MAX - 1) / COLL_MSG_MAX : 1;
 }
+/* Called before every message the algorithms post (NULL: nothing): the SMPI executor's progress
+ * line, which a long collective would otherwise hold back. */
+extern void (*coll_msg_tick)(void);
 /* Posts the pieces, appending their requests at q[*m] (room for coll_msg_pieces(bytes)). */
 int coll_isend_bytes(const void *buf, size_t bytes, int dst, int tag, MPI_Comm comm,
                      MPI_Request *q, int *m);

@@ -9,9 +9,12 @@
 
 #include "coll/coll_mpi.h"
 
+void (*coll_msg_tick)(void);
+
 static int post(int send, void *buf, size_t bytes, int peer, int tag, MPI_Comm comm,
                 MPI_Request *q, int *m) {
   const size_t k = coll_msg_pieces(bytes);
+  if (coll_msg_tick) coll_msg_tick();
   int rc = MPI_SUCCESS;
   for (size_t i = 0; i < k && rc == MPI_SUCCESS; i++) {
     const size_t off = i * COLL_MSG_MAX, len = MIN(COLL_MSG_MAX, bytes - off);

@@ -265,8 +265,8 @@ void exec_expect_simulated_s(double simulated_s) { expected_sim_s = simulated_s;
 typedef struct {
   gint64 start_us;
   gboolean tty, drawn; /* standard error is a terminal; a line is on it */
-  int step;            /* when it is not: the last tenth reported (or minute, with no
-                          expectation) */
+  int step, minute;    /* when it is not: the last tenth reported, and the minute of the last
+                          line (one at least every minute, however slow the tenths) */
 } sim_progress;
 
 static void progress_line(const char *text, void *data) {
@@ -275,9 +275,10 @@ static void progress_line(const char *text, void *data) {
   if (el < (p->tty ? 2 : 60)) return; /* short runs stay quiet */
   const int pct = expected_sim_s > 0 ? (int)MIN(99, 100 * t / expected_sim_s) : -1;
   if (!p->tty) {
-    const int step = pct >= 0 ? pct / 10 : (int)(el / 60);
-    if (step <= p->step) return;
-    p->step = step;
+    const int step = pct / 10, minute = (int)(el / 60);
+    if ((pct < 0 || step <= p->step) && minute <= p->minute) return;
+    p->step = MAX(p->step, step);
+    p->minute = minute;
   }
   char took[32], of[48] = "";
   dl_format_duration(took, sizeof took, el);
@@ -301,7 +302,7 @@ static gboolean start_smpi(const run_ctx *x, const cfg_run *c, const char *platf
   }
   launch_network_cfg(x->platform, c->simgrid_cfg, extra);
   g_ptr_array_add(extra, NULL);
-  sim_progress pg = {g_get_monotonic_time(), isatty(2), FALSE, -1};
+  sim_progress pg = {g_get_monotonic_time(), isatty(2), FALSE, -1, 0};
   const dl_child_watch watch = {EXEC_PROGRESS, progress_line, &pg};
   gboolean ok = launch_smpi(platform ? platform : plat_file(x->platform), c->gpus, hosts, argv,
                             (const char *const *)extra->pdata, NULL, &watch, err);

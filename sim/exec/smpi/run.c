@@ -100,7 +100,7 @@ static struct {
   struct smpi_rank **rank; /* per rank: its backend, while it runs */
   rec_rank *recs;        /* per rank */
   shared_plan **plans;   /* per representative rank (run_ctx_representative), else NULL */
-  guint64 clock_reads;   /* be_now calls, to look at the host's clock on few of them */
+  guint64 clock_reads;   /* report_progress calls, to look at the host's clock on few of them */
   gint64 next_report_us; /* host time of the next progress line */
   size_t buf_bytes;      /* the largest message or collective of any rank, bytes */
   void *sendbuf, *recvbuf; /* payload-free buffers every rank uses (one mapping each) */
@@ -179,11 +179,9 @@ static void settle(smpi_rank *g) {
   reap_sends(g);
 }
 
-/* The simulated clock, and about once a second of host time a progress line with it for the
- * driver (exec.h). */
-static double be_now(void *be) {
-  const smpi_rank *g = be;
-  const double t = stream_now(g, stream_of(g));
+/* About once a second of host time, a progress line for the driver (exec.h) with the simulated
+ * time t; looked at on one call in 4,096. */
+static void report_progress(double t) {
   if (++shared.clock_reads % 4096 == 0) {
     const gint64 now = g_get_monotonic_time();
     if (now >= shared.next_report_us) {
@@ -191,6 +189,16 @@ static double be_now(void *be) {
       fprintf(stderr, EXEC_PROGRESS "%.9g\n", t);
     }
   }
+}
+
+/* Between ops, inside a collective's messages (coll_msg_tick). */
+static void collective_tick(void) { report_progress(simgrid_get_clock()); }
+
+/* The simulated clock, with the progress line. */
+static double be_now(void *be) {
+  const smpi_rank *g = be;
+  const double t = stream_now(g, stream_of(g));
+  report_progress(t);
   return t;
 }
 
@@ -461,6 +469,7 @@ static void open_shared(const char *request_path) {
   shared.recs = g_new0(rec_rank, shared.ctx.cfg.gpus);
   shared.rank = g_new0(smpi_rank *, shared.ctx.cfg.gpus);
   shared.plans = g_new0(shared_plan *, shared.ctx.cfg.gpus);
+  coll_msg_tick = collective_tick;
 }
 
 /* The op list of representative rank `rep`, built on first use. NULL with DL_ERR_INPUT. */
