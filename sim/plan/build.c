@@ -396,8 +396,9 @@ static void plan_mark_warm(plan_rank *p, const wl_model *m, const cfg_run *c) {
   }
 }
 
-plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
-                       GError **err) {
+/* plan_build, or with !ops plan_build_memory. */
+static plan_rank *build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
+                        gboolean ops, GError **err) {
   if (rank < 0 || rank >= c->gpus) {
     g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "plan_build: rank %d out of range", rank);
     return NULL;
@@ -432,8 +433,9 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
 
   /* a few ops per layer and micro-batch: grown once or twice, not copied over and over */
   plan_builder b = {g_array_sized_new(FALSE, FALSE, sizeof(plan_op),
-                                      (guint)MIN(1u << 24, 8u * (guint)(span + 1) *
-                                                              (guint)c->microbatches + 64)),
+                                      ops ? (guint)MIN(1u << 24, 8u * (guint)(span + 1) *
+                                                                     (guint)c->microbatches + 64)
+                                          : 0),
                     0, -1};
   plan_rank *p = g_new0(plan_rank, 1);
   p->pool = g_ptr_array_new_with_free_func(g_free);
@@ -446,8 +448,9 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
   p->chunk_stride = c->pp;
   int pending = -1;
   int in_all = 0; /* micro-batch chunks whose activations are kept */
-  if (plan_sharded_units(c)) chunk[0].units = plan_units_new(m, c, role, chunk[0].l0, chunk[0].l1);
-  for (int v = 0; v < V; v++)
+  if (ops && plan_sharded_units(c))
+    chunk[0].units = plan_units_new(m, c, role, chunk[0].l0, chunk[0].l1);
+  for (int v = 0; v < V && ops; v++)
     plan_zero_gathers(&b, m, c, role, chunk[v].l0, chunk[v].l1, &pending);
   const int nsteps = 2 * c->microbatches * V;
   plan_step *steps = g_new(plan_step, nsteps);
@@ -458,26 +461,37 @@ plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_t
     if (steps[st].fwd) {
       in_all++;
       p->max_stash = MAX(p->max_stash, in_all);
-      forward_step(&b, p, s, steps[st].mb, &pending);
+      if (ops) forward_step(&b, p, s, steps[st].mb, &pending);
     } else {
       in_all--;
       /* ZeRO 2 reduces the gradients of every micro-batch: only shards are accumulated */
-      backward_step(&b, p, s, steps[st].mb,
-                    c->zero == 2 || plan_schedule_last_backward(c, steps[st]), &pending);
+      if (ops)
+        backward_step(&b, p, s, steps[st].mb,
+                      c->zero == 2 || plan_schedule_last_backward(c, steps[st]), &pending);
     }
   }
   b.mb = -1; /* what follows belongs to the iteration, not to a micro-batch */
-  plan_grad_tied(&b, p, m, c, role, &pending);
+  if (ops) plan_grad_tied(&b, p, m, c, role, &pending);
   plan_units_free(chunk[0].units);
   g_free(chunk);
   plan_memory_fill(p, m, c, role, steps);
   g_free(steps);
   plan_sharded_memory(p, m, c, role);
-  optimizer_step(&b, p, m, c);
+  if (ops) optimizer_step(&b, p, m, c);
   p->n_ops = (int)b.ops->len;
   p->ops = (plan_op *)g_array_free(b.ops, FALSE);
   p->n_events = b.n_events;
   g_free(role);
-  plan_mark_warm(p, m, c);
+  if (ops) plan_mark_warm(p, m, c);
   return p;
+}
+
+plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
+                      GError **err) {
+  return build(m, c, layer_time_s, rank, TRUE, err);
+}
+
+plan_rank *plan_build_memory(const wl_model *m, const cfg_run *c, const double *layer_time_s,
+                             int rank, GError **err) {
+  return build(m, c, layer_time_s, rank, FALSE, err);
 }

@@ -193,6 +193,10 @@ static inline void plan_chunk_layers(const plan_rank *p, int v, int *l0, int *l1
  * (plan_rank_free). */
 plan_rank *plan_build(const wl_model *m, const cfg_run *c, const double *layer_time_s, int rank,
                        GError **err);
+/* The same plan without its ops (n_ops 0, no events): its partition, stash and memory, which
+ * do not depend on them, at a fraction of the cost (a search's memory check). */
+plan_rank *plan_build_memory(const wl_model *m, const cfg_run *c, const double *layer_time_s,
+                             int rank, GError **err);
 
 /* The pipeline partition: stage_first[s] is the first layer of stage s, stage_first[pp] =
  * n_layers; with --schedule interleaved the same over pp·V virtual stages (pipeline rank s holds

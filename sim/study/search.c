@@ -349,21 +349,38 @@ static eval_status check_stages(const run_ctx *x, const cfg_run *c, eval_step st
   GError *e = NULL;
   double *layer_t = ktime_layer_times(&x->kt, c);
   plan_rank *p[2] = {NULL, NULL}; /* the first stage's plan and the last's */
+  double peak[2] = {0, 0};
   eval_status st = EVAL_OK;
   *least = *bound_s = 0;
+  /* memory first, from plans without their ops: most layouts that do not fit stop here */
   for (int k = 0; k < 2 && st == EVAL_OK; k++) {
     const int stage = k ? c->pp - 1 : 0, rank = plan_rank_of(c, 0, 0, stage);
     if (k && stage == 0) break;
-    p[k] = run_ctx_plan(x, c, layer_t, rank, &e);
-    if (!p[k]) {
+    plan_rank *q = plan_build_memory(x->model, c, layer_t, rank, &e);
+    if (!q) {
       st = refused(e, SEARCH_DROP_DIVISIBILITY, why, msg, err);
       break;
     }
-    const double peak = plan_memory_peak(&p[k]->mem);
-    if (bound && peak <= x->gpu_mem_bytes)
+    peak[k] = plan_memory_peak(&q->mem);
+    plan_rank_free(q);
+    *least = MAX(*least, peak[k]);
+    if (peak[k] > x->gpu_mem_bytes) st = over_memory(x, peak[k], why, msg);
+  }
+  for (int k = 0; k < 2 && st == EVAL_OK && bound; k++) {
+    const int stage = k ? c->pp - 1 : 0, rank = plan_rank_of(c, 0, 0, stage);
+    if (k && stage == 0) break;
+    p[k] = run_ctx_plan(x, c, layer_t, rank, err);
+    if (!p[k]) {
+      st = EVAL_FAILED;
+    } else if (plan_memory_peak(&p[k]->mem) != peak[k]) {
+      char *a = search_layout_args(c);
+      g_set_error(err, DL_ERROR, DL_ERR_INTERNAL, "search: %s: stage %d holds %.9g bytes, "
+                  "%.9g without its ops (a bug)", a, stage, plan_memory_peak(&p[k]->mem), peak[k]);
+      g_free(a);
+      st = EVAL_FAILED;
+    } else {
       *bound_s = MAX(*bound_s, plan_bound_s(x, c, p[k], rank));
-    *least = MAX(*least, peak);
-    if (peak > x->gpu_mem_bytes) st = over_memory(x, peak, why, msg);
+    }
   }
   if (st == EVAL_OK && step == STEP_PIPE && p[1])
     *bound_s = MAX(*bound_s, pipeline_bound_s(x, c, layer_t, p[0], p[1]));
