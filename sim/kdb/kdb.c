@@ -29,6 +29,7 @@ struct kdb {
   /* kdb_kernel_s's answers by kernel (memo_key -> memo_val, owned), dropped when an entry is
    * added: a search asks for the same kernels across thousands of layouts */
   GHashTable *memo;
+  struct memo_slot *recent; /* the memo's last answers, direct-mapped in front of it (owned) */
   /* the validation cases (kdb_validation): real and predicted seconds, NULL when none (owned) */
   GArray *val_real, *val_pred;
   GPtrArray *val_case; /* their names */
@@ -51,6 +52,26 @@ typedef struct {
 } memo_val;
 
 G_STATIC_ASSERT(sizeof(memo_key) % sizeof(guint64) == 0);
+
+/* A slot of the memo's front: one key and its answer, found by a cheap hash of a few of the
+ * key's fields; a layout asks again and again for the kernels of each micro-batch, whose slots
+ * stay in the caches where the memo's table, grown over many layouts, does not. */
+#define MEMO_RECENT 4096 /* slots, a power of two */
+typedef struct memo_slot {
+  memo_key key;
+  memo_val val;
+  gboolean used;
+} memo_slot;
+
+static guint recent_index(const memo_key *k) {
+  guint64 w, h = (guint64)(uintptr_t)k->layer * 0x9E3779B97F4A7C15ULL;
+  memcpy(&w, k->kname, sizeof w);
+  h ^= w * 0xBF58476D1CE4E5B9ULL;
+  memcpy(&w, &k->flops, sizeof w);
+  h ^= (w + (guint64)k->samples + ((guint64)k->split << 32) + ((guint64)k->seq << 48)) *
+       0x94D049BB133111EBULL;
+  return (guint)(h >> 40) & (MEMO_RECENT - 1);
+}
 
 static guint memo_hash(gconstpointer p) {
   guint64 h = 0x9E3779B97F4A7C15ULL, w;
@@ -117,6 +138,7 @@ void kdb_free(kdb *db) {
     if (db->eff[i]) g_array_free(db->eff[i], TRUE);
   if (db->host_ops) g_hash_table_destroy(db->host_ops);
   if (db->memo) g_hash_table_destroy(db->memo);
+  g_free(db->recent);
   g_free(db->name);
   g_free(db->path);
   g_free(db);
@@ -180,6 +202,7 @@ static void index_add(GHashTable *h, char *owned_key, int idx) {
 void kdb_add(kdb *db, const kdb_entry *e) {
   G_LOCK(memo);
   if (db->memo) g_hash_table_remove_all(db->memo);
+  if (db->recent) memset(db->recent, 0, sizeof(memo_slot) * MEMO_RECENT);
   G_UNLOCK(memo);
   gpointer idx1 = g_hash_table_lookup(db->by_key, e->key);
   kdb_entry copy = *e;
@@ -763,9 +786,13 @@ double kdb_kernel_spread_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel 
   kdb *w = (kdb *)db; /* the memo is a cache: the database's answers do not change */
   G_LOCK(memo); /* simulated actors may run on threads of their own (SimGrid's contexts) */
   if (!w->memo) w->memo = g_hash_table_new_full(memo_hash, memo_equal, g_free, g_free);
-  const memo_val *v = g_hash_table_lookup(w->memo, &key);
+  if (!w->recent) w->recent = g_new0(memo_slot, MEMO_RECENT);
+  memo_slot *slot = &w->recent[recent_index(&key)];
+  const gboolean recent = slot->used && memcmp(&slot->key, &key, sizeof key) == 0;
+  const memo_val *v = recent ? &slot->val : g_hash_table_lookup(w->memo, &key);
   memo_val got;
   if (v) got = *v;
+  if (v && !recent) *slot = (memo_slot){key, got, TRUE};
   G_UNLOCK(memo);
   if (!v) {
     got.t = lookup_s(db, gpu, k, prec, &got.origin, &got.cv);
