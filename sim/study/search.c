@@ -333,15 +333,15 @@ static double pipeline_bound_s(const run_ctx *x, const cfg_run *c, const double 
 
 /* What evaluating a layout does after resolving it: check its memory (check_stages), then time
  * it in closed form (STEP_WHOLE); check its memory and bound it (STEP_BOUND: out->analytic_s a
- * lower bound of its closed-form time, out->peak_bytes one of its memory), the bound of a
- * pipeline included (STEP_PIPE: its time goes into planning every stage, so it is asked only of
- * the layouts the first bound does not pass over); or only time it, its memory checked when it
- * was bounded (STEP_TIME). */
+ * lower bound of its closed-form time, out->peak_bytes one of its memory); bound a pipeline
+ * that fits with its bubble (STEP_PIPE: out->analytic_s pipeline_bound_s, which plans every
+ * stage, so it is asked only of the layouts the first bound does not pass over); or only time
+ * it, its memory checked when it was bounded (STEP_TIME). */
 typedef enum { STEP_WHOLE, STEP_BOUND, STEP_PIPE, STEP_TIME } eval_step;
 
 /* Memory on the stages that hold the most, the first and the last: EVAL_DROPPED (*why, *msg)
  * when one does not fit, else EVAL_OK with *least the larger peak and, by `step`, *bound the
- * larger of their plan_bound_s (STEP_BOUND) and the pipeline's (STEP_PIPE: pipeline_bound_s). */
+ * larger of their plan_bound_s (STEP_BOUND) or the pipeline's (STEP_PIPE: pipeline_bound_s). */
 static eval_status check_stages(const run_ctx *x, const cfg_run *c, eval_step step,
                                 double *least, double *bound_s, search_drop *why, char **msg,
                                 GError **err) {
@@ -378,12 +378,12 @@ static eval_status check_stages(const run_ctx *x, const cfg_run *c, eval_step st
                   "%.9g without its ops (a bug)", a, stage, plan_memory_peak(&p[k]->mem), peak[k]);
       g_free(a);
       st = EVAL_FAILED;
-    } else {
+    } else if (step == STEP_BOUND) {
       *bound_s = MAX(*bound_s, plan_bound_s(x, c, p[k], rank));
     }
   }
   if (st == EVAL_OK && step == STEP_PIPE && p[1])
-    *bound_s = MAX(*bound_s, pipeline_bound_s(x, c, layer_t, p[0], p[1]));
+    *bound_s = pipeline_bound_s(x, c, layer_t, p[0], p[1]);
   for (int k = 0; k < 2; k++)
     if (p[k]) plan_rank_free(p[k]);
   g_free(layer_t);
@@ -916,6 +916,19 @@ static gboolean bounds_hold(const GArray *space, const outcome *all, const outco
   return TRUE;
 }
 
+/* FALSE with err set (over any error of the round's) to the message of the failure of the system
+ * among out[todo[0..n-1]] that comes first in the space's order, the same whatever --jobs. */
+static gboolean none_failed(const outcome *out, const guint *todo, guint n, GError **err) {
+  guint failed = G_MAXUINT;
+  for (guint t = 0; t < n; t++)
+    if (out[todo[t]].status == EVAL_FAILED) failed = MIN(failed, todo[t]);
+  if (failed == G_MAXUINT) return TRUE;
+  g_clear_error(err);
+  g_set_error(err, DL_ERROR, DL_ERR_IO, "%s",
+              out[failed].msg ? out[failed].msg : "a layout failed");
+  return FALSE;
+}
+
 static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GArray *space,
                                outcome *all, long *pruned, GError **err) {
   const guint n = space->len;
@@ -975,14 +988,11 @@ static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GAr
       }
       long none = 0;
       ok = evaluate_all(x, o, space, todo, n_todo, STEP_PIPE, pipe, -1, &none, 0, err);
+      ok = none_failed(pipe, todo, n_todo, err) && ok;
       for (guint t = 0; t < n_todo; t++) {
         outcome *u = &pipe[todo[t]];
-        if (u->status == EVAL_OK) bnd[todo[t]].l.analytic_s = u->l.analytic_s;
-        if (ok && u->status == EVAL_FAILED) { /* a failure of the system */
-          g_clear_error(err);
-          g_set_error(err, DL_ERROR, DL_ERR_IO, "%s", u->msg ? u->msg : "a layout failed");
-          ok = FALSE;
-        }
+        if (u->status == EVAL_OK)
+          bnd[todo[t]].l.analytic_s = MAX(bnd[todo[t]].l.analytic_s, u->l.analytic_s);
         g_clear_pointer(&u->msg, g_free);
       }
       more = n_todo > 0 && prune;
@@ -1002,16 +1012,7 @@ static gboolean evaluate_space(const run_ctx *x, const search_opts *o, const GAr
       }
     }
     if (ok) ok = evaluate_all(x, o, space, todo, n_todo, STEP_TIME, all, jfd, &done, n, err);
-    /* a failure of the system: the first of the round in the space's order, whatever --jobs */
-    guint failed = G_MAXUINT;
-    for (guint t = 0; t < n_todo; t++)
-      if (all[todo[t]].status == EVAL_FAILED) failed = MIN(failed, todo[t]);
-    if (failed != G_MAXUINT) {
-      g_clear_error(err);
-      g_set_error(err, DL_ERROR, DL_ERR_IO, "%s",
-                  all[failed].msg ? all[failed].msg : "a layout failed");
-      ok = FALSE;
-    }
+    ok = none_failed(all, todo, n_todo, err) && ok;
     ok = ok && bounds_hold(space, all, bnd, ix, at, end, err);
   }
   if (jfd >= 0) close(jfd);

@@ -191,7 +191,8 @@ static void report_progress(double t) {
   }
 }
 
-/* Between ops, inside a collective's messages (coll_msg_tick). */
+/* Inside a collective, at each message it posts (coll_msg_tick): a long one does not hold the
+ * progress line back. */
 static void collective_tick(void) { report_progress(simgrid_get_clock()); }
 
 /* The simulated clock, with the progress line. */
