@@ -254,6 +254,22 @@ static void sp_norm_grads(plan_builder *b, const stage_ctx *s, int *pending) {
                 n * plan_grad_bytes(s->c), TRUE, pending);
 }
 
+/* Beside a pipeline the gradients are reduced after the schedule, chunk by chunk, layers in
+ * reverse order (Megatron's finalize_model_grads): queued on the communication stream during the
+ * stage's last backward they would hold the pipeline's sends and receives behind them, which
+ * Megatron runs on their own communicator (and stream) whether it overlaps the reduction or
+ * not. (ZeRO 2 and 3 and FSDP, which reduce as they go, do not run beside a pipeline: fsdp.c.) */
+static gboolean grads_after_schedule(const stage_ctx *s) { return s->c->pp > 1; }
+
+static void grad_sync_after(plan_builder *b, const stage_ctx *s, int *pending) {
+  plan_grad_state g;
+  plan_grad_begin(&g, s->l1);
+  for (int i = s->l1 - 1; i >= s->l0; i--)
+    plan_grad_layer(b, &g, s->c, &s->m->layers[i], i, &s->role[i], pending);
+  sp_norm_grads(b, s, pending);
+  plan_grad_flush(b, &g, s->c, s->l0, pending);
+}
+
 static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int mb,
                           gboolean sync_grads, int *pending) {
   const wl_model *m = s->m;
@@ -467,10 +483,14 @@ static plan_rank *build(const wl_model *m, const cfg_run *c, const double *layer
       /* ZeRO 2 reduces the gradients of every micro-batch: only shards are accumulated */
       if (ops)
         backward_step(&b, p, s, steps[st].mb,
-                      c->zero == 2 || plan_schedule_last_backward(c, steps[st]), &pending);
+                      c->zero == 2 || (!grads_after_schedule(s) &&
+                                       plan_schedule_last_backward(c, steps[st])),
+                      &pending);
     }
   }
   b.mb = -1; /* what follows belongs to the iteration, not to a micro-batch */
+  for (int v = 0; v < V && ops; v++)
+    if (grads_after_schedule(&chunk[v])) grad_sync_after(&b, &chunk[v], &pending);
   if (ops) plan_grad_tied(&b, p, m, c, role, &pending);
   plan_units_free(chunk[0].units);
   g_free(chunk);

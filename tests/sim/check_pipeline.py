@@ -6,7 +6,9 @@ whose links have no latency and 10^6 GB/s: with p stages and m micro-batches bot
 idle each stage for (p-1) forward+backward slots out of m+p-1, so bubble / (iteration - optimizer)
 = (p-1)/(m+p-1) (Huang et al. 2019; Narayanan et al. 2021). Checked within 1%. Interleaved
 1F1B with V chunks per rank: (p-1)/(Vm+p-1), the bubble (p-1)/(Vm) of the ideal time.
-Also, balanced: 1F1B takes the same time as GPipe; and on ResNet-18 with p = m = 8, stage s of 1F1B
+With data parallelism beside the pipeline (gpt-tiny, pp 4, on a 1 GB/s star), the gradients are
+reduced after the schedule: the bubble is that of the pipeline alone and the iteration grows by
+the exposed reductions only. Also, balanced: 1F1B takes the same time as GPipe; and on ResNet-18 with p = m = 8, stage s of 1F1B
 stashes p - s micro-batches where GPipe stashes m (Narayanan et al. 2021, §2.2): the same on stage 0,
 less everywhere else.
 Usage: check_pipeline.py DLSIM
@@ -73,6 +75,28 @@ def main(dlsim):
             check(f"gpt-1.7b {gpus} GPUs tp 8 pp {pp} V {v}: simulation within 2 % of the closed "
                   "form", abs(t["sim"] / t["analytic"] - 1) < 0.02,
                   f"{t['sim'] * 1e3:.3f} ms vs {t['analytic'] * 1e3:.3f} ms")
+        # data parallelism beside a pipeline: the gradients are reduced after the schedule, so
+        # the pipeline runs as without it (the same bubble) and the iteration grows by the
+        # reductions alone; queued in a stage's last backward they held its sends behind them,
+        # stage after stage. A 1 GB/s star makes the reductions long next to the stages.
+        slow = os.path.join(d, "slow.xml")
+        subprocess.run([dlsim, "platform", "--preset", "star", "--nic-bw", "1GBps", "--out", slow],
+                       check=True)
+        for sched in ("1f1b", "gpipe"):
+            r = {}
+            for dp in (1, 2):
+                r[dp] = run(dlsim, d, "--mode", "analytic", "--workload", "gpt-tiny", "--platform",
+                            slow, "--gpus", str(4 * dp), "--pp", "4", "--microbatches", "8",
+                            "--schedule", sched, "--batch", str(8 * dp))
+            b1, b2 = r[1]["breakdown_s"], r[2]["breakdown_s"]
+            grew = r[2]["iteration_time_s"] - r[1]["iteration_time_s"]
+            check(f"gpt-tiny pp 4 {sched}, dp 2 against dp 1: the same bubble, and the iteration "
+                  "longer by the exposed gradient reductions alone",
+                  abs(b2["bubble"] - b1["bubble"]) <= 1e-12 and grew > 0 and
+                  abs(grew - (b2["exposed_comm"] - b1["exposed_comm"])) <= 1e-12,
+                  f"bubble {b1['bubble'] * 1e6:.3f} / {b2['bubble'] * 1e6:.3f} us, iteration "
+                  f"+{grew * 1e6:.3f} us, exposed comm "
+                  f"+{(b2['exposed_comm'] - b1['exposed_comm']) * 1e6:.3f} us")
         for mode in ("analytic", "sim"):
             res = {}
             for sched in ("gpipe", "1f1b"):
