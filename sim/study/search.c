@@ -448,11 +448,18 @@ static eval_status evaluate(const run_ctx *x, cfg_run *c, eval_step step, search
 #define PROGRESS_LOG_MIN 1000
 
 /* `[625/6256]   9%`: in place on a terminal (cleared at the end), else every tenth for a long
- * search; first the bounds of every layout, then the layouts timed (or passed over). */
+ * search, and at least once a minute between tenths (a search of 16,384 GPUs times a layout in
+ * seconds); first the bounds of every layout, then the layouts timed (or passed over). */
 static void progress(gboolean bounds, long done, long total) {
+  static gint64 last_line_us; /* when the last line was written to a log */
   const gboolean last = done == total, tty = isatty(2);
+  const gint64 now_us = g_get_monotonic_time();
   if (total <= 0) return; /* none asked */
-  if (!tty && (total < PROGRESS_LOG_MIN || (!last && done % MAX(1, total / 10)))) return;
+  if (!last_line_us) last_line_us = now_us;
+  if (!tty && (total < PROGRESS_LOG_MIN ||
+               (!last && done % MAX(1, total / 10) && now_us - last_line_us < 60 * G_USEC_PER_SEC)))
+    return;
+  last_line_us = now_us;
   if (tty && last) fprintf(stderr, "\r\033[K");
   else
     fprintf(stderr, "%sdlsim: search: [%ld/%ld] %3ld%% of the layouts %s%s",
