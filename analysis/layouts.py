@@ -73,11 +73,12 @@ def figures(res):
             "model_flops_per_iteration": res["model_flops_per_iteration"],
             "memory_gb": res["memory_bytes_per_gpu"]["peak"] / 1e9,
             "bubble": b["bubble"] / t, "exposed_comm": b["exposed_comm"] / t,
-            "layout": f"tp {c['tp']}{' sp' if c['sequence_parallel'] else ''}, cp {c['cp']}, "
-                      f"pp {c['pp']}, dp {c['dp']}, {c['schedule'] if c['pp'] > 1 else ''}"
-                      f"{' V ' + str(c['virtual_stages']) if c['virtual_stages'] > 1 else ''} "
-                      f"m {c['microbatches']}, ZeRO {c['zero']}, FSDP {c['fsdp']}, "
-                      f"recompute {c['recompute_granularity']}".replace(",  m", ", m")}
+            "layout": ", ".join(part for part in (
+                f"tp {c['tp']}" + (" sp" if c["sequence_parallel"] else ""), f"cp {c['cp']}",
+                f"pp {c['pp']}", f"dp {c['dp']}",
+                (c["schedule"] + (f" V {c['virtual_stages']}" if c["virtual_stages"] > 1 else "")
+                 + " ") * (c["pp"] > 1) + f"m {c['microbatches']}", f"ZeRO {c['zero']}",
+                f"FSDP {c['fsdp']}", f"recompute {c['recompute_granularity']}"))}
 
 
 def megatron_eq3(batch, shape):
@@ -107,10 +108,10 @@ def published(dlsim, case, platform, d):
     out = {"source": pub["source"], "args": pub["args"]}
     if best:
         out.update(figures(best[0]))
+        # a platform written from a preset is named as it lies in PREFIX.d
         out["command"] = " ".join(["dlsim", "run", "--mode", "analytic",
-                                   *common(case, case["platform"] if isinstance(
-                                       case["platform"], str) else "PLATFORM.xml"),
-                                   *pub["args"], *best[1]])
+                                   *common(case, os.path.basename(platform)), *pub["args"],
+                                   *best[1]])
     else:
         out["fits"] = False
     if pub.get("tflops_per_gpu"):

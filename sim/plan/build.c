@@ -254,13 +254,7 @@ static void sp_norm_grads(plan_builder *b, const stage_ctx *s, int *pending) {
                 n * plan_grad_bytes(s->c), TRUE, pending);
 }
 
-/* Beside a pipeline the gradients are reduced after the schedule, chunk by chunk, layers in
- * reverse order (Megatron's finalize_model_grads): queued on the communication stream during the
- * stage's last backward they would hold the pipeline's sends and receives behind them, which
- * Megatron runs on their own communicator (and stream) whether it overlaps the reduction or
- * not. (ZeRO 2 and 3 and FSDP, which reduce as they go, do not run beside a pipeline: fsdp.c.) */
-static gboolean grads_after_schedule(const stage_ctx *s) { return s->c->pp > 1; }
-
+/* The gradient collectives of stage chunk `s`, after the schedule (see build()). */
 static void grad_sync_after(plan_builder *b, const stage_ctx *s, int *pending) {
   plan_grad_state g;
   plan_grad_begin(&g, s->l1);
@@ -468,6 +462,12 @@ static plan_rank *build(const wl_model *m, const cfg_run *c, const double *layer
     chunk[0].units = plan_units_new(m, c, role, chunk[0].l0, chunk[0].l1);
   for (int v = 0; v < V && ops; v++)
     plan_zero_gathers(&b, m, c, role, chunk[v].l0, chunk[v].l1, &pending);
+  /* Beside a pipeline the gradients are reduced after the schedule, chunk by chunk, layers in
+   * reverse order (Megatron's finalize_model_grads): queued on the communication stream during
+   * a stage's last backward they would hold the pipeline's sends and receives behind them, which
+   * Megatron runs on their own communicator (and stream) whether it overlaps the reduction or
+   * not. (ZeRO 2 and 3 and FSDP, which reduce as they go, do not run beside a pipeline: fsdp.c.) */
+  const gboolean grads_after = c->pp > 1;
   const int nsteps = 2 * c->microbatches * V;
   plan_step *steps = g_new(plan_step, nsteps);
   plan_schedule(c, pp_i, steps);
@@ -483,14 +483,12 @@ static plan_rank *build(const wl_model *m, const cfg_run *c, const double *layer
       /* ZeRO 2 reduces the gradients of every micro-batch: only shards are accumulated */
       if (ops)
         backward_step(&b, p, s, steps[st].mb,
-                      c->zero == 2 || (!grads_after_schedule(s) &&
-                                       plan_schedule_last_backward(c, steps[st])),
+                      c->zero == 2 || (!grads_after && plan_schedule_last_backward(c, steps[st])),
                       &pending);
     }
   }
   b.mb = -1; /* what follows belongs to the iteration, not to a micro-batch */
-  for (int v = 0; v < V && ops; v++)
-    if (grads_after_schedule(&chunk[v])) grad_sync_after(&b, &chunk[v], &pending);
+  for (int v = 0; v < V && ops && grads_after; v++) grad_sync_after(&b, &chunk[v], &pending);
   if (ops) plan_grad_tied(&b, p, m, c, role, &pending);
   plan_units_free(chunk[0].units);
   g_free(chunk);
