@@ -708,6 +708,28 @@ char *kdb_key(const kdb_kernel *k, gpu_precision prec) {
   return g_string_free(s, FALSE);
 }
 
+int *kdb_layer_twins(const wl_model *m) {
+  int *twin = g_new(int, m->n_layers);
+  GHashTable *first = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  for (int i = 0; i < m->n_layers; i++) {
+    /* the key's layer part: what follows the name up to the sample count */
+    const kdb_kernel k = {"", &m->layers[i], 1, 1, 0, FALSE, 0, 0, 0};
+    char *part = kdb_key(&k, GPU_FP32);
+    char *key = g_strdup_printf("%d%s", (int)m->layers[i].kind, part); /* and of one kind */
+    g_free(part);
+    gpointer at;
+    if (g_hash_table_lookup_extended(first, key, NULL, &at)) {
+      twin[i] = GPOINTER_TO_INT(at);
+      g_free(key);
+    } else {
+      twin[i] = i;
+      g_hash_table_insert(first, key, GINT_TO_POINTER(i));
+    }
+  }
+  g_hash_table_destroy(first);
+  return twin;
+}
+
 /* The rate measure of an entry or kernel: FLOP for compute-bound kernels, bytes otherwise (and
  * whenever the FLOP count is zero). */
 static double size_of(gboolean gemm_like, double flops, double bytes) {
@@ -777,7 +799,8 @@ double kdb_kernel_spread_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel 
   double cv_ = 0;
   if (!cv) cv = &cv_;
   if (!db || n >= sizeof key.kname) return lookup_s(db, gpu, k, prec, origin, cv);
-  memset(&key, 0, sizeof key);
+  static const memo_key zero; /* copied rather than memset: this runs for every kernel op */
+  key = zero;
   memcpy(key.kname, k->kname, n);
   key.layer = k->layer, key.gpu = gpu, key.samples = k->samples, key.params = k->params;
   key.flops = k->flops, key.bytes = k->bytes, key.split = k->split, key.gemm_like = k->gemm_like;

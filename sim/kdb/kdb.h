@@ -140,6 +140,12 @@ char *kdb_to_json(const kdb *db);
  * Newly allocated (g_free). */
 char *kdb_key(const kdb_kernel *k, gpu_precision prec);
 
+/* For each layer of `m`, the index of the first layer whose kernels have the same keys
+ * (kdb_key, whatever the kernel's name, samples, split and precision): a lookup may take the
+ * twin for the layer and get the same answer, and a model of identical blocks asks the memo for
+ * one block's kernels. Owned by the caller (m->n_layers entries). */
+int *kdb_layer_twins(const wl_model *m);
+
 /* The entry whose key is `key`, or NULL (borrowed). */
 const kdb_entry *kdb_find(const kdb *db, const char *key);
 /* Duration in seconds of kernel `k` at precision `prec`, following the lookup order above. `db`

@@ -11,6 +11,13 @@ kdb_kernel ktime_describe(const wl_model *m, const plan_op *op) {
   return k;
 }
 
+/* ktime_describe with the layer's twin in its place (the same answers, memoised once). */
+static kdb_kernel describe(const ktime_source *k, const plan_op *op) {
+  kdb_kernel d = ktime_describe(k->model, op);
+  if (k->twin && op->layer >= 0) d.layer = &k->model->layers[k->twin[op->layer]];
+  return d;
+}
+
 double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *origin) {
   if (op->kdb_key || op->fixed_s >= 0) { /* an op read from an execution trace */
     const kdb_entry *e = op->kdb_key ? kdb_find(k->db, op->kdb_key) : NULL;
@@ -23,7 +30,7 @@ double ktime_kernel_s(const ktime_source *k, const plan_op *op, kdb_origin *orig
       return op->fixed_s;
     }
   }
-  kdb_kernel d = ktime_describe(k->model, op);
+  kdb_kernel d = describe(k, op);
   double t = kdb_kernel_s(k->db, k->gpu, &d, k->precision, origin);
   double l2, cold, warm;
   if (k->l2 && op->warm_bytes > 0 && kdb_l2(k->db, &l2, &cold, &warm) &&
@@ -41,7 +48,7 @@ double ktime_kernel_cv(const ktime_source *k, const plan_op *op) {
     if (e) return e->median_s > 0 && e->stddev_s > 0 ? e->stddev_s / e->median_s : 0;
     if (op->fixed_s >= 0) return 0;
   }
-  kdb_kernel d = ktime_describe(k->model, op);
+  kdb_kernel d = describe(k, op);
   double cv = 0;
   kdb_kernel_spread_s(k->db, k->gpu, &d, k->precision, NULL, &cv);
   return cv;

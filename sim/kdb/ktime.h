@@ -20,6 +20,8 @@ typedef struct {
   gboolean host;          /* the framework's host launch times of `db` apply (ktime_host_s) */
   gboolean l2;            /* a kernel whose input the previous one just wrote reads it from
                              the L2 that `db` describes (ktime_kernel_s) */
+  const int *twin;        /* each layer's twin (kdb_layer_twins), asked for in its place, or
+                             NULL (borrowed) */
 } ktime_source;
 
 /* The kernel-database descriptor of kernel op `op` (kind PLAN_KERNEL) of model `m`; it borrows the

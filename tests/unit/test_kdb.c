@@ -310,6 +310,55 @@ static void test_device_names(void) {
   g_free(known);
 }
 
+/* Twins (kdb_layer_twins): a layer's twin is the first layer of its kind whose kernels have the
+ * same keys, so a lookup may take the twin in its place. Llama 3 8B's 32 blocks are alike: layer j
+ * of every block has the twin of layer j of block 0, itself the first of its kind and shape in
+ * that block (the second norm takes the first). */
+static void test_twins(void) {
+  GError *e = NULL;
+  wl_model *m = wl_load("llama3-8b", &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  int *twin = kdb_layer_twins(m);
+  /* the 32 transformer blocks h0..h31 (the embedding is a block of its own) */
+  int first_block = 0, per_block = 0;
+  while (first_block < m->n_layers && strcmp(m->layers[first_block].name, "h0.norm1") != 0)
+    first_block++;
+  CU_ASSERT_FATAL(first_block < m->n_layers);
+  for (int i = 0; i < m->n_layers; i++)
+    per_block += m->layers[i].block == m->layers[first_block].block;
+  CU_ASSERT_EQUAL(per_block, 11);
+  const int end_blocks = first_block + 32 * per_block;
+  CU_ASSERT_FATAL(end_blocks <= m->n_layers);
+  CU_ASSERT_STRING_EQUAL(m->layers[end_blocks - 1].name, "h31.add2");
+  for (int i = 0; i < m->n_layers; i++) {
+    const wl_layer *l = &m->layers[i];
+    /* twins within block 0 too (its two norms, its two adds): a layer of a later block has the
+     * twin of its counterpart in block 0 */
+    const int in0 =
+        i < first_block || i >= end_blocks ? i : first_block + (i - first_block) % per_block;
+    CU_ASSERT(twin[i] <= in0 && twin[twin[i]] == twin[i]);
+    if (i != in0) CU_ASSERT_EQUAL(twin[i], twin[in0]);
+    CU_ASSERT_EQUAL(m->layers[twin[i]].kind, l->kind);
+    /* the same keys whatever the rest of the kernel */
+    for (int pass = 0; pass < 2; pass++) {
+      char kn[40];
+      wl_kernel_name(kn, sizeof kn, l->kind, pass ? "bwd" : "fwd");
+      kdb_kernel a = {kn, l, 3, 2, 0, TRUE, 1e9, 1e6, 2}, b = a;
+      b.layer = &m->layers[twin[i]];
+      char *ka = kdb_key(&a, GPU_BF16), *kb = kdb_key(&b, GPU_BF16);
+      CU_ASSERT_STRING_EQUAL(ka, kb);
+      g_free(ka);
+      g_free(kb);
+    }
+  }
+  /* what the memo is asked for: one block's 9 kinds and shapes for 352 layers */
+  int own = 0;
+  for (int i = first_block; i < end_blocks; i++) own += twin[i] == i;
+  CU_ASSERT_EQUAL(own, 9);
+  g_free(twin);
+  wl_free(m);
+}
+
 static void test_cpu_spec(void) {
   const gpu_spec *c = gpu_find("cpu");
   CU_ASSERT_PTR_NOT_NULL_FATAL(c);
@@ -322,5 +371,6 @@ static const dl_cu_test kdb_tests[] = {DL_CU_TEST(test_key), DL_CU_TEST(test_loo
                                        DL_CU_TEST(test_roundtrip_and_derive), DL_CU_TEST(test_derive_ratio),
                                        DL_CU_TEST(test_gemm_efficiency),
                                        DL_CU_TEST(test_device), DL_CU_TEST(test_device_names),
-                                       DL_CU_TEST(test_cpu_spec), DL_CU_END};
+                                       DL_CU_TEST(test_cpu_spec), DL_CU_TEST(test_twins),
+                                       DL_CU_END};
 const dl_cu_suite dl_cu_suites[] = {{"kdb", kdb_tests}, {NULL, NULL}};
