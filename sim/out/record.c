@@ -201,10 +201,13 @@ void rec_result(const rec_rank *recs, int P, const cfg_run *c, double gpu_mem_by
     res->moe_dropped_tokens += p->moe_dropped_tokens;
     res->moe_routed_tokens += p->moe_routed_tokens;
     if (k == 0) continue;
-    /* the slowest rank; among ranks that finish together, the busiest one */
+    /* the slowest rank; among ranks that finish together, the busiest one; among ranks as
+     * busy, the first (sums of the same kernels in another order differ in their last bits,
+     * which must not choose: every mode describes the same rank) */
     double t = x->iteration_time_s, w = recs[slow].iteration_time_s;
     gboolean tie = fabs(t - w) <= 1e-9 * w;
-    if ((!tie && t > w) || (tie && x->compute_s > recs[slow].compute_s)) slow = k;
+    gboolean busier = x->compute_s > recs[slow].compute_s * (1 + 1e-9);
+    if ((!tie && t > w) || (tie && busier)) slow = k;
   }
   const rec_rank *w = &recs[slow];
   res->slowest_rank = w->rank;

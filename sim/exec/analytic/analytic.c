@@ -526,6 +526,17 @@ gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError 
   plan_rank **plans = g_new0(plan_rank *, n);
   rec_rank *recs = g_new0(rec_rank, n);
   gboolean ok = eval_ranks(x, c, layer_t, eval, fold.cp_k, ranks, n, plans, recs, err);
+  if (ok && !x->trace) {
+    /* Every strategy dlsim plans synchronises its ranks each iteration (gradient sums, the
+     * pipeline's flush), so in steady state, as the simulation and real runs measure it, every
+     * rank's iteration lasts as long as the last rank's. Rank by rank from a common start, a
+     * pipeline's first stage would end last and the result would describe it; as a period, the
+     * ranks tie and the result describes the busiest, as in the other modes. A trace need not
+     * synchronise its ranks: each keeps its own. */
+    double T = 0;
+    for (int k = 0; k < n; k++) T = MAX(T, recs[k].iteration_time_s);
+    for (int k = 0; k < n; k++) recs[k].iteration_time_s = T;
+  }
   if (ok) {
     rec_result(recs, n, c, x->gpu_mem_bytes, r);
     unfold_result(c, &fold, r);
