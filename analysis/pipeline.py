@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """Pipeline schedules side by side, from a sweep JSONL whose rows carry a schedule label and vary
-the micro-batches (analysis/studies/interleaved.json): the bubble as a share of the iteration
-against the micro-batches, with each schedule's formula dotted ((p-1)/(V·m + p-1): GPipe and 1F1B
-have V = 1), the time per iteration, and the activation memory of the busiest GPU.
+the micro-batches (analysis/studies/interleaved.json): the waits of the stage the result
+describes (the busiest) as a share of the iteration against the micro-batches, with each
+schedule's formula dotted ((p-1)/(V·m + p-1): GPipe and 1F1B have V = 1), the time per
+iteration, and the activation memory of the busiest GPU. The waits are the bubble and, where the
+first and last stages sum their tied embedding's gradients after the schedule (group "embed"),
+the time the stage spends in that sum, most of it waiting for the first stage's last backward.
 
 Usage: analysis/pipeline.py SWEEP.jsonl --out PREFIX
 """
@@ -10,6 +13,13 @@ import sys
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 from plotlib import plt, result_rows, save  # noqa: E402
+
+
+def waits_s(r):
+    """The described stage's waits for other stages: its bubble, and its time in the tied
+    embedding's gradient sum, s."""
+    return r["breakdown_s"]["bubble"] + sum(c["time_s"] for c in r.get("collectives", [])
+                                            if c["group"] == "embed")
 
 
 def main():
@@ -26,13 +36,14 @@ def main():
         ms = [r["config"]["microbatches"] for r in mine]
         col = colors[li % len(colors)]
         p, v = mine[0]["config"]["pp"], mine[0]["config"].get("virtual_stages", 1)
-        axes[0].plot(ms, [100 * r["breakdown_s"]["bubble"] / r["iteration_time_s"] for r in mine],
-                     "o-", color=col, label=lab)
+        axes[0].plot(ms, [100 * waits_s(r) / r["iteration_time_s"] for r in mine], "o-",
+                     color=col, label=lab)
         axes[0].plot(ms, [100 * (p - 1) / (v * m + p - 1) for m in ms], ":", color=col)
         axes[1].plot(ms, [r["iteration_time_s"] for r in mine], "o-", color=col, label=lab)
         axes[2].plot(ms, [r["memory_bytes_per_gpu"]["activations"] / 1e9 for r in mine], "o-",
                      color=col, label=lab)
-    axes[0].set_ylabel("bubble (% of the iteration); dotted: (p-1)/(Vm+p-1)")
+    axes[0].set_ylabel("busiest stage's waits (% of the iteration)\n"
+                       "bubble + tied embedding's sum; dotted: (p-1)/(Vm+p-1)")
     axes[1].set_ylabel("time per iteration (s)")
     axes[2].set_ylabel("activations on the busiest GPU (GB)")
     for ax in axes:
