@@ -108,7 +108,8 @@ typedef struct {
   int *coll_seq;            /* collectives this rank has finished, per communicator kind, then
                                per explicit communicator */
   int registered;           /* op index whose arrival at a collective is recorded, or -1 */
-  int *order[PLAN_N_STREAMS]; /* each stream's ops, their indices in program order */
+  const int *order[PLAN_N_STREAMS]; /* each stream's ops, their indices in program order
+                                       (the representative's: borrowed) */
   int count[PLAN_N_STREAMS];  /* how many */
   int pos[PLAN_N_STREAMS];    /* where the stream is in them: its next op */
   double free_at[PLAN_N_STREAMS];
@@ -289,13 +290,29 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
   return ran;
 }
 
+/* The op list of an equivalent rank's representative (plan_representative), built once and
+ * viewed by every rank it stands for, with each stream's ops in program order. */
+typedef struct {
+  plan_rank *plan;            /* owned */
+  int *order[PLAN_N_STREAMS]; /* owned */
+  int count[PLAN_N_STREAMS];
+} rep_plan;
+
+static void rep_plan_free(gpointer p) {
+  rep_plan *r = p;
+  plan_rank_free(r->plan);
+  for (int st = 0; st < PLAN_N_STREAMS; st++) g_free(r->order[st]);
+  g_free(r);
+}
+
 /* Evaluates every rank together: point-to-point messages arrive when their sender posted them
  * plus the route's time; a collective starts when its last member arrives and then takes each
  * member its own alpha-beta time. Fills recs[0..P-1] (rec_init'ed here, one iteration) with
- * their plans in plans[]. */
+ * their plans in plans[]: views of their representatives' plans, which `reps` (rank ->
+ * rep_plan*) holds and must outlive them. */
 static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *layer_t,
                            const gboolean *eval, int cp_k, const int *ranks, int n,
-                           plan_rank **plans, rec_rank *recs, GError **err) {
+                           plan_rank **plans, rec_rank *recs, GHashTable *reps, GError **err) {
   rank_run *rr = g_new0(rank_run, n);
   group_cache gc = {x->platform, c,
                     g_hash_table_new_full(key_hash, g_int64_equal, g_free, group_free),
@@ -307,11 +324,26 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
                   g_hash_table_new_full(key_hash, g_int64_equal, g_free, g_free)};
   gboolean ok = TRUE;
   for (int k = 0; k < n && ok; k++) {
-    plan_rank *p = plans[k] = run_ctx_plan(x, c, layer_t, ranks[k], err);
-    if (!p) {
-      ok = FALSE;
-      break;
+    /* equivalent ranks (data-parallel replicas, and tensor-parallel members where they run
+     * alike) share one op list: an unfolded run of 8,192 GPUs builds 128, not 8,192 */
+    const int rep = run_ctx_representative(x, c, ranks[k]);
+    rep_plan *rp = g_hash_table_lookup(reps, GINT_TO_POINTER(rep));
+    if (!rp) {
+      plan_rank *q = run_ctx_plan(x, c, layer_t, rep, err);
+      if (!q) {
+        ok = FALSE;
+        break;
+      }
+      rp = g_new0(rep_plan, 1);
+      rp->plan = q;
+      for (int st = 0; st < PLAN_N_STREAMS; st++) rp->order[st] = g_new(int, q->n_ops + 1);
+      for (int i = 0; i < q->n_ops; i++) {
+        const int st = q->ops[i].stream;
+        rp->order[st][rp->count[st]++] = i;
+      }
+      g_hash_table_insert(reps, GINT_TO_POINTER(rep), rp);
     }
+    plan_rank *p = plans[k] = plan_view(rp->plan, rep, ranks[k]);
     rec_init(&recs[k], ranks[k], p, 1);
     rr[k].plan = p;
     rr[k].rank = ranks[k];
@@ -321,10 +353,9 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
     rr[k].event_t = g_new(double, p->n_events + 1);
     for (int e = 0; e <= p->n_events; e++) rr[k].event_t[e] = NAN;
     rr[k].coll_seq = g_new0(int, plan_n_slots(p));
-    for (int st = 0; st < PLAN_N_STREAMS; st++) rr[k].order[st] = g_new(int, p->n_ops + 1);
-    for (int i = 0; i < p->n_ops; i++) {
-      const int st = p->ops[i].stream;
-      rr[k].order[st][rr[k].count[st]++] = i;
+    for (int st = 0; st < PLAN_N_STREAMS; st++) {
+      rr[k].order[st] = rp->order[st];
+      rr[k].count[st] = rp->count[st];
     }
   }
   for (gboolean busy = ok; busy && ok;) {
@@ -350,7 +381,6 @@ static gboolean eval_ranks(const run_ctx *x, const cfg_run *c, const double *lay
     if (ok) rec_finish(&recs[k], 0);
     g_free(rr[k].event_t);
     g_free(rr[k].coll_seq);
-    for (int st = 0; st < PLAN_N_STREAMS; st++) g_free(rr[k].order[st]);
   }
   g_hash_table_destroy(ps.arrival);
   g_hash_table_destroy(ps.link_free);
@@ -525,7 +555,8 @@ gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError 
     if (eval[k]) ranks[n++] = k;
   plan_rank **plans = g_new0(plan_rank *, n);
   rec_rank *recs = g_new0(rec_rank, n);
-  gboolean ok = eval_ranks(x, c, layer_t, eval, fold.cp_k, ranks, n, plans, recs, err);
+  GHashTable *reps = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, rep_plan_free);
+  gboolean ok = eval_ranks(x, c, layer_t, eval, fold.cp_k, ranks, n, plans, recs, reps, err);
   if (ok && !x->trace) {
     /* Every strategy dlsim plans synchronises its ranks each iteration (gradient sums, the
      * pipeline's flush), so in steady state, as the simulation and real runs measure it, every
@@ -551,6 +582,7 @@ gboolean analytic_run(const run_ctx *x, const cfg_run *c, res_result *r, GError 
     if (recs[k].colls) rec_release(&recs[k]);
     plan_rank_free(plans[k]);
   }
+  g_hash_table_destroy(reps); /* after the views */
   g_free(recs);
   g_free(plans);
   g_free(ranks);
