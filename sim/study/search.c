@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -816,11 +817,13 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
       progress(step == STEP_BOUND, ++*done, total);
     }
   }
+  int killed = 0; /* the first signal that stopped a worker */
   for (int k = 0; k < started; k++) {
     close(fds[k]);
     int st = 0;
     while (waitpid(pids[k], &st, 0) < 0 && errno == EINTR) {}
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ok = FALSE;
+    if (WIFSIGNALED(st) && !killed) killed = WTERMSIG(st);
   }
   g_free(open);
   g_free(pf);
@@ -830,7 +833,16 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
   for (guint t = 0; !ok && !*err && t < n_todo; t++) /* a worker's own reason first */
     if (out[todo[t]].status == EVAL_FAILED && out[todo[t]].msg)
       g_set_error(err, DL_ERROR, DL_ERR_IO, "%s", out[todo[t]].msg);
-  if (!ok && !*err)
+  if (!ok && !*err && killed)
+    /* each worker holds the op lists of the layout it times: a deep pipeline of many
+     * micro-batches on thousands of GPUs takes gigabytes, and the kernel's out-of-memory killer
+     * stops a process with SIGKILL */
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "search: a worker process was killed by signal %d "
+                "(%s%s) after %ld of %u layouts; run the search again with fewer --jobs (with "
+                "--out it resumes the layouts already timed)", killed, g_strsignal(killed),
+                killed == SIGKILL ? ": the out-of-memory killer sends it" : "", *done - done0,
+                n_todo);
+  else if (!ok && !*err)
     g_set_error(err, DL_ERROR, DL_ERR_IO, "search: a worker process stopped before its "
                 "layouts were done (%ld of %u)", *done - done0, n_todo);
   return ok;
