@@ -712,7 +712,7 @@ int *kdb_layer_twins(const wl_model *m) {
   int *twin = g_new(int, m->n_layers);
   GHashTable *first = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   for (int i = 0; i < m->n_layers; i++) {
-    /* the key's layer part: what follows the name up to the sample count */
+    /* the key with no name and the same samples, split and precision: what the layer adds */
     const kdb_kernel k = {"", &m->layers[i], 1, 1, 0, FALSE, 0, 0, 0};
     char *part = kdb_key(&k, GPU_FP32);
     char *key = g_strdup_printf("%d%s", (int)m->layers[i].kind, part); /* and of one kind */
