@@ -113,7 +113,6 @@ static gboolean open_kernels(run_ctx *x, GError **err) {
   if (!ktime_open_db(x->cfg.kernels, x->gpu->name, x->cfg.kernels_any_device, &x->db, err))
     return FALSE;
   double l2b, l2c, l2w;
-  g_free(x->twin);
   x->twin = kdb_layer_twins(x->model);
   x->kt = (ktime_source){x->gpu, x->cfg.precision, x->model, x->db,
                          x->cfg.host_launch && !x->cfg.cuda_graphs && kdb_has_host(x->db),

@@ -799,8 +799,7 @@ double kdb_kernel_spread_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel 
   double cv_ = 0;
   if (!cv) cv = &cv_;
   if (!db || n >= sizeof key.kname) return lookup_s(db, gpu, k, prec, origin, cv);
-  static const memo_key zero; /* copied rather than memset: this runs for every kernel op */
-  key = zero;
+  memset(&key, 0, sizeof key);
   memcpy(key.kname, k->kname, n);
   key.layer = k->layer, key.gpu = gpu, key.samples = k->samples, key.params = k->params;
   key.flops = k->flops, key.bytes = k->bytes, key.split = k->split, key.gemm_like = k->gemm_like;

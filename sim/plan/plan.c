@@ -53,11 +53,7 @@ plan_op *plan_b_kernel(plan_builder *b, plan_phase phase, int layer, const char 
                    gboolean gemm_like, double flops, double mem_bytes, int64_t samples, int split,
                    int *pending) {
   plan_op *op = plan_b_push(b, PLAN_KERNEL, PLAN_STREAM_COMPUTE, phase, layer);
-  const size_t n = strlen(kname);
-  if (n < sizeof op->kname)
-    memcpy(op->kname, kname, n + 1);
-  else
-    g_strlcpy(op->kname, kname, sizeof op->kname);
+  g_strlcpy(op->kname, kname, sizeof op->kname);
   op->gemm_like = gemm_like;
   op->flops = flops;
   op->mem_bytes = mem_bytes;
