@@ -336,7 +336,7 @@ static double node_phase_run(private_comm *pc, double wire) {
 int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t n_bytes,
                     MPI_Comm comm) {
   /* every rank of the ring must decide alike: from what they share (steps, n_bytes) */
-  if (steps < 2 || n_bytes == 0 || n_bytes > INT_MAX / 4) return 0;
+  if (steps < 2 || n_bytes == 0) return 0;
   /* the protocol puts more bytes on the wire than the data (nccl.h) */
   double widen = 1;
   for (int intra = 0; intra < 2; intra++)
@@ -345,7 +345,7 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
     return 0;
   int me;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  size_t wire[COLL_MAX_RINGS], in[COLL_MAX_RINGS], total = 0, total_in = 0;
+  size_t wire[COLL_MAX_RINGS], in[COLL_MAX_RINGS];
   int right[COLL_MAX_RINGS], left[COLL_MAX_RINGS];
   for (int j = 0; j < R->k; j++) {
     right[j] = coll_ring_rank(R, j, R->me[j] + 1);
@@ -354,10 +354,6 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
     const double b = (double)(bytes[j] ? bytes[j] : 1);
     wire[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, R->rank, right[j]), b) + 0.5);
     in[j] = (size_t)(nccl_wire_bytes(&R->nc, coll_ring_intra(R, left[j], R->rank), b) + 0.5);
-    if (j < R->kr) { /* the rings that send (folded: ring 0) */
-      total += wire[j];
-      total_in += in[j];
-    }
   }
   int size;
   MPI_Comm_size(comm, &size);
@@ -374,19 +370,30 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
     if (!pc->grp) private_setup(pc, R, comm);
     ends = node_phase_run(pc, (double)wire[0]);
   } else {
-    /* what a left neighbour sends may differ from this rank's bytes by the rounding of chunks */
-    const int slack = 64;
-    char *buf = coll_buf_alloc(total + (size_t)R->kr * (size_t)slack + total_in);
-    MPI_Request q[2 * COLL_MAX_RINGS];
-    int m = 0;
-    size_t at = 0, at_in = total;
+    /* what a left neighbour sends may differ from this rank's bytes by the rounding of chunks;
+     * a message over an MPI count goes as np pieces, as many on both sides: np follows from
+     * what the ring shares (a ring's wire bytes are at most 2 widen n_bytes: an all-reduce's
+     * two phases as one). Payload-free messages carry nothing, so every piece goes from, and
+     * into, the same scratch; only the rings that send (folded: ring 0) post. */
+    const size_t slack = 64,
+                 np = coll_msg_pieces((size_t)(2.0 * widen * (double)n_bytes) + slack);
+    size_t out_most = 0, in_most = 0;
     for (int j = 0; j < R->kr; j++) {
-      MPI_Irecv(buf + at_in, (int)in[j] + slack, MPI_BYTE, left[j], TAG_PHASE + j, comm, &q[m++]);
-      MPI_Isend(buf + at, (int)wire[j], MPI_BYTE, right[j], TAG_PHASE + j, comm, &q[m++]);
-      at += wire[j];
-      at_in += in[j] + (size_t)slack;
+      out_most = MAX(out_most, wire[j] / np + 1);
+      in_most = MAX(in_most, in[j] / np + 1 + slack);
     }
+    char *buf = coll_buf_alloc(out_most + in_most);
+    MPI_Request *q = g_new(MPI_Request, 2 * (size_t)R->kr * np);
+    int m = 0;
+    for (int j = 0; j < R->kr; j++)
+      for (size_t i = 0; i < np; i++) {
+        MPI_Irecv(buf + out_most, (int)(coll_chunk_len(in[j], (int)np, (int)i) + slack), MPI_BYTE,
+                  left[j], TAG_PHASE + j, comm, &q[m++]);
+        MPI_Isend(buf, (int)coll_chunk_len(wire[j], (int)np, (int)i), MPI_BYTE, right[j],
+                  TAG_PHASE + j, comm, &q[m++]);
+      }
     MPI_Waitall(m, q, MPI_STATUSES_IGNORE);
+    g_free(q);
     coll_buf_free(buf);
     if (R->kr < R->k) coll_fold_sync(comm, R->rank - R->rank % R->rpn, R->rpn);
   }
