@@ -262,6 +262,12 @@ static double expected_sim_s;
 
 void exec_expect_simulated_s(double simulated_s) { expected_sim_s = simulated_s; }
 
+static char progress_label[64];
+
+void exec_progress_label(const char *label) {
+  g_strlcpy(progress_label, label ? label : "", sizeof progress_label);
+}
+
 typedef struct {
   gint64 start_us;
   gboolean tty, drawn; /* standard error is a terminal; a line is on it */
@@ -283,7 +289,8 @@ static void progress_line(const char *text, void *data) {
   char took[32], of[48] = "";
   dl_format_duration(took, sizeof took, el);
   if (pct >= 0) g_snprintf(of, sizeof of, " of ~%.4g", expected_sim_s);
-  fprintf(stderr, "%sdlsim: simulating: %.4g%s simulated s", p->tty ? "\r\033[K" : "", t, of);
+  fprintf(stderr, "%sdlsim: simulating%s%s: %.4g%s simulated s", p->tty ? "\r\033[K" : "",
+          *progress_label ? " " : "", progress_label, t, of);
   if (pct >= 0) fprintf(stderr, " (%d%%)", pct);
   fprintf(stderr, ", %s%s", took, p->tty ? "" : "\n");
   fflush(stderr);
@@ -302,7 +309,7 @@ static gboolean start_smpi(const run_ctx *x, const cfg_run *c, const char *platf
   }
   launch_network_cfg(x->platform, c->simgrid_cfg, extra);
   g_ptr_array_add(extra, NULL);
-  sim_progress pg = {g_get_monotonic_time(), isatty(2), FALSE, -1, 0};
+  sim_progress pg = {g_get_monotonic_time(), isatty(2) && !*progress_label, FALSE, -1, 0};
   const dl_child_watch watch = {EXEC_PROGRESS, progress_line, &pg};
   gboolean ok = launch_smpi(platform ? platform : plat_file(x->platform), c->gpus, hosts, argv,
                             (const char *const *)extra->pdata, NULL, &watch, err);

@@ -53,6 +53,9 @@ const exec_ops *exec_for(cfg_mode mode);
  * tenth (per minute when unknown). Set before running; applies to the simulations that follow. */
 #define EXEC_PROGRESS "dlsim-progress: "
 void exec_expect_simulated_s(double simulated_s);
+/* Names the simulation in its progress lines ("layout 2 of 5"; NULL: none), and makes them
+ * lines rather than redrawn, as where several simulations share standard error. */
+void exec_progress_label(const char *label);
 
 /* ---- the request and result documents (used by the rank-side executors) ------------------- */
 

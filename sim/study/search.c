@@ -539,16 +539,21 @@ static gboolean move_full(int fd, void *p, size_t n, gboolean writing) {
   return TRUE;
 }
 
+/* A worker's own copy of x's platform (NULL without one, or on an error: e): the routes of a
+ * platform are asked of its loader process over a pipe, which two workers cannot share. */
+static plat *worker_platform(const run_ctx *x, GError **e) {
+  return x->platform ? plat_load_cfg(x->cfg.platform, (const char *const *)x->cfg.simgrid_cfg, e)
+                     : NULL;
+}
+
 /* Worker w of `jobs`: layouts todo[w], todo[w + jobs], ... of `space`, each outcome written to
- * fd. The platform's routes are asked of a loader process over a pipe: the worker opens its
- * own. */
+ * fd, on a platform of its own. */
+
 static void worker(const run_ctx *x, const GArray *space, const guint *todo, guint n_todo,
                    eval_step step, int w, int jobs, int fd) {
   run_ctx own = *x;
   GError *e = NULL;
-  own.platform = x->platform ? plat_load_cfg(x->cfg.platform,
-                                             (const char *const *)x->cfg.simgrid_cfg, &e)
-                             : NULL;
+  own.platform = worker_platform(x, &e);
   for (guint t = (guint)w; t < n_todo; t += (guint)jobs) {
     const guint i = todo[t];
     outcome u;
@@ -1105,6 +1110,128 @@ static gboolean refine(const run_ctx *x, const search_opts *o, search_result *r,
   return ok;
 }
 
+/* ---- the best layouts in simulation ---------------------------------------------------------- */
+
+/* Layout i of nv simulated: its simulated time and energy into l. */
+static gboolean verify_one(const run_ctx *x, search_layout *l, guint i, guint nv, gboolean many,
+                           GError **err) {
+  cfg_run t = l->cfg;
+  t.mode = CFG_MODE_SIM;
+  res_result tr;
+  res_init(&tr);
+  char *a = search_layout_args(&t), label[64];
+  fprintf(stderr, "dlsim: simulating %u of %u: %s\n", i + 1, nv, a);
+  g_free(a);
+  g_snprintf(label, sizeof label, "%u of %u", i + 1, nv);
+  exec_progress_label(many ? label : NULL);
+  exec_expect_simulated_s(l->analytic_s * t.iters);
+  const gboolean ok = exec_for(CFG_MODE_SIM)->run(x, &t, &tr, err);
+  if (ok) {
+    l->sim_s = tr.iteration_time_s;
+    l->sim_energy_j = layout_energy_j(x, &tr, &t);
+  }
+  res_release(&tr);
+  return ok;
+}
+
+typedef struct {
+  gint32 index, ok, code, msg_len; /* code: the error's, where not ok */
+  double sim_s, sim_energy_j;
+} wire_verified;
+
+/* The best nv layouts of r simulated, by up to o->jobs processes at once (each simulation is
+ * a SimGrid process of its own, on one core): layout i by worker i mod jobs, its outcome sent
+ * back over a pipe. The results do not depend on o->jobs; on an error, the first layout's. */
+static gboolean verify_all(const run_ctx *x, const search_opts *o, search_result *r, guint nv,
+                           GError **err) {
+  const int jobs = (int)MIN((guint)MAX(1, o->jobs), nv);
+  gboolean ok = TRUE;
+  if (jobs == 1) {
+    for (guint i = 0; i < nv && ok; i++)
+      ok = verify_one(x, &g_array_index(r->layouts, search_layout, i), i, nv, FALSE, err);
+    return ok;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  int *fds = g_new(int, jobs);
+  pid_t *pids = g_new0(pid_t, jobs);
+  int started = 0;
+  for (; started < jobs && ok; started++) {
+    int p[2];
+    const pid_t pid = pipe(p) == 0 ? fork() : -2;
+    if (pid < 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "search: starting a simulation worker: %s",
+                  g_strerror(errno));
+      if (pid == -1) close(p[0]), close(p[1]);
+      ok = FALSE;
+      break;
+    }
+    if (pid == 0) {
+      close(p[0]);
+      for (int k = 0; k < started; k++) close(fds[k]);
+      run_ctx own = *x;
+      GError *pe = NULL;
+      own.platform = worker_platform(x, &pe);
+      for (guint i = (guint)started; i < nv; i += (guint)jobs) {
+        search_layout *l = &g_array_index(r->layouts, search_layout, i);
+        GError *e = pe ? g_error_copy(pe) : NULL;
+        const gboolean done = !e && verify_one(&own, l, i, nv, TRUE, &e);
+        const size_t len = e ? MIN(strlen(e->message), WIRE_MSG_MAX) : 0;
+        const wire_verified h = {(gint32)i, done, e ? e->code : 0, (gint32)len, l->sim_s,
+                                 l->sim_energy_j};
+        const gboolean sent = move_full(p[1], (void *)&h, sizeof h, TRUE) &&
+                              (!len || move_full(p[1], e->message, len, TRUE));
+        g_clear_error(&e);
+        if (!sent || !done) break;
+      }
+      g_clear_error(&pe);
+      plat_free(own.platform);
+      close(p[1]);
+      _exit(0);
+    }
+    close(p[1]);
+    fds[started] = p[0], pids[started] = pid;
+  }
+  /* each worker's outcomes in turn: a worker's layouts come in its order */
+  char **msg = g_new0(char *, nv);
+  gboolean *got = g_new0(gboolean, nv);
+  int *code = g_new0(int, nv), killed = 0;
+  for (int k = 0; k < started; k++) {
+    wire_verified h;
+    while (move_full(fds[k], &h, sizeof h, FALSE)) {
+      if (h.index < 0 || (guint)h.index >= nv || h.msg_len < 0 || h.msg_len > WIRE_MSG_MAX)
+        break;
+      search_layout *l = &g_array_index(r->layouts, search_layout, h.index);
+      got[h.index] = h.ok;
+      code[h.index] = h.code;
+      if (h.ok) l->sim_s = h.sim_s, l->sim_energy_j = h.sim_energy_j;
+      msg[h.index] = g_malloc0((size_t)h.msg_len + 1);
+      if (h.msg_len && !move_full(fds[k], msg[h.index], (size_t)h.msg_len, FALSE)) break;
+    }
+    close(fds[k]);
+    int st = 0;
+    while (waitpid(pids[k], &st, 0) < 0 && errno == EINTR) {}
+    if (WIFSIGNALED(st) && !killed) killed = WTERMSIG(st);
+  }
+  for (guint i = 0; ok && i < nv; i++) /* the first layout that failed, in rank order */
+    if (!got[i] && msg[i] && *msg[i]) {
+      g_set_error(err, DL_ERROR, code[i], "%s", msg[i]);
+      ok = FALSE;
+    } else if (!got[i]) {
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "search: the worker simulating layout %u of %u "
+                  "stopped%s%s; run the search again with fewer --jobs", i + 1, nv,
+                  killed ? " by signal: " : "", killed ? g_strsignal(killed) : "");
+      ok = FALSE;
+    }
+  for (guint i = 0; i < nv; i++) g_free(msg[i]);
+  g_free(msg);
+  g_free(got);
+  g_free(code);
+  g_free(fds);
+  g_free(pids);
+  return ok;
+}
+
 gboolean search_run(const run_ctx *x, const search_opts *o, search_result *r, GError **err) {
   memset(r, 0, sizeof *r);
   r->layouts = g_array_new(FALSE, FALSE, sizeof(search_layout));
@@ -1145,23 +1272,7 @@ gboolean search_run(const run_ctx *x, const search_opts *o, search_result *r, GE
     g_array_index(r->layouts, search_layout, i).analytic_rank = (int)i + 1;
   /* the best few in simulation, where contention and overlap are the network's */
   const guint nv = ok ? MIN(r->layouts->len, (guint)o->verify) : 0;
-  for (guint i = 0; i < nv && ok; i++) {
-    search_layout *l = &g_array_index(r->layouts, search_layout, i);
-    cfg_run t = l->cfg;
-    t.mode = CFG_MODE_SIM;
-    res_result tr;
-    res_init(&tr);
-    char *a = search_layout_args(&t);
-    fprintf(stderr, "dlsim: simulating %u of %u: %s\n", i + 1, nv, a);
-    g_free(a);
-    exec_expect_simulated_s(l->analytic_s * t.iters);
-    ok = exec_for(CFG_MODE_SIM)->run(x, &t, &tr, err);
-    if (ok) {
-      l->sim_s = tr.iteration_time_s;
-      l->sim_energy_j = layout_energy_j(x, &tr, &t);
-    }
-    res_release(&tr);
-  }
+  if (nv) ok = verify_all(x, o, r, nv, err);
   if (ok && nv) {
     g_array_sort_with_data(r->layouts, by_final, (gpointer)o);
     for (guint i = 0; i < r->layouts->len; i++) {
