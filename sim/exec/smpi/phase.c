@@ -371,12 +371,12 @@ int coll_ring_phase(const coll_rings *R, int steps, const size_t *bytes, size_t 
     ends = node_phase_run(pc, (double)wire[0]);
   } else {
     /* what a left neighbour sends may differ from this rank's bytes by the rounding of chunks;
-     * a message over an MPI count goes as np pieces, as many on both sides: np follows from
+     * a message past MPI's int count goes as np pieces, as many on both sides: np follows from
      * what the ring shares (a ring's wire bytes are at most 2 widen n_bytes: an all-reduce's
      * two phases as one). Payload-free messages carry nothing, so every piece goes from, and
      * into, the same scratch; only the rings that send (folded: ring 0) post. */
-    const size_t slack = 64,
-                 np = coll_msg_pieces((size_t)(2.0 * widen * (double)n_bytes) + slack);
+    const size_t slack = 64, most = (size_t)INT_MAX - 2 * slack,
+                 np = MAX(1, (size_t)ceil(2.0 * widen * (double)n_bytes / (double)most));
     size_t out_most = 0, in_most = 0;
     for (int j = 0; j < R->kr; j++) {
       out_most = MAX(out_most, wire[j] / np + 1);
