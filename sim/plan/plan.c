@@ -19,6 +19,7 @@ const char *plan_part_name(plan_part p) { return part_names[p]; }
 
 void plan_op_init(plan_op *op) {
   memset(op, 0, sizeof *op);
+  op->kname = "";
   op->layer = -1;
   op->wait_event = -1;
   op->record_event = -1;
@@ -53,7 +54,7 @@ plan_op *plan_b_kernel(plan_builder *b, plan_phase phase, int layer, const char 
                    gboolean gemm_like, double flops, double mem_bytes, int64_t samples, int split,
                    int *pending) {
   plan_op *op = plan_b_push(b, PLAN_KERNEL, PLAN_STREAM_COMPUTE, phase, layer);
-  g_strlcpy(op->kname, kname, sizeof op->kname);
+  op->kname = g_intern_string(kname);
   op->gemm_like = gemm_like;
   op->flops = flops;
   op->mem_bytes = mem_bytes;

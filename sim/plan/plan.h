@@ -63,6 +63,9 @@ typedef struct {
  * received in the order they were sent, as MPI guarantees and every executor keeps. */
 #define PLAN_CP_TAG_BASE 32000
 
+/* A kernel's name is shorter than this (a trace's dlsim_kernel included). */
+#define PLAN_KNAME_MAX 40
+
 typedef struct {
   plan_op_kind kind;
   int stream;          /* PLAN_STREAM_COMPUTE or PLAN_STREAM_COMM */
@@ -73,9 +76,11 @@ typedef struct {
   int microbatch;      /* micro-batch the op belongs to (every kernel, collective and message of
                           a forward or backward step), -1 for iteration-level ops (optimizer,
                           tied-weight sums) */
-  /* PLAN_KERNEL */
-  char kname[40];      /* "<layer kind>.<fwd|bwd|step>", the kernel-database key */
+  /* PLAN_KERNEL (the fields of each kind ordered to leave no padding: lists hold millions) */
   gboolean gemm_like;  /* compute-bound class (conv, linear, attention, moe) */
+  const char *kname;   /* "<layer kind>.<fwd|bwd|step>", the kernel-database key (interned,
+                          g_intern_string: a pointer where op lists hold millions of ops);
+                          "" for other ops */
   double flops;        /* FLOP this rank executes */
   double mem_bytes;    /* bytes this kernel moves to and from device memory */
   int64_t samples;     /* samples (or micro-batch) the kernel processes on this rank */
@@ -93,6 +98,7 @@ typedef struct {
   coll_op coll;        /* which collective (coll.h) */
   plan_group group;
   plan_purpose purpose;
+  int comm;            /* collective: its communicator in the plan's `comms` (-1: `group`'s) */
   double bytes;        /* collective buffer size n (the result's size for allgather, the input's for
                           reduce-scatter), or message size for send/recv */
   int peer;            /* send/recv partner rank, -1 otherwise */
@@ -106,7 +112,6 @@ typedef struct {
   /* ops read from an execution trace (plan/trace.h) */
   double fixed_s;        /* kernel: the duration the trace recorded, s (-1: none, the usual case) */
   const char *kdb_key;   /* kernel: its kernel-database key, if the trace says (borrowed), or NULL */
-  int comm;              /* collective: its communicator in the plan's `comms` (-1: `group`'s) */
 } plan_op;
 
 /* Communicators listed explicitly (a trace's), rather than derived from the layout: members[i]

@@ -578,14 +578,15 @@ static gboolean op_of(conv *v, const et_node *n, plan_op *op, GPtrArray *pool) {
     op->kind = PLAN_KERNEL;
     op->stream = PLAN_STREAM_COMPUTE;
     const char *kn = attr_str(n, "dlsim_kernel");
-    gboolean plain = kn && strlen(kn) < sizeof op->kname && *kn;
+    gboolean plain = kn && strlen(kn) < PLAN_KNAME_MAX && *kn;
     for (const char *c = kn; plain && *c; c++) plain = g_ascii_isgraph(*c) && *c != '"' && *c != '\\';
     if (kn && !plain)
       return refuse(v, n, "dlsim_kernel: expected a name of 1..%d printable characters without "
-                    "spaces, quotes or backslashes", (int)sizeof op->kname - 1);
-    g_strlcpy(op->kname, kn ? kn : n->type == ET_COMP ? "trace.comp"
-                                   : n->type == ET_METADATA ? "trace.metadata" : "trace.memory",
-              sizeof op->kname);
+                    "spaces, quotes or backslashes", PLAN_KNAME_MAX - 1);
+    op->kname = g_intern_string(kn                         ? kn
+                                : n->type == ET_COMP       ? "trace.comp"
+                                : n->type == ET_METADATA   ? "trace.metadata"
+                                                           : "trace.memory");
     const double flops = attr_num(n, "num_ops", 0);
     if (!(flops >= 0 && flops <= 1e30)) return refuse(v, n, "num_ops: expected FLOP >= 0");
     op->flops = n->type == ET_COMP ? flops : 0;
