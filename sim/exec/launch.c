@@ -2,6 +2,7 @@
 #include "exec/launch.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,6 +75,22 @@ static char *cputime_wrapper(void) {
   return w;
 }
 
+/* Whether np ranks' actors would need more memory mappings than the kernel lets a process
+ * have (vm.max_map_count, 65,530 by default): each rank runs two actors (its MPI process and
+ * its GPU), and SimGrid's guard page below each actor's stack splits it into two mappings, four
+ * a rank, beside about 200 of the process's own (measured: 4,305 at 1,024 ranks, 209 without
+ * guard pages); 4,096 are left for those and for shared-malloc blocks. */
+static gboolean guards_exceed_maps(int np) {
+  char *txt = NULL;
+  long most = 65530;
+  if (g_file_get_contents("/proc/sys/vm/max_map_count", &txt, NULL, NULL)) {
+    const long v = strtol(txt, NULL, 10);
+    if (v > 0) most = v;
+  }
+  g_free(txt);
+  return 4L * np + 4096 > most;
+}
+
 /* smpirun: $DLSIM_SMPIRUN, else the one CMake found. */
 static const char *smpirun_path(void) {
   const char *env = g_getenv("DLSIM_SMPIRUN");
@@ -113,6 +130,13 @@ gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *h
   }
   for (int j = 0; extra_cfg && extra_cfg[j]; j++)
     g_ptr_array_add(argv, g_strdup_printf("--cfg=%s", extra_cfg[j]));
+  /* without guard pages the stacks' mappings merge: SimGrid would otherwise stop the run with
+   * "Failed to protect stack" (a stack overflow then goes undetected rather than trapped) */
+  gboolean guard_set = FALSE;
+  for (int j = 0; extra_cfg && extra_cfg[j]; j++)
+    guard_set |= same_key("contexts/guard-size:0", extra_cfg[j]);
+  if (!guard_set && guards_exceed_maps(np))
+    g_ptr_array_add(argv, g_strdup("--cfg=contexts/guard-size:0"));
   g_ptr_array_add(argv, g_strdup("--log=root.thres:warning"));
   g_ptr_array_add(argv, NULL);
 

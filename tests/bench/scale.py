@@ -23,11 +23,13 @@ Cases: resnet50-dp (ResNet-50 data parallel, 32 samples per GPU, 64 to 10,000 GP
 replica; 1,024 and 9,984 GPUs), closed-form (both at 3,072 GPUs in --mode analytic), and on
 16,384 H100 GPUs of DGX H100 nodes, in closed form and simulated, llama-3d (Llama 3 405B, tp 8
 with sequence parallelism x pp 16 x dp 128, 2,048 sequences of 8,192 tokens) and llama-cp (tp 8
-x cp 16 x pp 16 x dp 8, 128 sequences of 131,072 tokens), 1F1B with 16 micro-batches. A run
+x cp 16 x pp 16 x dp 8, 128 sequences of 131,072 tokens), 1F1B with 16 micro-batches, and
+dp-100k (ResNet-18 for CIFAR-100 data parallel over 100,000 GPUs, 32 samples each). A run
 that fails, or that --limit-s stops (its row says how far it got), is a row saying why; the
-others are still measured. The table up to 10,000 GPUs takes about 11 minutes on a 2-core
-machine (2 of them the 10,000-GPU ResNet-50, 8 the 9,984-GPU GPT); --max-gpus 4096 leaves
-those two and the Llama rows out.
+others are still measured. The table up to 10,000 GPUs (the default --max-gpus) takes about
+11 minutes on a 2-core machine (2 of them the 10,000-GPU ResNet-50, 8 the 9,984-GPU GPT);
+--max-gpus 4096 leaves those two out, --max-gpus 16384 adds the Llama rows, --max-gpus
+100000 the 100,000-GPU ones.
 """
 import argparse
 import json
@@ -89,6 +91,9 @@ def cases():
     for name, opts in LLAMA_CASES.items():
         for mode in ("analytic", "sim"):
             yield (name, mode, 16384, LLAMA + opts)
+    for mode in ("analytic", "sim"):
+        yield ("dp-100k", mode, 100000,
+               ["--workload", "resnet18-cifar100", "--batch", str(32 * 100000)])
 
 
 def measure(dlsim, mode, gpus, opts, d, extra, limit_s=None):
