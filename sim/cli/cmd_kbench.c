@@ -555,8 +555,9 @@ int cmd_kbench(int argc, char **argv) {
       continue;
     }
     /* kdb_add copies the name */
-    kdb_entry en = {j->key, (char *)j->op.kname, c.precision, j->k.gemm_like, j->k.flops,
-                    j->k.bytes, st.median_s, st.mean_s, st.stddev_s, st.repeats, shape_json(&kl), FALSE};
+    kdb_entry en = {j->key, (char *)j->op.kname, c.precision, j->k.gemm_like,
+                    j->k.flops, j->k.bytes, st.median_s, st.mean_s,
+                    st.stddev_s, st.repeats, shape_json(&kl), FALSE};
     kdb_add(db, &en);
     g_free(en.shape);
     measured++;

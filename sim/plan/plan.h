@@ -79,8 +79,7 @@ typedef struct {
   /* PLAN_KERNEL (the fields of each kind ordered to leave no padding: lists hold millions) */
   gboolean gemm_like;  /* compute-bound class (conv, linear, attention, moe) */
   const char *kname;   /* "<layer kind>.<fwd|bwd|step>", the kernel-database key (interned,
-                          g_intern_string: a pointer where op lists hold millions of ops);
-                          "" for other ops */
+                          g_intern_string), "" for other ops */
   double flops;        /* FLOP this rank executes */
   double mem_bytes;    /* bytes this kernel moves to and from device memory */
   int64_t samples;     /* samples (or micro-batch) the kernel processes on this rank */

@@ -546,11 +546,83 @@ static plat *worker_platform(const run_ctx *x, GError **e) {
                      : NULL;
 }
 
-/* Worker w of `jobs`: layouts todo[w], todo[w + jobs], ... of `space`, each outcome written to
- * fd, on a platform of its own. */
+/* What a forked worker runs: its share (w of `jobs`) of a job, outcomes written to fd. */
+typedef void (*worker_fn)(const void *job, int w, int jobs, int fd);
 
-static void worker(const run_ctx *x, const GArray *space, const guint *todo, guint n_todo,
-                   eval_step step, int w, int jobs, int fd) {
+/* Forks `jobs` workers, each running fn(job, w, jobs, fd) on the write end of a pipe of its own,
+ * then exiting; the read ends into fds, the processes into pids. Returns how many started:
+ * fewer, with err set, where a pipe or a fork failed (those started run on). */
+static int fork_workers(worker_fn fn, const void *job, int jobs, int *fds, pid_t *pids,
+                        GError **err) {
+  fflush(stdout);
+  fflush(stderr);
+  int started = 0;
+  for (; started < jobs; started++) {
+    int p[2];
+    if (pipe(p) != 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "search: a pipe to a worker: %s", g_strerror(errno));
+      break;
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "search: starting a worker: %s", g_strerror(errno));
+      close(p[0]), close(p[1]);
+      break;
+    }
+    if (pid == 0) {
+      close(p[0]);
+      for (int k = 0; k < started; k++) close(fds[k]);
+      fn(job, started, jobs, p[1]);
+      close(p[1]);
+      _exit(0);
+    }
+    close(p[1]);
+    fds[started] = p[0], pids[started] = pid;
+  }
+  return started;
+}
+
+/* Closes the pipes of `started` workers and waits for them. FALSE unless every one exited with
+ * status 0; *killed: the first signal that stopped one, 0 for none. */
+static gboolean reap_workers(int started, const int *fds, const pid_t *pids, int *killed) {
+  gboolean ok = TRUE;
+  *killed = 0;
+  for (int k = 0; k < started; k++) {
+    close(fds[k]);
+    int st = 0;
+    while (waitpid(pids[k], &st, 0) < 0 && errno == EINTR) {}
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ok = FALSE;
+    if (WIFSIGNALED(st) && !*killed) *killed = WTERMSIG(st);
+  }
+  return ok;
+}
+
+/* A worker's stop by a signal, said: each worker holds the op lists of the layout it times (a
+ * deep pipeline of many micro-batches on thousands of GPUs takes gigabytes) or a simulation's
+ * ranks, and the kernel's out-of-memory killer stops a process with SIGKILL. */
+static char *killed_why(int sig) {
+  return g_strdup_printf("killed by signal %d (%s%s)", sig, g_strsignal(sig),
+                         sig == SIGKILL ? ": the out-of-memory killer sends it" : "");
+}
+
+/* The closed form's share of a round: layouts todo[..n_todo] of `space`, timed by `step`. */
+typedef struct {
+  const run_ctx *x;
+  const GArray *space;
+  const guint *todo;
+  guint n_todo;
+  eval_step step;
+} eval_job;
+
+/* Worker w of `jobs` (a worker_fn of an eval_job): layouts todo[w], todo[w + jobs], ... of
+ * `space`, each outcome written to fd, on a platform of its own. */
+static void worker(const void *job, int w, int jobs, int fd) {
+  const eval_job *j = job;
+  const run_ctx *x = j->x;
+  const GArray *space = j->space;
+  const guint *todo = j->todo;
+  const guint n_todo = j->n_todo;
+  const eval_step step = j->step;
   run_ctx own = *x;
   GError *e = NULL;
   own.platform = worker_platform(x, &e);
@@ -754,36 +826,11 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
     }
     return ok;
   }
-  fflush(stdout);
-  fflush(stderr);
   int *fds = g_new(int, jobs);
   pid_t *pids = g_new0(pid_t, jobs);
-  gboolean ok = TRUE;
-  int started = 0;
-  for (; started < jobs; started++) {
-    int p[2];
-    if (pipe(p) != 0) {
-      g_set_error(err, DL_ERROR, DL_ERR_IO, "search: a pipe to a worker: %s", g_strerror(errno));
-      ok = FALSE;
-      break;
-    }
-    const pid_t pid = fork();
-    if (pid < 0) {
-      g_set_error(err, DL_ERROR, DL_ERR_IO, "search: starting a worker: %s", g_strerror(errno));
-      close(p[0]), close(p[1]);
-      ok = FALSE;
-      break;
-    }
-    if (pid == 0) {
-      close(p[0]);
-      for (int k = 0; k < started; k++) close(fds[k]);
-      worker(x, space, todo, n_todo, step, started, jobs, p[1]);
-      close(p[1]);
-      _exit(0);
-    }
-    close(p[1]);
-    fds[started] = p[0], pids[started] = pid;
-  }
+  const eval_job job = {x, space, todo, n_todo, step};
+  const int started = fork_workers(worker, &job, jobs, fds, pids, err);
+  gboolean ok = started == jobs;
   gboolean *open = g_new(gboolean, started);
   for (int k = 0; k < started; k++) open[k] = TRUE;
   int n_open = started;
@@ -822,14 +869,8 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
       progress(step == STEP_BOUND, ++*done, total);
     }
   }
-  int killed = 0; /* the first signal that stopped a worker */
-  for (int k = 0; k < started; k++) {
-    close(fds[k]);
-    int st = 0;
-    while (waitpid(pids[k], &st, 0) < 0 && errno == EINTR) {}
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ok = FALSE;
-    if (WIFSIGNALED(st) && !killed) killed = WTERMSIG(st);
-  }
+  int killed;
+  ok = reap_workers(started, fds, pids, &killed) && ok;
   g_free(open);
   g_free(pf);
   g_free(fds);
@@ -838,16 +879,13 @@ static gboolean evaluate_all(const run_ctx *x, const search_opts *o, const GArra
   for (guint t = 0; !ok && !*err && t < n_todo; t++) /* a worker's own reason first */
     if (out[todo[t]].status == EVAL_FAILED && out[todo[t]].msg)
       g_set_error(err, DL_ERROR, DL_ERR_IO, "%s", out[todo[t]].msg);
-  if (!ok && !*err && killed)
-    /* each worker holds the op lists of the layout it times: a deep pipeline of many
-     * micro-batches on thousands of GPUs takes gigabytes, and the kernel's out-of-memory killer
-     * stops a process with SIGKILL */
-    g_set_error(err, DL_ERROR, DL_ERR_IO, "search: a worker process was killed by signal %d "
-                "(%s%s) after %ld of %u layouts; run the search again with fewer --jobs (with "
-                "--out it resumes the layouts already timed)", killed, g_strsignal(killed),
-                killed == SIGKILL ? ": the out-of-memory killer sends it" : "", *done - done0,
-                n_todo);
-  else if (!ok && !*err)
+  if (!ok && !*err && killed) {
+    char *why = killed_why(killed);
+    g_set_error(err, DL_ERROR, DL_ERR_IO, "search: a worker process was %s after %ld of %u "
+                "layouts; run the search again with fewer --jobs (with --out it resumes the "
+                "layouts already timed)", why, *done - done0, n_todo);
+    g_free(why);
+  } else if (!ok && !*err)
     g_set_error(err, DL_ERROR, DL_ERR_IO, "search: a worker process stopped before its "
                 "layouts were done (%ld of %u)", *done - done0, n_todo);
   return ok;
@@ -1139,63 +1177,57 @@ typedef struct {
   double sim_s, sim_energy_j;
 } wire_verified;
 
+/* The simulations' share of a search: the best nv layouts of r. */
+typedef struct {
+  const run_ctx *x;
+  search_result *r;
+  guint nv;
+} verify_job;
+
+/* Worker w of `jobs` (a worker_fn of a verify_job): layouts w, w + jobs, ... simulated on a
+ * platform of its own, each outcome written to fd; it stops at the first that fails. */
+static void verify_worker(const void *job, int w, int jobs, int fd) {
+  const verify_job *j = job;
+  run_ctx own = *j->x;
+  GError *pe = NULL;
+  own.platform = worker_platform(j->x, &pe);
+  for (guint i = (guint)w; i < j->nv; i += (guint)jobs) {
+    search_layout *l = &g_array_index(j->r->layouts, search_layout, i);
+    GError *e = pe ? g_error_copy(pe) : NULL;
+    const gboolean done = !e && verify_one(&own, l, i, j->nv, TRUE, &e);
+    const size_t len = e ? MIN(strlen(e->message), WIRE_MSG_MAX) : 0;
+    const wire_verified h = {(gint32)i, done, e ? e->code : 0, (gint32)len, l->sim_s,
+                             l->sim_energy_j};
+    const gboolean sent = move_full(fd, (void *)&h, sizeof h, TRUE) &&
+                          (!len || move_full(fd, e->message, len, TRUE));
+    g_clear_error(&e);
+    if (!sent || !done) break;
+  }
+  g_clear_error(&pe);
+  plat_free(own.platform);
+}
+
 /* The best nv layouts of r simulated, by up to o->jobs processes at once (each simulation is
  * a SimGrid process of its own, on one core): layout i by worker i mod jobs, its outcome sent
  * back over a pipe. The results do not depend on o->jobs; on an error, the first layout's. */
 static gboolean verify_all(const run_ctx *x, const search_opts *o, search_result *r, guint nv,
                            GError **err) {
   const int jobs = (int)MIN((guint)MAX(1, o->jobs), nv);
-  gboolean ok = TRUE;
   if (jobs == 1) {
+    gboolean ok = TRUE;
     for (guint i = 0; i < nv && ok; i++)
       ok = verify_one(x, &g_array_index(r->layouts, search_layout, i), i, nv, FALSE, err);
     return ok;
   }
-  fflush(stdout);
-  fflush(stderr);
   int *fds = g_new(int, jobs);
   pid_t *pids = g_new0(pid_t, jobs);
-  int started = 0;
-  for (; started < jobs && ok; started++) {
-    int p[2];
-    const pid_t pid = pipe(p) == 0 ? fork() : -2;
-    if (pid < 0) {
-      g_set_error(err, DL_ERROR, DL_ERR_IO, "search: starting a simulation worker: %s",
-                  g_strerror(errno));
-      if (pid == -1) close(p[0]), close(p[1]);
-      ok = FALSE;
-      break;
-    }
-    if (pid == 0) {
-      close(p[0]);
-      for (int k = 0; k < started; k++) close(fds[k]);
-      run_ctx own = *x;
-      GError *pe = NULL;
-      own.platform = worker_platform(x, &pe);
-      for (guint i = (guint)started; i < nv; i += (guint)jobs) {
-        search_layout *l = &g_array_index(r->layouts, search_layout, i);
-        GError *e = pe ? g_error_copy(pe) : NULL;
-        const gboolean done = !e && verify_one(&own, l, i, nv, TRUE, &e);
-        const size_t len = e ? MIN(strlen(e->message), WIRE_MSG_MAX) : 0;
-        const wire_verified h = {(gint32)i, done, e ? e->code : 0, (gint32)len, l->sim_s,
-                                 l->sim_energy_j};
-        const gboolean sent = move_full(p[1], (void *)&h, sizeof h, TRUE) &&
-                              (!len || move_full(p[1], e->message, len, TRUE));
-        g_clear_error(&e);
-        if (!sent || !done) break;
-      }
-      g_clear_error(&pe);
-      plat_free(own.platform);
-      close(p[1]);
-      _exit(0);
-    }
-    close(p[1]);
-    fds[started] = p[0], pids[started] = pid;
-  }
+  const verify_job job = {x, r, nv};
+  const int started = fork_workers(verify_worker, &job, jobs, fds, pids, err);
+  gboolean ok = started == jobs;
   /* each worker's outcomes in turn: a worker's layouts come in its order */
   char **msg = g_new0(char *, nv);
   gboolean *got = g_new0(gboolean, nv);
-  int *code = g_new0(int, nv), killed = 0;
+  int *code = g_new0(int, nv), killed;
   for (int k = 0; k < started; k++) {
     wire_verified h;
     while (move_full(fds[k], &h, sizeof h, FALSE)) {
@@ -1208,19 +1240,17 @@ static gboolean verify_all(const run_ctx *x, const search_opts *o, search_result
       msg[h.index] = g_malloc0((size_t)h.msg_len + 1);
       if (h.msg_len && !move_full(fds[k], msg[h.index], (size_t)h.msg_len, FALSE)) break;
     }
-    close(fds[k]);
-    int st = 0;
-    while (waitpid(pids[k], &st, 0) < 0 && errno == EINTR) {}
-    if (WIFSIGNALED(st) && !killed) killed = WTERMSIG(st);
   }
+  reap_workers(started, fds, pids, &killed); /* what each returned is in `got` */
   for (guint i = 0; ok && i < nv; i++) /* the first layout that failed, in rank order */
     if (!got[i] && msg[i] && *msg[i]) {
       g_set_error(err, DL_ERROR, code[i], "%s", msg[i]);
       ok = FALSE;
     } else if (!got[i]) {
-      g_set_error(err, DL_ERROR, DL_ERR_IO, "search: the worker simulating layout %u of %u "
-                  "stopped%s%s; run the search again with fewer --jobs", i + 1, nv,
-                  killed ? " by signal: " : "", killed ? g_strsignal(killed) : "");
+      char *why = killed ? killed_why(killed) : g_strdup("stopped before it was done");
+      g_set_error(err, DL_ERROR, DL_ERR_IO, "search: the worker simulating layout %u of %u was "
+                  "%s; run the search again with fewer --jobs", i + 1, nv, why);
+      g_free(why);
       ok = FALSE;
     }
   for (guint i = 0; i < nv; i++) g_free(msg[i]);
