@@ -682,21 +682,80 @@ int plat_gpus_per_node(const plat *pl) {
   return best;
 }
 
+/* The parts of host h that plat_route_class compares: the host, its node, its leaf group, its
+ * GPU's rail and index, and whether its leaf group is the smaller last one. */
+enum { PART_HOST, PART_NODE, PART_LEAF, PART_RAIL, PART_GPU, N_PARTS };
+static void route_parts(const plat *pl, int h, int part[N_PARTS], gboolean *partial) {
+  const int g = pl->s_gpn, npl = pl->s_npl, node = h / g;
+  const int pg = pl->s_nodes % npl ? pl->s_nodes / npl : -1;
+  const int per_nic = pl->s_nics > 0 ? g / pl->s_nics : g;
+  part[PART_HOST] = h, part[PART_NODE] = node, part[PART_LEAF] = node / npl;
+  part[PART_RAIL] = (h % g) / per_nic, part[PART_GPU] = h % g;
+  *partial = node / npl == pg;
+}
+
 gboolean plat_route_class(const plat *pl, int a, int b, gint64 *key) {
   if (!pl->structured || a < 0 || b < 0 || a >= (int)pl->hosts->len || b >= (int)pl->hosts->len)
     return FALSE;
   /* one host; two GPUs of one node (NVLink, whichever GPUs); else: same leaf group, whether
    * each end is in the last group when that one is smaller (its uplink is narrower), and the
-   * GPU indices (rails) */
-  const int g = pl->s_gpn, npl = pl->s_npl, na = a / g, nb = b / g;
-  const int pg = pl->s_nodes % npl ? pl->s_nodes / npl : -1;
-  const int same_leaf = na / npl == nb / npl, pa = na / npl == pg, pb = nb / npl == pg;
-  /* GPUs behind one NIC (a rail) */
-  const int per_nic = pl->s_nics > 0 ? g / pl->s_nics : g;
-  const int same_rail = (a % g) / per_nic == (b % g) / per_nic, same_gpu = a % g == b % g;
+   * GPU indices (rails: GPUs behind one NIC) */
+  int pa[N_PARTS], pb[N_PARTS];
+  gboolean fa, fb;
+  route_parts(pl, a, pa, &fa);
+  route_parts(pl, b, pb, &fb);
   if (a == b) *key = -1;
-  else if (na == nb) *key = -2;
-  else *key = (((gint64)same_leaf * 2 + pa) * 2 + pb) * 4 + same_rail * 2 + same_gpu;
+  else if (pa[PART_NODE] == pb[PART_NODE]) *key = -2;
+  else
+    *key = (((gint64)(pa[PART_LEAF] == pb[PART_LEAF]) * 2 + fa) * 2 + fb) * 4 +
+           (pa[PART_RAIL] == pb[PART_RAIL]) * 2 + (pa[PART_GPU] == pb[PART_GPU]);
+  return TRUE;
+}
+
+/* Whether the hosts of A and B fall alike into every part of route_parts: for each part, the
+ * first i sharing A[j]'s value is the first sharing B[j]'s, and the last-group flags agree. Then
+ * every pair's class, made of those equalities and flags, is the same in both. */
+static gboolean parts_alike(const plat *pl, const int *A, const int *B, int n) {
+  GHashTable *first[2][N_PARTS];
+  for (int s = 0; s < 2; s++)
+    for (int q = 0; q < N_PARTS; q++) first[s][q] = g_hash_table_new(g_direct_hash, NULL);
+  gboolean same = TRUE;
+  for (int j = 0; j < n && same; j++) {
+    int part[2][N_PARTS];
+    gboolean partial[2];
+    route_parts(pl, A[j], part[0], &partial[0]);
+    route_parts(pl, B[j], part[1], &partial[1]);
+    same = partial[0] == partial[1];
+    for (int q = 0; q < N_PARTS && same; q++) {
+      int at[2];
+      for (int s = 0; s < 2; s++) {
+        const gpointer v = GINT_TO_POINTER(part[s][q] + 1), got = g_hash_table_lookup(first[s][q], v);
+        at[s] = got ? GPOINTER_TO_INT(got) - 1 : j;
+        if (!got) g_hash_table_insert(first[s][q], v, GINT_TO_POINTER(j + 1));
+      }
+      same = at[0] == at[1];
+    }
+  }
+  for (int s = 0; s < 2; s++)
+    for (int q = 0; q < N_PARTS; q++) g_hash_table_destroy(first[s][q]);
+  return same;
+}
+
+gboolean plat_routes_alike(const plat *pl, const int *A, const int *B, int n) {
+  for (int j = 0; j < n; j++) {
+    gint64 k;
+    if (!plat_route_class(pl, A[j], A[j], &k) || !plat_route_class(pl, B[j], B[j], &k))
+      return FALSE; /* not a generated cluster, or a host out of range */
+  }
+  if (parts_alike(pl, A, B, n)) return TRUE;
+  /* the parts may differ where the classes do not (rails across one node): pair by pair */
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      gint64 ka, kb;
+      plat_route_class(pl, A[i], A[j], &ka);
+      plat_route_class(pl, B[i], B[j], &kb);
+      if (ka != kb) return FALSE;
+    }
   return TRUE;
 }
 

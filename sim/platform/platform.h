@@ -301,6 +301,11 @@ gboolean plat_rails_apart(const plat *pl);
  * class having the same route figures; FALSE on any other platform. */
 gboolean plat_route_class(const plat *pl, int a, int b, gint64 *key);
 
+/* Whether the route class between A[i] and A[j] is that between B[i] and B[j] for every i and j
+ * of the n (FALSE off a generated cluster): in O(n) where the hosts of A and B fall alike into
+ * the nodes, leaf groups, rails and GPU indices that make up a class, pair by pair otherwise. */
+gboolean plat_routes_alike(const plat *pl, const int *A, const int *B, int n);
+
 /* ---- degraded links (--degrade) --------------------------------------------------------------- */
 
 /* The text of platform file `xml` (named `path` in messages) with the bandwidth of each link

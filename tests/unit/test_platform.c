@@ -296,6 +296,46 @@ static void load_with_and_without_structure(const gen_case *c, int gpus_per_node
   CU_ASSERT_PTR_NOT_NULL_FATAL(*raw);
 }
 
+/* Whether routes_alike's definition holds pair by pair: every class among A's hosts is the one
+ * among B's. */
+static gboolean alike_pairwise(const plat *pl, const int *A, const int *B, int n) {
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      gint64 ka, kb;
+      if (!plat_route_class(pl, A[i], A[j], &ka) || !plat_route_class(pl, B[i], B[j], &kb) ||
+          ka != kb)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* plat_routes_alike against its definition, for host lists that are alike and that are not:
+ * every host turned by a node, by a leaf group, by one GPU within its node, each list reversed,
+ * and lists drawn at random (seeded). How many disagree. */
+static int alike_wrong(const plat *pl) {
+  const int n = plat_n_hosts(pl), g = plat_gpus_per_node(pl);
+  int *A = g_new(int, n), *B = g_new(int, n), wrong = 0, seen[2] = {0, 0};
+  GRand *rnd = g_rand_new_with_seed(7);
+  for (int t = 0; t < 64; t++) {
+    const int m = 1 + t % n, shift[] = {g, 2 * g, 4 * g, 1};
+    for (int i = 0; i < m; i++) {
+      A[i] = t < 8 ? i : g_rand_int_range(rnd, 0, n);
+      if (t % 8 < 4) B[i] = t % 8 == 3 ? (A[i] / g) * g + (A[i] % g + 1) % g
+                                       : (A[i] + shift[t % 8]) % n;
+      else if (t % 8 == 4) B[i] = n - 1 - A[i];
+      else B[i] = g_rand_int_range(rnd, 0, n);
+    }
+    const gboolean want = alike_pairwise(pl, A, B, m);
+    seen[want]++;
+    wrong += plat_routes_alike(pl, A, B, m) != want;
+  }
+  CU_ASSERT(seen[0] > 0 && seen[1] > 0); /* both answers asked for */
+  g_rand_free(rnd);
+  g_free(A);
+  g_free(B);
+  return wrong;
+}
+
 /* A generated cluster's route depends only on the route class of its ends (same node, same
  * leaf group, GPU indices): plat_route answers per class; the same file without the generator's
  * comment is searched pair by pair, and every pair must agree. */
@@ -325,6 +365,9 @@ static void test_route_classes(void) {
         }
       }
     CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(alike_wrong(by_class), 0);
+    CU_ASSERT_FALSE(alike_pairwise(by_pair, (int[]){0, 1}, (int[]){0, 1}, 2)); /* no classes */
+    CU_ASSERT_FALSE(plat_routes_alike(by_pair, (int[]){0, 1}, (int[]){0, 1}, 2));
     plat_free(by_class);
     plat_free(by_pair);
   }

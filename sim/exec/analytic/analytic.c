@@ -463,16 +463,11 @@ static int folded_rep(const cfg_run *c, const folding *f, int rank) {
 /* Whether the ranks R[0..n-1] keep the class of every route among them when turned k places
  * round their cp ring. */
 static gboolean ring_alike(const plat *pl, const cfg_run *c, const int *R, int n, int k) {
-  for (int a = 0; a < n; a++) {
-    const int ta = plan_cp_neighbour(c, R[a], k);
-    for (int b = 0; b < n; b++) {
-      gint64 k0, k1;
-      if (!plat_route_class(pl, R[a], R[b], &k0) ||
-          !plat_route_class(pl, ta, plan_cp_neighbour(c, R[b], k), &k1) || k0 != k1)
-        return FALSE;
-    }
-  }
-  return TRUE;
+  int *T = g_new(int, n);
+  for (int a = 0; a < n; a++) T[a] = plan_cp_neighbour(c, R[a], k);
+  const gboolean same = plat_routes_alike(pl, R, T, n);
+  g_free(T);
+  return same;
 }
 
 /* Sets eval[] (the ranks evaluated) and returns the folding. */
@@ -484,21 +479,14 @@ static folding fold_replicas(const run_ctx *x, const cfg_run *c, gboolean *eval)
   folding g = {1, plan_tp_alike(x->model, c), c->cp};
   const int reps = g.tp ? c->dp * c->tp : c->dp, n = P / reps;
   gboolean same = reps >= 2;
-  gint64 *k0 = same ? g_new(gint64, (size_t)n * n) : NULL;
-  for (int a = 0; a < n && same; a++)
-    for (int b = 0; b < n && same; b++)
-      same = plat_route_class(x->platform, replica_rank(c, &g, 0, a), replica_rank(c, &g, 0, b),
-                              &k0[(size_t)a * n + b]);
-  for (int k = 1; k < reps && same; k++)
-    for (int a = 0; a < n && same; a++) {
-      const int ra = replica_rank(c, &g, k, a);
-      for (int b = 0; b < n && same; b++) {
-        gint64 cls;
-        same = plat_route_class(x->platform, ra, replica_rank(c, &g, k, b), &cls) &&
-               cls == k0[(size_t)a * n + b];
-      }
-    }
-  g_free(k0);
+  int *R0 = g_new(int, n), *Rk = g_new(int, n);
+  for (int a = 0; a < n; a++) R0[a] = replica_rank(c, &g, 0, a);
+  for (int k = 1; k < reps && same; k++) {
+    for (int a = 0; a < n; a++) Rk[a] = replica_rank(c, &g, k, a);
+    same = plat_routes_alike(x->platform, R0, Rk, n);
+  }
+  g_free(R0);
+  g_free(Rk);
   g.reps = same ? reps : 1; /* g.tp counts only with replicas folded (folded_rep) */
   if (c->cp > 1) { /* the ring: among the ranks evaluated so far */
     int *R = g_new(int, P), m = 0;
