@@ -747,6 +747,13 @@ gboolean cfg_simgrid_items_ok(char **items, char **why) {
                              "network/model:CM02 or smpi/bw-factor:65472:0.94", s);
       return FALSE;
     }
+    /* the simulated ranks and GPU streams share the run's state (op lists, kernel times) and
+     * must run one at a time */
+    if (g_str_has_prefix(s, "contexts/nthreads:") && strcmp(colon + 1, "1") != 0) {
+      *why = g_strdup_printf("--simgrid-cfg '%s': dlsim's simulated ranks share the run's state "
+                             "and run one at a time (contexts/nthreads:1, the default)", s);
+      return FALSE;
+    }
     /* two tracing options SimGrid would stop on, said before the run rather than after */
     const gboolean on = g_ascii_strcasecmp(colon + 1, "yes") == 0 ||
                         g_ascii_strcasecmp(colon + 1, "on") == 0 ||

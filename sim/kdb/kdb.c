@@ -87,8 +87,6 @@ static gboolean memo_equal(gconstpointer a, gconstpointer b) {
   return memcmp(a, b, sizeof(memo_key)) == 0;
 }
 
-G_LOCK_DEFINE_STATIC(memo);
-
 static const char *const origin_names[] = {
 #define KDB_ORIGIN_NAME(e, s) s,
     KDB_ORIGINS(KDB_ORIGIN_NAME)
@@ -200,10 +198,8 @@ static void index_add(GHashTable *h, char *owned_key, int idx) {
 }
 
 void kdb_add(kdb *db, const kdb_entry *e) {
-  G_LOCK(memo);
   if (db->memo) g_hash_table_remove_all(db->memo);
   if (db->recent) memset(db->recent, 0, sizeof(memo_slot) * MEMO_RECENT);
-  G_UNLOCK(memo);
   gpointer idx1 = g_hash_table_lookup(db->by_key, e->key);
   kdb_entry copy = *e;
   copy.key = g_strdup(e->key);
@@ -805,8 +801,9 @@ double kdb_kernel_spread_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel 
   key.flops = k->flops, key.bytes = k->bytes, key.split = k->split, key.gemm_like = k->gemm_like;
   key.seq = k->seq;
   key.prec = prec;
-  kdb *w = (kdb *)db; /* the memo is a cache: the database's answers do not change */
-  G_LOCK(memo); /* simulated actors may run on threads of their own (SimGrid's contexts) */
+  /* the memo is a cache: the database's answers do not change. No lock: dlsim's one thread, or
+   * SimGrid's actors, which run one at a time (cfg_simgrid_items_ok refuses parallel ones) */
+  kdb *w = (kdb *)db;
   if (!w->memo) w->memo = g_hash_table_new_full(memo_hash, memo_equal, g_free, g_free);
   if (!w->recent) w->recent = g_new0(memo_slot, MEMO_RECENT);
   memo_slot *slot = &w->recent[recent_index(&key)];
@@ -815,12 +812,9 @@ double kdb_kernel_spread_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel 
   memo_val got;
   if (v) got = *v;
   if (v && !recent) *slot = (memo_slot){key, got, TRUE};
-  G_UNLOCK(memo);
   if (!v) {
     got.t = lookup_s(db, gpu, k, prec, &got.origin, &got.cv);
-    G_LOCK(memo);
     g_hash_table_replace(w->memo, g_memdup2(&key, sizeof key), g_memdup2(&got, sizeof got));
-    G_UNLOCK(memo);
   }
   if (origin) *origin = got.origin;
   *cv = got.cv;

@@ -446,7 +446,7 @@ static plan_rank *build(const wl_model *m, const cfg_run *c, const double *layer
                                       ops ? (guint)MIN(1u << 24, 8u * (guint)(span + 1) *
                                                                      (guint)c->microbatches + 64)
                                           : 0),
-                    0, -1};
+                    0, -1, {NULL}};
   plan_rank *p = g_new0(plan_rank, 1);
   p->pool = g_ptr_array_new_with_free_func(g_free);
   p->step_event = -1;

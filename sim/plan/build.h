@@ -13,6 +13,9 @@ typedef struct {
   GArray *ops;   /* plan_op, in program order */
   int n_events;  /* events numbered so far */
   int mb;        /* micro-batch of the step being built, -1 after the schedule */
+  /* kernel names interned lately, by a hash of the name: GLib's global table (behind a lock) is
+   * asked once per name and builder */
+  const char *knames[64];
 } plan_builder;
 
 /* An op of `kind` on `stream`, no events, this step's micro-batch. */

@@ -54,7 +54,9 @@ plan_op *plan_b_kernel(plan_builder *b, plan_phase phase, int layer, const char 
                    gboolean gemm_like, double flops, double mem_bytes, int64_t samples, int split,
                    int *pending) {
   plan_op *op = plan_b_push(b, PLAN_KERNEL, PLAN_STREAM_COMPUTE, phase, layer);
-  op->kname = g_intern_string(kname);
+  const char **slot = &b->knames[g_str_hash(kname) % G_N_ELEMENTS(b->knames)];
+  if (!*slot || strcmp(*slot, kname) != 0) *slot = g_intern_string(kname);
+  op->kname = *slot;
   op->gemm_like = gemm_like;
   op->flops = flops;
   op->mem_bytes = mem_bytes;
