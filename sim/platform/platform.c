@@ -729,7 +729,8 @@ static gboolean parts_alike(const plat *pl, const int *A, const int *B, int n) {
     for (int q = 0; q < N_PARTS && same; q++) {
       int at[2];
       for (int s = 0; s < 2; s++) {
-        const gpointer v = GINT_TO_POINTER(part[s][q] + 1), got = g_hash_table_lookup(first[s][q], v);
+        const gpointer v = GINT_TO_POINTER(part[s][q] + 1);
+        const gpointer got = g_hash_table_lookup(first[s][q], v);
         at[s] = got ? GPOINTER_TO_INT(got) - 1 : j;
         if (!got) g_hash_table_insert(first[s][q], v, GINT_TO_POINTER(j + 1));
       }
