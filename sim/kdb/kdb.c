@@ -465,9 +465,13 @@ double kdb_gemm_efficiency(const kdb *db, gpu_precision prec, double flops) {
 
 gboolean kdb_has_host(const kdb *db) { return db && db->host; }
 
+gboolean kdb_host_per_tensor(const char *kname) {
+  return g_str_has_prefix(kname, "sgd.") || g_str_has_prefix(kname, "adam.");
+}
+
 double kdb_host_s(const kdb *db, const char *kname, gpu_precision prec, double tensors) {
   if (!db || !db->host) return 0;
-  if (g_str_has_prefix(kname, "sgd.") || g_str_has_prefix(kname, "adam.")) {
+  if (kdb_host_per_tensor(kname)) {
     int k = kname[0] == 'a';
     return db->opt_fixed_s[k] + db->opt_tensor_s[k] * tensors;
   }

@@ -167,6 +167,8 @@ double kdb_kernel_spread_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel 
  * `tensors` (its parameter tensors). 0 without a table. */
 gboolean kdb_has_host(const kdb *db);
 double kdb_host_s(const kdb *db, const char *kname, gpu_precision prec, double tensors);
+/* Whether kdb_host_s of kernel `kname` depends on its tensors (the optimizer's steps). */
+gboolean kdb_host_per_tensor(const char *kname);
 /* The GPU's L2 as measured with the database ("l2", tests/validation/torch_micro.py): its size,
  * and the rates at which a kernel reads a buffer evicted from it (cold, as kernels are timed:
  * after a flush) and one just written into it (warm). FALSE without. */

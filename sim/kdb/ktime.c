@@ -59,7 +59,7 @@ double ktime_host_s(const ktime_source *k, const plan_op *op) {
   /* autocast's casts are launched inside the layer's own dispatch, which the table measured */
   if (g_str_has_prefix(op->kname, "cast.")) return 0;
   double tensors = 0;
-  if (op->params > 0 && k->model->params > 0) {
+  if (op->params > 0 && k->model->params > 0 && kdb_host_per_tensor(op->kname)) {
     for (int i = 0; i < k->model->n_layers; i++) {
       const wl_layer *l = &k->model->layers[i];
       if (l->params <= 0) continue;
