@@ -13,6 +13,7 @@
 #include "cli/cmds.h"
 #include "cli/options.h"
 #include "core/dl_common.h"
+#include "exec/analytic/analytic.h"
 #include "exec/context.h"
 #include "study/search.h"
 
@@ -101,6 +102,23 @@ static char *command_of(const char *base, const search_layout *l) {
   return cmd;
 }
 
+/* Where the best layout's kernel times come from (its run's kernel_db.time_share): a ranking
+ * resting on times interpolated between other shapes, or on the roofline, says so. */
+static void print_kernel_origins(const run_ctx *x, const search_layout *best) {
+  res_result r;
+  res_init(&r);
+  GError *e = NULL;
+  if (analytic_run(x, &best->cfg, &r, &e)) {
+    printf("  the best's kernel time: %s", r.kdb.name ? r.kdb.name : "roofline");
+    for (int k = 0; k < KDB_N_ORIGINS; k++)
+      if (r.kdb.share[k] > 0)
+        printf(", %.1f %% %s", 100 * r.kdb.share[k], kdb_origin_name((kdb_origin)k));
+    printf("\n");
+  }
+  g_clear_error(&e);
+  res_release(&r);
+}
+
 static void print_table(const search_result *r, const search_opts *o, const run_ctx *x,
                         const char *base) {
   const cfg_run *c = &x->cfg;
@@ -145,6 +163,7 @@ static void print_table(const search_result *r, const search_opts *o, const run_
   char *best = command_of(base, &g_array_index(r->layouts, search_layout, 0));
   printf("  the best: %s\n", best);
   g_free(best);
+  print_kernel_origins(x, &g_array_index(r->layouts, search_layout, 0));
 }
 
 static char *result_json(const search_result *r, const search_opts *so, const run_ctx *x,

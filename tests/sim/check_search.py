@@ -4,7 +4,8 @@
 1. The counts add up: every layout of the space is timed, passed over for its bound or dropped
    for a named reason, and the JSON, the CSV and the table agree.
 2. Every listed layout fits by the result's own fits_in_memory, and its closed-form time equals
-   `dlsim run --mode analytic` of its command (a sample of them, the best included).
+   `dlsim run --mode analytic` of its command (a sample of them, the best included); the table
+   gives the best's kernel time shares as that run's kernel_db does.
 3. The verified layouts carry a simulated time equal to `dlsim run --mode sim` of their command,
    and come first, ordered by it.
 4. The same inputs give byte-identical JSON and CSV, with one worker or two (which also
@@ -86,6 +87,12 @@ def main(dlsim):
                   res["fits_in_memory"] and res["iteration_time_s"] == l["analytic_iteration_s"]
                   and res["memory_bytes_per_gpu"]["peak"] == l["memory_peak_bytes"],
                   f"{l['analytic_iteration_s']} vs {res['iteration_time_s']}")
+            if k == 0:  # the table says where the best's kernel time comes from, as its run does
+                kd = res["kernel_db"]
+                want = f"  the best's kernel time: {kd['name']}" + "".join(
+                    f", {100 * v:.1f} % {o}" for o, v in kd["time_share"].items() if v > 0)
+                check("the table gives the best layout's kernel time shares as its run",
+                      want + "\n" in p.stdout, want)
         # 3. the verified ones: simulated as `dlsim run --mode sim`, first, in their order
         ver = [l for l in lay if l["sim_iteration_s"] is not None]
         check("two layouts verified, listed first", len(ver) == 2 and
