@@ -103,7 +103,8 @@ static char *command_of(const char *base, const search_layout *l) {
 }
 
 /* Where the best layout's kernel times come from (its run's kernel_db.time_share): a ranking
- * resting on times interpolated between other shapes, or on the roofline, says so. */
+ * resting on times interpolated between other shapes, or on the roofline, says so. The layouts
+ * the workers and the journal carry hold no shares: the best is timed once more here. */
 static void print_kernel_origins(const run_ctx *x, const search_layout *best) {
   res_result r;
   res_init(&r);
@@ -114,6 +115,8 @@ static void print_kernel_origins(const run_ctx *x, const search_layout *best) {
       if (r.kdb.share[k] > 0)
         printf(", %.1f %% %s", 100 * r.kdb.share[k], kdb_origin_name((kdb_origin)k));
     printf("\n");
+  } else {
+    printf("  the best's kernel time: not known (%s)\n", e->message);
   }
   g_clear_error(&e);
   res_release(&r);

@@ -694,9 +694,13 @@ static void route_parts(const plat *pl, int h, int part[N_PARTS], gboolean *part
   *partial = node / npl == pg;
 }
 
+/* Whether host h has a route class: a host of a generated cluster. */
+static gboolean classed(const plat *pl, int h) {
+  return pl->structured && h >= 0 && h < (int)pl->hosts->len;
+}
+
 gboolean plat_route_class(const plat *pl, int a, int b, gint64 *key) {
-  if (!pl->structured || a < 0 || b < 0 || a >= (int)pl->hosts->len || b >= (int)pl->hosts->len)
-    return FALSE;
+  if (!classed(pl, a) || !classed(pl, b)) return FALSE;
   /* one host; two GPUs of one node (NVLink, whichever GPUs); else: same leaf group, whether
    * each end is in the last group when that one is smaller (its uplink is narrower), and the
    * GPU indices (rails: GPUs behind one NIC) */
@@ -743,11 +747,8 @@ static gboolean parts_alike(const plat *pl, const int *A, const int *B, int n) {
 }
 
 gboolean plat_routes_alike(const plat *pl, const int *A, const int *B, int n) {
-  for (int j = 0; j < n; j++) {
-    gint64 k;
-    if (!plat_route_class(pl, A[j], A[j], &k) || !plat_route_class(pl, B[j], B[j], &k))
-      return FALSE; /* not a generated cluster, or a host out of range */
-  }
+  for (int j = 0; j < n; j++)
+    if (!classed(pl, A[j]) || !classed(pl, B[j])) return FALSE;
   if (parts_alike(pl, A, B, n)) return TRUE;
   /* the parts may differ where the classes do not (rails across one node): pair by pair */
   for (int i = 0; i < n; i++)
