@@ -116,7 +116,8 @@ static gboolean open_kernels(run_ctx *x, GError **err) {
   x->twin = kdb_layer_twins(x->model);
   x->kt = (ktime_source){x->gpu, x->cfg.precision, x->model, x->db,
                          x->cfg.host_launch && !x->cfg.cuda_graphs && kdb_has_host(x->db),
-                         x->cfg.l2_reuse && kdb_l2(x->db, &l2b, &l2c, &l2w), x->twin};
+                         x->cfg.l2_reuse && kdb_l2(x->db, &l2b, &l2c, &l2w), x->twin,
+                         x->layer_memo = ktime_layer_memo_new()};
   x->layer_t = ktime_layer_times(&x->kt, &x->cfg);
   describe_kernels(x);
   gboolean ok;
@@ -408,6 +409,7 @@ gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, const char *gpu_model,
 
 void run_ctx_release(run_ctx *x) {
   g_free(x->layer_t);
+  if (x->layer_memo) g_hash_table_destroy(x->layer_memo);
   g_free(x->twin);
   g_free(x->slow);
   if (x->degraded) g_ptr_array_free(x->degraded, TRUE);

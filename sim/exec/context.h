@@ -31,6 +31,7 @@ typedef struct {
   GPtrArray *degraded;   /* --degrade: the links scaled in platform (names, owned), NULL: none */
   GArray *degraded_f;    /* their bandwidth factors (double, owned) */
   int *twin;             /* each layer's twin for kernel times (kdb_layer_twins; owned) */
+  GHashTable *layer_memo;/* kt's layer times by micro-batch size (ktime_layer_memo_new; owned) */
   double *layer_t;       /* per-layer forward + backward time of one micro-batch, what pipeline
                             stages are balanced with (owned, model->n_layers entries) */
   res_kdb kernels;       /* where the kernel times come from, for the result (counts 0) */

@@ -63,14 +63,33 @@ typedef struct memo_slot {
   gboolean used;
 } memo_slot;
 
-static guint recent_index(const memo_key *k) {
-  guint64 w, h = (guint64)(uintptr_t)k->layer * 0x9E3779B97F4A7C15ULL;
-  memcpy(&w, k->kname, sizeof w);
+/* The slot of a kernel in the memo's front, from its fields rather than its memo_key, which is
+ * built only when the memo is missed: most asks find their slot. */
+static guint recent_index(const kdb_kernel *k, size_t n) {
+  guint64 w = 0, f, h = (guint64)(uintptr_t)k->layer * 0x9E3779B97F4A7C15ULL;
+  memcpy(&w, k->kname, MIN(n, sizeof w));
   h ^= w * 0xBF58476D1CE4E5B9ULL;
-  memcpy(&w, &k->flops, sizeof w);
-  h ^= (w + (guint64)k->samples + ((guint64)k->split << 32) + ((guint64)k->seq << 48)) *
+  memcpy(&f, &k->flops, sizeof f);
+  h ^= (f + (guint64)k->samples + ((guint64)k->split << 32) + ((guint64)k->seq << 48)) *
        0x94D049BB133111EBULL;
+  /* a product carries a difference only upwards: folded down and mixed again, the top bits of
+   * the name's word and the FLOP's exponent (a layer's forward and backward) reach the index */
+  h ^= h >> 31;
+  h *= 0xBF58476D1CE4E5B9ULL;
   return (guint)(h >> 40) & (MEMO_RECENT - 1);
+}
+
+static gboolean same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Whether slot `s` holds kernel `k` (name n bytes long) of precision `prec` on `gpu`: the same
+ * fields, compared as the memo compares keys (byte for byte). */
+static gboolean slot_holds(const memo_slot *s, const kdb_kernel *k, size_t n, const void *gpu,
+                           gpu_precision prec) {
+  const memo_key *q = &s->key;
+  return s->used && q->layer == (const void *)k->layer && q->gpu == gpu &&
+         q->samples == k->samples && q->params == k->params && same_bits(q->flops, k->flops) &&
+         same_bits(q->bytes, k->bytes) && q->split == k->split && q->gemm_like == k->gemm_like &&
+         q->prec == (int)prec && q->seq == k->seq && memcmp(q->kname, k->kname, n + 1) == 0;
 }
 
 static guint memo_hash(gconstpointer p) {
@@ -799,26 +818,29 @@ double kdb_kernel_spread_s(const kdb *db, const gpu_spec *gpu, const kdb_kernel 
   double cv_ = 0;
   if (!cv) cv = &cv_;
   if (!db || n >= sizeof key.kname) return lookup_s(db, gpu, k, prec, origin, cv);
-  memset(&key, 0, sizeof key);
-  memcpy(key.kname, k->kname, n);
-  key.layer = k->layer, key.gpu = gpu, key.samples = k->samples, key.params = k->params;
-  key.flops = k->flops, key.bytes = k->bytes, key.split = k->split, key.gemm_like = k->gemm_like;
-  key.seq = k->seq;
-  key.prec = prec;
   /* the memo is a cache: the database's answers do not change. No lock: dlsim's one thread, or
    * SimGrid's actors, which run one at a time (cfg_simgrid_items_ok refuses parallel ones) */
   kdb *w = (kdb *)db;
   if (!w->memo) w->memo = g_hash_table_new_full(memo_hash, memo_equal, g_free, g_free);
   if (!w->recent) w->recent = g_new0(memo_slot, MEMO_RECENT);
-  memo_slot *slot = &w->recent[recent_index(&key)];
-  const gboolean recent = slot->used && memcmp(&slot->key, &key, sizeof key) == 0;
-  const memo_val *v = recent ? &slot->val : g_hash_table_lookup(w->memo, &key);
+  memo_slot *slot = &w->recent[recent_index(k, n)];
   memo_val got;
-  if (v) got = *v;
-  if (v && !recent) *slot = (memo_slot){key, got, TRUE};
-  if (!v) {
-    got.t = lookup_s(db, gpu, k, prec, &got.origin, &got.cv);
-    g_hash_table_replace(w->memo, g_memdup2(&key, sizeof key), g_memdup2(&got, sizeof got));
+  if (slot_holds(slot, k, n, gpu, prec)) {
+    got = slot->val;
+  } else {
+    memset(&key, 0, sizeof key);
+    memcpy(key.kname, k->kname, n);
+    key.layer = k->layer, key.gpu = gpu, key.samples = k->samples, key.params = k->params;
+    key.flops = k->flops, key.bytes = k->bytes, key.split = k->split;
+    key.gemm_like = k->gemm_like, key.seq = k->seq, key.prec = prec;
+    const memo_val *v = g_hash_table_lookup(w->memo, &key);
+    if (v) {
+      got = *v;
+    } else {
+      got.t = lookup_s(db, gpu, k, prec, &got.origin, &got.cv);
+      g_hash_table_replace(w->memo, g_memdup2(&key, sizeof key), g_memdup2(&got, sizeof got));
+    }
+    *slot = (memo_slot){key, got, TRUE};
   }
   if (origin) *origin = got.origin;
   *cv = got.cv;

@@ -22,6 +22,8 @@ typedef struct {
                              the L2 that `db` describes (ktime_kernel_s) */
   const int *twin;        /* each layer's twin (kdb_layer_twins), asked for in its place, or
                              NULL (borrowed) */
+  GHashTable *layer_memo; /* ktime_layer_times' answers by micro-batch size
+                             (ktime_layer_memo_new), or NULL: none kept (borrowed) */
 } ktime_source;
 
 /* The kernel-database descriptor of kernel op `op` (kind PLAN_KERNEL) of model `m`; it borrows the
@@ -50,9 +52,13 @@ double ktime_kernel_cv(const ktime_source *k, const plan_op *op);
 double ktime_host_s(const ktime_source *k, const plan_op *op);
 
 /* Forward + backward time of each layer for one micro-batch of configuration `c` on one GPU
- * (no split), seconds: what pipeline stages are balanced with. Newly allocated, n_layers
- * entries (g_free). */
+ * (no split), seconds: what pipeline stages are balanced with. They depend on `c` only through
+ * its micro-batch size; with k->layer_memo each size is looked up once (a search asks for them
+ * once per layout, and its layouts share a few sizes). Newly allocated, n_layers entries
+ * (g_free). */
 double *ktime_layer_times(const ktime_source *k, const cfg_run *c);
+/* A table for ktime_source's layer_memo (g_hash_table_destroy). */
+GHashTable *ktime_layer_memo_new(void);
 
 /* The kernel database a run uses: --kernels NAME|FILE when given, else kernels/db/<gpu>.json
  * when it exists for the platform's GPU model, else none (*db = NULL, roofline). A database

@@ -21,7 +21,15 @@ const char *wl_layer_kind_name(wl_layer_kind k) {
 }
 
 void wl_kernel_name(char *kn, size_t n, wl_layer_kind k, const char *pass) {
-  g_strlcpy(kn, wl_layer_kind_name(k), n);
+  const char *kind = wl_layer_kind_name(k);
+  const size_t a = strlen(kind), b = strlen(pass);
+  if (a + 1 + b < n) { /* the usual case, in one pass: a planner names a kernel per op */
+    memcpy(kn, kind, a);
+    kn[a] = '.';
+    memcpy(kn + a + 1, pass, b + 1);
+    return;
+  }
+  g_strlcpy(kn, kind, n);
   g_strlcat(kn, ".", n);
   g_strlcat(kn, pass, n);
 }

@@ -329,8 +329,8 @@ static void backward_step(plan_builder *b, plan_rank *p, const stage_ctx *s, int
  * (about 10 FLOP); mixed precision also reads and writes the fp32 master copy. */
 static void optimizer_step(plan_builder *b, plan_rank *p, const wl_model *m, const cfg_run *c) {
   int last_comm = -1;
-  for (guint i = 0; i < b->ops->len; i++) {
-    plan_op *op = &g_array_index(b->ops, plan_op, i);
+  for (guint i = b->ops->len; i-- > 0 && last_comm < 0;) {
+    const plan_op *op = &g_array_index(b->ops, plan_op, i);
     if (op->stream == PLAN_STREAM_COMM && op->record_event >= 0) last_comm = op->record_event;
   }
   const gboolean adam = m->optimizer == WL_OPT_ADAM;
@@ -378,31 +378,52 @@ static gboolean layer_reads(const wl_layer *l, int j) {
  * that reads it (the gradient of its output), autocast's casts in between or not. Layers split
  * over ranks (their channels, or their tokens: seq) are left out: their tensors are not whole on
  * the rank. What the kernel gains from it is the database's to say (ktime_kernel_s). */
+/* What plan_mark_warm asks of a kernel name (NAME_*), remembered by the name's pointer for the
+ * names seen lately: an op list repeats a few interned names (and literals) over and over. */
+enum { NAME_FWD = 1, NAME_BWD = 2, NAME_CAST = 4 };
+typedef struct {
+  const char *name[16];
+  int flags[16];
+} name_memo;
+
+static int name_flags(name_memo *nm, const char *kn) {
+  const guint h = (guint)(((uintptr_t)kn >> 3) ^ ((uintptr_t)kn >> 9)) & 15;
+  if (nm->name[h] != kn) {
+    nm->name[h] = kn;
+    nm->flags[h] = (g_str_has_suffix(kn, ".fwd") ? NAME_FWD : 0) |
+                   (g_str_has_suffix(kn, ".bwd") ? NAME_BWD : 0) |
+                   (g_str_has_prefix(kn, "cast.") ? NAME_CAST : 0);
+  }
+  return nm->flags[h];
+}
+
 static void plan_mark_warm(plan_rank *p, const wl_model *m, const cfg_run *c) {
   if (c->domain_conv) return; /* images split by rows: no layer's tensors are whole */
   const double dt = gpu_precision_bytes(c->precision);
   const plan_op *q = NULL;
+  int qf = 0; /* q's name_flags */
+  name_memo nm = {{NULL}, {0}};
   for (int i = 0; i < p->n_ops; i++) {
     plan_op *op = &p->ops[i];
     if (op->stream != PLAN_STREAM_COMPUTE) continue;
+    const int f = name_flags(&nm, op->kname);
     if (op->kind == PLAN_KERNEL && q && q->kind == PLAN_KERNEL && op->layer >= 0 &&
         q->layer >= 0 && op->split == 1 && q->split == 1 && !op->seq && !q->seq &&
         q->microbatch == op->microbatch) {
       const wl_layer *l = &m->layers[op->layer];
-      const gboolean fwd = g_str_has_suffix(op->kname, ".fwd");
-      const gboolean qfwd = g_str_has_suffix(q->kname, ".fwd");
+      const gboolean fwd = f & NAME_FWD, qfwd = qf & NAME_FWD;
       const double n = (double)op->samples;
       if (fwd && qfwd && layer_reads(l, q->layer)) {
         op->warm_bytes = (double)m->layers[q->layer].out_elems * n * dt;
         op->out_bytes = (double)l->out_elems * n * dt;
-      } else if (!fwd && !qfwd && g_str_has_suffix(op->kname, ".bwd") &&
+      } else if (!fwd && !qfwd && (f & NAME_BWD) &&
                  layer_reads(&m->layers[q->layer], op->layer)) {
         op->warm_bytes = (double)l->out_elems * n * dt;
         op->out_bytes = (double)l->in.c * l->in.h * l->in.w * n * dt;
       }
     }
     /* autocast's weight casts do not count: small next to the activations they sit between */
-    if (!g_str_has_prefix(op->kname, "cast.")) q = op;
+    if (!(f & NAME_CAST)) q = op, qf = f;
   }
 }
 

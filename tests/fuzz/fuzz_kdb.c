@@ -18,7 +18,7 @@ static void use(const kdb *db, const char *workload, int pp) {
   GError *e = NULL;
   if (!cfg_resolve(&c, 16, &e)) abort();
   cfg_resolve_style(&c, wl_has_tp_roles(m));
-  ktime_source kt = {gpu_find("a100-40gb"), c.precision, m, db, TRUE, TRUE, NULL};
+  ktime_source kt = {gpu_find("a100-40gb"), c.precision, m, db, TRUE, TRUE, NULL, NULL};
   double *layer_t = ktime_layer_times(&kt, &c);
   for (int r = 0; r < pp; r++) {
     plan_rank *p = plan_build(m, &c, layer_t, r, &e);
