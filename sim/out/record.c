@@ -100,10 +100,15 @@ static int span_cmp(gconstpointer a, gconstpointer b) {
 /* The steady-state spans of `a`, sorted and merged where they overlap or touch. */
 static GArray *steady_union(const GArray *a, int it0) {
   GArray *u = g_array_new(FALSE, FALSE, sizeof(rec_span));
+  gboolean sorted = TRUE; /* a stream's spans mostly come in time order already */
   for (guint i = 0; i < a->len; i++)
-    if (g_array_index(a, rec_span, i).iter >= it0)
+    if (g_array_index(a, rec_span, i).iter >= it0) {
+      if (u->len && span_cmp(&g_array_index(a, rec_span, i),
+                             &g_array_index(u, rec_span, u->len - 1)) < 0)
+        sorted = FALSE;
       g_array_append_val(u, g_array_index(a, rec_span, i));
-  g_array_sort(u, span_cmp);
+    }
+  if (!sorted) g_array_sort(u, span_cmp); /* stable: equal starts keep their order either way */
   guint n = 0;
   for (guint i = 0; i < u->len; i++) {
     rec_span x = g_array_index(u, rec_span, i);

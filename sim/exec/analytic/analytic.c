@@ -141,7 +141,7 @@ typedef struct {
 } p2p_state;
 
 typedef struct {
-  int arrived, members;
+  int arrived, members, left; /* left: members that have gone on past it (then it is dropped) */
   double ready; /* latest arrival: when the collective can start */
 } coll_meet;
 
@@ -243,6 +243,7 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         if (cm->arrived < cm->members) break;
         start = cm->ready;
         rr->coll_seq[slot]++;
+        if (++cm->left == cm->members) g_hash_table_remove(ps->colls, &key); /* done with */
         const char *algo = coll_resolve(op->coll, c->coll, op->bytes, g->P, g->nodes, g->nccl);
         double d = op->peer_send_bytes
                        ? coll_cost_alltoallv_s(op->peer_send_bytes, op->peer_recv_bytes, me, g)
@@ -275,6 +276,10 @@ static int advance(rank_run *rr, const cfg_run *c, const ktime_source *ks, group
         msg_fifo *q = msg_queue(ps->arrival, src, dst, op->tag, FALSE);
         if (!q || q->head >= q->t->len) break; /* not sent yet */
         const double arr = g_array_index(q->t, double, q->head++);
+        if (q->head == q->t->len) { /* drained: a later send of the key starts a new one */
+          const gint64 key = key3(src, dst, op->tag);
+          g_hash_table_remove(ps->arrival, &key);
+        }
         double lat, bw_s;
         if (!p2p_times(pl, ps->routes, peer, rr->rank, op->bytes, &lat, &bw_s, err)) return -1;
         const double xfer = lat + bw_s;
