@@ -111,7 +111,10 @@ int cmd_coll(int argc, char **argv) {
                           max_s ? max_s : "");
     goto bad;
   }
-  if (iters < 1) { msg = g_strdup_printf("--iters: expected >= 1, got %d", iters); goto bad; }
+  if (iters < 1 || iters > CFG_MAX_STEPS) {
+    msg = g_strdup_printf("--iters: expected 1..%d, got %d", CFG_MAX_STEPS, iters);
+    goto bad;
+  }
   int proto = NCCL_PROTO_AUTO;
   if (proto_s && !cfg_nccl_proto_option(proto_s, &proto, &err)) {
     status = fail(err->message);

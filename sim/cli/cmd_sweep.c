@@ -228,7 +228,13 @@ static int run_sweep(const char *spec_path, const char *out, int jobs, const cha
     out_paths(base, &csv, &jsonl);
     g_free(base);
   } else out_paths(out, &csv, &jsonl);
-  /* where the rows go is checked before anything runs */
+  /* where the rows go is checked before anything runs: never onto the spec itself */
+  char *lock_path = g_strdup_printf("%.*s.lock", (int)strlen(csv) - 4, csv);
+  const char *out_names[] = {"--out", "--out", "--out"}, *outs[] = {csv, jsonl, lock_path};
+  const char *in_names[] = {"spec"}, *ins[] = {spec_path};
+  const gboolean apart = dl_check_outputs(out_names, outs, 3, in_names, ins, 1, e);
+  g_free(lock_path);
+  if (!apart) goto out;
   if (!dl_check_writable("--out", csv, e) || !dl_check_writable("--out", jsonl, e)) goto out;
   if ((lock = lock_prefix(csv, e)) < 0) goto out;
   if (!sweep_store_open(&st, csv, jsonl, e)) goto out;

@@ -849,6 +849,14 @@ double *cfg_slow_factors(const cfg_run *c, gboolean *ok, GError **err) {
   }
   g_free(order);
   g_strfreev(items);
+  /* a rank named or drawn more than once takes the product of its factors, held to the range
+   * one factor has */
+  for (int r = 0; r < P && *ok; r++)
+    if (!(f[r] >= 0.01 && f[r] <= 100)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--slow-gpus %s: rank %d's factors multiply to "
+                  "%g, outside 0.01 to 100", c->slow_gpus, r, f[r]);
+      *ok = FALSE;
+    }
   if (!*ok) g_clear_pointer(&f, g_free);
   return f;
 }

@@ -266,7 +266,7 @@ gboolean dl_parse_bytes(const char *text, double *bytes) {
   char *end = NULL;
   errno = 0;
   double v = g_ascii_strtod(text, &end);
-  if (end == text || errno || v < 0) return FALSE;
+  if (end == text || errno || !isfinite(v) || v < 0 || strpbrk(text, "xX")) return FALSE;
   double mult = 1.0;
   if (*end) {
     gboolean found = FALSE;
@@ -279,7 +279,7 @@ gboolean dl_parse_bytes(const char *text, double *bytes) {
     if (!found) return FALSE;
   }
   *bytes = v * mult;
-  return TRUE;
+  return isfinite(*bytes);
 }
 
 char *dl_last_line(const char *text) {

@@ -84,7 +84,8 @@ struct cJSON *dl_json_parse(const char *path, const char *text, gsize len, GErro
 gboolean dl_json_read_optional(const char *path, struct cJSON **root, GError **err);
 
 /* Parses a size with an optional unit suffix: B, KB, MB, GB, TB (10^3) or KiB, MiB, GiB (2^10).
- * Returns FALSE (no error set) when the text is not a size. */
+ * Returns FALSE (no error set) when the text is not a size: negative, not finite, or hexadecimal
+ * (a size is written in decimal). */
 gboolean dl_parse_bytes(const char *text, double *bytes);
 
 /* `s` seconds for a progress line: "42 s", "3 min 05 s", "1 h 02 min". */

@@ -171,6 +171,16 @@ static gboolean degrade_platform(run_ctx *x, GError **err) {
     g_ptr_array_free(pick, TRUE);
   }
   g_hash_table_destroy(at);
+  /* a link named or drawn more than once takes the product of its factors, held to the range
+   * one factor has */
+  for (guint j = 0; ok && j < factors->len; j++) {
+    const double fj = g_array_index(factors, double, j);
+    if (!(fj >= 0.001 && fj <= 1000)) {
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--degrade %s: link %s's factors multiply to %g, "
+                  "outside 0.001 to 1000", c->degrade, (const char *)names->pdata[j], fj);
+      ok = FALSE;
+    }
+  }
   plat *cp = NULL;
   if (ok) {
     g_ptr_array_add(names, NULL);

@@ -310,6 +310,10 @@ char *kdb_to_json(const kdb *db) {
 #define KDB_MAX_FLOPS 1e24
 #define KDB_MAX_BYTES 1e18
 #define KDB_MAX_REPEATS 1e9
+/* No kernel call is timed under a nanosecond, and one that does any work does at least one FLOP
+ * and moves at least a byte: below those a time scaled by an entry's rate (interpolation, the
+ * roofline ratio of a shape) would be beyond any clock. */
+#define KDB_MIN_S 1e-9
 
 /* entries[i].field as a number in [lo, hi] (lo excluded when `open_lo`); `optional` fields may
  * be missing (*v untouched). */
@@ -325,6 +329,16 @@ static gboolean get_num(const cJSON *o, const char *field, double *v, const char
   }
   *v = d;
   return TRUE;
+}
+
+/* entries[i].field as 0 or a count in [1, hi] (FLOP, bytes). */
+static gboolean get_count(const cJSON *o, const char *field, double *v, const char *path, int i,
+                          double hi, GError **err) {
+  if (!get_num(o, field, v, path, i, 0, FALSE, hi, FALSE, err)) return FALSE;
+  if (*v == 0 || *v >= 1) return TRUE;
+  g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: entries[%d].%s: expected 0 or a number in [1, "
+              "%g], got %g", path, i, field, hi, *v);
+  return FALSE;
 }
 
 static const char *get_str(const cJSON *o, const char *field, const char *path, int i,
@@ -648,13 +662,13 @@ kdb *kdb_load_text(const char *path, const char *txt, gsize len, GError **err) {
       goto out;
     }
     double rep = 0;
-    if (!get_num(o, "flops", &e.flops, path, i, 0, FALSE, KDB_MAX_FLOPS, FALSE, err) ||
-        !get_num(o, "bytes", &e.bytes, path, i, 0, FALSE, KDB_MAX_BYTES, FALSE, err) ||
-        !get_num(o, "median_s", &e.median_s, path, i, 0, TRUE, KDB_MAX_S, FALSE, err) ||
+    if (!get_count(o, "flops", &e.flops, path, i, KDB_MAX_FLOPS, err) ||
+        !get_count(o, "bytes", &e.bytes, path, i, KDB_MAX_BYTES, err) ||
+        !get_num(o, "median_s", &e.median_s, path, i, KDB_MIN_S, FALSE, KDB_MAX_S, FALSE, err) ||
         !get_num(o, "repeats", &rep, path, i, 0, FALSE, KDB_MAX_REPEATS, FALSE, err))
       goto out;
     e.mean_s = e.median_s;
-    if (!get_num(o, "mean_s", &e.mean_s, path, i, 0, TRUE, KDB_MAX_S, TRUE, err) ||
+    if (!get_num(o, "mean_s", &e.mean_s, path, i, KDB_MIN_S, FALSE, KDB_MAX_S, TRUE, err) ||
         !get_num(o, "stddev_s", &e.stddev_s, path, i, 0, FALSE, KDB_MAX_S, TRUE, err))
       goto out;
     if (g_hash_table_contains(db->by_key, key)) {

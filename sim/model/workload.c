@@ -604,12 +604,13 @@ static gboolean read_moe(layer_reader *r) {
   if (!get_int32(r->L, r->jl, r->jp, "experts", TRUE, 0, 1, 4096, &l->experts) ||
       !get_int32(r->L, r->jl, r->jp, "top_k", TRUE, 0, 1, l->experts, &l->top_k) ||
       !get_int(r->L, r->jl, r->jp, "ffn", TRUE, 0, 1, INT64_C(1) << 24, &l->ffn) ||
-      !get_double(r->L, r->jl, r->jp, "capacity_factor", 1.0, -1.0, 64.0, &l->capacity_factor) ||
+      !get_double(r->L, r->jl, r->jp, "capacity_factor", 1.0, -INFINITY, INFINITY,
+                  &l->capacity_factor) ||
       !get_bool(r->L, r->jl, r->jp, "bias", FALSE, &l->bias) ||
       !get_int32(r->L, r->jl, r->jp, "shared_experts", FALSE, 0, 0, 4096, &l->shared) ||
       !get_str(r->L, r->jl, r->jp, "activation", FALSE, &act))
     return FALSE;
-  if (l->capacity_factor < 0) /* 0: no limit, nothing dropped (dropless MoE) */
+  if (!(l->capacity_factor >= 0 && l->capacity_factor <= 64)) /* 0: no limit (dropless MoE) */
     return fail_at(r, "capacity_factor", "expected 0 (no limit) or a factor up to 64, got %g",
                    l->capacity_factor);
   if (act && strcmp(act, "gelu") && strcmp(act, "swiglu"))

@@ -281,7 +281,7 @@ static int64_t attr_int(const et_node *n, const char *name, int64_t dflt) {
 static double attr_num(const et_node *n, const char *name, double dflt) {
   const et_attr *a = et_node_attr(n, name);
   if (!a) return dflt;
-  if (a->kind == ET_A_DOUBLE) return isfinite(a->d) ? a->d : dflt;
+  if (a->kind == ET_A_DOUBLE) return a->d; /* NaN and infinities too: the callers refuse them */
   if (a->kind == ET_A_INT) return (double)a->i;
   return dflt;
 }
@@ -588,7 +588,7 @@ static gboolean op_of(conv *v, const et_node *n, plan_op *op, GPtrArray *pool) {
                                 : n->type == ET_METADATA   ? "trace.metadata"
                                                            : "trace.memory");
     const double flops = attr_num(n, "num_ops", 0);
-    if (!(flops >= 0 && flops <= 1e30)) return refuse(v, n, "num_ops: expected FLOP >= 0");
+    if (!(flops >= 0 && flops <= 1e30)) return refuse(v, n, "num_ops: expected FLOP in 0..1e30");
     op->flops = n->type == ET_COMP ? flops : 0;
     op->mem_bytes = n->type == ET_METADATA ? 0 : bytes;
     op->gemm_like = op->flops > 0;

@@ -310,9 +310,23 @@ static gboolean factor_ok(const char *text) {
   return ok;
 }
 
+/* The first bandwidth or latency option outside what a platform may hold, or NULL. */
+static const char *out_of_range(const plat_gen_params *p) {
+  const struct { const char *opt; double v; } bw[] = {
+      {"--nvlink-bw", p->nvlink_bps}, {"--nic-bw", p->nic_bps}, {"--pcie-bw", p->pcie_bps}};
+  const struct { const char *opt; double v; } lat[] = {
+      {"--nvlink-lat", p->nvlink_lat_s}, {"--nic-lat", p->nic_lat_s},
+      {"--pcie-lat", p->pcie_lat_s}, {"--switch-lat", p->switch_lat_s}};
+  for (size_t i = 0; i < G_N_ELEMENTS(bw); i++)
+    if (!(bw[i].v >= PLAT_MIN_BPS && bw[i].v <= PLAT_MAX_BPS)) return bw[i].opt;
+  for (size_t i = 0; i < G_N_ELEMENTS(lat); i++)
+    if (!(lat[i].v >= 0 && lat[i].v <= PLAT_MAX_LAT_S)) return lat[i].opt;
+  return NULL;
+}
+
 static gboolean check_params(const plat_gen_params *p, GError **err) {
   const char *bad = NULL;
-  char *msg = NULL;
+  char *msg = NULL, *known = NULL;
   if (p->nodes < 1 || p->nodes > 1000000)
     msg = g_strdup_printf("--nodes: expected 1..1000000, got %d", p->nodes);
   else if (p->gpus_per_node < 1 || p->gpus_per_node > 1024)
@@ -331,9 +345,12 @@ static gboolean check_params(const plat_gen_params *p, GError **err) {
     msg = g_strdup_printf("--oversubscription: expected a ratio >= 1, got %g", p->oversubscription);
   else if (p->nodes_per_leaf < 0)
     msg = g_strdup_printf("--nodes-per-leaf: expected >= 0, got %d", p->nodes_per_leaf);
-  else if (p->leaves_per_pod < 0 || (p->leaves_per_pod > 0 && p->topology == PLAT_TOPO_STAR))
+  else if (p->leaves_per_pod < 0)
     msg = g_strdup_printf("--leaves-per-pod: expected >= 1 on a rail or fattree topology, got %d",
                           p->leaves_per_pod);
+  else if (p->leaves_per_pod > 0 && p->topology == PLAT_TOPO_STAR)
+    msg = g_strdup("--leaves-per-pod: a star has no leaf switches (pods are for the rail and "
+                   "fattree topologies)");
   else if (p->leaves_per_pod > 0 && p->topology == PLAT_TOPO_RAIL && p->nics_per_node > 0 &&
            p->leaves_per_pod % p->nics_per_node)
     msg = g_strdup_printf("--leaves-per-pod: a pod holds whole rail groups: expected a multiple "
@@ -341,19 +358,22 @@ static gboolean check_params(const plat_gen_params *p, GError **err) {
   else if (!(p->pod_oversubscription >= 1.0) || !isfinite(p->pod_oversubscription))
     msg = g_strdup_printf("--pod-oversubscription: expected a ratio >= 1, got %g",
                           p->pod_oversubscription);
-  else if (!(p->speed_flops > 0) || !isfinite(p->speed_flops)) bad = "--gpu-speed";
-  else if (!(p->gpu_mem_bytes > 0) || !isfinite(p->gpu_mem_bytes)) bad = "--gpu-mem";
-  else if (!(p->nvlink_bps > 0) || !isfinite(p->nvlink_bps)) bad = "--nvlink-bw";
-  else if (!(p->nic_bps > 0) || !isfinite(p->nic_bps)) bad = "--nic-bw";
-  else if (!(p->pcie_bps > 0) || !isfinite(p->pcie_bps)) bad = "--pcie-bw";
-  else if (!(p->nvlink_lat_s >= 0) || !(p->nic_lat_s >= 0) || !(p->pcie_lat_s >= 0) ||
-           !(p->switch_lat_s >= 0))
-    msg = g_strdup("latencies: expected values >= 0");
+  else if (!gpu_find(p->gpu_model))
+    msg = g_strdup_printf("--gpu: '%s' has no spec sheet, which every dlsim run of the platform "
+                          "needs (known: %s)", p->gpu_model, known = gpu_known_names());
+  /* the ranges the loader takes (platform.h), so that every file written here loads */
+  else if (!(p->speed_flops >= 1 && p->speed_flops <= PLAT_MAX_FLOPS))
+    msg = g_strdup_printf("--gpu-speed: expected 1 to 1e24 flop/s, got %g", p->speed_flops);
+  else if (!(p->gpu_mem_bytes >= 1 && p->gpu_mem_bytes <= PLAT_MAX_MEM_BYTES))
+    msg = g_strdup_printf("--gpu-mem: expected 1 to 1e18 bytes, got %g", p->gpu_mem_bytes);
+  else if ((bad = out_of_range(p)) != NULL)
+    msg = g_strdup_printf("%s: expected %s", bad, g_str_has_suffix(bad, "-lat")
+                          ? "0 to 3600 s" : "1 to 1e18 bytes/s");
   else if (!factor_ok(p->bw_factor) || !factor_ok(p->lat_factor))
     msg = g_strdup_printf("%s: expected \"size:factor;...\" (e.g. 65536:0.9;0:1), got '%s'",
                           factor_ok(p->bw_factor) ? "smpi/lat-factor" : "smpi/bw-factor",
                           factor_ok(p->bw_factor) ? p->lat_factor : p->bw_factor);
-  if (bad) msg = g_strdup_printf("%s: expected a positive value", bad);
+  g_free(known);
   if (msg) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s", msg);
     g_free(msg);
@@ -362,7 +382,19 @@ static gboolean check_params(const plat_gen_params *p, GError **err) {
   return TRUE;
 }
 
-static void put_link(GString *s, const char *id, double bps, double lat_s) {
+/* The first link written outside what a platform may hold (platform.h), as a message, or NULL:
+ * a link derived from the options (a leaf's uplinks: its NICs over the oversubscription; a
+ * NIC's latency plus half a switch's) may leave the range the options each keep to. */
+typedef struct {
+  char *bad;
+} link_check;
+
+static void put_link(GString *s, link_check *lc, const char *id, double bps, double lat_s) {
+  if (!lc->bad && !(bps >= PLAT_MIN_BPS && bps <= PLAT_MAX_BPS && lat_s >= 0 &&
+                    lat_s <= PLAT_MAX_LAT_S))
+    lc->bad = g_strdup_printf("link %s would have %g bytes/s and %g s, outside 1 to 1e18 bytes/s "
+                              "and 0 to 3600 s (from --nvlink-bw, --nic-bw, --pcie-bw, the "
+                              "latencies and the oversubscription ratios)", id, bps, lat_s);
   g_string_append_printf(s, "    <link id=\"%s\" bandwidth=\"", id);
   put_unit(s, bps, out_bw, G_N_ELEMENTS(out_bw));
   g_string_append(s, "\" latency=\"");
@@ -513,35 +545,37 @@ static char *spine_of(const layout *y, int gr) {
 }
 
 /* A link named by `fmt` (one or two integer fields). */
-static void put_link_f(GString *s, double bps, double lat_s, const char *fmt, int a, int b) {
+static void put_link_f(GString *s, link_check *lc, double bps, double lat_s, const char *fmt,
+                       int a, int b) {
   char *name = g_strdup_printf(fmt, a, b);
-  put_link(s, name, bps, lat_s);
+  put_link(s, lc, name, bps, lat_s);
   g_free(name);
 }
 
-static void put_links(GString *s, const layout *y) {
+static void put_links(GString *s, link_check *lc, const layout *y) {
   const plat_gen_params *p = y->p;
   const double half_sw = p->switch_lat_s / 2;
   for (int n = 0; n < y->N; n++) {
     if (y->star) {
       for (int g = 0; g < y->G; g++)
-        put_link_f(s, p->nic_bps, p->nic_lat_s + half_sw, "n%dg%d_link", n, g);
+        put_link_f(s, lc, p->nic_bps, p->nic_lat_s + half_sw, "n%dg%d_link", n, g);
       continue;
     }
     for (int g = 0; g < y->G; g++)
-      put_link_f(s, p->nvlink_bps, p->nvlink_lat_s, "n%dg%d_nvl", n, g);
+      put_link_f(s, lc, p->nvlink_bps, p->nvlink_lat_s, "n%dg%d_nvl", n, g);
     if (y->K == y->G && p->topology == PLAT_TOPO_FATTREE) {
       for (int g = 0; g < y->G; g++) {
-        put_link_f(s, p->nic_bps, p->nic_lat_s, "n%dg%d_nic", n, g);
-        put_link_f(s, p->nic_bps, half_sw, "n%dg%d_port", n, g);
+        put_link_f(s, lc, p->nic_bps, p->nic_lat_s, "n%dg%d_nic", n, g);
+        put_link_f(s, lc, p->nic_bps, half_sw, "n%dg%d_port", n, g);
       }
     } else if (y->K == y->G) {
       for (int g = 0; g < y->G; g++)
-        put_link_f(s, p->nic_bps, p->nic_lat_s + half_sw, "n%dg%d_nic", n, g);
+        put_link_f(s, lc, p->nic_bps, p->nic_lat_s + half_sw, "n%dg%d_nic", n, g);
     } else if (y->K > 0) {
-      for (int g = 0; g < y->G; g++) put_link_f(s, p->pcie_bps, p->pcie_lat_s, "n%dg%d_pci", n, g);
+      for (int g = 0; g < y->G; g++)
+        put_link_f(s, lc, p->pcie_bps, p->pcie_lat_s, "n%dg%d_pci", n, g);
       for (int k = 0; k < y->K; k++)
-        put_link_f(s, p->nic_bps, p->nic_lat_s + half_sw, "n%d_nic%d", n, k);
+        put_link_f(s, lc, p->nic_bps, p->nic_lat_s + half_sw, "n%d_nic%d", n, k);
     }
   }
   /* A leaf's downlinks carry nodes × (NICs it serves per node) × NIC bandwidth; its uplink
@@ -555,14 +589,14 @@ static void put_links(GString *s, const layout *y) {
     for (int k = 0; k < y->leaves_per_group; k++) {
       char *l = leaf_name(p, y->npl, gr * y->npl, k);
       char *a = g_strdup_printf("%s_up", l);
-      put_link(s, a, up_bps, p->switch_lat_s);
+      put_link(s, lc, a, up_bps, p->switch_lat_s);
       g_free(a);
       g_free(l);
     }
     /* a pod's uplink bundle to the core: its leaves' uplinks over the pod's ratio */
     pod_bps += up_bps * y->leaves_per_group;
     if (y->pods > 1 && (gr % y->groups_per_pod == y->groups_per_pod - 1 || gr == y->groups - 1)) {
-      put_link_f(s, pod_bps / p->pod_oversubscription, p->switch_lat_s, "p%d_up",
+      put_link_f(s, lc, pod_bps / p->pod_oversubscription, p->switch_lat_s, "p%d_up",
                  gr / y->groups_per_pod, 0);
       pod_bps = 0;
     }
@@ -644,7 +678,14 @@ char *plat_generate_xml(const plat_gen_params *p, GError **err) {
   put_head(s, &y);
   g_string_append(s, "  <zone id=\"dlsim\" routing=\"DijkstraCache\">\n");
   put_nodes(s, &y);
-  put_links(s, &y);
+  link_check lc = {NULL};
+  put_links(s, &lc, &y);
+  if (lc.bad) {
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s", lc.bad);
+    g_free(lc.bad);
+    g_string_free(s, TRUE);
+    return NULL;
+  }
   put_routes(s, &y);
   g_string_append(s, "  </zone>\n</platform>\n");
   return g_string_free(s, FALSE);

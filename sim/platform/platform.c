@@ -145,14 +145,6 @@ static void check_structure(plat *pl) {
   g_hash_table_destroy(alike);
 }
 
-/* What the closed form takes as plausible: beyond these a file is wrong, and sums of such
- * figures would overflow. */
-#define PLAT_MAX_LAT_S 3600.0
-#define PLAT_MAX_BPS 1e18
-/* and at least a byte a second: below it a message's time is not finite in double precision
- * once NCCL's GB/s figures divide it */
-#define PLAT_MIN_BPS 1.0
-#define PLAT_MAX_FLOPS 1e24
 
 static gboolean number(const char *text, double *v) {
   char *end = NULL;
@@ -191,7 +183,7 @@ static gboolean header_record(plat *pl, char **f, int nf, GError **err) {
       h->cpu_vendor = g_string_chunk_insert_const(pl->strings, v);
     } else if (strcmp(id, "gpu_mem_bytes") == 0) {
       /* 0 is no size: it would fall back to the spec sheet's silently */
-      if (!number(v, &h->gpu_mem_bytes) || !(h->gpu_mem_bytes > 0 && h->gpu_mem_bytes <= 1e18)) {
+      if (!number(v, &h->gpu_mem_bytes) || !(h->gpu_mem_bytes > 0 && h->gpu_mem_bytes <= PLAT_MAX_MEM_BYTES)) {
         g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: host %s: gpu_mem_bytes: expected bytes > 0, "
                     "got \"%s\"", pl->path, h->id, v);
         return FALSE;
@@ -273,11 +265,15 @@ static void sg_failed(plat *pl, const char *file, const char *const *cfg, GError
   } else {
     dl_simgrid_failure(file, cfg, errtext, ws, &e);
     if (e->code == DL_ERR_INTERNAL) {
-      /* SimGrid stopped on the file without a parse error: still the file's fault */
+      /* SimGrid stopped on the file without a parse error: the file's fault, or that of a
+       * setting given beside it, which the message then names too */
       char *last = why ? NULL : dl_last_line(errtext);
+      char *given = cfg && cfg[0] ? g_strjoinv(" ", (char **)cfg) : NULL;
       g_clear_error(&e);
-      g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "%s: SimGrid cannot load the platform: %s",
-                  pl->path, why ? why : last && *last ? last : "no reason given");
+      g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "%s%s%s: SimGrid cannot load the platform: %s",
+                  pl->path, given ? " with --simgrid-cfg " : "", given ? given : "",
+                  why ? why : last && *last ? last : "no reason given");
+      g_free(given);
       g_free(last);
     }
   }
@@ -293,9 +289,20 @@ static void sg_failed(plat *pl, const char *file, const char *const *cfg, GError
   g_free(errtext);
 }
 
+/* Where setting `key` came from, for a message: --simgrid-cfg when an item of `cfg` sets it (those
+ * override the file), else the file's <config>. */
+static char *setting_source(const plat *pl, const char *const *cfg, const char *key) {
+  for (int i = 0; cfg && cfg[i]; i++)
+    if (g_str_has_prefix(cfg[i], key) && cfg[i][strlen(key)] == ':')
+      return g_strdup_printf("--simgrid-cfg %s", key);
+  return g_strdup_printf("%s: <config> %s", pl->path, key);
+}
+
 /* The network settings of the closed form: the file's (or --simgrid-cfg's), dlsim's defaults
- * where both are silent. */
-static gboolean read_netcfg(plat *pl, GError **err) {
+ * where both are silent. Each within what a network can be: factors that scale a message's time
+ * by more than 1,000 either way, a negative or non-finite window or weight, give times that mean
+ * nothing (SimGrid's own SMPI factors lie between 0.3 and 12). */
+static gboolean read_netcfg(plat *pl, const char *const *cfg, GError **err) {
   const char *keys[] = {"smpi/bw-factor", "smpi/lat-factor"};
   plat_factor *fs[] = {&pl->bw_factor, &pl->lat_factor};
   for (int k = 0; k < 2; k++) {
@@ -303,23 +310,36 @@ static gboolean read_netcfg(plat *pl, GError **err) {
     if (!v) continue;
     gboolean ok = plat_factor_parse(v, fs[k]), one = TRUE;
     for (int i = 0; ok && i < fs[k]->n; i++) {
-      one &= fs[k]->pairs[2 * i + 1] == 1.0;
-      ok = k == 1 || fs[k]->pairs[2 * i + 1] > 0; /* a bandwidth factor of 0 stops every flow */
+      const double f = fs[k]->pairs[2 * i + 1];
+      one &= f == 1.0;
+      /* a bandwidth factor of 0 stops every flow; a latency factor of 0 is no latency */
+      ok = (k == 1 ? f >= 0 : f >= 1e-3) && f <= 1e3;
     }
     if (!ok) {
-      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: <config> %s '%s': expected SIZE:FACTOR;... "
-                  "with sizes >= 0 and factors %s", pl->path, keys[k], v, k == 0 ? "> 0" : ">= 0");
+      char *src = setting_source(pl, cfg, keys[k]);
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s '%s': expected SIZE:FACTOR;... with sizes >= 0 "
+                  "and factors in %s", src, v, k == 0 ? "[0.001, 1000]" : "[0, 1000]");
+      g_free(src);
       return FALSE;
     }
     if (one) plat_factor_clear(fs[k]);
   }
   /* as dlsim-sgplat prints them: a number, and a boolean as 0 or 1 */
-  const char *v = plat_config(pl, "network/TCP-gamma");
-  pl->tcp_gamma_bytes = v ? g_ascii_strtod(v, NULL) : 0;
-  v = plat_config(pl, "network/crosstraffic");
+  const char *nums[] = {"network/TCP-gamma", "network/weight-S"};
+  double *into[] = {&pl->tcp_gamma_bytes, &pl->weight_s};
+  for (int k = 0; k < 2; k++) {
+    const char *v = plat_config(pl, nums[k]);
+    char *end = NULL;
+    *into[k] = v ? g_ascii_strtod(v, &end) : 0;
+    if (v && (end == v || *end || !(*into[k] >= 0 && *into[k] <= 1e18))) {
+      char *src = setting_source(pl, cfg, nums[k]);
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s '%s': expected a number in [0, 1e18]", src, v);
+      g_free(src);
+      return FALSE;
+    }
+  }
+  const char *v = plat_config(pl, "network/crosstraffic");
   pl->crosstraffic = v && strcmp(v, "1") == 0;
-  v = plat_config(pl, "network/weight-S");
-  pl->weight_s = v ? g_ascii_strtod(v, NULL) : 0;
   return TRUE;
 }
 
@@ -453,11 +473,99 @@ static gboolean check_static(plat *pl, const char *text, GError **err) {
   return ok;
 }
 
+/* The routes of the file as SimGrid would stop on them (an assertion, or a crash in its Dijkstra
+ * routing): a route (or zoneRoute) between two points given twice in one zone, counting the
+ * reverse a symmetrical one implies, and a route from a host to itself in a Dijkstra zone (a
+ * Full zone takes it as the host's loopback). One line names the file, its line and the ends. */
+static gboolean check_routes(plat *pl, const char *text, GError **err) {
+  if (!strstr(text, "oute")) return TRUE; /* no <route> or <zoneRoute> */
+  GRegex *tag = g_regex_new("<(/?)(zoneRoute|zone|route)\\b([^>]*)>", G_REGEX_RAW, 0, NULL);
+  GRegex *at = g_regex_new("\\b(src|dst|symmetrical|routing)\\s*=\\s*(\"([^\"]*)\"|'([^']*)')",
+                           G_REGEX_RAW, 0, NULL);
+  GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  GArray *zones = g_array_new(FALSE, FALSE, sizeof(int)); /* open zones: their numbers */
+  GPtrArray *routing = g_ptr_array_new_with_free_func(g_free); /* by zone number */
+  GMatchInfo *m = NULL;
+  gboolean ok = TRUE;
+  int line = 1;
+  const char *counted = text;
+  g_regex_match(tag, text, 0, &m);
+  for (; ok && g_match_info_matches(m); g_match_info_next(m, NULL)) {
+    int start, end;
+    g_match_info_fetch_pos(m, 0, &start, &end);
+    for (; counted < text + start; counted++) line += *counted == '\n';
+    char *close = g_match_info_fetch(m, 1), *name = g_match_info_fetch(m, 2),
+         *attrs = g_match_info_fetch(m, 3);
+    char *src = NULL, *dst = NULL, *sym = NULL, *rt = NULL;
+    GMatchInfo *a = NULL;
+    g_regex_match(at, attrs, 0, &a);
+    for (; g_match_info_matches(a); g_match_info_next(a, NULL)) {
+      char *k = g_match_info_fetch(a, 1), *v = attr_value(a);
+      char **slot = !strcmp(k, "src") ? &src : !strcmp(k, "dst") ? &dst
+                    : !strcmp(k, "symmetrical") ? &sym : &rt;
+      if (!*slot) *slot = v;
+      else g_free(v);
+      g_free(k);
+    }
+    g_match_info_free(a);
+    const gboolean self_closed = g_str_has_suffix(attrs, "/");
+    if (!strcmp(name, "zone") && *close && zones->len) {
+      g_array_set_size(zones, zones->len - 1);
+    } else if (!strcmp(name, "zone") && !*close && !self_closed) {
+      const int z = (int)routing->len;
+      g_ptr_array_add(routing, g_strdup(rt ? rt : ""));
+      g_array_append_val(zones, z);
+    } else if (!*close && src && dst && zones->len) {
+      const int z = g_array_index(zones, int, zones->len - 1);
+      const char *r = g_ptr_array_index(routing, z);
+      if (!strcmp(name, "route") && !strcmp(src, dst) && g_str_has_prefix(r, "Dijkstra")) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s:%d: route from %s to itself, which SimGrid's "
+                    "%s routing cannot take (a Full zone takes it as the host's loopback)",
+                    pl->path, line, src, r);
+        ok = FALSE;
+      }
+      const gboolean both = !sym || g_ascii_strcasecmp(sym, "no") != 0;
+      for (int k = 0; ok && k < (both && strcmp(src, dst) ? 2 : 1); k++) {
+        char *key = g_strdup_printf("%d %s\n%s\n%s", z, name, k ? dst : src, k ? src : dst);
+        const int was = GPOINTER_TO_INT(g_hash_table_lookup(seen, key)); /* 1 as given, 2 implied */
+        if (was) {
+          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s:%d: %s from %s to %s given twice%s "
+                      "(SimGrid stops on it)", pl->path, line, name, k ? dst : src,
+                      k ? src : dst, k || was == 2 ? ", counting the reverse that a symmetrical "
+                      "one implies" : "");
+          ok = FALSE;
+          g_free(key);
+        } else {
+          g_hash_table_insert(seen, key, GINT_TO_POINTER(1 + k));
+        }
+      }
+    }
+    g_free(src);
+    g_free(dst);
+    g_free(sym);
+    g_free(rt);
+    g_free(close);
+    g_free(name);
+    g_free(attrs);
+  }
+  g_match_info_free(m);
+  g_hash_table_destroy(seen);
+  g_array_free(zones, TRUE);
+  g_ptr_array_free(routing, TRUE);
+  g_regex_unref(tag);
+  g_regex_unref(at);
+  return ok;
+}
+
 /* Loads `file` (shown as pl->path in messages) through dlsim-sgplat. */
 static gboolean load_file(plat *pl, const char *file, const char *const *cfg, GError **err) {
   char *text = NULL; /* what SimGrid would take without a word, checked on the file's text */
   if (g_file_get_contents(file, &text, NULL, NULL)) { /* unreadable: the loader says why */
-    const gboolean ok = check_radicals(pl, text, err) && check_static(pl, text, err);
+    /* a generated cluster's routes are the generator's, one per pair (a 100,000-GPU file holds
+     * hundreds of thousands): not checked again */
+    const gboolean generated = g_strstr_len(text, 4096, "<!-- written by dlsim platform:") != NULL;
+    const gboolean ok = check_radicals(pl, text, err) && check_static(pl, text, err) &&
+                        (generated || check_routes(pl, text, err));
     g_free(text);
     if (!ok) return FALSE;
   }
@@ -515,7 +623,7 @@ static gboolean load_file(plat *pl, const char *file, const char *const *cfg, GE
   read_generator_comment(pl, file);
   check_structure(pl);
   pl->nics = pl->structured && pl->s_nics > 0 ? pl->s_nics : plat_gpus_per_node(pl);
-  return read_netcfg(pl, err);
+  return read_netcfg(pl, cfg, err);
 }
 
 static plat *plat_new(const char *path) {

@@ -20,6 +20,15 @@
 
 #include <glib.h>
 
+/* What a platform may hold, as its loader takes it and its generator writes it: beyond these a
+ * file is wrong, and sums of such figures would overflow. At least a byte a second: below it a
+ * message's time is not finite in double precision once NCCL's GB/s figures divide it. */
+#define PLAT_MAX_LAT_S 3600.0
+#define PLAT_MAX_BPS 1e18
+#define PLAT_MIN_BPS 1.0
+#define PLAT_MAX_FLOPS 1e24
+#define PLAT_MAX_MEM_BYTES 1e18
+
 /* ---- topologies ------------------------------------------------------------------------------ */
 
 /* X(enum, printable name, description) */

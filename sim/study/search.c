@@ -656,9 +656,15 @@ static void worker(const void *job, int w, int jobs, int fd) {
 
 /* ---- the journal ------------------------------------------------------------------------------ */
 
+/* FNV-1a of n bytes. */
+static guint64 fnv1a(const char *s, gsize n) {
+  guint64 h = 0xcbf29ce484222325ULL;
+  for (gsize i = 0; i < n; i++) h = (h ^ (guchar)s[i]) * 0x100000001b3ULL;
+  return h;
+}
+
 /* The fingerprint of a search: FNV-1a over its inputs' text. */
 static guint64 fingerprint(const run_ctx *x, const search_opts *o, const GArray *space) {
-  guint64 h = 0xcbf29ce484222325ULL;
   GString *t = g_string_new(DL_VERSION);
   cJSON *cf = cfg_to_json(&x->cfg);
   char *cs = cJSON_PrintUnformatted(cf);
@@ -683,21 +689,25 @@ static guint64 fingerprint(const run_ctx *x, const search_opts *o, const GArray 
     g_string_append_printf(t, "%s\n", a);
     g_free(a);
   }
-  for (gsize i = 0; i < t->len; i++) h = (h ^ (guchar)t->str[i]) * 0x100000001b3ULL;
+  const guint64 h = fnv1a(t->str, t->len);
   g_string_free(t, TRUE);
   return h;
 }
 
-/* One outcome as a journal line (newline-terminated; the message without tabs or newlines). */
+/* One outcome as a journal line (newline-terminated; the message without tabs or newlines),
+ * headed by the FNV-1a of the rest of the line: a line damaged or edited since is not taken. */
 static char *journal_line(guint i, const outcome *u) {
   char *msg = g_strdup(u->msg ? u->msg : "");
   for (char *c = msg; *c; c++)
     if (*c == '\t' || *c == '\n' || *c == '\r') *c = ' ';
   const search_layout *l = &u->l;
-  char *line = g_strdup_printf("%u\t%d\t%d\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%s\n",
+  char *rest = g_strdup_printf("%u\t%d\t%d\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%s",
                                i, (int)u->status, (int)u->why, l->analytic_s, l->peak_bytes,
                                l->exposed_comm_s, l->bubble_s, l->mfu, l->tokens_per_s_per_gpu,
                                l->energy_j, msg);
+  char *line = g_strdup_printf("%016" G_GINT64_MODIFIER "x\t%s\n", fnv1a(rest, strlen(rest)),
+                               rest);
+  g_free(rest);
   g_free(msg);
   return line;
 }
@@ -713,9 +723,13 @@ static long journal_read(const char *path, const char *head, guint n, outcome *o
   if (nl && (size_t)(nl - text) == strlen(head) && strncmp(text, head, strlen(head)) == 0) {
     for (char *line = nl + 1, *end; (end = strchr(line, '\n')) != NULL; line = end + 1) {
       *end = '\0';
-      gchar **f = g_strsplit(line, "\t", 11);
+      /* its checksum first: a line that does not match it is evaluated again */
+      char *tab = strchr(line, '\t'), *e = NULL;
+      const guint64 sum = tab ? g_ascii_strtoull(line, &e, 16) : 0;
+      if (!tab || e != tab || tab - line != 16 || sum != fnv1a(tab + 1, strlen(tab + 1)))
+        continue;
+      gchar **f = g_strsplit(tab + 1, "\t", 11);
       double v[7];
-      char *e = NULL;
       gboolean ok = g_strv_length(f) == 11;
       const gint64 idx = ok ? g_ascii_strtoll(f[0], &e, 10) : -1;
       ok = ok && e && !*e && idx >= 0 && idx < (gint64)n && !done[idx];
@@ -723,9 +737,9 @@ static long journal_read(const char *path, const char *head, guint n, outcome *o
       ok = ok && !*e && (st == EVAL_OK || st == EVAL_DROPPED);
       const gint64 why = ok ? g_ascii_strtoll(f[2], &e, 10) : -1;
       ok = ok && !*e && why >= 0 && why < SEARCH_N_DROPS;
-      for (int k = 0; k < 7 && ok; k++) {
+      for (int k = 0; k < 7 && ok; k++) { /* finite and not negative, as evaluate writes them */
         v[k] = g_ascii_strtod(f[3 + k], &e);
-        ok = e != f[3 + k] && !*e;
+        ok = e != f[3 + k] && !*e && isfinite(v[k]) && v[k] >= 0;
       }
       if (ok) {
         outcome *u = &out[idx];
@@ -770,7 +784,7 @@ static gboolean journal_open(const run_ctx *x, const search_opts *o, const GArra
   *fd = -1;
   *resumed = 0;
   if (!o->journal) return TRUE;
-  char *head = g_strdup_printf("dlsim-search-journal 2 %016" G_GINT64_MODIFIER "x %u",
+  char *head = g_strdup_printf("dlsim-search-journal 3 %016" G_GINT64_MODIFIER "x %u",
                                fingerprint(x, o, space), space->len);
   *resumed = journal_read(o->journal, head, space->len, out, done);
   gboolean ok = TRUE;

@@ -48,6 +48,64 @@ def plat_copy(d):
     return p
 
 
+def inputs_rest(d, out):
+    """Values that multiplied or divided past any clock, settings and files SimGrid would stop
+    on, and an input the outputs would land on."""
+    run = ["run", "--mode", "analytic", "--workload", "mlp-small", "--platform", "star"]
+    refused("H-01 --slow-gpus naming a rank twice past the factor's range",
+            [*run, "--gpus", "2", "--slow-gpus", "1:100,1:100", "--out", out],
+            "--slow-gpus 1:100,1:100: rank 1's factors multiply to 10000, outside 0.01 to 100",
+            d, out)
+    refused("H-02 a kernel database entry moving 1e-300 bytes",
+            [*run, "--gpus", "2", "--gpu", "a100-40gb", "--kernels",
+             os.path.join(DATA, "kdb-bytes-tiny.json"), "--out", out],
+            "entries[0].bytes: expected 0 or a number in [1, 1e+18], got 1e-300", d, out)
+    for cfg, says in (("smpi/bw-factor:0:1e-300", "--simgrid-cfg smpi/bw-factor '0:1e-300'"),
+                      ("network/TCP-gamma:nan", "--simgrid-cfg network/TCP-gamma 'nan'"),
+                      ("network/weight-S:-5", "--simgrid-cfg network/weight-S '-5'")):
+        refused(f"H-03 --simgrid-cfg {cfg}",
+                [*run, "--gpus", "2", "--simgrid-cfg", cfg, "--out", out], says, d, out)
+    for name, says in (("route-twice.xml", "route-twice.xml:9: route from b to a given twice"),
+                       ("route-self.xml", "route-self.xml:8: route from a to itself")):
+        refused(f"H-04 a platform SimGrid would crash on ({name})",
+                ["run", "--mode", "analytic", "--workload", "mlp-small", "--gpus", "2",
+                 "--platform", os.path.join(DATA, name), "--out", out], says, d, out)
+    spec = os.path.join(d, "sp.jsonl")
+    with open(spec, "w") as f:
+        f.write('{"fixed": {"workload": "mlp-small", "mode": "analytic", "platform": "star"}, '
+                '"axes": {"gpus": [1, 2]}}\n')
+    before = open(spec).read()
+    refused("H-05 a sweep whose rows would land on its spec",
+            ["sweep", spec, "--out", os.path.join(d, "sp"), "--jobs", "1"],
+            "--out names the spec file", d)
+    check("H-05 the spec is as it was", open(spec).read() == before, spec)
+    xml = os.path.join(d, "gen.xml")
+    for args, says in ((["--nic-bw", "1e-320"], "--nic-bw: expected 1 to 1e18 bytes/s"),
+                       (["--gpu-mem", "0.1"], "--gpu-mem: expected 1 to 1e18 bytes"),
+                       (["--gpu", "foo", "--gpu-mem", "1GiB", "--gpu-speed", "1Tf"],
+                        "--gpu: 'foo' has no spec sheet"),
+                       (["--oversubscription", "1e30"], "link l0r0_up would have 5e-20 bytes/s")):
+        refused(f"H-06 platform {' '.join(args)}: a file no run would load",
+                ["platform", "--nodes", "2", *args, "--out", xml], says, d, xml)
+    refused("H-07 coll --min-bytes nan",
+            ["coll", "--platform", "star", "--gpus", "2", "--op", "allreduce", "--min-bytes",
+             "nan", "--max-bytes", "64"], "--min-bytes: expected a size", d)
+    refused("H-07 coll --iters past 65536",
+            ["coll", "--platform", "star", "--gpus", "2", "--op", "allreduce", "--min-bytes", "8",
+             "--max-bytes", "8", "--iters", "2147483647"], "--iters: expected 1..65536", d)
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "chakra"))
+    import et  # noqa: E402
+    for what, value in (("num_ops", float("inf")), ("num_ops", float("nan")),
+                        ("tensor_size", float("inf"))):
+        t = os.path.join(d, f"ch-{what}-{value}")
+        os.makedirs(t, exist_ok=True)
+        et.write(os.path.join(t, "t.0.et"), [et.node(0, "k", et.COMP_NODE, attrs={
+            "is_cpu_op": False, what: value})])
+        refused(f"H-08 a Chakra kernel whose {what} is {value}",
+                ["run", "--mode", "analytic", "--platform", "star", "--workload", "chakra:" + t,
+                 "--out", out], what + ": expected", d, out)
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         fifo = os.path.join(d, "in.fifo")
@@ -312,6 +370,7 @@ def main():
                            timeout=300)
         check("T3-21 coll: runs, and writes no trace",
               p.returncode == 0 and not os.path.exists(trace), f"exit {p.returncode}")
+        inputs_rest(d, os.path.join(d, "h.json"))
     print(f"{'FAILED' if failures else 'PASSED'}: {failures} failure(s)")
     return 1 if failures else 0
 

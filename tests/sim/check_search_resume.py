@@ -5,8 +5,9 @@ gpt-tiny on 64 GPUs of DGX H100 nodes, batch 4,096 (1,449 layouts, several dozen
 the rest passed over for their bound), the best one verified in simulation: the search is killed
 with SIGKILL as it starts simulating, its journal (PREFIX.journal) holding every layout timed, and
 the journal is cut to its first 40 layouts and a torn line, as a search killed while timing
-leaves it (the closed form alone is over too soon to be killed part-way reliably); then it is run
-again with another --jobs: it says how many it resumes, evaluates only the rest, writes
+leaves it (the closed form alone is over too soon to be killed part-way reliably), and one of
+those lines is edited (its checksum then fails: 39 are taken); then it is run again with another
+--jobs: it says how many it resumes, evaluates only the rest, writes
 PREFIX.json, .csv and .svg byte-identical to an uninterrupted search's, and removes its journal.
 A journal of another search (another batch) is not taken: the search starts over.
 Usage: check_search_resume.py DLSIM
@@ -71,13 +72,22 @@ def main(dlsim):
         held = killed(dlsim, cut, "4096", 40)
         check(f"killed as it simulates, the journal holds the layouts timed (of {timed} "
               "evaluated, the best refined included)", 40 < held <= timed, str(held))
+        with open(cut + ".journal", "rb") as f:
+            rows = f.read().split(b"\n")
+        # a line edited since it was written (its time made NaN, as a damaged or hand-edited file
+        # holds): its checksum no longer matches, and its layout is evaluated again
+        fields = rows[5].split(b"\t")
+        fields[4] = b"nan"
+        rows[5] = b"\t".join(fields)
+        with open(cut + ".journal", "wb") as f:
+            f.write(b"\n".join(rows))
         with open(cut + ".journal", "ab") as f:  # a torn last line
-            f.write(b"7\t0\t0\t0.00")
+            f.write(b"0123456789abcdef\t7\t0\t0\t0.00")
         r = subprocess.run([dlsim, *ARGS, "--batch", "4096", "--jobs", "2", "--out", cut],
                            capture_output=True, text=True)
-        check("resumed: says how many it had", r.returncode == 0 and
-              "resuming:" in r.stderr and "layouts already evaluated" in r.stderr,
-              r.stderr.strip()[-300:])
+        check("resumed: says how many it had, the edited line not among them",
+              r.returncode == 0 and "resuming: 39 of" in r.stderr and
+              "layouts already evaluated" in r.stderr, r.stderr.strip()[-300:])
         check("resumed: outputs byte-identical to the uninterrupted search's",
               r.returncode == 0 and outputs(cut) == outputs(ref))
         check("resumed: the journal is gone", not os.path.exists(cut + ".journal"))

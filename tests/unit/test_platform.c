@@ -238,6 +238,24 @@ static void test_reader_errors(void) {
                     "value=\"0:0\"/></config><zone id=\"z\" routing=\"Full\">\n"
                     "<host id=\"a\" speed=\"1Gf\"/></zone></platform>",
                     "bad.xml: <config> smpi/bw-factor '0:0': expected SIZE:FACTOR;");
+  /* factors past 1,000 either way, and a window or weight that is negative or not a number */
+  expect_load_error(DT "<platform version=\"4.1\"><config><prop id=\"smpi/bw-factor\" "
+                    "value=\"0:1e-300\"/></config><zone id=\"z\" routing=\"Full\">\n"
+                    "<host id=\"a\" speed=\"1Gf\"/></zone></platform>",
+                    "bad.xml: <config> smpi/bw-factor '0:1e-300': expected SIZE:FACTOR;... "
+                    "with sizes >= 0 and factors in [0.001, 1000]");
+  expect_load_error(DT "<platform version=\"4.1\"><config><prop id=\"smpi/lat-factor\" "
+                    "value=\"0:1e300\"/></config><zone id=\"z\" routing=\"Full\">\n"
+                    "<host id=\"a\" speed=\"1Gf\"/></zone></platform>",
+                    "bad.xml: <config> smpi/lat-factor '0:1e300': expected SIZE:FACTOR;");
+  expect_load_error(DT "<platform version=\"4.1\"><config><prop id=\"network/TCP-gamma\" "
+                    "value=\"nan\"/></config><zone id=\"z\" routing=\"Full\">\n"
+                    "<host id=\"a\" speed=\"1Gf\"/></zone></platform>",
+                    "bad.xml: <config> network/TCP-gamma 'nan': expected a number in [0, 1e18]");
+  expect_load_error(DT "<platform version=\"4.1\"><config><prop id=\"network/weight-S\" "
+                    "value=\"-5\"/></config><zone id=\"z\" routing=\"Full\">\n"
+                    "<host id=\"a\" speed=\"1Gf\"/></zone></platform>",
+                    "bad.xml: <config> network/weight-S '-5': expected a number in [0, 1e18]");
   /* a host no route reaches: the question names both ends */
   const char *xml = DT "<platform version=\"4.1\"><zone id=\"z\" routing=\"Dijkstra\">\n"
                     "<host id=\"a\" speed=\"1Gf\"/><host id=\"b\" speed=\"1Gf\"/>\n"
