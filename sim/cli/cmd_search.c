@@ -334,10 +334,7 @@ int cmd_search(int argc, char **argv) {
                 "more", min_cp);
     goto out;
   }
-  if (prefix && !*prefix) {
-    g_set_error(&e, DL_ERROR, DL_ERR_INPUT, "--out: an empty prefix");
-    goto out;
-  }
+  if (prefix && !dl_out_prefix_ok(prefix, "PREFIX.json, .csv and .svg", &e)) goto out;
   search_opts o = {top, verify, cross, min_cp, jobs, SEARCH_BY_TIME, -1, -1,
                    exhaustive, within, NULL};
   if (objective) {

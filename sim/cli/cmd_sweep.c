@@ -227,7 +227,10 @@ static int run_sweep(const char *spec_path, const char *out, int jobs, const cha
     if (g_str_has_suffix(base, ".json")) base[strlen(base) - 5] = 0;
     out_paths(base, &csv, &jsonl);
     g_free(base);
-  } else out_paths(out, &csv, &jsonl);
+  } else {
+    if (!dl_out_prefix_ok(out, "PREFIX.csv and .jsonl", e)) goto out;
+    out_paths(out, &csv, &jsonl);
+  }
   /* where the rows go is checked before anything runs: never onto the spec itself */
   char *lock_path = g_strdup_printf("%.*s.lock", (int)strlen(csv) - 4, csv);
   const char *out_names[] = {"--out", "--out", "--out"}, *outs[] = {csv, jsonl, lock_path};

@@ -282,6 +282,17 @@ gboolean dl_parse_bytes(const char *text, double *bytes) {
   return isfinite(*bytes);
 }
 
+gboolean dl_out_prefix_ok(const char *prefix, const char *writes, GError **err) {
+  char *base = g_path_get_basename(prefix);
+  const gboolean dir = !*prefix || g_str_has_suffix(prefix, "/") || !strcmp(base, ".") ||
+                       !strcmp(base, "..");
+  g_free(base);
+  if (dir)
+    g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--out '%s': expected a prefix of file names (%s "
+                "are written), not %s", prefix, writes, *prefix ? "a directory" : "an empty one");
+  return !dir;
+}
+
 char *dl_last_line(const char *text) {
   char **lines = g_strsplit(text ? text : "", "\n", -1);
   const char *found = NULL;

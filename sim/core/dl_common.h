@@ -63,6 +63,11 @@ gboolean dl_check_outputs(const char *const *out_names, const char *const *outs,
                           const char *const *in_names, const char *const *ins, int n_ins,
                           GError **err);
 
+/* Whether `prefix` (an --out PREFIX to which extensions are added: `writes` says which) names
+ * files rather than a directory: empty, ending in '/', '.' or '..' it would write hidden files
+ * such as DIR/.json. FALSE with DL_ERR_INPUT naming --out otherwise. */
+gboolean dl_out_prefix_ok(const char *prefix, const char *writes, GError **err);
+
 /* Last non-empty line of `text` (a child's standard error, say), newly allocated (g_free), or
  * "(no message)". */
 char *dl_last_line(const char *text);

@@ -93,6 +93,10 @@ def inputs_rest(d, out):
     refused("H-07 coll --iters past 65536",
             ["coll", "--platform", "star", "--gpus", "2", "--op", "allreduce", "--min-bytes", "8",
              "--max-bytes", "8", "--iters", "2147483647"], "--iters: expected 1..65536", d)
+    refused("H-09 search --out naming a directory (hidden DIR/.json otherwise)",
+            ["search", "--workload", "mlp-small", "--platform", "star", "--gpus", "2",
+             "--verify", "0", "--out", d + "/"], "expected a prefix of file names", d,
+            os.path.join(d, ".json"))
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "chakra"))
     import et  # noqa: E402
     for what, value in (("num_ops", float("inf")), ("num_ops", float("nan")),
@@ -101,7 +105,7 @@ def inputs_rest(d, out):
         os.makedirs(t, exist_ok=True)
         et.write(os.path.join(t, "t.0.et"), [et.node(0, "k", et.COMP_NODE, attrs={
             "is_cpu_op": False, what: value})])
-        refused(f"H-08 a Chakra kernel whose {what} is {value}",
+        refused(f"H-10 a Chakra kernel whose {what} is {value}",
                 ["run", "--mode", "analytic", "--platform", "star", "--workload", "chakra:" + t,
                  "--out", out], what + ": expected", d, out)
 
