@@ -568,9 +568,10 @@ static gboolean load_validation(kdb *db, const char *path, GError **err) {
       static const char *const keys[] = {"real_s", "predicted_s"};
       for (int j = 0; j < 2 && ok; j++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, keys[j]);
-        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !(v->valuedouble < KDB_MAX_S)) {
-          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cases[%d].%s: expected a positive "
-                      "number of seconds", vpath, i, keys[j]);
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= KDB_MIN_S) ||
+            !(v->valuedouble < KDB_MAX_S)) {
+          g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: cases[%d].%s: expected seconds in [1e-9, "
+                      "1e4)", vpath, i, keys[j]);
           ok = FALSE;
         } else {
           g_array_append_val(j ? db->val_pred : db->val_real, v->valuedouble);
