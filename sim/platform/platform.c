@@ -183,7 +183,8 @@ static gboolean header_record(plat *pl, char **f, int nf, GError **err) {
       h->cpu_vendor = g_string_chunk_insert_const(pl->strings, v);
     } else if (strcmp(id, "gpu_mem_bytes") == 0) {
       /* 0 is no size: it would fall back to the spec sheet's silently */
-      if (!number(v, &h->gpu_mem_bytes) || !(h->gpu_mem_bytes > 0 && h->gpu_mem_bytes <= PLAT_MAX_MEM_BYTES)) {
+      if (!number(v, &h->gpu_mem_bytes) ||
+          !(h->gpu_mem_bytes > 0 && h->gpu_mem_bytes <= PLAT_MAX_MEM_BYTES)) {
         g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s: host %s: gpu_mem_bytes: expected bytes > 0, "
                     "got \"%s\"", pl->path, h->id, v);
         return FALSE;
