@@ -60,6 +60,18 @@ gboolean proj_parse_failures(proj_opts *o, const char *spec, GError **err) {
   gchar **parts = g_strsplit(spec, ",", -1);
   gboolean ok = parts[0] != NULL;
   double scale = 1;
+  /* a key given twice would leave the first value unused without a word */
+  for (int i = 0; ok && parts[i]; i++) {
+    const char *eq = strchr(parts[i], '=');
+    const size_t n = eq ? (size_t)(eq - parts[i]) : strlen(parts[i]);
+    for (int j = 0; j < i; j++)
+      if (strncmp(parts[j], parts[i], n) == 0 && (parts[j][n] == '=' || !parts[j][n])) {
+        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--failures %s: %.*s given twice", spec,
+                    (int)n, parts[i]);
+        g_strfreev(parts);
+        return FALSE;
+      }
+  }
   for (int i = 0; ok && parts[i]; i++) {
     const char *eq = strchr(parts[i], '=');
     char *end = NULL;

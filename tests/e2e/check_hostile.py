@@ -93,6 +93,9 @@ def inputs_rest(d, out):
     refused("H-07 coll --iters past 65536",
             ["coll", "--platform", "star", "--gpus", "2", "--op", "allreduce", "--min-bytes", "8",
              "--max-bytes", "8", "--iters", "2147483647"], "--iters: expected 1..65536", d)
+    refused("H-11 --failures giving a key twice (the first value unused)",
+            [*run, "--gpus", "2", "--epochs", "1", "--failures", "gpu=1,gpu=2", "--out", out],
+            "--failures gpu=1,gpu=2: gpu given twice", d, out)
     refused("H-09 search --out naming a directory (hidden DIR/.json otherwise)",
             ["search", "--workload", "mlp-small", "--platform", "star", "--gpus", "2",
              "--verify", "0", "--out", d + "/"], "expected a prefix of file names", d,
