@@ -478,8 +478,16 @@ static gboolean check_static(plat *pl, const char *text, GError **err) {
  * routing): a route (or zoneRoute) between two points given twice in one zone, counting the
  * reverse a symmetrical one implies, and a route from a host to itself in a Dijkstra zone (a
  * Full zone takes it as the host's loopback). One line names the file, its line and the ends. */
-static gboolean check_routes(plat *pl, const char *text, GError **err) {
-  if (!strstr(text, "oute")) return TRUE; /* no <route> or <zoneRoute> */
+static gboolean check_routes(plat *pl, const char *file_text, GError **err) {
+  if (!strstr(file_text, "oute")) return TRUE; /* no <route> or <zoneRoute> */
+  /* comments blanked (their line breaks kept, for the line numbers): SimGrid skips them */
+  char *text = g_strdup(file_text);
+  for (char *c = strstr(text, "<!--"); c; c = strstr(c, "<!--")) {
+    char *e = strstr(c + 4, "-->");
+    const char *stop = e ? e + 3 : c + strlen(c);
+    for (; c < stop; c++)
+      if (*c != '\n') *c = ' ';
+  }
   GRegex *tag = g_regex_new("<(/?)(zoneRoute|zone|route)\\b([^>]*)>", G_REGEX_RAW, 0, NULL);
   GRegex *at = g_regex_new("\\b(src|dst|symmetrical|routing)\\s*=\\s*(\"([^\"]*)\"|'([^']*)')",
                            G_REGEX_RAW, 0, NULL);
@@ -555,6 +563,7 @@ static gboolean check_routes(plat *pl, const char *text, GError **err) {
   g_ptr_array_free(routing, TRUE);
   g_regex_unref(tag);
   g_regex_unref(at);
+  g_free(text);
   return ok;
 }
 

@@ -70,6 +70,13 @@ def inputs_rest(d, out):
         refused(f"H-04 a platform SimGrid would crash on ({name})",
                 ["run", "--mode", "analytic", "--workload", "mlp-small", "--gpus", "2",
                  "--platform", os.path.join(DATA, name), "--out", out], says, d, out)
+    p = subprocess.run([DLSIM, "run", "--mode", "analytic", "--workload", "mlp-small", "--gpus",
+                        "2", "--platform", os.path.join(DATA, "route-commented.xml"), "--out",
+                        out], capture_output=True, text=True, cwd=d, timeout=300)
+    check("H-04 a route given twice where one is commented out: runs", p.returncode == 0,
+          f"exit {p.returncode}: {p.stderr.strip()[:200]}")
+    if os.path.exists(out):
+        os.remove(out)
     spec = os.path.join(d, "sp.jsonl")
     with open(spec, "w") as f:
         f.write('{"fixed": {"workload": "mlp-small", "mode": "analytic", "platform": "star"}, '
