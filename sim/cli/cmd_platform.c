@@ -118,8 +118,8 @@ int cmd_platform(int argc, char **argv) {
       {"nodes", 0, 0, G_OPTION_ARG_INT, &nodes, "Number of nodes", "N"},
       {"gpus-per-node", 0, 0, G_OPTION_ARG_INT, &gpus, "GPUs per node (one host each)", "G"},
       {"gpu", 0, 0, G_OPTION_ARG_STRING, &gpu,
-       "GPU model with a spec sheet (e.g. a100-40gb; --gpu-mem and --gpu-speed override its "
-       "figures)",
+       "GPU model with a spec sheet (e.g. a100-40gb), or another name with --gpu-mem and "
+       "--gpu-speed (a SimGrid platform that dlsim's runs refuse: they need a spec sheet)",
        "MODEL"},
       {"gpu-mem", 0, 0, G_OPTION_ARG_STRING, &gpu_mem, "GPU memory (e.g. 40GiB)", "BYTES"},
       {"gpu-speed", 0, 0, G_OPTION_ARG_STRING, &gpu_speed, "Host speed (e.g. 312Tf)", "FLOPS"},
@@ -218,9 +218,16 @@ int cmd_platform(int argc, char **argv) {
   if (nics != INT_MIN) p.nics_per_node = nics;
   if (npl != INT_MIN) p.nodes_per_leaf = npl;
   if (lpp != INT_MIN) p.leaves_per_pod = lpp;
-  if (gpu) { /* its spec sheet's figures (a name without one is refused by the generator) */
+  if (gpu) {
     p.gpu_model = gpu;
-    plat_gpu_spec(gpu, &p.gpu_mem_bytes, &p.speed_flops);
+    if (!plat_gpu_spec(gpu, &p.gpu_mem_bytes, &p.speed_flops) && (!gpu_mem || !gpu_speed)) {
+      char *known = gpu_known_names();
+      g_set_error(&err, DL_ERROR, DL_ERR_INPUT,
+                  "--gpu: unknown model '%s' (known: %s; or give --gpu-mem and --gpu-speed)", gpu,
+                  known);
+      g_free(known);
+      goto out;
+    }
   }
   if (gpu_mem && !dl_parse_bytes(gpu_mem, &p.gpu_mem_bytes)) {
     g_set_error(&err, DL_ERROR, DL_ERR_INPUT, "--gpu-mem: expected bytes such as 40GiB, got '%s'",

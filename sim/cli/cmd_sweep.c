@@ -156,11 +156,16 @@ static void out_paths(const char *out, char **csv, char **jsonl) {
   g_free(prefix);
 }
 
+/* PREFIX.lock of PREFIX.csv (newly allocated). */
+static char *lock_path_of(const char *csv) {
+  return g_strdup_printf("%.*s.lock", (int)strlen(csv) - 4, csv);
+}
+
 /* PREFIX.lock, held while this sweep writes PREFIX.csv and .jsonl: a second sweep into the same
  * rows is refused rather than left to interleave them. The file stays (removing it would let
  * a third sweep lock a new one while the second still holds the old). -1 and an error if held. */
 static int lock_prefix(const char *csv, GError **err) {
-  char *path = g_strdup_printf("%.*s.lock", (int)strlen(csv) - 4, csv);
+  char *path = lock_path_of(csv);
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--out: %s: %s", path, g_strerror(errno));
@@ -232,7 +237,7 @@ static int run_sweep(const char *spec_path, const char *out, int jobs, const cha
     out_paths(out, &csv, &jsonl);
   }
   /* where the rows go is checked before anything runs: never onto the spec itself */
-  char *lock_path = g_strdup_printf("%.*s.lock", (int)strlen(csv) - 4, csv);
+  char *lock_path = lock_path_of(csv);
   const char *out_names[] = {"--out", "--out", "--out"}, *outs[] = {csv, jsonl, lock_path};
   const char *in_names[] = {"spec"}, *ins[] = {spec_path};
   const gboolean apart = dl_check_outputs(out_names, outs, 3, in_names, ins, 1, e);

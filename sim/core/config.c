@@ -789,8 +789,8 @@ static gboolean slow_item(const char *item, gboolean *random, double *a, double 
     if (ok && !*random) /* a rank: decimal digits */
       for (const char *d = x; *d && ok; d++) ok = g_ascii_isdigit(*d);
     *f = ok ? g_ascii_strtod(y, &end) : 0;
-    ok = ok && end != y && !*end && isfinite(*f) && !strpbrk(y, "xX") && *f >= 0.01 &&
-         *f <= 100 && (*random ? *a > 0 && *a <= 1 : *a >= 0 && *a < CFG_MAX_GPUS);
+    ok = ok && end != y && !*end && isfinite(*f) && !strpbrk(y, "xX") && *f >= CFG_SLOW_MIN &&
+         *f <= CFG_SLOW_MAX && (*random ? *a > 0 && *a <= 1 : *a >= 0 && *a < CFG_MAX_GPUS);
   }
   g_strfreev(p);
   return ok;
@@ -812,7 +812,8 @@ gboolean cfg_slow_parse(cfg_run *c, const char *text, GError **err) {
   if (!ok) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--slow-gpus %s: expected R:F,... (rank R's kernels F times as long) or "
-                "random:FRACTION:F, with 0.01 <= F <= 100 and 0 < FRACTION <= 1", text);
+                "random:FRACTION:F, with %g <= F <= %g and 0 < FRACTION <= 1", text, CFG_SLOW_MIN,
+                CFG_SLOW_MAX);
     return FALSE;
   }
   g_free(c->slow_gpus);
@@ -852,9 +853,9 @@ double *cfg_slow_factors(const cfg_run *c, gboolean *ok, GError **err) {
   /* a rank named or drawn more than once takes the product of its factors, held to the range
    * one factor has */
   for (int r = 0; r < P && *ok; r++)
-    if (!(f[r] >= 0.01 && f[r] <= 100)) {
+    if (!(f[r] >= CFG_SLOW_MIN && f[r] <= CFG_SLOW_MAX)) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--slow-gpus %s: rank %d's factors multiply to "
-                  "%g, outside 0.01 to 100", c->slow_gpus, r, f[r]);
+                  "%g, outside %g to %g", c->slow_gpus, r, f[r], CFG_SLOW_MIN, CFG_SLOW_MAX);
       *ok = FALSE;
     }
   if (!*ok) g_clear_pointer(&f, g_free);
@@ -880,8 +881,8 @@ static gboolean degrade_item(const char *item, char **link, gboolean *nics, doub
   if (!colon || colon == item) return FALSE;
   char *end = NULL;
   *f = g_ascii_strtod(colon + 1, &end);
-  if (end == colon + 1 || *end || !isfinite(*f) || strpbrk(colon + 1, "xX") || *f < 0.001 ||
-      *f > 1000)
+  if (end == colon + 1 || *end || !isfinite(*f) || strpbrk(colon + 1, "xX") ||
+      *f < CFG_DEGRADE_MIN || *f > CFG_DEGRADE_MAX)
     return FALSE;
   if (*nics) {
     const char *x = item + 5;
@@ -912,8 +913,8 @@ gboolean cfg_degrade_parse(cfg_run *c, const char *text, GError **err) {
   if (!ok) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                 "--degrade %s: expected LINK:F,... (the platform's link LINK at F times its "
-                "bandwidth) or nics:FRACTION:F, with 0.001 <= F <= 1000 and 0 < FRACTION <= 1",
-                text);
+                "bandwidth) or nics:FRACTION:F, with %g <= F <= %g and 0 < FRACTION <= 1",
+                text, CFG_DEGRADE_MIN, CFG_DEGRADE_MAX);
     return FALSE;
   }
   g_free(c->degrade);

@@ -227,6 +227,14 @@ gboolean cfg_resolve(cfg_run *c, long default_batch, GError **err);
  * and a value; else FALSE with *why a newly allocated message naming --simgrid-cfg. */
 gboolean cfg_simgrid_items_ok(char **items, char **why);
 
+/* The range of one --slow-gpus factor (a kernel's time) and of one --degrade factor (a link's
+ * bandwidth), and of the product of a rank's or a link's factors where it is named or drawn more
+ * than once. */
+#define CFG_SLOW_MIN 0.01
+#define CFG_SLOW_MAX 100.0
+#define CFG_DEGRADE_MIN 0.001
+#define CFG_DEGRADE_MAX 1000.0
+
 /* Parses --slow-gpus: "none", or comma-separated items, each "R:F" (rank R runs its kernels F times as
  * long, 0.01 <= F <= 100) or "random:FRACTION:F" (round(FRACTION x P) ranks, drawn by --seed,
  * F times as long; 0 < FRACTION <= 1). DL_ERR_INPUT naming --slow-gpus on failure. */

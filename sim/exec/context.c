@@ -117,7 +117,7 @@ static gboolean open_kernels(run_ctx *x, GError **err) {
   x->kt = (ktime_source){x->gpu, x->cfg.precision, x->model, x->db,
                          x->cfg.host_launch && !x->cfg.cuda_graphs && kdb_has_host(x->db),
                          x->cfg.l2_reuse && kdb_l2(x->db, &l2b, &l2c, &l2w), x->twin,
-                         x->layer_memo = ktime_layer_memo_new()};
+                         ktime_layer_memo_new()};
   x->layer_t = ktime_layer_times(&x->kt, &x->cfg);
   describe_kernels(x);
   gboolean ok;
@@ -175,9 +175,10 @@ static gboolean degrade_platform(run_ctx *x, GError **err) {
    * one factor has */
   for (guint j = 0; ok && j < factors->len; j++) {
     const double fj = g_array_index(factors, double, j);
-    if (!(fj >= 0.001 && fj <= 1000)) {
+    if (!(fj >= CFG_DEGRADE_MIN && fj <= CFG_DEGRADE_MAX)) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--degrade %s: link %s's factors multiply to %g, "
-                  "outside 0.001 to 1000", c->degrade, (const char *)names->pdata[j], fj);
+                  "outside %g to %g", c->degrade, (const char *)names->pdata[j], fj,
+                  CFG_DEGRADE_MIN, CFG_DEGRADE_MAX);
       ok = FALSE;
     }
   }
@@ -419,7 +420,7 @@ gboolean run_ctx_open_resolved(run_ctx *x, cfg_run *c, const char *gpu_model,
 
 void run_ctx_release(run_ctx *x) {
   g_free(x->layer_t);
-  if (x->layer_memo) g_hash_table_destroy(x->layer_memo);
+  if (x->kt.layer_memo) g_hash_table_destroy(x->kt.layer_memo);
   g_free(x->twin);
   g_free(x->slow);
   if (x->degraded) g_ptr_array_free(x->degraded, TRUE);

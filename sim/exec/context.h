@@ -24,14 +24,13 @@ typedef struct {
   const gpu_spec *gpu;    /* the spec sheet of the platform's GPU model (static) */
   double gpu_mem_bytes;  /* device memory per GPU: the host property, else the spec sheet's */
   kdb *db;               /* the kernel database, NULL for the roofline alone (owned) */
-  ktime_source kt;          /* kernel durations (borrows model, gpu, db) */
+  ktime_source kt;          /* kernel durations (borrows model, gpu, db; owns its layer_memo) */
   double *slow;          /* each rank's kernel-time factor (--slow-gpus; owned), NULL: all 1 */
   int sample;            /* --samples: the draw of kernel times this run makes (0: the
                             medians, as without --samples; run_ctx_kernel_s) */
   GPtrArray *degraded;   /* --degrade: the links scaled in platform (names, owned), NULL: none */
   GArray *degraded_f;    /* their bandwidth factors (double, owned) */
   int *twin;             /* each layer's twin for kernel times (kdb_layer_twins; owned) */
-  GHashTable *layer_memo;/* kt's layer times by micro-batch size (ktime_layer_memo_new; owned) */
   double *layer_t;       /* per-layer forward + backward time of one micro-batch, what pipeline
                             stages are balanced with (owned, model->n_layers entries) */
   res_kdb kernels;       /* where the kernel times come from, for the result (counts 0) */

@@ -23,7 +23,8 @@ typedef struct {
   const int *twin;        /* each layer's twin (kdb_layer_twins), asked for in its place, or
                              NULL (borrowed) */
   GHashTable *layer_memo; /* ktime_layer_times' answers by micro-batch size
-                             (ktime_layer_memo_new), or NULL: none kept (borrowed) */
+                             (ktime_layer_memo_new), or NULL: none kept (borrowed: its maker
+                             frees it) */
 } ktime_source;
 
 /* The kernel-database descriptor of kernel op `op` (kind PLAN_KERNEL) of model `m`; it borrows the

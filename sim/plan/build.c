@@ -373,11 +373,6 @@ static gboolean layer_reads(const wl_layer *l, int j) {
   return FALSE;
 }
 
-/* Marks the kernels whose input the previous kernel of the compute stream has just written:
- * a forward after the forward of the layer it reads, a backward after the backward of a layer
- * that reads it (the gradient of its output), autocast's casts in between or not. Layers split
- * over ranks (their channels, or their tokens: seq) are left out: their tensors are not whole on
- * the rank. What the kernel gains from it is the database's to say (ktime_kernel_s). */
 /* What plan_mark_warm asks of a kernel name (NAME_*), remembered by the name's pointer for the
  * names seen lately: an op list repeats a few interned names (and literals) over and over. */
 enum { NAME_FWD = 1, NAME_BWD = 2, NAME_CAST = 4 };
@@ -397,6 +392,11 @@ static int name_flags(name_memo *nm, const char *kn) {
   return nm->flags[h];
 }
 
+/* Marks the kernels whose input the previous kernel of the compute stream has just written:
+ * a forward after the forward of the layer it reads, a backward after the backward of a layer
+ * that reads it (the gradient of its output), autocast's casts in between or not. Layers split
+ * over ranks (their channels, or their tokens: seq) are left out: their tensors are not whole on
+ * the rank. What the kernel gains from it is the database's to say (ktime_kernel_s). */
 static void plan_mark_warm(plan_rank *p, const wl_model *m, const cfg_run *c) {
   if (c->domain_conv) return; /* images split by rows: no layer's tensors are whole */
   const double dt = gpu_precision_bytes(c->precision);

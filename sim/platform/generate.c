@@ -326,7 +326,7 @@ static const char *out_of_range(const plat_gen_params *p) {
 
 static gboolean check_params(const plat_gen_params *p, GError **err) {
   const char *bad = NULL;
-  char *msg = NULL, *known = NULL;
+  char *msg = NULL;
   if (p->nodes < 1 || p->nodes > 1000000)
     msg = g_strdup_printf("--nodes: expected 1..1000000, got %d", p->nodes);
   else if (p->gpus_per_node < 1 || p->gpus_per_node > 1024)
@@ -358,9 +358,6 @@ static gboolean check_params(const plat_gen_params *p, GError **err) {
   else if (!(p->pod_oversubscription >= 1.0) || !isfinite(p->pod_oversubscription))
     msg = g_strdup_printf("--pod-oversubscription: expected a ratio >= 1, got %g",
                           p->pod_oversubscription);
-  else if (!gpu_find(p->gpu_model))
-    msg = g_strdup_printf("--gpu: '%s' has no spec sheet, which every dlsim run of the platform "
-                          "needs (known: %s)", p->gpu_model, known = gpu_known_names());
   /* the ranges the loader takes (platform.h), so that every file written here loads */
   else if (!(p->speed_flops >= 1 && p->speed_flops <= PLAT_MAX_FLOPS))
     msg = g_strdup_printf("--gpu-speed: expected 1 to 1e24 flop/s, got %g", p->speed_flops);
@@ -373,7 +370,6 @@ static gboolean check_params(const plat_gen_params *p, GError **err) {
     msg = g_strdup_printf("%s: expected \"size:factor;...\" (e.g. 65536:0.9;0:1), got '%s'",
                           factor_ok(p->bw_factor) ? "smpi/lat-factor" : "smpi/bw-factor",
                           factor_ok(p->bw_factor) ? p->lat_factor : p->bw_factor);
-  g_free(known);
   if (msg) {
     g_set_error(err, DL_ERROR, DL_ERR_INPUT, "%s", msg);
     g_free(msg);

@@ -344,37 +344,48 @@ static gboolean read_netcfg(plat *pl, const char *const *cfg, GError **err) {
   return TRUE;
 }
 
-/* Every <cluster radical="..."> of the platform text holds indices SimGrid can read (it stops with "stoi"
- * on one past an int): FALSE with a line naming the cluster otherwise. */
-/* The value of attribute match `a` (either quote), newly allocated. */
-static char *attr_value(const GMatchInfo *a) {
-  char *v = g_match_info_fetch(a, 3);
-  if (!*v) {
-    g_free(v);
-    v = g_match_info_fetch(a, 4);
+/* The attributes of an element's text `tag` (`<name a="x" b='y'>`), in file order: names at even
+ * places, values (either quote) after them (newly allocated; g_ptr_array_unref). The checks
+ * below read the file's text with it before SimGrid does. */
+static GPtrArray *tag_attrs(const char *tag) {
+  static GRegex *at;
+  if (g_once_init_enter(&at))
+    g_once_init_leave(&at, g_regex_new("\\b(\\w+)\\s*=\\s*(\"([^\"]*)\"|'([^']*)')",
+                                       G_REGEX_RAW, 0, NULL));
+  GPtrArray *kv = g_ptr_array_new_with_free_func(g_free);
+  GMatchInfo *a = NULL;
+  g_regex_match(at, tag, 0, &a);
+  for (; g_match_info_matches(a); g_match_info_next(a, NULL)) {
+    char *v = g_match_info_fetch(a, 3);
+    if (!*v) {
+      g_free(v);
+      v = g_match_info_fetch(a, 4);
+    }
+    g_ptr_array_add(kv, g_match_info_fetch(a, 1));
+    g_ptr_array_add(kv, v);
   }
-  return v;
+  g_match_info_free(a);
+  return kv;
 }
 
+/* The first value of attribute `name` in tag_attrs' `kv` (borrowed), or NULL. */
+static const char *attr_get(const GPtrArray *kv, const char *name) {
+  for (guint i = 0; i + 1 < kv->len; i += 2)
+    if (strcmp(kv->pdata[i], name) == 0) return kv->pdata[i + 1];
+  return NULL;
+}
+
+/* Every <cluster radical="..."> of the platform text holds indices SimGrid can read (it stops
+ * with "stoi" on one past an int): FALSE with a line naming the cluster otherwise. */
 static gboolean check_radicals(plat *pl, const char *text, GError **err) {
   GRegex *cl = g_regex_new("<cluster\\b[^>]*>", G_REGEX_DOTALL | G_REGEX_RAW, 0, NULL);
-  GRegex *at =
-      g_regex_new("\\b(id|radical)\\s*=\\s*(\"([^\"]*)\"|'([^']*)')", G_REGEX_RAW, 0, NULL);
   GMatchInfo *m = NULL;
   gboolean ok = TRUE;
   g_regex_match(cl, text, 0, &m);
   for (; ok && g_match_info_matches(m); g_match_info_next(m, NULL)) {
-    char *tag = g_match_info_fetch(m, 0), *id = NULL, *rad = NULL;
-    GMatchInfo *a = NULL;
-    g_regex_match(at, tag, 0, &a);
-    for (; g_match_info_matches(a); g_match_info_next(a, NULL)) {
-      char *k = g_match_info_fetch(a, 1), *v = attr_value(a);
-      if (strcmp(k, "id") == 0 && !id) id = v;
-      else if (strcmp(k, "radical") == 0 && !rad) rad = v;
-      else g_free(v);
-      g_free(k);
-    }
-    g_match_info_free(a);
+    char *tag = g_match_info_fetch(m, 0);
+    GPtrArray *kv = tag_attrs(tag);
+    const char *id = attr_get(kv, "id"), *rad = attr_get(kv, "radical");
     /* "a-b,c,...": every number an int, and no more hosts than dlsim has ranks for (SimGrid
      * would make them all: 40 million hosts take minutes and gigabytes before any check). A
      * part that does not start with a number is left to SimGrid's own message. */
@@ -410,13 +421,11 @@ static gboolean check_radicals(plat *pl, const char *text, GError **err) {
     }
     g_strfreev(parts);
     g_free(shown);
-    g_free(id);
-    g_free(rad);
+    g_ptr_array_unref(kv);
     g_free(tag);
   }
   g_match_info_free(m);
   g_regex_unref(cl);
-  g_regex_unref(at);
   return ok;
 }
 
@@ -429,7 +438,6 @@ static gboolean check_static(plat *pl, const char *text, GError **err) {
   if (!strstr(text, "_file") && !strstr(text, "<trace") && !strstr(text, "ivaldi"))
     return TRUE; /* nothing of the kind: the common case, without a parse */
   GRegex *el = g_regex_new("<(\\w+)\\b[^>]*>", G_REGEX_DOTALL | G_REGEX_RAW, 0, NULL);
-  GRegex *at = g_regex_new("\\b(\\w+)\\s*=\\s*(\"([^\"]*)\"|'([^']*)')", G_REGEX_RAW, 0, NULL);
   GMatchInfo *m = NULL;
   gboolean ok = TRUE;
   g_regex_match(el, text, 0, &m);
@@ -438,10 +446,9 @@ static gboolean check_static(plat *pl, const char *text, GError **err) {
     char *what = NULL;
     if (strcmp(name, "trace") == 0 || strcmp(name, "trace_connect") == 0)
       what = g_strdup_printf("a time-varying profile (<%s>)", name);
-    GMatchInfo *a = NULL;
-    g_regex_match(at, tag, 0, &a);
-    for (; g_match_info_matches(a); g_match_info_next(a, NULL)) {
-      char *k = g_match_info_fetch(a, 1), *v = attr_value(a);
+    GPtrArray *kv = tag_attrs(tag);
+    for (guint i = 0; i + 1 < kv->len; i += 2) {
+      const char *k = kv->pdata[i], *v = kv->pdata[i + 1];
       if (strcmp(k, "id") == 0 && !id) {
         id = g_strescape(v, NULL);
       } else if (!what && g_str_has_suffix(k, "_file") &&
@@ -452,10 +459,8 @@ static gboolean check_static(plat *pl, const char *text, GError **err) {
       } else if (!what && strcmp(k, "routing") == 0 && g_ascii_strcasecmp(v, "Vivaldi") == 0) {
         what = g_strdup("routing Vivaldi (latencies from coordinates, no links)");
       }
-      g_free(k);
-      g_free(v);
     }
-    g_match_info_free(a);
+    g_ptr_array_unref(kv);
     if (what) {
       g_set_error(err, DL_ERROR, DL_ERR_INPUT,
                   "%s: <%s%s%s%s>: %s: dlsim models hosts and links that do not change, joined by "
@@ -470,7 +475,6 @@ static gboolean check_static(plat *pl, const char *text, GError **err) {
   }
   g_match_info_free(m);
   g_regex_unref(el);
-  g_regex_unref(at);
   return ok;
 }
 
@@ -489,8 +493,6 @@ static gboolean check_routes(plat *pl, const char *file_text, GError **err) {
       if (*c != '\n') *c = ' ';
   }
   GRegex *tag = g_regex_new("<(/?)(zoneRoute|zone|route)\\b([^>]*)>", G_REGEX_RAW, 0, NULL);
-  GRegex *at = g_regex_new("\\b(src|dst|symmetrical|routing)\\s*=\\s*(\"([^\"]*)\"|'([^']*)')",
-                           G_REGEX_RAW, 0, NULL);
   GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   GArray *zones = g_array_new(FALSE, FALSE, sizeof(int)); /* open zones: their numbers */
   GPtrArray *routing = g_ptr_array_new_with_free_func(g_free); /* by zone number */
@@ -505,18 +507,9 @@ static gboolean check_routes(plat *pl, const char *file_text, GError **err) {
     for (; counted < text + start; counted++) line += *counted == '\n';
     char *close = g_match_info_fetch(m, 1), *name = g_match_info_fetch(m, 2),
          *attrs = g_match_info_fetch(m, 3);
-    char *src = NULL, *dst = NULL, *sym = NULL, *rt = NULL;
-    GMatchInfo *a = NULL;
-    g_regex_match(at, attrs, 0, &a);
-    for (; g_match_info_matches(a); g_match_info_next(a, NULL)) {
-      char *k = g_match_info_fetch(a, 1), *v = attr_value(a);
-      char **slot = !strcmp(k, "src") ? &src : !strcmp(k, "dst") ? &dst
-                    : !strcmp(k, "symmetrical") ? &sym : &rt;
-      if (!*slot) *slot = v;
-      else g_free(v);
-      g_free(k);
-    }
-    g_match_info_free(a);
+    GPtrArray *kv = tag_attrs(attrs);
+    const char *src = attr_get(kv, "src"), *dst = attr_get(kv, "dst");
+    const char *sym = attr_get(kv, "symmetrical"), *rt = attr_get(kv, "routing");
     const gboolean self_closed = g_str_has_suffix(attrs, "/");
     if (!strcmp(name, "zone") && *close && zones->len) {
       g_array_set_size(zones, zones->len - 1);
@@ -549,10 +542,7 @@ static gboolean check_routes(plat *pl, const char *file_text, GError **err) {
         }
       }
     }
-    g_free(src);
-    g_free(dst);
-    g_free(sym);
-    g_free(rt);
+    g_ptr_array_unref(kv);
     g_free(close);
     g_free(name);
     g_free(attrs);
@@ -562,7 +552,6 @@ static gboolean check_routes(plat *pl, const char *file_text, GError **err) {
   g_array_free(zones, TRUE);
   g_ptr_array_free(routing, TRUE);
   g_regex_unref(tag);
-  g_regex_unref(at);
   g_free(text);
   return ok;
 }

@@ -60,18 +60,7 @@ gboolean proj_parse_failures(proj_opts *o, const char *spec, GError **err) {
   gchar **parts = g_strsplit(spec, ",", -1);
   gboolean ok = parts[0] != NULL;
   double scale = 1;
-  /* a key given twice would leave the first value unused without a word */
-  for (int i = 0; ok && parts[i]; i++) {
-    const char *eq = strchr(parts[i], '=');
-    const size_t n = eq ? (size_t)(eq - parts[i]) : strlen(parts[i]);
-    for (int j = 0; j < i; j++)
-      if (strncmp(parts[j], parts[i], n) == 0 && (parts[j][n] == '=' || !parts[j][n])) {
-        g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--failures %s: %.*s given twice", spec,
-                    (int)n, parts[i]);
-        g_strfreev(parts);
-        return FALSE;
-      }
-  }
+  guint given = 0; /* the keys seen, a bit each */
   for (int i = 0; ok && parts[i]; i++) {
     const char *eq = strchr(parts[i], '=');
     char *end = NULL;
@@ -81,13 +70,20 @@ gboolean proj_parse_failures(proj_opts *o, const char *spec, GError **err) {
       break;
     }
     const size_t n = (size_t)(eq - parts[i]);
-    gboolean known = FALSE;
+    int key = -1; /* a unit, then job (PROJ_N_UNITS), then scale */
     for (int u = 0; u < PROJ_N_UNITS; u++)
       if (strlen(unit_names[u]) == n && strncmp(parts[i], unit_names[u], n) == 0)
-        o->mtbf_h[u] = v, known = TRUE;
-    if (n == 3 && strncmp(parts[i], "job", 3) == 0) o->job_mtbf_h = v, known = TRUE;
-    if (n == 5 && strncmp(parts[i], "scale", 5) == 0) scale = v, known = TRUE;
-    ok = known;
+        o->mtbf_h[u] = v, key = u;
+    if (n == 3 && strncmp(parts[i], "job", 3) == 0) o->job_mtbf_h = v, key = PROJ_N_UNITS;
+    if (n == 5 && strncmp(parts[i], "scale", 5) == 0) scale = v, key = PROJ_N_UNITS + 1;
+    if (!(ok = key >= 0)) break;
+    if (given >> key & 1) { /* its first value would go unused without a word */
+      g_set_error(err, DL_ERROR, DL_ERR_INPUT, "--failures %s: %.*s given twice", spec, (int)n,
+                  parts[i]);
+      g_strfreev(parts);
+      return FALSE;
+    }
+    given |= 1u << key;
   }
   g_strfreev(parts);
   if (!ok) {

@@ -89,11 +89,18 @@ def inputs_rest(d, out):
     xml = os.path.join(d, "gen.xml")
     for args, says in ((["--nic-bw", "1e-320"], "--nic-bw: expected 1 to 1e18 bytes/s"),
                        (["--gpu-mem", "0.1"], "--gpu-mem: expected 1 to 1e18 bytes"),
-                       (["--gpu", "foo", "--gpu-mem", "1GiB", "--gpu-speed", "1Tf"],
-                        "--gpu: 'foo' has no spec sheet"),
                        (["--oversubscription", "1e30"], "link l0r0_up would have 5e-20 bytes/s")):
         refused(f"H-06 platform {' '.join(args)}: a file no run would load",
                 ["platform", "--nodes", "2", *args, "--out", xml], says, d, xml)
+    # a model without a spec sheet: written for SimGrid (as documented), refused by a run
+    p = subprocess.run([DLSIM, "platform", "--nodes", "2", "--gpu", "foo", "--gpu-mem", "1GiB",
+                        "--gpu-speed", "1Tf", "--out", xml], capture_output=True, text=True,
+                       cwd=d, timeout=300)
+    check("H-06 platform --gpu foo --gpu-mem --gpu-speed: written", p.returncode == 0,
+          p.stderr.strip()[:200])
+    refused("H-06 a run on it names the model without a spec sheet",
+            ["run", "--mode", "analytic", "--workload", "mlp-small", "--gpus", "2", "--platform",
+             xml, "--out", out], "host property gpu_model 'foo' has no spec sheet", d, out)
     refused("H-07 coll --min-bytes nan",
             ["coll", "--platform", "star", "--gpus", "2", "--op", "allreduce", "--min-bytes",
              "nan", "--max-bytes", "64"], "--min-bytes: expected a size", d)
