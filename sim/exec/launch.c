@@ -61,18 +61,39 @@ static gboolean same_key(const char *a, const char *b) {
   return la == lb && strncmp(a, b, la) == 0;
 }
 
-/* smpirun's -wrapper that preloads libdlsim-cputime.so (preload/cputime.c) into smpimain, or
- * NULL when the library is not built or its path would not survive smpirun's word splitting. */
-static char *cputime_wrapper(void) {
+/* A path smpirun's word splitting keeps whole. */
+static gboolean one_word(const char *s) {
+  return !strpbrk(s, " \t\n\v\f\r");
+}
+
+/* libdlsim-sgzone.so (platform/sgzone.cpp), which loads a cluster written by `dlsim platform` with
+ * SimGrid's own routes found faster (and any other file through SimGrid's loader), or NULL where
+ * it is not built, DLSIM_SIMGRID_ROUTING=dijkstra asks for SimGrid's zone, or the platform's path
+ * would not survive the wrapper's word splitting. */
+static char *sgzone_lib(const char *platform_xml_path) {
+  const char *want = g_getenv("DLSIM_SIMGRID_ROUTING");
+  if (want && strcmp(want, "dijkstra") == 0) return NULL;
+  char *lib = g_build_filename(DLSIM_BINARY_DIR, "libdlsim-sgzone.so", NULL);
+  if (g_file_test(lib, G_FILE_TEST_IS_REGULAR) && one_word(platform_xml_path)) return lib;
+  g_free(lib);
+  return NULL;
+}
+
+/* smpirun's -wrapper: `env` with LD_PRELOAD naming libdlsim-cputime.so (preload/cputime.c) for
+ * smpimain, and with DLSIM_PLATFORM_XML naming the platform for libdlsim-sgzone.so when `sgzone`;
+ * NULL when neither applies. The preload is left out when the library is not built or its path
+ * would not survive smpirun's word splitting. */
+static char *smpi_wrapper(const char *platform_xml_path, gboolean sgzone) {
   char *lib = g_build_filename(DLSIM_BINARY_DIR, "libdlsim-cputime.so", NULL);
   const char *old = g_getenv("LD_PRELOAD");
   char *preload = old && *old ? g_strdup_printf("%s:%s", lib, old) : g_strdup(lib);
-  char *w = NULL;
-  if (g_file_test(lib, G_FILE_TEST_IS_REGULAR) && !strpbrk(preload, " \t\n\v\f\r"))
-    w = g_strdup_printf("env LD_PRELOAD=%s", preload);
+  GString *w = g_string_new("env");
+  if (g_file_test(lib, G_FILE_TEST_IS_REGULAR) && one_word(preload))
+    g_string_append_printf(w, " LD_PRELOAD=%s", preload);
+  if (sgzone) g_string_append_printf(w, " DLSIM_PLATFORM_XML=%s", platform_xml_path);
   g_free(preload);
   g_free(lib);
-  return w;
+  return g_string_free(w, strcmp(w->str, "env") == 0);
 }
 
 /* Whether np ranks' actors would need more memory mappings than the kernel lets a process
@@ -112,10 +133,12 @@ gboolean launch_smpi(const char *platform_xml_path, int np, const char *const *h
   hostfile = g_build_filename(dir, "hosts", NULL);
   if (!dl_write_file_atomic(hostfile, hl->str, hl->len, err)) goto out;
 
+  char *sgzone = sgzone_lib(platform_xml_path);
   const char *head[] = {smpirun_path(), "-no-privatize", "-np", np_s, "-platform",
-                        platform_xml_path, "-hostfile", hostfile, exec};
+                        sgzone ? sgzone : platform_xml_path, "-hostfile", hostfile, exec};
   for (size_t i = 0; i < G_N_ELEMENTS(head) - 1; i++) g_ptr_array_add(argv, g_strdup(head[i]));
-  char *wrapper = cputime_wrapper();
+  char *wrapper = smpi_wrapper(platform_xml_path, sgzone != NULL);
+  g_free(sgzone);
   if (wrapper) {
     g_ptr_array_add(argv, g_strdup("-wrapper"));
     g_ptr_array_add(argv, wrapper);
