@@ -7,7 +7,7 @@
 // source host, on linked lists, and keeps an 8-byte predecessor per vertex and source. A 16,384-GPU
 // cluster (about 19,000 vertices) spends 13 minutes there before its first op, and holds 2.5 GB.
 // Here the graph is in flat arrays, the search is a bucket queue over hop counts, a source's tree
-// holds a 4-byte edge per vertex, and a route is walked from that tree without searching edges.
+// holds 2 bytes per vertex, and each route asked is walked from that tree once and kept.
 //
 // Same routes, link for link: SimGrid's Dijkstra pops (cost, vertex) pairs in ascending order and
 // sets a vertex's predecessor on strict improvement only, so with every edge costing one or more
@@ -427,33 +427,24 @@ protected:
         *latency += loop->get_latency();
       return;
     }
-    const std::vector<uint32_t>& pred = tree(s);
-    path_.clear();
-    for (uint32_t v = t; v != s; v = edges_[pred[v]].from) {
-      if (pred[v] == NONE)
-        throw std::invalid_argument("No route from '" + src->get_name() + "' to '" +
-                                    dst->get_name() + "'");
-      path_.push_back(pred[v]);
-    }
-    // as SimGrid: edges from the destination back, each one's links reversed at the front, its
-    // latencies added in its own order
+    const Pair& r = pair(s, t);
+    // as SimGrid: edges from the destination back, each one's links reversed at the front (the
+    // list held), its latencies added in its own order (the list held, backwards)
     auto& out = into->link_list_;
-    size_t n  = 0;
-    for (uint32_t e : path_)
-      n += edges_[e].n_links;
-    out.insert(out.begin(), n, nullptr);
-    size_t at = 0;
-    for (auto e = path_.rbegin(); e != path_.rend(); ++e) {
-      const Edge& E = edges_[*e];
-      for (uint32_t i = E.n_links; i-- > 0;)
-        out[at++] = link_[E.first + i]->get_impl();
-    }
+    out.insert(out.begin(), r.n, nullptr);
+    for (uint32_t i = 0; i < r.n; i++)
+      out[i] = pair_links_[r.first + i]->get_impl();
     if (latency)
-      for (uint32_t e : path_) {
-        const Edge& E = edges_[e];
-        for (uint32_t i = 0; i < E.n_links; i++)
-          *latency += link_[E.first + i]->get_latency();
-      }
+      for (uint32_t i = r.n; i-- > 0;)
+        *latency += pair_links_[r.first + i]->get_latency();
+  }
+
+public:
+  ~ClusterZone() override
+  {
+    if (const char* say = std::getenv("DLSIM_SGZONE_REPORT"); say && *say)
+      std::fprintf(stderr, "sgzone: %zu searches for %zu routes between %u vertices\n", searches_,
+                   pairs_.size(), n_vertices_);
   }
 
 private:
@@ -465,13 +456,33 @@ private:
   std::vector<uint32_t> vertex_of_;    // NetPoint id -> graph index
   uint32_t n_vertices_ = 0;
   std::vector<uint32_t> out_begin_, out_;  // out-edges by vertex (built on the first search)
-  std::unordered_map<uint32_t, std::vector<uint32_t>> trees_; // source -> predecessor edges
+  std::vector<uint32_t> in_begin_, in_;    // in-edges by vertex
+  std::vector<uint32_t> in_pos_;           // an edge's place among its end's in-edges
+  bool narrow_ = true;                     // every vertex has fewer than 65,535 in-edges
+  // A source's tree: each vertex's predecessor edge, as its place among the vertex's in-edges
+  // (2 bytes a vertex where they all fit, 4 otherwise)
+  struct Tree {
+    std::vector<uint16_t> narrow;
+    std::vector<uint32_t> wide;
+  };
+  std::unordered_map<uint32_t, Tree> trees_;
+  std::vector<uint32_t> pred_; // a search's predecessor edges
   size_t tree_bytes_ = 0;
+  size_t searches_   = 0;
+  struct Pair {
+    uint32_t first, n; // in pair_links_
+  };
+  std::unordered_map<uint64_t, Pair> pairs_; // (source, destination) -> its route's links
+  std::vector<const sg4::Link*> pair_links_;
   std::vector<uint32_t> path_;
   std::vector<uint32_t> cost_, level_;          // a search's working arrays
   std::vector<std::vector<uint32_t>> bucket_;
-  // a source's tree costs 4 bytes a vertex; past this, the trees are dropped and found again
-  static constexpr size_t TREE_BUDGET_BYTES = size_t{1} << 31;
+  // A source's tree costs 2 bytes a vertex (38 kB on a 16,384-GPU cluster); routes asked are
+  // kept pair by pair (about 100 bytes each), and trees up to this much, past which they are
+  // dropped and searched again when a source asks for a destination not yet asked (a run asks
+  // for its routes in no order that a smaller store serves: at 4,096 GPUs, with room for a
+  // quarter of the sources' trees, 58,139 searches for 63,459 routes)
+  static constexpr size_t TREE_BUDGET_BYTES = size_t{2} << 30;
 
   uint32_t lookup(const NetPoint* p) const
   {
@@ -512,33 +523,80 @@ private:
   void build_out()
   {
     out_begin_.assign(n_vertices_ + 1, 0);
-    for (const Edge& e : edges_)
+    in_begin_.assign(n_vertices_ + 1, 0);
+    for (const Edge& e : edges_) {
       out_begin_[e.from + 1]++;
-    for (uint32_t v = 0; v < n_vertices_; v++)
+      in_begin_[e.to + 1]++;
+    }
+    for (uint32_t v = 0; v < n_vertices_; v++) {
+      narrow_ = narrow_ && in_begin_[v + 1] < UINT16_MAX;
       out_begin_[v + 1] += out_begin_[v];
+      in_begin_[v + 1] += in_begin_[v];
+    }
     out_.assign(edges_.size(), 0);
+    in_.assign(edges_.size(), 0);
+    in_pos_.assign(edges_.size(), 0);
     std::vector<uint32_t> fill(out_begin_.begin(), out_begin_.end() - 1);
-    for (uint32_t i = 0; i < edges_.size(); i++)
+    std::vector<uint32_t> fill_in(in_begin_.begin(), in_begin_.end() - 1);
+    for (uint32_t i = 0; i < edges_.size(); i++) {
       out_[fill[edges_[i].from]++] = i;
+      in_pos_[i]                   = fill_in[edges_[i].to] - in_begin_[edges_[i].to];
+      in_[fill_in[edges_[i].to]++] = i;
+    }
+  }
+
+  // The predecessor edge of v in tree T, or NONE.
+  uint32_t pred_edge(const Tree& T, uint32_t v) const
+  {
+    uint32_t k = narrow_ ? (T.narrow[v] == UINT16_MAX ? NONE : T.narrow[v]) : T.wide[v];
+    return k == NONE ? NONE : in_[in_begin_[v] + k];
+  }
+
+  // The route from s to t (s != t), kept once found: its links as SimGrid lists them.
+  const Pair& pair(uint32_t s, uint32_t t)
+  {
+    const uint64_t key = (uint64_t{s} << 32) | t;
+    auto it            = pairs_.find(key);
+    if (it != pairs_.end())
+      return it->second;
+    const Tree& T = tree(s);
+    path_.clear();
+    for (uint32_t v = t; v != s;) {
+      uint32_t e = pred_edge(T, v);
+      if (e == NONE) // the graph was checked connected when loaded
+        throw std::invalid_argument("No route from vertex " + std::to_string(s) + " to " +
+                                    std::to_string(t));
+      path_.push_back(e);
+      v = edges_[e].from;
+    }
+    Pair r{static_cast<uint32_t>(pair_links_.size()), 0};
+    for (auto e = path_.rbegin(); e != path_.rend(); ++e) {
+      const Edge& E = edges_[*e];
+      for (uint32_t i = E.n_links; i-- > 0;)
+        pair_links_.push_back(link_[E.first + i]);
+      r.n += E.n_links;
+    }
+    return pairs_.emplace(key, r).first->second;
   }
 
   // The predecessor edge of every vertex on its route from `s`: vertices taken by cost (links on
   // the way), an edge that reaches a vertex more cheaply taking it, and, between edges that reach
   // it at one cost, the one whose start is the cheaper, then the lower-numbered (SimGrid's order
   // of taking vertices, in which the first to reach a vertex at its least cost keeps it).
-  const std::vector<uint32_t>& tree(uint32_t s)
+  const Tree& tree(uint32_t s)
   {
     auto it = trees_.find(s);
     if (it != trees_.end())
       return it->second;
     if (out_begin_.size() != n_vertices_ + 1u)
       build_out();
-    size_t bytes = sizeof(uint32_t) * n_vertices_;
+    size_t bytes = (narrow_ ? sizeof(uint16_t) : sizeof(uint32_t)) * n_vertices_;
     if (tree_bytes_ + bytes > TREE_BUDGET_BYTES) {
       trees_.clear();
       tree_bytes_ = 0;
     }
-    std::vector<uint32_t> pred(n_vertices_, NONE);
+    std::vector<uint32_t>& pred = pred_;
+    pred.assign(n_vertices_, NONE);
     cost_.assign(n_vertices_, UINT32_MAX);
     if (bucket_.empty())
       bucket_.resize(1);
@@ -567,8 +625,19 @@ private:
       }
       level_.clear();
     }
+    Tree T;
+    if (narrow_) {
+      T.narrow.resize(n_vertices_);
+      for (uint32_t v = 0; v < n_vertices_; v++)
+        T.narrow[v] = pred[v] == NONE ? UINT16_MAX : static_cast<uint16_t>(in_pos_[pred[v]]);
+    } else {
+      T.wide.resize(n_vertices_);
+      for (uint32_t v = 0; v < n_vertices_; v++)
+        T.wide[v] = pred[v] == NONE ? NONE : in_pos_[pred[v]];
+    }
     tree_bytes_ += bytes;
-    return trees_.emplace(s, std::move(pred)).first->second;
+    searches_++;
+    return trees_.emplace(s, std::move(T)).first->second;
   }
 };
 
