@@ -56,6 +56,7 @@ def hosts_in(path):
 
 
 def same_routes(what, path, loader):
+    """Every pair's route through both loaders."""
     n = hosts_in(path)
     pairs = [(s, d) for s in range(n) for d in range(n)]
     ref = sgplat(path, False, pairs)
@@ -64,7 +65,33 @@ def same_routes(what, path, loader):
     check(f"{what}: the zone takes it through {loader}", f"sgzone: {loader}" in got[2], got[2])
     check(f"{what}: every pair's route, its links in order and its latency, as SimGrid's "
           f"({n} hosts, {routes} routes)", ref[0] == 0 and got[0] == 0 and
-          ref[1] == got[1] and routes == n * n, first_difference(ref[1], got[1]))
+          ref[1] == got[1] and routes == len(pairs), first_difference(ref[1], got[1]))
+
+
+def star_routes(path):
+    """On a star of 66,560 GPUs (SimGrid's zone takes 24 s a source there), each of 40 pairs'
+    route (sources past 65,534 among them) is by construction the source's link up and the
+    destination's link down, at the sum of their latencies."""
+    n = 65 * 1024
+    hosts = [f"n{i // 1024}g{i % 1024}" for i in range(n)]
+    pairs = [(n - 1, 0), (65536, 12), (65535, 7), (65534, 65535)]
+    pairs += [((i * 7919) % n, (i * 104729 + 13) % n) for i in range(36)]
+    code, out, err = sgplat(path, True, pairs)
+    links = [line.split("\t") for line in out.splitlines() if line.startswith("link\t")]
+    index = {l[1]: i for i, l in enumerate(links)}
+    lat = {l[1]: float(l[3]) for l in links}
+    routes = [line.split("\t") for line in out.splitlines() if line.startswith("route\t")]
+    bad = []
+    for (a, b), r in zip(pairs, routes):
+        up, down = hosts[a] + "_link_UP", hosts[b] + "_link_DOWN"
+        want = [str(index[up]), str(index[down])]
+        if r[2:] != ["2", *want] or float(r[1]) != lat[up] + lat[down]:
+            bad.append(f"{hosts[a]} -> {hosts[b]}: {r}")
+    check("a star of 66,560 GPUs (a switch with more in-edges than two bytes number): the zone "
+          "takes it", "sgzone: dlsim's routing" in err, err)
+    check("a star of 66,560 GPUs: 40 pairs' routes are the source's link up and the "
+          "destination's link down, at their latencies' sum", code == 0 and len(routes) == 40 and not bad,
+          "; ".join(bad[:3]))
 
 
 def first_difference(a, b):
@@ -97,6 +124,12 @@ def main():
             path = os.path.join(d, f"p{i}.xml")
             subprocess.run([DLSIM, "platform", *opts, "-o", path], check=True)
             same_routes(what, path, "dlsim's routing")
+
+        # a switch with more in-edges than two bytes number: trees held four bytes a vertex
+        star = os.path.join(d, "star.xml")
+        subprocess.run([DLSIM, "platform", "--preset", "star", "--nodes", "65",
+                        "--gpus-per-node", "1024", "-o", star], check=True)
+        star_routes(star)
 
         # outside the grammar, SimGrid's loader: a generated file with a property on a link,
         # and files dlsim did not write
