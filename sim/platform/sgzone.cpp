@@ -283,8 +283,8 @@ bool parse(const std::string& text, Platform& p)
           p.links.push_back({*a.get("id"), *a.get("bandwidth"), *a.get("latency"), policy});
         } else if (name == "route" && !empty && a.only({"src", "dst", "symmetrical"}) &&
                    a.get("src") && a.get("dst")) {
-          // a one-way route would make the graph directed; SimGrid's search then reads unreached
-          // vertices' costs past their end (an overflow), which only SimGrid itself reproduces
+          // a one-way route would make the graph directed; SimGrid's search then adds a link
+          // count to an unreached vertex's infinite cost, which wraps round: SimGrid's alone
           const std::string* sym = a.get("symmetrical");
           if (sym && *sym != "YES" && *sym != "yes")
             return false;
@@ -524,6 +524,7 @@ private:
   {
     out_begin_.assign(n_vertices_ + 1, 0);
     in_begin_.assign(n_vertices_ + 1, 0);
+    narrow_ = true;
     for (const Edge& e : edges_) {
       out_begin_[e.from + 1]++;
       in_begin_[e.to + 1]++;
