@@ -61,9 +61,9 @@ static gboolean same_key(const char *a, const char *b) {
   return la == lb && strncmp(a, b, la) == 0;
 }
 
-/* A path smpirun's word splitting keeps whole. */
+/* A path smpirun's unquoted -wrapper keeps whole: no word splitting, no pathname expansion. */
 static gboolean one_word(const char *s) {
-  return !strpbrk(s, " \t\n\v\f\r");
+  return !strpbrk(s, " \t\n\v\f\r*?[");
 }
 
 /* libdlsim-sgzone.so (platform/sgzone.cpp), which loads a cluster written by `dlsim platform` with

@@ -69,7 +69,8 @@ def same_routes(what, path, loader):
 
 
 def star_routes(path):
-    """On a star of 66,560 GPUs (SimGrid's zone takes 24 s a source there), each of 40 pairs'
+    """On a star of 66,560 GPUs (SimGrid's loader took 24 s for one route of a 65,536-GPU star,
+    its load included), each of 40 pairs'
     route (sources past 65,534 among them) is by construction the source's link up and the
     destination's link down, at the sum of their latencies."""
     n = 65 * 1024
@@ -105,7 +106,8 @@ def run_both(d, what, args):
     """A run's result with the zone and with SimGrid's DijkstraCache: byte-identical."""
     out = {}
     for name, routing in (("zone", None), ("dijkstra", "dijkstra")):
-        env = dict(os.environ)
+        # DLSIM_DEBUG shows SimGrid's standard error, where the zone says it took the file
+        env = dict(os.environ, DLSIM_DEBUG="1", DLSIM_SGZONE_REPORT="1")
         env.pop("DLSIM_SIMGRID_ROUTING", None)
         if routing:
             env["DLSIM_SIMGRID_ROUTING"] = routing
@@ -113,6 +115,9 @@ def run_both(d, what, args):
         p = subprocess.run([DLSIM, *args, "--reproducible", "--out", path], env=env,
                            capture_output=True, text=True)
         out[name] = open(path, "rb").read() if p.returncode == 0 else p.stderr.encode()
+        said = "sgzone: dlsim's routing" in p.stderr
+        check(f"{what}: {'the zone' if not routing else 'SimGrid alone'} routed the run",
+              said == (routing is None), p.stderr[-300:])
     check(f"{what}: the result is byte-identical with SimGrid's zone",
           out["zone"] == out["dijkstra"] and out["zone"].startswith(b"{"),
           out["zone"][:200].decode(errors="replace"))
