@@ -27,11 +27,20 @@ typedef struct {
   int *nodes;      /* nodes the group spans */
 } coll_groups;
 
-/* Makes the communicators of `rank` under configuration `c` and those of `comms` (may be NULL;
- * the same list on every rank); node_of[r] is the node of rank r (all 0 on one machine).
- * Collective over MPI_COMM_WORLD. */
-void coll_groups_init(coll_groups *g, const cfg_run *c, const plan_comms *comms, int rank,
-                      const int *node_of);
+/* Every rank's group of every slot under configuration `c` and `comms` (may be NULL; the same
+ * list on every rank), node_of[r] being the node of rank r (all 0 on one machine): made once,
+ * in time linear in the ranks, for all the ranks that share a process (the SMPI executor's), so
+ * that a rank's communicators cost no walk over a group of every rank. */
+typedef struct coll_layout coll_layout;
+coll_layout *coll_layout_new(const cfg_run *c, const plan_comms *comms, const int *node_of);
+void coll_layout_free(coll_layout *L);
+/* The group of `rank` among those of `slot`, -1 when it is in none (alone); and a group's first
+ * member. Ranks of one group share its index. */
+int coll_layout_group(const coll_layout *L, int slot, int rank);
+int coll_layout_first(const coll_layout *L, int slot, int group);
+
+/* Makes the communicators of `rank` as L places it. Collective over MPI_COMM_WORLD. */
+void coll_groups_init(coll_groups *g, const coll_layout *L, int rank);
 void coll_groups_release(coll_groups *g);
 
 #endif

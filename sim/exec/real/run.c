@@ -848,7 +848,9 @@ int real_exec_main(int argc, char **argv) {
   k.shard_group = -1;
   k.repl_after = repl_after_of(x.model, plan);
   int *node_of = g_new0(int, P); /* every rank on this machine */
-  coll_groups_init(&k.g, c, NULL, rank, node_of);
+  coll_layout *layout = coll_layout_new(c, NULL, node_of);
+  coll_groups_init(&k.g, layout, rank);
+  coll_layout_free(layout);
   g_free(node_of);
   int n_send = 0;
   for (int i = 0; i < plan->n_ops; i++) n_send += plan->ops[i].kind == PLAN_SEND;

@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   smpi_phase_init(r, P); /* each rank says where it is before any collective */
-  MPI_Barrier(MPI_COMM_WORLD);  /* ... all of them (SMPI runs a rank until it blocks) */
+  smpi_meet();  /* ... all of them (SMPI runs a rank until it blocks) */
   const smpi_mode *m = NULL;
   for (size_t i = 0; argc > 1 && i < G_N_ELEMENTS(modes); i++)
     if (strcmp(argv[1], modes[i].name) == 0) m = &modes[i];

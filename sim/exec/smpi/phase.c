@@ -18,6 +18,7 @@
  */
 #include <mpi.h>
 #include <simgrid/actor.h>
+#include <simgrid/barrier.h>
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
 #include <simgrid/semaphore.h>
@@ -96,6 +97,12 @@ void smpi_phase_init(int rank, int P) {
     deferred = g_new0(double, P);
   }
   host_of_rank[rank] = sg_host_self();
+}
+
+void smpi_meet(void) {
+  static sg_bar_t all; /* made by the first rank here: nothing yields before it exists */
+  if (!all) all = sg_barrier_init((unsigned)n_ranks);
+  sg_barrier_wait(all);
 }
 
 /* ---- ring phases ----------------------------------------------------------------------------- */

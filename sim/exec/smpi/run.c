@@ -95,6 +95,9 @@ static struct {
   guint32 *node_traffic; /* per rank: node_traffic's */
   int *node_first;       /* per node index: where its ranks start in node_ranks (n_nodes + 1) */
   int *node_ranks;       /* ranks by node */
+  coll_layout *layout;   /* every rank's groups (coll_groups_init's), made by the first rank */
+  int max_gpu;           /* the largest GPU index of a node (gpu_of), -1 if none is known */
+  GHashTable *gpu_count; /* slot · P + group -> its members by GPU index + 1 (group_traffic) */
   gboolean debug_ops;    /* DLSIM_DEBUG_OPS set: print every op as the ranks reach it */
   GHashTable *p2p;       /* "dlsim:p2p:src:dst:tag" -> its p2p_link (owned) */
   struct smpi_rank **rank; /* per rank: its backend, while it runs */
@@ -515,6 +518,18 @@ static char *write_result(int P, const char *result_path) {
   return err;
 }
 
+/* Ranks by node, once every rank has said its node. */
+static void index_nodes(int P) {
+  if (shared.node_first) return;
+  int n = 0;
+  for (int r = 0; r < P; r++) n = MAX(n, shared.node_of[r] + 1);
+  shared.node_first = g_new0(int, n + 2);
+  shared.node_ranks = g_new(int, P);
+  for (int r = 0; r < P; r++) shared.node_first[shared.node_of[r] + 2]++;
+  for (int i = 2; i < n + 2; i++) shared.node_first[i] += shared.node_first[i - 1];
+  for (int r = 0; r < P; r++) shared.node_ranks[shared.node_first[shared.node_of[r] + 1]++] = r;
+}
+
 /* Traffic between rank `me` and `peer` as node_traffic counts it into *mask for slot bit `s`. */
 static void count_peer(int me, int peer, int s, guint32 *mask) {
   if (peer == me) return;
@@ -526,10 +541,53 @@ static void count_peer(int me, int peer, int s, guint32 *mask) {
  * another rank of the node, a bit each (bit 31 for point-to-point messages and slots past 29);
  * bit 30 when any op reaches a GPU of another index on another node (another rail: such a route
  * may cross NVLink). */
+/* Members of group `gid` of `slot` by GPU index: [gpu + 1], [0] where unknown; counted once per
+ * group from the members of `rank`'s (one of them). */
+static const int *gpu_count(const smpi_rank *g, const cfg_run *c, int slot, int gid, int *members) {
+  const int P = c->gpus;
+  if (!shared.gpu_count)
+    shared.gpu_count = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+  const gint64 key = (gint64)slot * P + gid;
+  int *h = g_hash_table_lookup(shared.gpu_count, &key);
+  if (h) return h;
+  const plan_comms *cm = g->plan->comms;
+  int n;
+  if (slot >= PLAN_N_GROUPS) {
+    n = cm->size[slot - PLAN_N_GROUPS];
+    memcpy(members, cm->members[slot - PLAN_N_GROUPS], sizeof(int) * (size_t)n);
+  } else {
+    n = plan_group_members(c, (plan_group)slot, g->rank, members);
+  }
+  h = g_new0(int, shared.max_gpu + 2);
+  for (int i = 0; i < n; i++) h[shared.gpu_of[members[i]] + 1]++;
+  g_hash_table_insert(shared.gpu_count, g_memdup2(&key, sizeof key), h);
+  return h;
+}
+
+/* What count_peer finds over every member of the caller's group `gid` of `slot` (bit `s`),
+ * without walking the group: its members on the caller's node, and by GPU index the others. */
+static void group_traffic(const smpi_rank *g, const cfg_run *c, int slot, int gid, int s,
+                          guint32 *mask, int *members) {
+  const int me = g->rank, node = shared.node_of[me], gpu = shared.gpu_of[me];
+  int here = 0, here_other = 0; /* members on the node (the caller too); of another GPU index */
+  for (int i = shared.node_first[node]; i < shared.node_first[node + 1]; i++) {
+    const int q = shared.node_ranks[i];
+    if (coll_layout_group(shared.layout, slot, q) != gid) continue;
+    here++;
+    here_other += gpu < 0 || shared.gpu_of[q] != gpu;
+  }
+  if (here > 1) *mask |= 1u << s;
+  const int n = g->groups.size[slot];
+  /* members on other nodes at another GPU index (at any, where the caller's is unknown) */
+  const int far = gpu < 0 ? n - here : n - gpu_count(g, c, slot, gid, members)[gpu + 1] - here_other;
+  if (far > 0) *mask |= 1u << 30;
+}
+
 static guint32 node_traffic(const smpi_rank *g, const cfg_run *c) {
   const int P = c->gpus, me = g->rank;
   int *members = g_new(int, P);
   guint32 mask = 0, seen = 0;
+  index_nodes(P);
   for (int i = 0; i < g->plan->n_ops; i++) {
     const plan_op *op = &g->plan->ops[i];
     if (op->kind == PLAN_SEND || op->kind == PLAN_RECV) {
@@ -539,6 +597,11 @@ static guint32 node_traffic(const smpi_rank *g, const cfg_run *c) {
       const int slot = plan_op_slot(op), s = slot < 30 ? slot : 31;
       if (s < 30 && (seen & (1u << s))) continue;
       if (s < 30) seen |= 1u << s;
+      const int gid = coll_layout_group(shared.layout, slot, me);
+      if (gid >= 0) {
+        group_traffic(g, c, slot, gid, s, &mask, members);
+        continue;
+      }
       const int n = plan_op_members(g->plan, c, op, me, members);
       for (int j = 0; j < n; j++) count_peer(me, members[j], s, &mask);
     }
@@ -562,18 +625,6 @@ static gboolean rail_symmetric(const smpi_rank *g, const cfg_run *c) {
       return FALSE;
   }
   return TRUE;
-}
-
-/* Ranks by node, once every rank has said its node. */
-static void index_nodes(int P) {
-  if (shared.node_first) return;
-  int n = 0;
-  for (int r = 0; r < P; r++) n = MAX(n, shared.node_of[r] + 1);
-  shared.node_first = g_new0(int, n + 2);
-  shared.node_ranks = g_new(int, P);
-  for (int r = 0; r < P; r++) shared.node_first[shared.node_of[r] + 2]++;
-  for (int i = 2; i < n + 2; i++) shared.node_first[i] += shared.node_first[i - 1];
-  for (int r = 0; r < P; r++) shared.node_ranks[shared.node_first[shared.node_of[r] + 1]++] = r;
 }
 
 /* Tells phase.c which of the rank's groups may have their ring phases computed: a group inside
@@ -688,7 +739,7 @@ int smpi_exec_main(int argc, char **argv) {
   shared.gpu_of[rank] = gpu_index ? atoi(gpu_index) : -1;
   /* buffers: payload-free, as large as the largest collective or message of any rank */
   shared.buf_bytes = MAX(shared.buf_bytes, (size_t)sp->max_bytes + 64);
-  MPI_Barrier(MPI_COMM_WORLD);
+  smpi_meet();
   if (!shared.sendbuf) { /* the first rank past the barrier: every rank has said its size */
     shared.sendbuf = SMPI_SHARED_MALLOC(shared.buf_bytes);
     shared.recvbuf = SMPI_SHARED_MALLOC(shared.buf_bytes);
@@ -703,7 +754,12 @@ int smpi_exec_main(int argc, char **argv) {
   g.plan = plan;
   g.sp = sp;
   g.speed = sg_host_get_speed(sg_host_self());
-  coll_groups_init(&g.groups, c, plan->comms, rank, shared.node_of);
+  if (!shared.layout) { /* the first rank past the barrier: every rank has said its node */
+    shared.layout = coll_layout_new(c, plan->comms, shared.node_of);
+    shared.max_gpu = -1;
+    for (int r = 0; r < P; r++) shared.max_gpu = MAX(shared.max_gpu, shared.gpu_of[r]);
+  }
+  coll_groups_init(&g.groups, shared.layout, rank);
   for (int k = 0; k < g.groups.n; k++) {
     g.groups.topo[k].nccl = &shared.ctx.nccl;
     /* folded (the driver's sim_fold_channels): the one group, every rank in whole nodes */
@@ -730,7 +786,7 @@ int smpi_exec_main(int argc, char **argv) {
   shared.rank[rank] = &g;
 
   p2p_receive(&g);
-  MPI_Barrier(MPI_COMM_WORLD);
+  smpi_meet();
   node_private_groups(&g, P); /* every rank has said what its traffic is */
   rail_folds(P);
   if (shared.rails && g.groups.size[PLAN_GRP_DP] > 1) g.rail_fold = shared.gpu_of[rank] ? 2 : 1;
@@ -750,7 +806,7 @@ int smpi_exec_main(int argc, char **argv) {
   sg_actor_unref(gpu);
   rec_finish(rec, t_start);
 
-  MPI_Barrier(MPI_COMM_WORLD);
+  smpi_meet();
   int status = 0;
   if (rank == 0) {
     char *err = write_result(P, argv[2]);
@@ -760,7 +816,7 @@ int smpi_exec_main(int argc, char **argv) {
       status = 1;
     }
   }
-  MPI_Barrier(MPI_COMM_WORLD);
+  smpi_meet();
   shared.rank[rank] = NULL; /* every rank is past its last receive */
   for (int s = 0; s < PLAN_N_STREAMS; s++) sg_sem_destroy(g.waiter[s].sem);
   g_free(g.ev_set);

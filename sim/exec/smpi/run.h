@@ -12,6 +12,12 @@ int smpi_exec_main(int argc, char **argv);
  * phases then run step by step or as one message each way is coll_buf_message_level's. */
 void smpi_phase_init(int rank, int P);
 
+/* Every rank waits until all of them are here, at no simulated time: an MPI_Barrier's recursive
+ * doubling sends P log2 P messages (and routes each rank to log2 P partners it otherwise never
+ * talks to), a meeting of the actors of this one process sends none. Every rank then leaves at
+ * the simulated time the last one arrived at (phase.c). */
+void smpi_meet(void);
+
 /* The latency a ring phase adds after its message (phase.c) may be left to the executor, which
  * then holds the rank's communication stream that much longer without a SimGrid sleep (one
  * simulated activity fewer per collective, and none when the next op waits for the compute stream
