@@ -79,10 +79,17 @@ static char *sgzone_lib(const char *platform_xml_path) {
   return NULL;
 }
 
+/* glibc serves at most 65,536 blocks by mmap at once (M_MMAP_MAX) and takes any more from the
+ * brk heap. A simulation runs two SimGrid actors a rank, each on an 8 MB stack malloc'd: past
+ * 32,768 ranks the stacks went to the heap, where 65,536 ranks held 13.6 GiB against 5.6 GiB
+ * with every stack mapped (RssAnon, ResNet-18 data parallel). */
+#define MMAP_MAX_TUNABLE "glibc.malloc.mmap_max=16777216"
+
 /* smpirun's -wrapper: `env` with LD_PRELOAD naming libdlsim-cputime.so (preload/cputime.c) for
- * smpimain, and with DLSIM_PLATFORM_XML naming the platform for libdlsim-sgzone.so when `sgzone`;
- * NULL when neither applies. The preload is left out when the library is not built or its path
- * would not survive smpirun's word splitting. */
+ * smpimain, with DLSIM_PLATFORM_XML naming the platform for libdlsim-sgzone.so when `sgzone`, and
+ * with GLIBC_TUNABLES raising M_MMAP_MAX (above) unless the caller's GLIBC_TUNABLES sets it. The
+ * preload is left out when the library is not built, and either variable when its value would
+ * not survive smpirun's word splitting. */
 static char *smpi_wrapper(const char *platform_xml_path, gboolean sgzone) {
   char *lib = g_build_filename(DLSIM_BINARY_DIR, "libdlsim-cputime.so", NULL);
   const char *old = g_getenv("LD_PRELOAD");
@@ -90,6 +97,12 @@ static char *smpi_wrapper(const char *platform_xml_path, gboolean sgzone) {
   GString *w = g_string_new("env");
   if (g_file_test(lib, G_FILE_TEST_IS_REGULAR) && one_word(preload))
     g_string_append_printf(w, " LD_PRELOAD=%s", preload);
+  const char *tun = g_getenv("GLIBC_TUNABLES");
+  char *tunables = tun && *tun ? g_strdup_printf("%s:" MMAP_MAX_TUNABLE, tun)
+                               : g_strdup(MMAP_MAX_TUNABLE);
+  if (!(tun && strstr(tun, "glibc.malloc.mmap_max")) && one_word(tunables))
+    g_string_append_printf(w, " GLIBC_TUNABLES=%s", tunables);
+  g_free(tunables);
   if (sgzone) g_string_append_printf(w, " DLSIM_PLATFORM_XML=%s", platform_xml_path);
   g_free(preload);
   g_free(lib);

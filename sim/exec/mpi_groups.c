@@ -36,7 +36,8 @@ static void add_group(coll_layout *L, int k, const int *members, int n, const in
   GHashTable *count = g_hash_table_new(g_direct_hash, g_direct_equal); /* node + 1 -> members */
   for (int i = 0; i < n; i++) {
     const gpointer key = GINT_TO_POINTER(node_of[members[i]] + 1);
-    g_hash_table_insert(count, key, GINT_TO_POINTER(GPOINTER_TO_INT(g_hash_table_lookup(count, key)) + 1));
+    const int had = GPOINTER_TO_INT(g_hash_table_lookup(count, key));
+    g_hash_table_insert(count, key, GINT_TO_POINTER(had + 1));
   }
   const lay_group G = {members[0], n, (int)g_hash_table_size(count)};
   g_array_append_val(L->groups[k], G);
@@ -73,8 +74,9 @@ coll_layout *coll_layout_new(const cfg_run *c, const plan_comms *comms, const in
   for (int k = 0; k < L->n_slots; k++) {
     L->groups[k] = g_array_new(FALSE, FALSE, sizeof(lay_group));
     const int ci = k - PLAN_N_GROUPS;
-    L->degree[k] = ci >= 0 ? comms->size[ci] : k == PLAN_GRP_WORLD ? P
-                                                                   : plan_group_degree(c, (plan_group)k);
+    L->degree[k] = ci >= 0                ? comms->size[ci]
+                   : k == PLAN_GRP_WORLD ? P
+                                         : plan_group_degree(c, (plan_group)k);
     if (ci >= 0 && L->degree[k] > 1) /* a trace's communicator: one list for every rank */
       add_group(L, k, comms->members[ci], comms->size[ci], node_of);
     for (int r = 0; ci < 0 && L->degree[k] > 1 && r < P; r++) {
@@ -107,11 +109,7 @@ int coll_layout_group(const coll_layout *L, int slot, int rank) {
   return slot < L->n_slots ? L->grp[(size_t)slot * L->P + rank] : -1;
 }
 
-int coll_layout_first(const coll_layout *L, int slot, int group) {
-  return g_array_index(L->groups[slot], lay_group, group).first;
-}
-
-void coll_groups_init(coll_groups *g, const coll_layout *L, int rank) {
+void coll_groups_init(coll_groups *g, const coll_layout *L, int rank, MPI_Comm alone) {
   const int P = L->P;
   g->n = L->n_slots;
   g->comm = g_new(MPI_Comm, g->n);
@@ -122,7 +120,7 @@ void coll_groups_init(coll_groups *g, const coll_layout *L, int rank) {
     const size_t at = (size_t)k * P + rank;
     const int gid = L->grp[at], degree = L->degree[k];
     const lay_group *G = gid >= 0 ? &g_array_index(L->groups[k], lay_group, gid) : NULL;
-    g->comm[k] = MPI_COMM_SELF;
+    g->comm[k] = alone;
     if (degree == P && (P == 1 || (G && G->n == P))) g->comm[k] = MPI_COMM_WORLD;
     else if (degree > 1) MPI_Comm_split(MPI_COMM_WORLD, G ? G->first : P + rank, rank, &g->comm[k]);
     if (G) {
@@ -140,7 +138,8 @@ void coll_groups_init(coll_groups *g, const coll_layout *L, int rank) {
 
 void coll_groups_release(coll_groups *g) {
   for (int k = 0; k < g->n; k++)
-    if (g->comm[k] != MPI_COMM_WORLD && g->comm[k] != MPI_COMM_SELF) MPI_Comm_free(&g->comm[k]);
+    if (g->comm[k] != MPI_COMM_WORLD && g->comm[k] != MPI_COMM_SELF && g->comm[k] != MPI_COMM_NULL)
+      MPI_Comm_free(&g->comm[k]);
   g_free(g->comm);
   g_free(g->topo);
   g_free(g->size);

@@ -7,8 +7,10 @@
 // source host, on linked lists, and keeps an 8-byte predecessor per vertex and source. A 16,384-GPU
 // cluster (about 19,000 vertices) spent 13 minutes there before its first op, and by their sizes
 // its trees hold 2.5 GB.
-// Here the graph is in flat arrays, the search is a bucket queue over hop counts, a source's tree
-// holds 2 bytes per vertex, and each route asked is walked from that tree once and kept.
+// Here the graph is in flat arrays, the search is a bucket queue over hop counts that stops once
+// the route asked is settled (a GPU's first routes go to its ring neighbours, a few hops away), a
+// source's tree holds 2 bytes per vertex (or just the vertices a stopped search settled), and each
+// route asked is walked from that tree once and kept.
 //
 // Same routes, link for link: SimGrid's Dijkstra pops (cost, vertex) pairs in ascending order and
 // sets a vertex's predecessor on strict improvement only, so with every edge costing one or more
@@ -483,10 +485,15 @@ private:
   std::vector<uint32_t> in_pos_;           // an edge's place among its end's in-edges
   bool narrow_ = true;                     // every vertex has fewer than 65,535 in-edges
   // A source's tree: each vertex's predecessor edge, as its place among the vertex's in-edges
-  // (2 bytes a vertex where they all fit, 4 otherwise)
+  // (2 bytes a vertex where they all fit, 4 otherwise; none for a vertex not settled). A search
+  // that stopped once the route asked was settled and settled few vertices keeps just those, as
+  // sorted (vertex, place) pairs.
   struct Tree {
     std::vector<uint16_t> narrow;
     std::vector<uint32_t> wide;
+    std::vector<std::pair<uint32_t, uint32_t>> part; // or the settled vertices alone
+    bool sparse = false;
+    bool full   = false; // every vertex settled
   };
   std::unordered_map<uint32_t, Tree> trees_;
   std::vector<uint32_t> pred_; // a search's predecessor edges
@@ -499,6 +506,7 @@ private:
   std::vector<const sg4::Link*> pair_links_;
   std::vector<uint32_t> path_;
   std::vector<uint32_t> cost_, level_;          // a search's working arrays
+  std::vector<uint32_t> touched_;               // the vertices it reached (cost_ and pred_ reset)
   std::vector<std::vector<uint32_t>> bucket_;
   // A source's tree costs 2 bytes a vertex (38 kB on a 16,384-GPU cluster); routes asked are
   // kept pair by pair (about 100 bytes each), and trees up to this much, past which they are
@@ -572,7 +580,13 @@ private:
   // The predecessor edge of v in tree T, or NONE.
   uint32_t pred_edge(const Tree& T, uint32_t v) const
   {
-    uint32_t k = narrow_ ? (T.narrow[v] == UINT16_MAX ? NONE : T.narrow[v]) : T.wide[v];
+    uint32_t k;
+    if (T.sparse) {
+      auto it = std::lower_bound(T.part.begin(), T.part.end(), std::make_pair(v, uint32_t{0}));
+      k       = it != T.part.end() && it->first == v ? it->second : NONE;
+    } else {
+      k = narrow_ ? (T.narrow[v] == UINT16_MAX ? NONE : T.narrow[v]) : T.wide[v];
+    }
     return k == NONE ? NONE : in_[in_begin_[v] + k];
   }
 
@@ -583,7 +597,7 @@ private:
     auto it            = pairs_.find(key);
     if (it != pairs_.end())
       return it->second;
-    const Tree& T = tree(s);
+    const Tree& T = tree(s, t);
     path_.clear();
     for (uint32_t v = t; v != s;) {
       uint32_t e = pred_edge(T, v);
@@ -607,26 +621,39 @@ private:
   // the way), an edge that reaches a vertex more cheaply taking it, and, between edges that reach
   // it at one cost, the one whose start is the cheaper, then the lower-numbered (SimGrid's order
   // of taking vertices, in which the first to reach a vertex at its least cost keeps it).
-  const Tree& tree(uint32_t s)
+  // A source's first search stops once `t` is settled: every vertex of cost c is settled when
+  // every bucket up to c is through, for an edge costs one link or more, so a later bucket can
+  // neither lower nor tie c. Its route then lies among the vertices settled (a route's costs only
+  // grow), and a route to a rank of the same node or leaf settles a few vertices, not the whole
+  // graph. A destination that the partial tree lacks has the source searched whole.
+  const Tree& tree(uint32_t s, uint32_t t)
   {
     auto it = trees_.find(s);
-    if (it != trees_.end())
+    if (it != trees_.end() && (it->second.full || pred_edge(it->second, t) != NONE))
       return it->second;
+    const bool whole = it != trees_.end(); // a partial tree did not reach t
+    if (whole)
+      trees_.erase(it); // its bytes stay counted until the store is next cleared
     if (out_begin_.size() != n_vertices_ + 1u)
       build_out();
-    size_t bytes = (narrow_ ? sizeof(uint16_t) : sizeof(uint32_t)) * n_vertices_;
-    if (tree_bytes_ + bytes > TREE_BUDGET_BYTES) {
-      trees_.clear();
-      tree_bytes_ = 0;
-    }
     std::vector<uint32_t>& pred = pred_;
-    pred.assign(n_vertices_, NONE);
-    cost_.assign(n_vertices_, UINT32_MAX);
+    if (cost_.size() != n_vertices_) {
+      pred.assign(n_vertices_, NONE);
+      cost_.assign(n_vertices_, UINT32_MAX);
+    }
     if (bucket_.empty())
       bucket_.resize(1);
     cost_[s] = 0;
+    touched_.push_back(s);
     bucket_[0].push_back(s);
+    uint32_t settled = UINT32_MAX; // the largest cost settled, when stopped early
     for (uint32_t c = 0; c < bucket_.size(); c++) {
+      if (!whole && cost_[t] < c) { // every bucket up to t's cost is through
+        settled = c - 1;
+        for (uint32_t d = c; d < bucket_.size(); d++)
+          bucket_[d].clear();
+        break;
+      }
       level_.swap(bucket_[c]);
       for (uint32_t v : level_) {
         if (cost_[v] != c)
@@ -635,6 +662,8 @@ private:
           const Edge& e = edges_[out_[k]];
           uint32_t nc   = c + e.n_links;
           if (nc < cost_[e.to]) {
+            if (cost_[e.to] == UINT32_MAX)
+              touched_.push_back(e.to);
             cost_[e.to] = nc;
             pred[e.to]  = out_[k];
             if (bucket_.size() <= nc)
@@ -650,14 +679,39 @@ private:
       level_.clear();
     }
     Tree T;
-    if (narrow_) {
-      T.narrow.resize(n_vertices_);
-      for (uint32_t v = 0; v < n_vertices_; v++)
-        T.narrow[v] = pred[v] == NONE ? UINT16_MAX : static_cast<uint16_t>(in_pos_[pred[v]]);
+    T.full = settled == UINT32_MAX;
+    size_t n_settled = 0;
+    for (uint32_t v : touched_)
+      n_settled += v != s && cost_[v] <= settled;
+    const size_t dense = (narrow_ ? sizeof(uint16_t) : sizeof(uint32_t)) * n_vertices_;
+    size_t bytes       = dense;
+    if (!T.full && n_settled * sizeof(T.part[0]) < dense) {
+      T.sparse = true;
+      T.part.reserve(n_settled);
+      for (uint32_t v : touched_)
+        if (v != s && cost_[v] <= settled)
+          T.part.emplace_back(v, in_pos_[pred[v]]);
+      std::sort(T.part.begin(), T.part.end());
+      bytes = sizeof(T.part[0]) * T.part.size();
+    } else if (narrow_) {
+      T.narrow.assign(n_vertices_, UINT16_MAX);
+      for (uint32_t v : touched_)
+        if (v != s && cost_[v] <= settled)
+          T.narrow[v] = static_cast<uint16_t>(in_pos_[pred[v]]);
     } else {
-      T.wide.resize(n_vertices_);
-      for (uint32_t v = 0; v < n_vertices_; v++)
-        T.wide[v] = pred[v] == NONE ? NONE : in_pos_[pred[v]];
+      T.wide.assign(n_vertices_, NONE);
+      for (uint32_t v : touched_)
+        if (v != s && cost_[v] <= settled)
+          T.wide[v] = in_pos_[pred[v]];
+    }
+    for (uint32_t v : touched_) {
+      cost_[v] = UINT32_MAX;
+      pred[v]  = NONE;
+    }
+    touched_.clear();
+    if (tree_bytes_ + bytes > TREE_BUDGET_BYTES) {
+      trees_.clear();
+      tree_bytes_ = 0;
     }
     tree_bytes_ += bytes;
     searches_++;

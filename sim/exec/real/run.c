@@ -849,7 +849,7 @@ int real_exec_main(int argc, char **argv) {
   k.repl_after = repl_after_of(x.model, plan);
   int *node_of = g_new0(int, P); /* every rank on this machine */
   coll_layout *layout = coll_layout_new(c, NULL, node_of);
-  coll_groups_init(&k.g, layout, rank);
+  coll_groups_init(&k.g, layout, rank, MPI_COMM_SELF);
   coll_layout_free(layout);
   g_free(node_of);
   int n_send = 0;

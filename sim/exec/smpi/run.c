@@ -373,9 +373,10 @@ static const char *be_coll(void *be, const plan_op *op, int iter, double *wire) 
   const gboolean rail = grp == PLAN_GRP_DP && n > 1; /* rail folding's calls (rail_folds) */
   if (rail && g->rail_fold == 2) { /* GPU 0's group stands for this one */
     rail_wait(g);
-  } else if (op->peer_send_bytes) { /* MoE all-to-all with uneven blocks */
-    coll_alltoallv_pairwise(g->sendbuf, op->peer_send_bytes, g->recvbuf, op->peer_recv_bytes,
-                            g->groups.comm[grp]);
+  } else if (op->peer_send_bytes) { /* MoE all-to-all with uneven blocks (none alone) */
+    if (n > 1)
+      coll_alltoallv_pairwise(g->sendbuf, op->peer_send_bytes, g->recvbuf, op->peer_recv_bytes,
+                              g->groups.comm[grp]);
     algo = "pairwise";
     a = NULL;
   } else if (a && n > 1 && bytes > 0) {
@@ -579,7 +580,8 @@ static void group_traffic(const smpi_rank *g, const cfg_run *c, int slot, int gi
   if (here > 1) *mask |= 1u << s;
   const int n = g->groups.size[slot];
   /* members on other nodes at another GPU index (at any, where the caller's is unknown) */
-  const int far = gpu < 0 ? n - here : n - gpu_count(g, c, slot, gid, members)[gpu + 1] - here_other;
+  const int far =
+      gpu < 0 ? n - here : n - gpu_count(g, c, slot, gid, members)[gpu + 1] - here_other;
   if (far > 0) *mask |= 1u << 30;
 }
 
@@ -759,7 +761,7 @@ int smpi_exec_main(int argc, char **argv) {
     shared.max_gpu = -1;
     for (int r = 0; r < P; r++) shared.max_gpu = MAX(shared.max_gpu, shared.gpu_of[r]);
   }
-  coll_groups_init(&g.groups, shared.layout, rank);
+  coll_groups_init(&g.groups, shared.layout, rank, MPI_COMM_NULL);
   for (int k = 0; k < g.groups.n; k++) {
     g.groups.topo[k].nccl = &shared.ctx.nccl;
     /* folded (the driver's sim_fold_channels): the one group, every rank in whole nodes */
