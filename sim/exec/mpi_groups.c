@@ -11,7 +11,7 @@ typedef struct {
 struct coll_layout {
   int P, n_slots;
   int *degree;      /* per slot: the most members a group of it may have */
-  int *grp;         /* [slot * P + rank]: the rank's group among the slot's, -1: alone */
+  int *grp;         /* [slot * P + rank]: the rank's group among the slot's, -1: in none */
   int *pos;         /* [slot * P + rank]: its position in the group */
   int *rpn;         /* [slot * P + rank]: members per node as its rings see them (1: any other
                        layout) */
@@ -50,7 +50,7 @@ static void add_group(coll_layout *L, int k, const int *members, int n, const in
       r = ring_rpn(members, n, node_of, c);
       g_hash_table_insert(rpn_of, GINT_TO_POINTER(c), GINT_TO_POINTER(r + 1));
     }
-    g_assert(L->grp[at] == -2); /* the kinds partition the ranks: one group per member */
+    g_assert(L->grp[at] == -2); /* a rank is a member of one group of a kind at most */
     L->grp[at] = gid;
     L->pos[at] = i;
     L->rpn[at] = r;
@@ -121,8 +121,11 @@ void coll_groups_init(coll_groups *g, const coll_layout *L, int rank, MPI_Comm a
     const int gid = L->grp[at], degree = L->degree[k];
     const lay_group *G = gid >= 0 ? &g_array_index(L->groups[k], lay_group, gid) : NULL;
     g->comm[k] = alone;
+    /* a rank in no group of a kind that has some (a middle stage's tied embeddings) takes part in
+     * the split and, where `alone` is MPI_COMM_NULL, gets none */
+    const int outside = alone == MPI_COMM_NULL ? MPI_UNDEFINED : P + rank;
     if (degree == P && (P == 1 || (G && G->n == P))) g->comm[k] = MPI_COMM_WORLD;
-    else if (degree > 1) MPI_Comm_split(MPI_COMM_WORLD, G ? G->first : P + rank, rank, &g->comm[k]);
+    else if (degree > 1) MPI_Comm_split(MPI_COMM_WORLD, G ? G->first : outside, rank, &g->comm[k]);
     if (G) {
       g->size[k] = G->n;
       g->nodes[k] = G->nodes;

@@ -38,10 +38,12 @@ void coll_layout_free(coll_layout *L);
  * share its index. */
 int coll_layout_group(const coll_layout *L, int slot, int rank);
 
-/* Makes the communicators of `rank` as L places it; a slot where the rank is alone gets `alone`
- * (MPI_COMM_SELF, or MPI_COMM_NULL under SMPI, whose self communicator holds a table over every
- * simulated process: O(P) bytes a rank, 134 MB at 8,192 ranks by heaptrack, growing as the square
- * of the ranks). Collective over MPI_COMM_WORLD. */
+/* Makes the communicators of `rank` as L places it. A slot where the rank is in no group of more
+ * than itself gets `alone`: MPI_COMM_SELF, or MPI_COMM_NULL under SMPI, whose self communicator
+ * (and any other) holds a table over every simulated process: O(P) bytes a rank, 134 MB at 8,192
+ * ranks by heaptrack, growing as the square of the ranks. With MPI_COMM_NULL, a rank outside
+ * every group of a kind that has groups also gets none (MPI_UNDEFINED in the split) rather than
+ * a communicator of its own. Collective over MPI_COMM_WORLD. */
 void coll_groups_init(coll_groups *g, const coll_layout *L, int rank, MPI_Comm alone);
 void coll_groups_release(coll_groups *g);
 

@@ -622,8 +622,8 @@ private:
   // it at one cost, the one whose start is the cheaper, then the lower-numbered (SimGrid's order
   // of taking vertices, in which the first to reach a vertex at its least cost keeps it).
   // A source's first search stops once `t` is settled: every vertex of cost c is settled when
-  // every bucket up to c is through, for an edge costs one link or more, so a later bucket can
-  // neither lower nor tie c. Its route then lies among the vertices settled (a route's costs only
+  // every bucket below c is through, for an edge costs one link or more, so bucket c and later
+  // ones can neither lower nor tie c. Its route then lies among the vertices settled (a route's costs only
   // grow), and a route to a rank of the same node or leaf settles a few vertices, not the whole
   // graph. A destination that the partial tree lacks has the source searched whole.
   const Tree& tree(uint32_t s, uint32_t t)
@@ -648,8 +648,8 @@ private:
     bucket_[0].push_back(s);
     uint32_t settled = UINT32_MAX; // the largest cost settled, when stopped early
     for (uint32_t c = 0; c < bucket_.size(); c++) {
-      if (!whole && cost_[t] < c) { // every bucket up to t's cost is through
-        settled = c - 1;
+      if (!whole && cost_[t] <= c) { // every bucket below t's cost is through
+        settled = c;
         for (uint32_t d = c; d < bucket_.size(); d++)
           bucket_[d].clear();
         break;

@@ -538,10 +538,6 @@ static void count_peer(int me, int peer, int s, guint32 *mask) {
   else if (shared.gpu_of[peer] != shared.gpu_of[me] || shared.gpu_of[me] < 0) *mask |= 1u << 30;
 }
 
-/* What this rank's communication does inside its node: the slots (plan_op_slot) whose ops reach
- * another rank of the node, a bit each (bit 31 for point-to-point messages and slots past 29);
- * bit 30 when any op reaches a GPU of another index on another node (another rail: such a route
- * may cross NVLink). */
 /* Members of group `gid` of `slot` by GPU index: [gpu + 1], [0] where unknown; counted once per
  * group from the members of `rank`'s (one of them). */
 static const int *gpu_count(const smpi_rank *g, const cfg_run *c, int slot, int gid, int *members) {
@@ -585,6 +581,10 @@ static void group_traffic(const smpi_rank *g, const cfg_run *c, int slot, int gi
   if (far > 0) *mask |= 1u << 30;
 }
 
+/* What this rank's communication does inside its node: the slots (plan_op_slot) whose ops reach
+ * another rank of the node, a bit each (bit 31 for point-to-point messages and slots past 29);
+ * bit 30 when any op reaches a GPU of another index on another node (another rail: such a route
+ * may cross NVLink). */
 static guint32 node_traffic(const smpi_rank *g, const cfg_run *c) {
   const int P = c->gpus, me = g->rank;
   int *members = g_new(int, P);
