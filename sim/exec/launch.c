@@ -84,8 +84,8 @@ static char *sgzone_lib(const char *platform_xml_path) {
  * 32,768 ranks the stacks went to the heap, where 65,536 ranks held 13.6 GiB against 5.6 GiB
  * with every stack mapped (RssAnon, ResNet-18 data parallel). Setting it also fixes glibc's mmap
  * threshold at 128 KiB (mallopt(3)): every block of that size or more is mapped on its own, and
- * freeing one no longer moves the threshold up (which had put the stacks of a 16,384-GPU run on
- * the heap once, platform/sgzone.cpp). */
+ * freeing one no longer moves the threshold up (which, by the figures, had put the stacks of a
+ * 16,384-GPU run on the heap once, platform/sgzone.cpp). */
 #define MMAP_MAX_TUNABLE "glibc.malloc.mmap_max=16777216"
 
 /* smpirun's -wrapper: `env` with LD_PRELOAD naming libdlsim-cputime.so (preload/cputime.c) for

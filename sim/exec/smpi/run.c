@@ -538,23 +538,16 @@ static void count_peer(int me, int peer, int s, guint32 *mask) {
   else if (shared.gpu_of[peer] != shared.gpu_of[me] || shared.gpu_of[me] < 0) *mask |= 1u << 30;
 }
 
-/* Members of group `gid` of `slot` by GPU index: [gpu + 1], [0] where unknown; counted once per
- * group from the members of `rank`'s (one of them). */
-static const int *gpu_count(const smpi_rank *g, const cfg_run *c, int slot, int gid, int *members) {
-  const int P = c->gpus;
+/* Members of group `gid` of `slot` (op's) by GPU index: [gpu + 1], [0] where unknown; counted
+ * once per group from the caller's members. */
+static const int *gpu_count(const smpi_rank *g, const cfg_run *c, const plan_op *op, int slot,
+                            int gid, int *members) {
   if (!shared.gpu_count)
     shared.gpu_count = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
-  const gint64 key = (gint64)slot * P + gid;
+  const gint64 key = (gint64)slot * c->gpus + gid;
   int *h = g_hash_table_lookup(shared.gpu_count, &key);
   if (h) return h;
-  const plan_comms *cm = g->plan->comms;
-  int n;
-  if (slot >= PLAN_N_GROUPS) {
-    n = cm->size[slot - PLAN_N_GROUPS];
-    memcpy(members, cm->members[slot - PLAN_N_GROUPS], sizeof(int) * (size_t)n);
-  } else {
-    n = plan_group_members(c, (plan_group)slot, g->rank, members);
-  }
+  const int n = plan_op_members(g->plan, c, op, g->rank, members);
   h = g_new0(int, shared.max_gpu + 2);
   for (int i = 0; i < n; i++) h[shared.gpu_of[members[i]] + 1]++;
   g_hash_table_insert(shared.gpu_count, g_memdup2(&key, sizeof key), h);
@@ -563,8 +556,8 @@ static const int *gpu_count(const smpi_rank *g, const cfg_run *c, int slot, int 
 
 /* What count_peer finds over every member of the caller's group `gid` of `slot` (bit `s`),
  * without walking the group: its members on the caller's node, and by GPU index the others. */
-static void group_traffic(const smpi_rank *g, const cfg_run *c, int slot, int gid, int s,
-                          guint32 *mask, int *members) {
+static void group_traffic(const smpi_rank *g, const cfg_run *c, const plan_op *op, int slot,
+                          int gid, int s, guint32 *mask, int *members) {
   const int me = g->rank, node = shared.node_of[me], gpu = shared.gpu_of[me];
   int here = 0, here_other = 0; /* members on the node (the caller too); of another GPU index */
   for (int i = shared.node_first[node]; i < shared.node_first[node + 1]; i++) {
@@ -577,7 +570,7 @@ static void group_traffic(const smpi_rank *g, const cfg_run *c, int slot, int gi
   const int n = g->groups.size[slot];
   /* members on other nodes at another GPU index (at any, where the caller's is unknown) */
   const int far =
-      gpu < 0 ? n - here : n - gpu_count(g, c, slot, gid, members)[gpu + 1] - here_other;
+      gpu < 0 ? n - here : n - gpu_count(g, c, op, slot, gid, members)[gpu + 1] - here_other;
   if (far > 0) *mask |= 1u << 30;
 }
 
@@ -601,7 +594,7 @@ static guint32 node_traffic(const smpi_rank *g, const cfg_run *c) {
       if (s < 30) seen |= 1u << s;
       const int gid = coll_layout_group(shared.layout, slot, me);
       if (gid >= 0) {
-        group_traffic(g, c, slot, gid, s, &mask, members);
+        group_traffic(g, c, op, slot, gid, s, &mask, members);
         continue;
       }
       const int n = plan_op_members(g->plan, c, op, me, members);
